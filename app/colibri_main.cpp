@@ -1,1 +1,502 @@
-int main() { return 0; }
+// colibri: the command-line interface. Entry point only; the work happens in libcolibri and libcolibri_tools.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/session.h"
+#include "tools/check.h"
+#include "tools/convert.h"
+
+#ifndef COLIBRI_DEMO_MODEL
+#define COLIBRI_DEMO_MODEL ""
+#endif
+
+using namespace colibri;
+using nlohmann::json;
+
+namespace {
+
+int fail(const std::string& what, const std::string& why) {
+    std::fprintf(stderr, "colibri: %s: %s\n", what.c_str(), why.c_str());
+    return 1;
+}
+
+Result<std::vector<int32_t>> parse_tokens(const std::string& text) {
+    std::vector<int32_t> ids;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        const size_t comma = text.find(',', pos);
+        const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        char* end = nullptr;
+        errno = 0;
+        const long v = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
+            return error("'" + item + "' is not a token id");
+        ids.push_back(static_cast<int32_t>(v));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    if (ids.empty()) return error("no token ids given");
+    return ids;
+}
+
+struct ModelArgs {
+    std::string path = COLIBRI_DEMO_MODEL;
+    unsigned threads = 0;
+    uint32_t context = 0;
+};
+
+void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
+    auto* opt = cmd->add_option("-m,--model", m.path, "model file (.bin)");
+    if (required) opt->required();
+    cmd->add_option("-t,--threads", m.threads, "worker threads (default: all cores)");
+    cmd->add_option("-c,--context", m.context, "context length in tokens (default: min(model, 4096))");
+}
+
+struct Loaded {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<ThreadPool> pool;
+    std::unique_ptr<Session> session;
+};
+
+Result<Loaded> load(const ModelArgs& args) {
+    if (args.path.empty()) return error("no model given (use -m model.bin)");
+    auto model = Model::load(args.path);
+    if (!model) return model.status();
+    Loaded l;
+    l.model = std::move(model.value());
+    l.pool = std::make_unique<ThreadPool>(args.threads);
+    l.session = std::make_unique<Session>(*l.model, *l.pool, args.context);
+    return l;
+}
+
+Result<std::vector<int32_t>> tokens_or_prompt(const Model& model, const std::string& tokens, const std::string& prompt) {
+    if (!tokens.empty()) return parse_tokens(tokens);
+    if (prompt.empty()) return error("give --tokens or --prompt");
+    if (model.tokenizer() == nullptr) return error("model has no tokenizer; use --tokens");
+    auto ids = model.tokenizer()->encode(prompt, true);
+    if (ids.empty()) return error("prompt encodes to no tokens");
+    return ids;
+}
+
+Status check_ids(const Model& model, const std::vector<int32_t>& ids) {
+    for (int32_t id : ids)
+        if (static_cast<uint32_t>(id) >= model.hparams().vocab_size)
+            return error("token id " + std::to_string(id) + " out of range (vocabulary " +
+                         std::to_string(model.hparams().vocab_size) + ")");
+    return Status::ok();
+}
+
+// Writes a file through a temporary name so a failure never leaves a partial output.
+Status write_file_atomic(const std::string& path, const void* data, size_t bytes) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (f == nullptr) return error(path + ": " + std::strerror(errno));
+    const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
+    const bool closed = std::fclose(f) == 0;
+    if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return error(path + ": write failed");
+    }
+    return Status::ok();
+}
+
+// ---- commands ----
+
+int cmd_convert(const std::string& src, const std::string& out, const std::string& type_name, bool zstd, bool quiet) {
+    WeightType type;
+    if (!format::weight_type_from_name(type_name, &type)) return fail("convert", "unknown weight type '" + type_name + "'");
+    if (zstd) return fail("convert", "--zstd is not supported by this build yet");
+    std::error_code ec;
+    if (!std::filesystem::exists(src, ec)) return fail("convert", src + ": no such file or directory");
+    if (!std::filesystem::is_directory(src, ec))
+        return fail("convert", src + ": GGUF import is not available yet; give a Hugging Face model directory");
+    tools::ConvertOptions options;
+    options.type = type;
+    const bool tty = isatty(STDERR_FILENO) && !quiet;
+    if (tty) {
+        options.progress = [](uint64_t done, uint64_t total) {
+            std::fprintf(stderr, "\rconverting: %3d%%", total ? int(100.0 * double(done) / double(total)) : 100);
+            return true;
+        };
+    }
+    auto summary = tools::convert_hf(src, out, options);
+    if (tty) std::fprintf(stderr, "\n");
+    if (!summary) return fail("convert", summary.message());
+    if (!quiet)
+        std::printf("wrote %s: %s, %s weights, %u tensors, %llu bytes%s\n", out.c_str(), format::family_name(summary->family),
+                    type_name.c_str(), summary->tensors, static_cast<unsigned long long>(summary->file_size),
+                    summary->has_tokenizer ? ", with tokenizer" : ", no tokenizer");
+    return 0;
+}
+
+int cmd_check(const std::string& path, bool as_json) {
+    const tools::CheckReport report = tools::check_model(path);
+    if (as_json) {
+        std::printf("%s\n", tools::check_report_json(report).c_str());
+    } else if (!report.fatal.empty()) {
+        std::fprintf(stderr, "colibri: check: %s\n", report.fatal.c_str());
+    } else {
+        for (const std::string& p : report.problems) std::printf("damaged: %s\n", p.c_str());
+        std::printf("%s: %s (%zu sections)\n", path.c_str(), report.valid ? "valid" : "INVALID", report.sections.size());
+    }
+    return report.valid ? 0 : 1;
+}
+
+json info_json(const Model& m) {
+    const format::HyperParams& hp = m.hparams();
+    json j;
+    j["family"] = format::family_name(m.family());
+    j["format_version"] = std::to_string(m.file().header().version_major) + "." + std::to_string(m.file().header().version_minor);
+    j["file_size"] = m.file().size();
+    j["vocab_size"] = hp.vocab_size;
+    j["hidden_size"] = hp.hidden_size;
+    j["layers"] = hp.n_layers;
+    j["moe_layers"] = m.moe_layer_count();
+    j["heads"] = hp.n_heads;
+    j["kv_heads"] = hp.n_kv_heads;
+    j["head_dim"] = hp.head_dim;
+    j["experts"] = hp.n_experts;
+    j["active_experts"] = hp.n_experts_active;
+    j["expert_ffn"] = hp.expert_ffn;
+    j["shared_expert_ffn"] = hp.shared_expert_ffn;
+    j["dense_ffn"] = hp.dense_ffn;
+    j["max_position"] = hp.max_position;
+    j["rms_eps"] = hp.rms_eps;
+    j["rope_theta"] = hp.rope_theta;
+    j["norm_topk_prob"] = (hp.flags & format::kNormTopkProb) != 0;
+    j["clip_qkv"] = hp.clip_qkv;
+    j["bos_id"] = hp.bos_id;
+    j["eos_id"] = hp.eos_id;
+    std::map<std::string, uint64_t> types;
+    for (const TensorView& t : m.file().tensors()) types[format::weight_type_name(t.type)] += t.size;
+    j["weight_bytes_by_type"] = types;
+    j["sections"] = m.file().sections().size();
+    j["tensors"] = m.file().tensors().size();
+    j["tokenizer"] = m.tokenizer() ? (m.tokenizer()->kind() == Tokenizer::Kind::ByteLevelBpe ? "byte-level BPE" : "SentencePiece BPE") : "none";
+    if (m.tokenizer()) j["tokenizer_vocab"] = m.tokenizer()->vocab_size();
+    j["chat_template"] = !m.chat_template().empty();
+    return j;
+}
+
+int cmd_info(const std::string& path, bool as_json) {
+    auto model = Model::load(path);
+    if (!model) return fail("info", model.message());
+    const json j = info_json(*model.value());
+    if (as_json) {
+        std::printf("%s\n", j.dump(1).c_str());
+        return 0;
+    }
+    for (auto it = j.begin(); it != j.end(); ++it) std::printf("%-20s %s\n", it.key().c_str(), it.value().dump().c_str());
+    return 0;
+}
+
+int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::string& prompt, const std::string& out,
+               int top, bool as_json) {
+    auto loaded = load(args);
+    if (!loaded) return fail("logits", loaded.message());
+    Loaded& l = loaded.value();
+    auto ids = tokens_or_prompt(*l.model, tokens, prompt);
+    if (!ids) return fail("logits", ids.message());
+    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("logits", s.message());
+    const size_t vocab = l.model->hparams().vocab_size;
+    std::vector<float> all;
+    all.reserve(ids->size() * vocab);
+    for (int32_t id : ids.value()) {
+        auto logits = l.session->eval(id);
+        if (!logits) return fail("logits", logits.message());
+        all.insert(all.end(), logits->begin(), logits->end());
+    }
+    if (!out.empty()) {
+        if (Status s = write_file_atomic(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
+    }
+    if (as_json || top > 0 || out.empty()) {
+        const int k = top > 0 ? top : 5;
+        json positions = json::array();
+        for (size_t p = 0; p < ids->size(); ++p) {
+            const float* row = all.data() + p * vocab;
+            std::vector<int32_t> order(vocab);
+            for (size_t i = 0; i < vocab; ++i) order[i] = static_cast<int32_t>(i);
+            const size_t kk = std::min<size_t>(static_cast<size_t>(k), vocab);
+            std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kk), order.end(),
+                              [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+            json top_ids = json::array(), top_logits = json::array();
+            for (size_t i = 0; i < kk; ++i) {
+                top_ids.push_back(order[i]);
+                top_logits.push_back(row[order[i]]);
+            }
+            positions.push_back({{"position", p}, {"token", ids.value()[p]}, {"top_ids", top_ids}, {"top_logits", top_logits}});
+        }
+        if (as_json) {
+            std::printf("%s\n", json{{"tokens", ids.value()}, {"vocab", vocab}, {"positions", positions}}.dump().c_str());
+        } else {
+            for (const json& p : positions) std::printf("%s\n", p.dump().c_str());
+        }
+    }
+    return 0;
+}
+
+struct RouteCollector : TraceObserver {
+    // per layer: per position
+    std::map<uint32_t, std::vector<std::vector<int32_t>>> experts;
+    std::map<uint32_t, std::vector<std::vector<float>>> weights;
+    std::map<uint32_t, std::vector<std::vector<float>>> probs;
+    void on_routing(const RoutingRecord& r) override {
+        experts[r.layer].emplace_back(r.experts.begin(), r.experts.end());
+        weights[r.layer].emplace_back(r.weights.begin(), r.weights.end());
+        probs[r.layer].emplace_back(r.router_probs.begin(), r.router_probs.end());
+    }
+};
+
+int cmd_route(const ModelArgs& args, const std::string& tokens, const std::string& prompt, bool with_probs) {
+    auto loaded = load(args);
+    if (!loaded) return fail("route", loaded.message());
+    Loaded& l = loaded.value();
+    auto ids = tokens_or_prompt(*l.model, tokens, prompt);
+    if (!ids) return fail("route", ids.message());
+    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("route", s.message());
+    RouteCollector collector;
+    l.session->set_observer(&collector);
+    for (int32_t id : ids.value()) {
+        auto r = l.session->eval(id);
+        if (!r) return fail("route", r.message());
+    }
+    json layers = json::array();
+    for (const auto& [layer, ex] : collector.experts) {
+        json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}};
+        if (with_probs) e["probs"] = collector.probs[layer];
+        layers.push_back(e);
+    }
+    std::printf("%s\n", json{{"tokens", ids.value()}, {"layers", layers}}.dump().c_str());
+    return 0;
+}
+
+void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
+    cmd->add_flag("--greedy", s.greedy, "always take the most likely token");
+    cmd->add_option("--seed", s.seed, "random seed");
+    cmd->add_option("--temperature", s.temperature, "temperature (0 = greedy)");
+    cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 = off)");
+    cmd->add_option("--top-p", s.top_p, "nucleus sampling threshold (1 = off)");
+    cmd->add_option("--min-p", s.min_p, "drop tokens below min-p x the best probability (0 = off)");
+    cmd->add_option("--repeat-penalty", s.repetition_penalty, "repetition penalty (1 = off)");
+    cmd->add_option("--repeat-last-n", s.repetition_window, "tokens the repetition penalty looks back over");
+}
+
+int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
+                 const SamplerConfig& sc, bool as_json) {
+    auto loaded = load(args);
+    if (!loaded) return fail("generate", loaded.message());
+    Loaded& l = loaded.value();
+    auto ids = tokens_or_prompt(*l.model, tokens, prompt);
+    if (!ids) return fail("generate", ids.message());
+    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("generate", s.message());
+    Sampler sampler(sc);
+    GenerateRequest req;
+    req.max_tokens = n;
+    // With explicit token ids the caller decides when to stop, as HF generate with a fixed length does.
+    if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
+    const Tokenizer* tok = l.model->tokenizer();
+    std::string pending;
+    auto out = generate(*l.session, sampler, ids.value(), req, [&](int32_t id) {
+        if (!as_json && tok) {
+            pending += tok->decode_token_bytes(id);
+            std::fwrite(pending.data(), 1, pending.size(), stdout);
+            std::fflush(stdout);
+            pending.clear();
+        }
+        return true;
+    });
+    if (!out) return fail("generate", out.message());
+    if (as_json) {
+        json j{{"prompt_ids", ids.value()}, {"new_ids", out.value()}};
+        if (tok) j["text"] = tok->decode(out.value());
+        std::printf("%s\n", j.dump().c_str());
+    } else if (!tok) {
+        for (size_t i = 0; i < out->size(); ++i) std::printf("%s%d", i ? "," : "", out.value()[i]);
+        std::printf("\n");
+    } else {
+        std::printf("\n");
+    }
+    return 0;
+}
+
+int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens) {
+    auto loaded = load(args);
+    if (!loaded) return fail("chat", loaded.message());
+    Loaded& l = loaded.value();
+    const Tokenizer* tok = l.model->tokenizer();
+    if (tok == nullptr) return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
+    const bool interactive = isatty(STDIN_FILENO);
+    if (interactive)
+        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /reset starts over; Ctrl-D exits.\n", args.path.c_str(),
+                     format::family_name(l.model->family()));
+    Sampler sampler(sc);
+    std::vector<ChatMessage> messages;
+    if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
+    std::vector<int32_t> cached;  // tokens the session holds
+    const std::vector<int32_t> stops = default_stop_ids(*l.model);
+    std::string line;
+    for (;;) {
+        if (interactive) std::fprintf(stderr, "> ");
+        if (!std::getline(std::cin, line)) break;
+        if (line == "/reset") {
+            messages.erase(messages.begin() + (system_prompt.empty() ? 0 : 1), messages.end());
+            cached.clear();
+            l.session->reset();
+            std::fprintf(stderr, "(conversation reset)\n");
+            continue;
+        }
+        if (line.empty()) continue;
+        messages.push_back({"user", line});
+        std::string prompt;
+        if (!l.model->chat_template().empty()) {
+            ChatTemplateInput in;
+            in.messages = messages;
+            in.add_generation_prompt = true;
+            if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
+            if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
+            auto rendered = render_chat_template(l.model->chat_template(), in);
+            if (!rendered) return fail("chat", "chat template: " + rendered.message());
+            prompt = rendered.value();
+        } else {
+            for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
+            prompt += "assistant:";
+        }
+        std::vector<int32_t> ids = tok->encode(prompt, l.model->chat_template().empty());
+        // Reuse the KV cache for the common prefix; evaluate only what is new.
+        size_t common = 0;
+        while (common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
+        if (common == ids.size() && common > 0) --common;  // at least one token must be fed to get logits
+        l.session->truncate(static_cast<uint32_t>(common));
+        cached.resize(common);
+        if (ids.size() + static_cast<size_t>(max_tokens) > l.session->context()) {
+            return fail("chat", "conversation exceeds the context of " + std::to_string(l.session->context()) +
+                                    " tokens; /reset to start over");
+        }
+        std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
+        GenerateRequest req;
+        req.max_tokens = max_tokens;
+        req.stop_ids = stops;
+        std::string reply;
+        auto out = generate(*l.session, sampler, fresh, req, [&](int32_t id) {
+            if (std::find(stops.begin(), stops.end(), id) != stops.end()) return true;
+            const std::string bytes = tok->decode_token_bytes(id);
+            std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+            std::fflush(stdout);
+            return true;
+        });
+        std::printf("\n");
+        std::fflush(stdout);
+        if (!out) return fail("chat", out.message());
+        cached = ids;
+        // The session holds the prompt and every generated token except the last one sampled.
+        cached.insert(cached.end(), out->begin(), out->end());
+        cached.resize(l.session->position());
+        std::vector<int32_t> reply_ids;
+        for (int32_t id : out.value())
+            if (std::find(stops.begin(), stops.end(), id) == stops.end()) reply_ids.push_back(id);
+        messages.push_back({"assistant", tok->decode(reply_ids, true)});
+    }
+    if (interactive) std::fprintf(stderr, "\n");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"colibri: a CPU inference engine for Mixture-of-Experts models"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "colibri 0.1.0");
+
+    std::string src, out, type_name = "f32";
+    bool zstd = false, quiet = false, as_json = false, with_probs = false;
+    auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory to .bin");
+    convert->add_option("source", src, "Hugging Face model directory")->required();
+    convert->add_option("-o,--output", out, "output .bin")->required();
+    convert->add_option("--type", type_name, "weight type: f32, f16, bf16");
+    convert->add_flag("--zstd", zstd, "write model.bin.zst");
+    convert->add_flag("-q,--quiet", quiet, "print nothing on success");
+
+    std::string path;
+    auto* check = app.add_subcommand("check", "validate a .bin file");
+    check->add_option("model", path, "model file")->required();
+    check->add_flag("--json", as_json, "JSON report");
+
+    auto* info = app.add_subcommand("info", "print a model's hyper-parameters");
+    info->add_option("model", path, "model file")->required();
+    info->add_flag("--json", as_json, "JSON output");
+
+    ModelArgs margs;
+    std::string tokens, prompt, logits_out;
+    int top = 0, n = 32, max_tokens = 256;
+    auto* logits = app.add_subcommand("logits", "print or dump the logits at every position");
+    add_model_args(logits, margs, true);
+    logits->add_option("--tokens", tokens, "comma-separated token ids");
+    logits->add_option("--prompt", prompt, "text to tokenize");
+    logits->add_option("--out", logits_out, "write raw float32 [tokens x vocab] here");
+    logits->add_option("--top", top, "show the top K logits per position");
+    logits->add_flag("--json", as_json, "JSON output");
+
+    auto* route = app.add_subcommand("route", "print the router's choices per layer and token");
+    add_model_args(route, margs, true);
+    route->add_option("--tokens", tokens, "comma-separated token ids");
+    route->add_option("--prompt", prompt, "text to tokenize");
+    route->add_flag("--json", as_json, "JSON output (the only format)");
+    route->add_flag("--probs", with_probs, "include the full router distribution");
+
+    SamplerConfig sc;
+    auto* gen = app.add_subcommand("generate", "generate tokens");
+    add_model_args(gen, margs, true);
+    gen->add_option("--tokens", tokens, "comma-separated prompt token ids");
+    gen->add_option("--prompt", prompt, "prompt text");
+    gen->add_option("-n", n, "tokens to generate");
+    add_sampler_args(gen, sc);
+    gen->add_flag("--json", as_json, "JSON output");
+
+    std::string system_prompt;
+    auto* chat = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
+    add_model_args(chat, margs, false);
+    chat->add_option("--system", system_prompt, "system prompt");
+    chat->add_option("-n,--max-tokens", max_tokens, "longest reply in tokens");
+    add_sampler_args(chat, sc);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "colibri: usage: %s (see colibri --help)\n", e.what());
+        return 2;
+    }
+
+    try {
+        if (*convert) return cmd_convert(src, out, type_name, zstd, quiet);
+        if (*check) return cmd_check(path, as_json);
+        if (*info) return cmd_info(path, as_json);
+        if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
+        if (*route) return cmd_route(margs, tokens, prompt, with_probs);
+        if (*gen) return cmd_generate(margs, tokens, prompt, n, sc, as_json);
+        if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens);
+    } catch (const std::bad_alloc&) {
+        return fail("error", "out of memory");
+    } catch (const std::exception& e) {
+        return fail("error", e.what());
+    }
+    return 1;
+}

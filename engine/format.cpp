@@ -1,1 +1,75 @@
-// placeholder, being written
+#include "format.h"
+
+namespace colibri::format {
+
+const char* family_name(Family f) {
+    switch (f) {
+        case Family::Mixtral: return "mixtral";
+        case Family::Qwen2Moe: return "qwen2_moe";
+        case Family::Olmoe: return "olmoe";
+    }
+    return "unknown";
+}
+
+bool family_from_name(std::string_view name, Family* out) {
+    if (name == "mixtral") { *out = Family::Mixtral; return true; }
+    if (name == "qwen2_moe") { *out = Family::Qwen2Moe; return true; }
+    if (name == "olmoe") { *out = Family::Olmoe; return true; }
+    return false;
+}
+
+const char* weight_type_name(WeightType t) {
+    switch (t) {
+        case WeightType::F32: return "f32";
+        case WeightType::F16: return "f16";
+        case WeightType::BF16: return "bf16";
+        case WeightType::Q8_0: return "q8_0";
+        case WeightType::Q4_K: return "q4";
+    }
+    return "unknown";
+}
+
+bool weight_type_from_name(std::string_view name, WeightType* out) {
+    for (uint32_t t = 0; t <= static_cast<uint32_t>(WeightType::Q4_K); ++t) {
+        if (name == weight_type_name(static_cast<WeightType>(t))) { *out = static_cast<WeightType>(t); return true; }
+    }
+    return false;
+}
+
+bool weight_type_is_known(uint32_t t) { return t <= static_cast<uint32_t>(WeightType::Q4_K); }
+
+const char* section_kind_name(SectionKind k) {
+    switch (k) {
+        case SectionKind::Metadata: return "metadata";
+        case SectionKind::TokenizerJson: return "tokenizer";
+        case SectionKind::TokenizerConfig: return "tokenizer_config";
+        case SectionKind::ChatTemplate: return "chat_template";
+        case SectionKind::Embedding: return "embedding";
+        case SectionKind::Attention: return "attention";
+        case SectionKind::Router: return "router";
+        case SectionKind::Expert: return "expert";
+        case SectionKind::SharedExpert: return "shared_expert";
+        case SectionKind::DenseMlp: return "dense_mlp";
+        case SectionKind::Output: return "output";
+    }
+    return "unknown";
+}
+
+bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out) {
+    constexpr uint64_t kLimit = uint64_t(1) << 48;  // no real tensor is near this; guards the products
+    if (rows == 0 || cols == 0 || rows > kLimit || cols > kLimit || rows * cols > kLimit) return false;
+    const uint64_t n = rows * cols;
+    switch (t) {
+        case WeightType::F32: *out = n * 4; return true;
+        case WeightType::F16:
+        case WeightType::BF16: *out = n * 2; return true;
+        case WeightType::Q8_0:
+            if (cols % 32 != 0) return false;
+            *out = n / 32 * 34;  // per block: f16 scale + 32 int8
+            return true;
+        case WeightType::Q4_K: return false;  // not implemented in this version
+    }
+    return false;
+}
+
+}  // namespace colibri::format

@@ -1,1 +1,112 @@
-// placeholder, being written
+#include "sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace colibri {
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+int32_t argmax(std::span<const float> logits) {
+    int32_t best = 0;
+    for (size_t i = 1; i < logits.size(); ++i)
+        if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+    return best;
+}
+
+Sampler::Sampler(const SamplerConfig& config) : config_(config) { reseed(config.seed); }
+
+void Sampler::reseed(uint64_t seed) {
+    uint64_t x = seed;
+    for (uint64_t& s : state_) s = splitmix64(x);
+}
+
+double Sampler::next_uniform() {  // xoshiro256**
+    const uint64_t result = rotl(state_[1] * 5, 7) * 9;
+    const uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = rotl(state_[3], 45);
+    return static_cast<double>(result >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+    const size_t n = logits.size();
+    work_.assign(logits.begin(), logits.end());
+    if (config_.repetition_penalty != 1.0f && config_.repetition_penalty > 0.0f) {
+        const size_t window = config_.repetition_window > 0 ? static_cast<size_t>(config_.repetition_window) : history.size();
+        const size_t start = history.size() > window ? history.size() - window : 0;
+        // Each distinct token is penalised once, as transformers does.
+        ids_.assign(history.begin() + static_cast<std::ptrdiff_t>(start), history.end());
+        std::sort(ids_.begin(), ids_.end());
+        ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+        for (int32_t id : ids_) {
+            if (id < 0 || static_cast<size_t>(id) >= n) continue;
+            float& l = work_[id];
+            l = l > 0.0f ? l / config_.repetition_penalty : l * config_.repetition_penalty;
+        }
+    }
+    if (config_.greedy || config_.temperature <= 0.0f) return argmax(work_);
+
+    for (float& l : work_) l /= config_.temperature;
+    // Candidates sorted by logit, ties by id, so the order never depends on the sort implementation.
+    ids_.resize(n);
+    std::iota(ids_.begin(), ids_.end(), 0);
+    auto better = [this](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
+    size_t keep = n;
+    if (config_.top_k > 0 && static_cast<size_t>(config_.top_k) < n) {
+        keep = static_cast<size_t>(config_.top_k);
+        std::partial_sort(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(keep), ids_.end(), better);
+    } else {
+        std::sort(ids_.begin(), ids_.end(), better);
+    }
+    // Softmax over the kept candidates.
+    const float mx = work_[ids_[0]];
+    std::vector<float>& probs = work_;  // reuse: probabilities overwrite the logits of kept ids
+    double sum = 0.0;
+    for (size_t i = 0; i < keep; ++i) {
+        const float p = std::exp(work_[ids_[i]] - mx);
+        probs[ids_[i]] = p;
+        sum += p;
+    }
+    for (size_t i = 0; i < keep; ++i) probs[ids_[i]] = static_cast<float>(probs[ids_[i]] / sum);
+    if (config_.top_p < 1.0f && config_.top_p > 0.0f) {
+        double cum = 0.0;
+        size_t k = 0;
+        while (k < keep) {
+            cum += probs[ids_[k]];
+            ++k;
+            if (cum >= config_.top_p) break;
+        }
+        keep = std::max<size_t>(1, k);
+    }
+    if (config_.min_p > 0.0f) {
+        const float threshold = config_.min_p * probs[ids_[0]];
+        size_t k = 1;
+        while (k < keep && probs[ids_[k]] >= threshold) ++k;
+        keep = k;
+    }
+    double total = 0.0;
+    for (size_t i = 0; i < keep; ++i) total += probs[ids_[i]];
+    const double r = next_uniform() * total;
+    double acc = 0.0;
+    for (size_t i = 0; i < keep; ++i) {
+        acc += probs[ids_[i]];
+        if (r < acc) return ids_[i];
+    }
+    return ids_[keep - 1];
+}
+
+}  // namespace colibri

@@ -1,1 +1,383 @@
-// placeholder, being written
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "convert.h"
+#include "engine/bin_writer.h"
+#include "engine/model_file.h"
+#include "engine/tokenizer.h"
+#include "kernels/half.h"
+#include "safetensors.h"
+
+namespace colibri::tools {
+
+using nlohmann::json;
+using namespace format;
+namespace fs = std::filesystem;
+
+namespace {
+
+Result<std::string> read_text(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) return error(p.string() + ": cannot read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// Typed access to config.json fields with one-line errors naming the field.
+class Config {
+public:
+    explicit Config(json j) : j_(std::move(j)) {}
+    Status status() const { return status_; }
+
+    uint32_t u32(const char* key, std::optional<uint32_t> fallback = std::nullopt) {
+        const json* v = find(key);
+        if (v == nullptr) return missing(key, fallback);
+        if (!v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() > (int64_t(1) << 31)) {
+            fail(std::string("field '") + key + "' must be a positive integer");
+            return 0;
+        }
+        return v->get<uint32_t>();
+    }
+    float number(const char* key, std::optional<float> fallback = std::nullopt) {
+        const json* v = find(key);
+        if (v == nullptr) return missing(key, fallback);
+        if (!v->is_number()) {
+            fail(std::string("field '") + key + "' must be a number");
+            return 0;
+        }
+        return v->get<float>();
+    }
+    bool boolean(const char* key, bool fallback) {
+        const json* v = find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_boolean()) {
+            fail(std::string("field '") + key + "' must be true or false");
+            return fallback;
+        }
+        return v->get<bool>();
+    }
+    // An optional token id: an integer, or a list whose first entry is used.
+    int32_t token_id(const char* key) {
+        const json* v = find(key);
+        if (v == nullptr) return -1;
+        if (v->is_array() && !v->empty()) v = &(*v)[0];
+        if (!v->is_number_integer()) return -1;
+        return v->get<int32_t>();
+    }
+    const json* find(const char* key) const {
+        auto it = j_.find(key);
+        return (it == j_.end() || it->is_null()) ? nullptr : &*it;
+    }
+    void fail(const std::string& why) {
+        if (status_) status_ = error("config.json: " + why);
+    }
+
+private:
+    template <typename T>
+    T missing(const char* key, std::optional<T> fallback) {
+        if (fallback) return *fallback;
+        fail(std::string("missing field '") + key + "'");
+        return T{};
+    }
+    json j_;
+    Status status_;
+};
+
+struct SourceRef {
+    std::string source;  // HF tensor name
+};
+
+struct Plan {
+    Family family;
+    HyperParams hp{};
+    std::vector<PlannedSection> sections;
+    std::vector<std::string> sources;  // HF name per planned tensor, in write order
+};
+
+void add_tensor(Plan& plan, PlannedSection& s, std::string name, std::string source, WeightType type,
+                uint64_t rows, uint64_t cols = 1, uint32_t n_dims = 2) {
+    s.tensors.push_back(PlannedTensor{std::move(name), type, n_dims, rows, cols});
+    plan.sources.push_back(std::move(source));
+}
+
+Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eos, WeightType type) {
+    Config cfg(cfg_json);
+    Plan plan;
+    const json* mt = cfg.find("model_type");
+    if (mt == nullptr || !mt->is_string()) return error("config.json: missing field 'model_type'");
+    if (!family_from_name(mt->get<std::string>(), &plan.family))
+        return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (mixtral, qwen2_moe, olmoe)");
+    const Family fam = plan.family;
+    HyperParams& hp = plan.hp;
+    hp.hidden_size = cfg.u32("hidden_size");
+    hp.n_layers = cfg.u32("num_hidden_layers");
+    hp.n_heads = cfg.u32("num_attention_heads");
+    hp.n_kv_heads = cfg.u32("num_key_value_heads", hp.n_heads);
+    hp.vocab_size = cfg.u32("vocab_size");
+    hp.max_position = cfg.u32("max_position_embeddings", 4096);
+    hp.rms_eps = cfg.number("rms_norm_eps", 1e-6f);
+    hp.rope_theta = cfg.number("rope_theta", 10000.0f);
+    hp.n_experts_active = cfg.u32("num_experts_per_tok");
+    hp.n_experts = cfg.u32(fam == Family::Mixtral ? "num_local_experts" : "num_experts");
+    if (!cfg.status()) return cfg.status();
+    hp.head_dim = cfg.find("head_dim") ? cfg.u32("head_dim") : (hp.n_heads ? hp.hidden_size / hp.n_heads : 0);
+    if (hp.head_dim * hp.n_heads != hp.hidden_size && !cfg.find("head_dim"))
+        return error("config.json: hidden_size is not a multiple of num_attention_heads");
+    if (hp.n_kv_heads == 0 || hp.n_heads % hp.n_kv_heads != 0)
+        return error("config.json: num_attention_heads must be a multiple of num_key_value_heads");
+    if (hp.n_experts_active > hp.n_experts) return error("config.json: num_experts_per_tok exceeds the number of experts");
+    if (cfg.find("rope_scaling")) return error("config.json: rope_scaling is not supported yet");
+    if (const json* sw = cfg.find("sliding_window"); sw && sw->is_number_unsigned() && cfg.boolean("use_sliding_window", fam == Family::Mixtral)) {
+        // With a context no longer than the window, full attention equals sliding-window attention.
+        hp.max_position = std::min<uint32_t>(hp.max_position, sw->get<uint32_t>());
+    }
+    if (cfg.boolean("tie_word_embeddings", false)) hp.flags |= kTiedEmbeddings;
+    hp.bos_id = cfg.token_id("bos_token_id");
+    hp.eos_id = gen_eos.empty() ? cfg.token_id("eos_token_id") : gen_eos[0];
+
+    std::vector<bool> moe_layer(hp.n_layers, true);
+    if (fam == Family::Mixtral) {
+        hp.expert_ffn = cfg.u32("intermediate_size");
+        hp.flags |= kNormTopkProb;  // Mixtral always renormalises its top-k weights
+    } else if (fam == Family::Qwen2Moe) {
+        hp.expert_ffn = cfg.u32("moe_intermediate_size");
+        hp.shared_expert_ffn = cfg.find("shared_expert_intermediate_size") ? cfg.u32("shared_expert_intermediate_size") : 0;
+        if (hp.shared_expert_ffn) hp.flags |= kSharedExpert;
+        hp.flags |= kQkvBias;
+        if (cfg.boolean("norm_topk_prob", false)) hp.flags |= kNormTopkProb;
+        const uint32_t step = cfg.u32("decoder_sparse_step", 1);
+        std::vector<uint32_t> mlp_only;
+        if (const json* m = cfg.find("mlp_only_layers")) {
+            if (!m->is_array()) return error("config.json: field 'mlp_only_layers' must be a list");
+            for (const json& v : *m) {
+                if (!v.is_number_unsigned() || v.get<uint64_t>() >= hp.n_layers)
+                    return error("config.json: mlp_only_layers has an entry out of range");
+                mlp_only.push_back(v.get<uint32_t>());
+            }
+        }
+        for (uint32_t l = 0; l < hp.n_layers; ++l) {
+            const bool listed = std::find(mlp_only.begin(), mlp_only.end(), l) != mlp_only.end();
+            moe_layer[l] = !listed && step > 0 && (l + 1) % step == 0;
+        }
+        if (std::find(moe_layer.begin(), moe_layer.end(), false) != moe_layer.end()) hp.dense_ffn = cfg.u32("intermediate_size");
+    } else {  // olmoe
+        hp.expert_ffn = cfg.u32("intermediate_size");
+        hp.flags |= kQkNorm;
+        if (cfg.boolean("norm_topk_prob", false)) hp.flags |= kNormTopkProb;
+        if (const json* c = cfg.find("clip_qkv")) {
+            if (!c->is_number() || c->get<float>() <= 0) return error("config.json: field 'clip_qkv' must be a positive number or null");
+            hp.clip_qkv = c->get<float>();
+        }
+        if (cfg.boolean("attention_bias", false)) return error("config.json: attention_bias is not supported for olmoe");
+    }
+    if (!cfg.status()) return cfg.status();
+
+    const uint64_t H = hp.hidden_size, q_dim = uint64_t(hp.n_heads) * hp.head_dim, kv_dim = uint64_t(hp.n_kv_heads) * hp.head_dim;
+    const WeightType f32 = WeightType::F32;
+    auto section = [&plan](SectionKind kind, uint32_t layer = kNone, uint32_t expert = kNone) -> PlannedSection& {
+        plan.sections.push_back(PlannedSection{kind, layer, expert, {}, {}});
+        return plan.sections.back();
+    };
+    {
+        PlannedSection& s = section(SectionKind::Embedding);
+        add_tensor(plan, s, "embed", "model.embed_tokens.weight", type, hp.vocab_size, H);
+    }
+    const bool mixtral = fam == Family::Mixtral;
+    for (uint32_t l = 0; l < hp.n_layers; ++l) {
+        const std::string hf = "model.layers." + std::to_string(l) + ".";
+        auto name = [l](const char* what) { return tensor_names::layer(l, what); };
+        {
+            PlannedSection& s = section(SectionKind::Attention, l);
+            add_tensor(plan, s, name("attn_norm"), hf + "input_layernorm.weight", f32, H, 1, 1);
+            add_tensor(plan, s, name("attn.q"), hf + "self_attn.q_proj.weight", type, q_dim, H);
+            add_tensor(plan, s, name("attn.k"), hf + "self_attn.k_proj.weight", type, kv_dim, H);
+            add_tensor(plan, s, name("attn.v"), hf + "self_attn.v_proj.weight", type, kv_dim, H);
+            add_tensor(plan, s, name("attn.o"), hf + "self_attn.o_proj.weight", type, H, q_dim);
+            if (hp.flags & kQkvBias) {
+                add_tensor(plan, s, name("attn.q_bias"), hf + "self_attn.q_proj.bias", f32, q_dim, 1, 1);
+                add_tensor(plan, s, name("attn.k_bias"), hf + "self_attn.k_proj.bias", f32, kv_dim, 1, 1);
+                add_tensor(plan, s, name("attn.v_bias"), hf + "self_attn.v_proj.bias", f32, kv_dim, 1, 1);
+            }
+            if (hp.flags & kQkNorm) {
+                add_tensor(plan, s, name("attn.q_norm"), hf + "self_attn.q_norm.weight", f32, q_dim, 1, 1);
+                add_tensor(plan, s, name("attn.k_norm"), hf + "self_attn.k_norm.weight", f32, kv_dim, 1, 1);
+            }
+            add_tensor(plan, s, name("ffn_norm"), hf + "post_attention_layernorm.weight", f32, H, 1, 1);
+        }
+        const std::string moe = hf + (mixtral ? "block_sparse_moe." : "mlp.");
+        if (moe_layer[l]) {
+            {
+                // The router stays f32 whatever the weight type: near-ties must not flip through rounding.
+                PlannedSection& s = section(SectionKind::Router, l);
+                add_tensor(plan, s, name("router"), moe + "gate.weight", f32, hp.n_experts, H);
+                if (hp.flags & kSharedExpert) add_tensor(plan, s, name("shared_expert_gate"), moe + "shared_expert_gate.weight", f32, 1, H);
+            }
+            for (uint32_t e = 0; e < hp.n_experts; ++e) {
+                PlannedSection& s = section(SectionKind::Expert, l, e);
+                const std::string src = moe + "experts." + std::to_string(e) + ".";
+                add_tensor(plan, s, tensor_names::expert(l, e, "gate"), src + (mixtral ? "w1.weight" : "gate_proj.weight"), type, hp.expert_ffn, H);
+                add_tensor(plan, s, tensor_names::expert(l, e, "up"), src + (mixtral ? "w3.weight" : "up_proj.weight"), type, hp.expert_ffn, H);
+                add_tensor(plan, s, tensor_names::expert(l, e, "down"), src + (mixtral ? "w2.weight" : "down_proj.weight"), type, H, hp.expert_ffn);
+            }
+            if (hp.flags & kSharedExpert) {
+                PlannedSection& s = section(SectionKind::SharedExpert, l);
+                add_tensor(plan, s, name("shared_expert.gate"), moe + "shared_expert.gate_proj.weight", type, hp.shared_expert_ffn, H);
+                add_tensor(plan, s, name("shared_expert.up"), moe + "shared_expert.up_proj.weight", type, hp.shared_expert_ffn, H);
+                add_tensor(plan, s, name("shared_expert.down"), moe + "shared_expert.down_proj.weight", type, H, hp.shared_expert_ffn);
+            }
+        } else {
+            PlannedSection& s = section(SectionKind::DenseMlp, l);
+            add_tensor(plan, s, name("mlp.gate"), hf + "mlp.gate_proj.weight", type, hp.dense_ffn, H);
+            add_tensor(plan, s, name("mlp.up"), hf + "mlp.up_proj.weight", type, hp.dense_ffn, H);
+            add_tensor(plan, s, name("mlp.down"), hf + "mlp.down_proj.weight", type, H, hp.dense_ffn);
+        }
+    }
+    {
+        PlannedSection& s = section(SectionKind::Output);
+        add_tensor(plan, s, "output_norm", "model.norm.weight", f32, H, 1, 1);
+        if (!(hp.flags & kTiedEmbeddings)) add_tensor(plan, s, "lm_head", "lm_head.weight", type, hp.vocab_size, H);
+    }
+    return plan;
+}
+
+// Converts one source tensor into the planned type.
+void encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vector<uint8_t>& out) {
+    const uint64_t n = src.elements();
+    switch (dst.type) {
+        case WeightType::F32:
+            out.resize(n * 4);
+            if (src.dtype == SourceDType::F32) {
+                std::memcpy(out.data(), src.data, n * 4);
+            } else {
+                for (uint64_t i = 0; i < n; ++i) {
+                    const float f = source_element(src, i);
+                    std::memcpy(out.data() + i * 4, &f, 4);
+                }
+            }
+            break;
+        case WeightType::F16:
+        case WeightType::BF16: {
+            out.resize(n * 2);
+            const bool half = dst.type == WeightType::F16;
+            for (uint64_t i = 0; i < n; ++i) {
+                const float f = source_element(src, i);
+                const uint16_t h = half ? kernels::f32_to_f16(f) : kernels::f32_to_bf16(f);
+                std::memcpy(out.data() + i * 2, &h, 2);
+            }
+            break;
+        }
+        default: out.clear(); break;
+    }
+}
+
+std::string chat_template_from_config(const json& tc) {
+    auto it = tc.find("chat_template");
+    if (it == tc.end()) return {};
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_array()) {  // [{"name": "default", "template": ...}, ...]
+        for (const json& t : *it)
+            if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
+                return t["template"].get<std::string>();
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
+    if (options.type != WeightType::F32 && options.type != WeightType::F16 && options.type != WeightType::BF16)
+        return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
+    std::error_code ec;
+    if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");
+    auto cfg_text = read_text(fs::path(hf_dir) / "config.json");
+    if (!cfg_text) return error(hf_dir + ": no config.json");
+    json cfg = json::parse(cfg_text.value(), nullptr, false);
+    if (cfg.is_discarded() || !cfg.is_object()) return error(hf_dir + "/config.json: not valid JSON");
+
+    std::vector<int32_t> gen_eos;
+    if (auto gen = read_text(fs::path(hf_dir) / "generation_config.json")) {
+        json g = json::parse(gen.value(), nullptr, false);
+        if (!g.is_discarded() && g.contains("eos_token_id")) {
+            const json& e = g["eos_token_id"];
+            if (e.is_number_integer()) gen_eos.push_back(e.get<int32_t>());
+            if (e.is_array())
+                for (const json& v : e)
+                    if (v.is_number_integer()) gen_eos.push_back(v.get<int32_t>());
+        }
+    }
+    auto planned = plan_model(cfg, gen_eos, options.type);
+    if (!planned) return error(hf_dir + "/" + planned.message());
+    Plan plan = std::move(planned.value());
+
+    // Tokenizer and chat template travel inside the .bin.
+    ConvertSummary summary;
+    summary.family = plan.family;
+    if (auto tok = read_text(fs::path(hf_dir) / "tokenizer.json")) {
+        std::string config_text;
+        if (auto tc = read_text(fs::path(hf_dir) / "tokenizer_config.json")) config_text = tc.value();
+        auto parsed = Tokenizer::from_json(tok.value(), config_text);
+        if (!parsed) return error(hf_dir + "/tokenizer.json: " + parsed.message());
+        if (parsed->vocab_size() > static_cast<int32_t>(plan.hp.vocab_size))
+            return error(hf_dir + "/tokenizer.json: " + std::to_string(parsed->vocab_size()) +
+                         " tokens do not fit the model's vocabulary of " + std::to_string(plan.hp.vocab_size));
+        plan.sections.insert(plan.sections.begin(), PlannedSection{SectionKind::TokenizerJson, kNone, kNone, {}, tok.value()});
+        summary.has_tokenizer = true;
+        if (!config_text.empty()) {
+            json tc = json::parse(config_text, nullptr, false);
+            if (tc.is_discarded()) return error(hf_dir + "/tokenizer_config.json: not valid JSON");
+            plan.sections.insert(plan.sections.begin() + 1, PlannedSection{SectionKind::TokenizerConfig, kNone, kNone, {}, config_text});
+            const std::string tmpl = chat_template_from_config(tc);
+            if (!tmpl.empty()) {
+                plan.sections.insert(plan.sections.begin() + 2, PlannedSection{SectionKind::ChatTemplate, kNone, kNone, {}, tmpl});
+                summary.has_chat_template = true;
+            }
+        }
+    }
+
+    auto set = SafetensorsSet::open_dir(hf_dir);
+    if (!set) return set.status();
+
+    // Check every source tensor before writing anything.
+    {
+        size_t i = 0;
+        for (const PlannedSection& s : plan.sections) {
+            for (const PlannedTensor& t : s.tensors) {
+                const std::string& src_name = plan.sources[i++];
+                const SourceTensor* src = set->find(src_name);
+                if (src == nullptr) return error(hf_dir + ": tensor " + src_name + " is missing from the checkpoint");
+                const bool ok = t.n_dims == 1 ? (src->shape.size() == 1 && src->shape[0] == t.rows)
+                                              : (src->shape.size() == 2 && src->shape[0] == t.rows && src->shape[1] == t.cols);
+                if (!ok) {
+                    std::string got;
+                    for (uint64_t d : src->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+                    return error(hf_dir + ": tensor " + src_name + " has shape [" + got + "], config.json implies [" +
+                                 std::to_string(t.rows) + (t.n_dims == 2 ? ", " + std::to_string(t.cols) : "") + "]");
+                }
+            }
+        }
+    }
+
+    auto writer = BinWriter::create(out_path, plan.family, plan.hp, plan.sections);
+    if (!writer) return writer.status();
+    const uint64_t total = writer.value()->planned_file_size();
+    std::vector<uint8_t> buffer;
+    uint64_t done = 0;
+    for (size_t i = 0; i < plan.sources.size(); ++i) {
+        const PlannedTensor* t = writer.value()->next_tensor();
+        const SourceTensor* src = set->find(plan.sources[i]);
+        encode_tensor(*src, *t, buffer);
+        COLIBRI_TRY(writer.value()->write_tensor(buffer.data(), buffer.size()));
+        done += buffer.size();
+        if (options.progress && !options.progress(done, total)) return error("conversion cancelled");
+    }
+    COLIBRI_TRY(writer.value()->finish());
+    summary.file_size = total;
+    summary.tensors = static_cast<uint32_t>(plan.sources.size());
+    return summary;
+}
+
+}  // namespace colibri::tools

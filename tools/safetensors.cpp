@@ -1,1 +1,166 @@
-// placeholder, being written
+#include "safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kernels/half.h"
+
+namespace colibri::tools {
+
+using nlohmann::json;
+
+uint64_t SourceTensor::elements() const {
+    uint64_t n = 1;
+    for (uint64_t d : shape) n *= d;
+    return n;
+}
+
+float source_element(const SourceTensor& t, uint64_t i) {
+    switch (t.dtype) {
+        case SourceDType::F32: {
+            float f;
+            std::memcpy(&f, t.data + i * 4, 4);
+            return f;
+        }
+        case SourceDType::F16: {
+            uint16_t h;
+            std::memcpy(&h, t.data + i * 2, 2);
+            return kernels::f16_to_f32(h);
+        }
+        case SourceDType::BF16: {
+            uint16_t h;
+            std::memcpy(&h, t.data + i * 2, 2);
+            return kernels::bf16_to_f32(h);
+        }
+    }
+    return 0.0f;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+    if (base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return error(path + ": " + std::strerror(errno));
+    struct stat st {};
+    fstat(fd, &st);
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (!S_ISREG(st.st_mode) || size < 8) {
+        ::close(fd);
+        return error(path + ": not a safetensors file (too short)");
+    }
+    void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) return error(path + ": mmap failed: " + std::strerror(errno));
+    std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
+    f->path_ = path;
+    f->base_ = static_cast<const uint8_t*>(map);
+    f->size_ = size;
+
+    uint64_t header_len;
+    std::memcpy(&header_len, f->base_, 8);
+    if (header_len > size - 8 || header_len > (uint64_t(100) << 20))
+        return error(path + ": safetensors header length " + std::to_string(header_len) + " exceeds the file");
+    json header = json::parse(f->base_ + 8, f->base_ + 8 + header_len, nullptr, false);
+    if (header.is_discarded() || !header.is_object()) return error(path + ": safetensors header is not valid JSON");
+    const uint64_t data_start = 8 + header_len;
+    const uint64_t data_size = size - data_start;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        if (it.key() == "__metadata__") continue;
+        const std::string& name = it.key();
+        const json& e = it.value();
+        const std::string where = path + ": safetensors tensor " + name;
+        if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+            !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+            e["data_offsets"].size() != 2)
+            return error(where + ": malformed header entry");
+        SourceTensor t;
+        t.name = name;
+        const std::string dtype = e["dtype"];
+        uint64_t elem = 0;
+        if (dtype == "F32") { t.dtype = SourceDType::F32; elem = 4; }
+        else if (dtype == "F16") { t.dtype = SourceDType::F16; elem = 2; }
+        else if (dtype == "BF16") { t.dtype = SourceDType::BF16; elem = 2; }
+        else return error(where + ": unsupported dtype " + dtype + " (f32, f16 and bf16 are supported)");
+        uint64_t n = 1;
+        for (const json& d : e["shape"]) {
+            if (!d.is_number_unsigned()) return error(where + ": shape is not a list of sizes");
+            const uint64_t v = d.get<uint64_t>();
+            if (v != 0 && n > (uint64_t(1) << 50) / v) return error(where + ": shape too large");
+            n *= v;
+            t.shape.push_back(v);
+        }
+        const json& off = e["data_offsets"];
+        if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return error(where + ": bad data_offsets");
+        const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+        if (begin > end || end > data_size)
+            return error(where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                         ") exceed the data section (" + std::to_string(data_size) + " bytes)");
+        if (end - begin != n * elem)
+            return error(where + ": shape needs " + std::to_string(n * elem) + " bytes but data_offsets give " +
+                         std::to_string(end - begin));
+        t.data = f->base_ + data_start + begin;
+        t.size = end - begin;
+        f->tensors_.emplace(name, std::move(t));
+    }
+    return f;
+}
+
+Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
+    namespace fs = std::filesystem;
+    SafetensorsSet set;
+    std::vector<std::string> shards;
+    const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+    const fs::path single = fs::path(dir) / "model.safetensors";
+    std::error_code ec;
+    if (fs::exists(index, ec)) {
+        std::ifstream in(index);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        json j = json::parse(ss.str(), nullptr, false);
+        if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
+            return error(index.string() + ": not a valid safetensors index (no weight_map)");
+        std::set<std::string> unique;
+        for (auto& [name, file] : j["weight_map"].items()) {
+            if (!file.is_string()) return error(index.string() + ": weight_map entry " + name + " is not a file name");
+            const std::string f = file.get<std::string>();
+            if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
+                return error(index.string() + ": shard name " + f + " leaves the model directory");
+            unique.insert(f);
+        }
+        shards.assign(unique.begin(), unique.end());
+    } else if (fs::exists(single, ec)) {
+        shards.push_back("model.safetensors");
+    } else {
+        return error(dir + ": no model.safetensors or model.safetensors.index.json");
+    }
+    for (const std::string& s : shards) {
+        auto f = SafetensorsFile::open((fs::path(dir) / s).string());
+        if (!f) return f.status();
+        set.files_.push_back(std::move(f.value()));
+    }
+    for (const auto& f : set.files_) {
+        for (const auto& [name, t] : f->tensors()) {
+            if (!set.index_.emplace(name, &t).second) return error(dir + ": tensor " + name + " appears in two shards");
+        }
+    }
+    return set;
+}
+
+const SourceTensor* SafetensorsSet::find(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : it->second;
+}
+
+}  // namespace colibri::tools

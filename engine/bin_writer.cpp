@@ -1,0 +1,272 @@
+#include "bin_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "model_file.h"
+
+namespace colibri {
+
+using namespace format;
+
+struct BinWriter::HashState {
+    XXH64_state_t* state = XXH64_createState();
+    ~HashState() { XXH64_freeState(state); }
+};
+
+BinWriter::~BinWriter() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!finished_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+}
+
+Result<std::unique_ptr<BinWriter>> BinWriter::create(const std::string& path, Family family, const HyperParams& hparams,
+                                                     std::vector<PlannedSection> sections) {
+    std::unique_ptr<BinWriter> w(new BinWriter());
+    w->path_ = path;
+    w->family_ = family;
+    w->hparams_ = hparams;
+    w->plan_ = std::move(sections);
+    w->hash_ = std::make_unique<HashState>();
+    if (Status s = w->layout(); !s) return s;
+
+    // The temporary file sits beside the target so the final rename stays on one file system.
+    std::string templ = path + ".tmp.XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    const int fd = mkstemp(buf.data());
+    if (fd < 0) return error(path + ": cannot create output file: " + std::strerror(errno));
+    w->fd_ = fd;
+    w->temp_path_ = buf.data();
+    fchmod(fd, 0644);
+    return w;
+}
+
+Status BinWriter::layout() {
+    if (hparams_.n_layers == 0) return error("model has no layers");
+    // Metadata: header, then the tables, each 8-byte aligned.
+    const uint32_t section_count = static_cast<uint32_t>(plan_.size() + 1);
+    uint32_t tensor_count = 0, expert_count = 0;
+    for (const PlannedSection& s : plan_) {
+        tensor_count += static_cast<uint32_t>(s.tensors.size());
+        if (s.kind == SectionKind::Expert) ++expert_count;
+    }
+    uint64_t cursor = sizeof(FileHeader);
+    auto table = [&cursor](uint64_t bytes) {
+        const uint64_t at = align_up(cursor, 8);
+        cursor = at + bytes;
+        return at;
+    };
+    const uint64_t section_table = table(uint64_t(section_count) * sizeof(SectionEntry));
+    const uint64_t tensor_table = table(uint64_t(tensor_count) * sizeof(TensorEntry));
+    const uint64_t layer_table = table(uint64_t(hparams_.n_layers) * sizeof(LayerEntry));
+    const uint64_t expert_table = table(uint64_t(expert_count) * sizeof(ExpertEntry));
+    metadata_size_ = cursor;
+
+    sections_.assign(section_count, SectionEntry{});
+    sections_[0] = SectionEntry{static_cast<uint32_t>(SectionKind::Metadata), kNone, kNone, 0, 0, metadata_size_, 0};
+    uint64_t end = metadata_size_;
+    for (uint32_t i = 0; i < plan_.size(); ++i) {
+        PlannedSection& p = plan_[i];
+        SectionEntry& s = sections_[i + 1];
+        s = SectionEntry{static_cast<uint32_t>(p.kind), p.layer, p.expert, 0, align_up(end, kSectionAlignment), 0, 0};
+        uint64_t at = s.offset;
+        if (p.tensors.empty()) {
+            at += p.text.size();
+        } else if (!p.text.empty()) {
+            return error("section mixes text and tensors");
+        }
+        for (uint32_t k = 0; k < p.tensors.size(); ++k) {
+            const PlannedTensor& t = p.tensors[k];
+            if (t.name.empty() || t.name.size() >= kTensorNameBytes) return error("tensor name too long: " + t.name);
+            uint64_t bytes = 0;
+            if (!tensor_bytes(t.type, t.rows, t.cols, &bytes))
+                return error("tensor " + t.name + ": shape not storable as " + weight_type_name(t.type));
+            TensorEntry e{};
+            std::memcpy(e.name, t.name.data(), t.name.size());
+            e.section = i + 1;
+            e.weight_type = static_cast<uint32_t>(t.type);
+            e.n_dims = t.n_dims;
+            e.dims[0] = t.rows;
+            e.dims[1] = t.n_dims == 2 ? t.cols : 0;
+            e.offset = align_up(at, kTensorAlignment);
+            e.size = bytes;
+            at = e.offset + bytes;
+            tensors_.push_back(e);
+            tensor_order_.emplace_back(i, k);
+        }
+        s.size = at - s.offset;
+        end = at;
+    }
+    file_size_ = align_up(end, kSectionAlignment);
+
+    // Header fields that do not depend on the data.
+    (void)section_table; (void)tensor_table; (void)layer_table; (void)expert_table;
+    return Status::ok();
+}
+
+const PlannedTensor* BinWriter::next_tensor() const {
+    if (next_ >= tensor_order_.size()) return nullptr;
+    const auto [s, k] = tensor_order_[next_];
+    return &plan_[s].tensors[k];
+}
+
+uint64_t BinWriter::next_tensor_bytes() const { return next_ < tensors_.size() ? tensors_[next_].size : 0; }
+
+Status BinWriter::write_at(uint64_t offset, const void* data, uint64_t bytes) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    while (bytes > 0) {
+        const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return error(path_ + ": write failed: " + std::strerror(errno));
+        }
+        p += n;
+        offset += static_cast<uint64_t>(n);
+        bytes -= static_cast<uint64_t>(n);
+    }
+    return Status::ok();
+}
+
+// Hashes the zero padding up to `until` inside the open section.
+static void hash_zeros(XXH64_state_t* st, uint64_t count) {
+    static const uint8_t zeros[256] = {};
+    while (count > 0) {
+        const uint64_t n = count < sizeof(zeros) ? count : sizeof(zeros);
+        XXH64_update(st, zeros, n);
+        count -= n;
+    }
+}
+
+Status BinWriter::finish_current_section() {
+    if (open_section_ < 0) return Status::ok();
+    SectionEntry& s = sections_[open_section_];
+    hash_zeros(hash_->state, s.size - section_cursor_);
+    s.xxh64 = XXH64_digest(hash_->state);
+    open_section_ = -1;
+    return Status::ok();
+}
+
+// Writes text sections that come before the next tensor and opens the tensor's section for hashing.
+Status BinWriter::advance_to_tensor() {
+    const uint32_t target = next_ < tensor_order_.size() ? tensors_[next_].section : static_cast<uint32_t>(sections_.size());
+    if (open_section_ >= 0 && static_cast<uint32_t>(open_section_) == target) return Status::ok();
+    COLIBRI_TRY(finish_current_section());
+    const uint32_t first = next_ == 0 ? 1 : tensors_[next_ - 1].section + 1;
+    for (uint32_t i = first; i < target && i < sections_.size(); ++i) {
+        const PlannedSection& p = plan_[i - 1];
+        if (!p.tensors.empty()) return error("internal: tensors of section " + std::to_string(i) + " were skipped");
+        COLIBRI_TRY(write_at(sections_[i].offset, p.text.data(), p.text.size()));
+        sections_[i].xxh64 = XXH64(p.text.data(), p.text.size(), 0);
+    }
+    if (target < sections_.size()) {
+        XXH64_reset(hash_->state, 0);
+        open_section_ = target;
+        section_cursor_ = 0;
+    }
+    return Status::ok();
+}
+
+Status BinWriter::write_tensor(const void* data, uint64_t bytes) {
+    if (finished_ || fd_ < 0) return error("writer is closed");
+    if (next_ >= tensors_.size()) return error("more tensors written than declared");
+    const TensorEntry& t = tensors_[next_];
+    if (bytes != t.size)
+        return error("tensor " + std::string(t.name) + ": got " + std::to_string(bytes) + " bytes, expected " +
+                     std::to_string(t.size));
+    COLIBRI_TRY(advance_to_tensor());
+    const SectionEntry& s = sections_[t.section];
+    hash_zeros(hash_->state, (t.offset - s.offset) - section_cursor_);
+    XXH64_update(hash_->state, data, bytes);
+    section_cursor_ = t.offset - s.offset + bytes;
+    COLIBRI_TRY(write_at(t.offset, data, bytes));
+    ++next_;
+    return Status::ok();
+}
+
+Status BinWriter::finish() {
+    if (finished_ || fd_ < 0) return error("writer is closed");
+    if (next_ != tensors_.size())
+        return error("conversion incomplete: " + std::to_string(tensors_.size() - next_) + " tensors not written");
+    COLIBRI_TRY(advance_to_tensor());  // writes trailing text sections
+    COLIBRI_TRY(finish_current_section());
+
+    // Layer and expert tables, derived from the sections.
+    std::vector<LayerEntry> layers(hparams_.n_layers);
+    for (LayerEntry& l : layers) l = LayerEntry{0, 0, 0, kNone, kNone, kNone, 0};
+    std::vector<ExpertEntry> experts;
+    for (uint32_t i = 1; i < sections_.size(); ++i) {
+        const SectionEntry& s = sections_[i];
+        if (s.layer == kNone) continue;
+        if (s.layer >= layers.size()) return error("section for layer " + std::to_string(s.layer) + " beyond n_layers");
+        LayerEntry& l = layers[s.layer];
+        switch (static_cast<SectionKind>(s.kind)) {
+            case SectionKind::Attention: l.attention_section = i; break;
+            case SectionKind::Router: {
+                l.router_section = i;
+                l.is_moe = 1;
+                const std::string router = tensor_names::layer(s.layer, "router");
+                for (const TensorEntry& t : tensors_)
+                    if (t.section == i && router == t.name) l.router_offset = t.offset;
+                break;
+            }
+            case SectionKind::SharedExpert:
+            case SectionKind::DenseMlp: l.mlp_section = i; break;
+            case SectionKind::Expert: {
+                if (l.n_experts == 0) l.first_expert = static_cast<uint32_t>(experts.size());
+                ++l.n_experts;
+                uint32_t type = 0;
+                for (const TensorEntry& t : tensors_)
+                    if (t.section == i) type = t.weight_type;
+                experts.push_back(ExpertEntry{s.layer, s.expert, i, type, s.offset, s.size});
+                break;
+            }
+            default: break;
+        }
+    }
+
+    FileHeader h{};
+    std::memcpy(h.magic, kMagic, sizeof(kMagic));
+    h.version_major = kVersionMajor;
+    h.version_minor = kVersionMinor;
+    h.family = static_cast<uint32_t>(family_);
+    h.file_size = file_size_;
+    h.metadata_size = metadata_size_;
+    h.hparams = hparams_;
+    std::vector<uint8_t> meta(metadata_size_, 0);
+    uint64_t cursor = sizeof(FileHeader);
+    auto put = [&](const void* src, uint64_t bytes) {
+        const uint64_t at = align_up(cursor, 8);
+        if (bytes) std::memcpy(meta.data() + at, src, bytes);
+        cursor = at + bytes;
+        return at;
+    };
+    h.section_count = static_cast<uint32_t>(sections_.size());
+    h.section_table_offset = put(sections_.data(), sections_.size() * sizeof(SectionEntry));
+    h.tensor_count = static_cast<uint32_t>(tensors_.size());
+    h.tensor_table_offset = put(tensors_.data(), tensors_.size() * sizeof(TensorEntry));
+    h.layer_count = static_cast<uint32_t>(layers.size());
+    h.layer_table_offset = put(layers.data(), layers.size() * sizeof(LayerEntry));
+    h.expert_count = static_cast<uint32_t>(experts.size());
+    h.expert_table_offset = put(experts.data(), experts.size() * sizeof(ExpertEntry));
+    if (cursor != metadata_size_) return error("internal: metadata layout changed");
+    std::memcpy(meta.data(), &h, sizeof(h));
+    h.metadata_xxh64 = XXH64(meta.data(), meta.size(), 0);
+    std::memcpy(meta.data(), &h, sizeof(h));
+
+    COLIBRI_TRY(write_at(0, meta.data(), meta.size()));
+    if (ftruncate(fd_, static_cast<off_t>(file_size_)) != 0) return error(path_ + ": " + std::strerror(errno));
+    if (fsync(fd_) != 0) return error(path_ + ": fsync failed: " + std::strerror(errno));
+    ::close(fd_);
+    fd_ = -1;
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return error(path_ + ": cannot rename into place: " + std::strerror(errno));
+    finished_ = true;
+    return Status::ok();
+}
+
+}  // namespace colibri

@@ -1,0 +1,149 @@
+// The .bin model format: on-disk structures shared by the reader (ModelFile) and the writer (BinWriter).
+// docs/FORMAT.md is the specification; keep the two in step.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kernels/types.h"
+
+namespace colibri::format {
+
+inline constexpr char kMagic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', '\x1a'};
+inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint64_t kSectionAlignment = 4096;  // each section is its own run of pages
+inline constexpr uint64_t kTensorAlignment = 64;     // tensors inside a section, for SIMD loads
+inline constexpr uint32_t kNone = 0xFFFFFFFFu;
+inline constexpr size_t kTensorNameBytes = 64;
+
+enum class Family : uint32_t { Mixtral = 1, Qwen2Moe = 2, Olmoe = 3 };
+
+// Weight type of a tensor (declared with the kernels); the engine computes in f32 whatever the storage type.
+using colibri::WeightType;
+
+enum class SectionKind : uint32_t {
+    Metadata = 0,        // header and tables (its checksum lives in the header)
+    TokenizerJson = 1,   // tokenizer.json, verbatim
+    TokenizerConfig = 2, // tokenizer_config.json, verbatim
+    ChatTemplate = 3,    // the Jinja chat template text
+    Embedding = 4,       // token embedding
+    Attention = 5,       // one layer's norms and attention projections
+    Router = 6,          // one layer's router (and shared-expert gate)
+    Expert = 7,          // one expert's gate, up and down projections
+    SharedExpert = 8,    // qwen2_moe shared expert
+    DenseMlp = 9,        // a dense (non-MoE) layer's MLP
+    Output = 10,         // final norm and lm head
+};
+
+// Bits of HyperParams::flags.
+enum HyperFlag : uint32_t {
+    kNormTopkProb = 1u << 0,
+    kQkvBias = 1u << 1,
+    kQkNorm = 1u << 2,
+    kTiedEmbeddings = 1u << 3,
+    kSharedExpert = 1u << 4,
+};
+
+struct HyperParams {
+    uint32_t vocab_size;
+    uint32_t hidden_size;
+    uint32_t n_layers;
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    uint32_t n_experts;          // experts per MoE layer
+    uint32_t n_experts_active;   // top-k
+    uint32_t expert_ffn;         // intermediate size of one routed expert
+    uint32_t shared_expert_ffn;  // 0 when there is no shared expert
+    uint32_t dense_ffn;          // intermediate size of dense layers (0 when none)
+    uint32_t max_position;
+    float rms_eps;
+    float rope_theta;
+    float clip_qkv;              // 0 means no clipping
+    uint32_t flags;              // HyperFlag bits
+    int32_t bos_id;              // -1 when none
+    int32_t eos_id;
+    uint32_t reserved[14];
+};
+static_assert(sizeof(HyperParams) == 128);
+
+struct FileHeader {
+    char magic[8];
+    uint16_t version_major;
+    uint16_t version_minor;
+    uint32_t family;              // Family
+    uint64_t file_size;           // bytes, including trailing padding
+    uint64_t metadata_size;       // bytes [0, metadata_size) hold header and tables
+    uint64_t metadata_xxh64;      // xxh64 of [0, metadata_size) with this field zeroed
+    uint64_t section_table_offset;
+    uint32_t section_count;
+    uint32_t tensor_count;
+    uint64_t tensor_table_offset;
+    uint64_t layer_table_offset;
+    uint32_t layer_count;
+    uint32_t expert_count;        // entries in the expert table (sum over MoE layers)
+    uint64_t expert_table_offset;
+    uint8_t reserved[40];
+    HyperParams hparams;
+};
+static_assert(sizeof(FileHeader) == 256);
+
+struct SectionEntry {
+    uint32_t kind;     // SectionKind
+    uint32_t layer;    // kNone when not per layer
+    uint32_t expert;   // kNone when not an expert section
+    uint32_t reserved;
+    uint64_t offset;   // multiple of kSectionAlignment
+    uint64_t size;     // bytes of content (padding to the next section is zero and not checksummed)
+    uint64_t xxh64;    // of [offset, offset + size)
+};
+static_assert(sizeof(SectionEntry) == 40);
+
+struct TensorEntry {
+    char name[kTensorNameBytes];  // NUL-padded, e.g. "layers.3.experts.5.down"
+    uint32_t section;             // index into the section table
+    uint32_t weight_type;         // WeightType
+    uint32_t n_dims;              // 1 or 2
+    uint32_t reserved;
+    uint64_t dims[2];             // dims[0] = rows (outputs), dims[1] = columns (inputs); 1-d: dims[0]
+    uint64_t offset;              // absolute file offset, multiple of kTensorAlignment, inside its section
+    uint64_t size;                // bytes
+};
+static_assert(sizeof(TensorEntry) == 112);
+
+struct LayerEntry {
+    uint32_t is_moe;          // 1: routed experts, 0: dense MLP
+    uint32_t n_experts;       // experts of this layer (0 for dense)
+    uint32_t first_expert;    // index of its first entry in the expert table
+    uint32_t attention_section;
+    uint32_t router_section;  // kNone for dense layers
+    uint32_t mlp_section;     // shared expert or dense MLP section, kNone when absent
+    uint64_t router_offset;   // absolute offset of the router weight, 0 for dense layers
+};
+static_assert(sizeof(LayerEntry) == 32);
+
+struct ExpertEntry {
+    uint32_t layer;
+    uint32_t expert;
+    uint32_t section;
+    uint32_t weight_type;   // of its projections
+    uint64_t offset;        // = its section's offset
+    uint64_t size;          // bytes of its three projections
+};
+static_assert(sizeof(ExpertEntry) == 32);
+
+const char* family_name(Family f);
+bool family_from_name(std::string_view name, Family* out);
+const char* weight_type_name(WeightType t);
+bool weight_type_from_name(std::string_view name, WeightType* out);
+const char* section_kind_name(SectionKind k);
+bool weight_type_is_known(uint32_t t);
+// Bytes to store rows × cols of the type (cols must be a multiple of the block size for block types);
+// returns false when the shape is not valid for the type or the size would overflow.
+bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out);
+
+inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace colibri::format

@@ -1,0 +1,70 @@
+// A loaded model: the mapped file (immutable), tensor views into it per layer, tokenizer and chat template.
+// Nothing here changes after load; per-conversation state lives in Session.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model_file.h"
+#include "status.h"
+#include "tokenizer.h"
+
+namespace colibri {
+
+struct FfnWeights {  // SwiGLU: down(silu(gate x) * up x)
+    const TensorView* gate = nullptr;
+    const TensorView* up = nullptr;
+    const TensorView* down = nullptr;
+};
+
+struct LayerWeights {
+    const TensorView* attn_norm = nullptr;
+    const TensorView* q = nullptr;
+    const TensorView* k = nullptr;
+    const TensorView* v = nullptr;
+    const TensorView* o = nullptr;
+    const TensorView* q_bias = nullptr;  // qwen2_moe
+    const TensorView* k_bias = nullptr;
+    const TensorView* v_bias = nullptr;
+    const TensorView* q_norm = nullptr;  // olmoe: RMSNorm over the whole projection
+    const TensorView* k_norm = nullptr;
+    const TensorView* ffn_norm = nullptr;
+    bool is_moe = false;
+    const TensorView* router = nullptr;
+    std::vector<FfnWeights> experts;
+    FfnWeights shared_expert;                   // qwen2_moe
+    const TensorView* shared_expert_gate = nullptr;
+    FfnWeights dense;                           // dense (non-MoE) layer
+};
+
+class Model {
+public:
+    static Result<std::unique_ptr<Model>> load(const std::string& path);
+
+    const ModelFile& file() const { return *file_; }
+    const format::HyperParams& hparams() const { return file_->hparams(); }
+    format::Family family() const { return file_->family(); }
+    const std::vector<LayerWeights>& layers() const { return layers_; }
+    const TensorView& embedding() const { return *embed_; }
+    const TensorView& output_norm() const { return *output_norm_; }
+    const TensorView& lm_head() const { return *lm_head_; }
+    // Null when the file carries no tokenizer (e.g. converted from a directory without tokenizer.json).
+    const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+    const std::string& chat_template() const { return chat_template_; }
+    const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
+    uint32_t moe_layer_count() const;
+
+private:
+    Status bind();
+    std::unique_ptr<ModelFile> file_;
+    std::vector<LayerWeights> layers_;
+    const TensorView* embed_ = nullptr;
+    const TensorView* output_norm_ = nullptr;
+    const TensorView* lm_head_ = nullptr;
+    std::optional<Tokenizer> tokenizer_;
+    std::string chat_template_;
+    std::vector<float> inv_freq_;
+};
+
+}  // namespace colibri

@@ -1,0 +1,80 @@
+// A .bin model file mapped read-only. open() validates every offset, size and alignment against the file
+// size before anything else touches the mapping, so a damaged or hostile file gives an error, not a crash.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "format.h"
+#include "status.h"
+
+namespace colibri {
+
+struct TensorView {
+    std::string name;
+    WeightType type;
+    uint32_t n_dims;
+    uint64_t rows;      // dims[0]
+    uint64_t cols;      // dims[1], 1 for 1-d tensors
+    uint64_t offset;    // absolute in the file
+    uint64_t size;
+    uint32_t section;
+    const void* data;   // into the mapping
+};
+
+class ModelFile {
+public:
+    ~ModelFile();
+    ModelFile(const ModelFile&) = delete;
+    ModelFile& operator=(const ModelFile&) = delete;
+
+    // Maps and validates the structure (bounds, alignment, overlaps, metadata checksum). Small sections
+    // (tokenizer, chat template) are checksummed here too; weight sections by verify_section().
+    static Result<std::unique_ptr<ModelFile>> open(const std::string& path);
+
+    const std::string& path() const { return path_; }
+    const format::FileHeader& header() const { return header_; }
+    const format::HyperParams& hparams() const { return header_.hparams; }
+    format::Family family() const { return static_cast<format::Family>(header_.family); }
+    uint64_t size() const { return size_; }
+    const uint8_t* data() const { return base_; }
+
+    std::span<const format::SectionEntry> sections() const { return sections_; }
+    std::span<const format::LayerEntry> layers() const { return layers_; }
+    std::span<const format::ExpertEntry> experts() const { return experts_; }
+    const std::vector<TensorView>& tensors() const { return tensors_; }
+    const TensorView* find_tensor(std::string_view name) const;
+
+    // Contents of the first section of that kind, empty when absent.
+    std::string_view section_text(format::SectionKind kind) const;
+    // Recomputes the xxh64 of a section and compares with the table.
+    bool verify_section(uint32_t index) const;
+    // A readable name such as "expert L1 E5" for messages.
+    std::string section_label(uint32_t index) const;
+
+private:
+    ModelFile() = default;
+    Status validate();
+
+    std::string path_;
+    const uint8_t* base_ = nullptr;
+    uint64_t size_ = 0;
+    format::FileHeader header_{};
+    std::vector<format::SectionEntry> sections_;
+    std::vector<format::LayerEntry> layers_;
+    std::vector<format::ExpertEntry> experts_;
+    std::vector<TensorView> tensors_;
+    std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+// Tensor names inside a .bin (shared by the writer, the converter and the model).
+namespace tensor_names {
+std::string layer(uint32_t layer, std::string_view what);                       // "layers.3.attn.q"
+std::string expert(uint32_t layer, uint32_t expert, std::string_view proj);     // "layers.3.experts.5.down"
+}  // namespace tensor_names
+
+}  // namespace colibri

@@ -1,0 +1,21 @@
+// Matrix-vector products for decode: y = W x with W stored row-major (rows = outputs) in any weight type.
+// Every output element is reduced in one fixed order, so results do not depend on how rows are split
+// among threads.
+#pragma once
+#include <cstddef>
+
+#include "types.h"
+
+namespace colibri::kernels {
+
+// y[r - row_begin] = dot(row r of W, x) for r in [row_begin, row_end). W has `cols` columns.
+void matvec_rows(WeightType type, const void* w, size_t cols, const float* x, float* y,
+                 size_t row_begin, size_t row_end);
+
+// Row r of W converted to f32 (for embedding lookups).
+void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, float* out);
+
+// Bytes of one row of `cols` elements.
+size_t row_bytes(WeightType type, size_t cols);
+
+}  // namespace colibri::kernels

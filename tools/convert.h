@@ -1,0 +1,30 @@
+// Conversion of Hugging Face model directories (config.json + safetensors) into .bin files.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/format.h"
+#include "engine/status.h"
+
+namespace colibri::tools {
+
+struct ConvertOptions {
+    WeightType type = WeightType::F32;  // storage type of the large matrices
+    // Called after each tensor with bytes written so far and the total; return false to cancel.
+    std::function<bool(uint64_t done, uint64_t total)> progress;
+};
+
+struct ConvertSummary {
+    format::Family family;
+    uint64_t file_size = 0;
+    uint32_t tensors = 0;
+    bool has_tokenizer = false;
+    bool has_chat_template = false;
+};
+
+// Converts an HF directory. On any failure (or cancellation) nothing is left at out_path.
+Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options);
+
+}  // namespace colibri::tools

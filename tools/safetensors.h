@@ -1,0 +1,55 @@
+// Read-only access to Hugging Face safetensors checkpoints, single-file or sharded
+// (model.safetensors.index.json). The header is checked against the file before any tensor is used.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/status.h"
+
+namespace colibri::tools {
+
+enum class SourceDType { F32, F16, BF16 };
+
+struct SourceTensor {
+    std::string name;
+    SourceDType dtype;
+    std::vector<uint64_t> shape;
+    const uint8_t* data;  // into the mapping
+    uint64_t size;        // bytes
+    uint64_t elements() const;
+};
+
+class SafetensorsFile {
+public:
+    ~SafetensorsFile();
+    static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
+    const std::map<std::string, SourceTensor>& tensors() const { return tensors_; }
+    const std::string& path() const { return path_; }
+
+private:
+    SafetensorsFile() = default;
+    std::string path_;
+    const uint8_t* base_ = nullptr;
+    uint64_t size_ = 0;
+    std::map<std::string, SourceTensor> tensors_;
+};
+
+// All tensors of a model directory: model.safetensors, or the shards an index names.
+class SafetensorsSet {
+public:
+    static Result<SafetensorsSet> open_dir(const std::string& dir);
+    const SourceTensor* find(const std::string& name) const;
+    size_t size() const { return index_.size(); }
+
+private:
+    std::vector<std::unique_ptr<SafetensorsFile>> files_;
+    std::map<std::string, const SourceTensor*> index_;
+};
+
+// Element i of a source tensor as f32.
+float source_element(const SourceTensor& t, uint64_t i);
+
+}  // namespace colibri::tools
