@@ -34,7 +34,11 @@ public:
     const T* operator->() const { return &value(); }
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
-    const std::string& message() const { return std::get<1>(v_).message(); }
+    // Empty when the result holds a value.
+    const std::string& message() const {
+        static const std::string none;
+        return is_ok() ? none : std::get<1>(v_).message();
+    }
     Status status() const { return is_ok() ? Status::ok() : std::get<1>(v_); }
 private:
     std::variant<T, Status> v_;

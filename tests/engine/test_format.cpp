@@ -1,0 +1,224 @@
+// The .bin writer and reader: round trips, layout guarantees, checksums, atomic output, number formats.
+#include <QDir>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "engine/bin_writer.h"
+#include "engine/model_file.h"
+#include "engine/thread_pool.h"
+#include "kernels/half.h"
+#include "kernels/matvec.h"
+#include "tools/check.h"
+
+using namespace colibri;
+using namespace colibri::format;
+
+namespace {
+
+HyperParams small_hparams() {
+    HyperParams hp{};
+    hp.vocab_size = 10;
+    hp.hidden_size = 8;
+    hp.n_layers = 1;
+    hp.n_heads = 2;
+    hp.n_kv_heads = 1;
+    hp.head_dim = 4;
+    hp.n_experts = 2;
+    hp.n_experts_active = 1;
+    hp.expert_ffn = 4;
+    hp.max_position = 16;
+    hp.rms_eps = 1e-5f;
+    hp.rope_theta = 10000.0f;
+    hp.bos_id = 1;
+    hp.eos_id = 2;
+    return hp;
+}
+
+std::vector<PlannedSection> small_plan() {
+    std::vector<PlannedSection> plan;
+    plan.push_back({SectionKind::ChatTemplate, kNone, kNone, {}, "{{ messages }}"});
+    plan.push_back({SectionKind::Embedding, kNone, kNone, {{"embed", WeightType::F32, 2, 10, 8}}, {}});
+    plan.push_back({SectionKind::Attention, 0, kNone, {{"layers.0.attn_norm", WeightType::F32, 1, 8, 1}}, {}});
+    plan.push_back({SectionKind::Router, 0, kNone, {{"layers.0.router", WeightType::F32, 2, 2, 8}}, {}});
+    for (uint32_t e = 0; e < 2; ++e)
+        plan.push_back({SectionKind::Expert, 0, e,
+                        {{tensor_names::expert(0, e, "gate"), WeightType::F16, 2, 4, 8},
+                         {tensor_names::expert(0, e, "up"), WeightType::F16, 2, 4, 8},
+                         {tensor_names::expert(0, e, "down"), WeightType::F16, 2, 8, 4}},
+                        {}});
+    plan.push_back({SectionKind::Output, kNone, kNone, {{"output_norm", WeightType::F32, 1, 8, 1}}, {}});
+    return plan;
+}
+
+// Fills each tensor with bytes derived from its index so a round trip can be checked byte for byte.
+std::vector<uint8_t> tensor_payload(size_t index, uint64_t bytes) {
+    std::vector<uint8_t> v(bytes);
+    for (uint64_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>((index * 131 + i * 7) & 0xFF);
+    return v;
+}
+
+Status write_small(const std::string& path) {
+    auto w = BinWriter::create(path, Family::Mixtral, small_hparams(), small_plan());
+    if (!w) return w.status();
+    for (size_t i = 0; w.value()->next_tensor(); ++i) {
+        const auto data = tensor_payload(i, w.value()->next_tensor_bytes());
+        COLIBRI_TRY(w.value()->write_tensor(data.data(), data.size()));
+    }
+    return w.value()->finish();
+}
+
+}  // namespace
+
+class TestFormat : public QObject {
+    Q_OBJECT
+private slots:
+    void round_trip() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("m.bin").toStdString();
+        const Status s = write_small(path);
+        QVERIFY2(s.is_ok(), s.message().c_str());
+        auto f = ModelFile::open(path);
+        QVERIFY2(f.is_ok(), f.message().c_str());
+        const ModelFile& m = *f.value();
+        QCOMPARE(m.family(), Family::Mixtral);
+        QCOMPARE(m.hparams().hidden_size, 8u);
+        QCOMPARE(m.hparams().eos_id, 2);
+        QCOMPARE(m.section_text(SectionKind::ChatTemplate), std::string_view("{{ messages }}"));
+        QCOMPARE(m.tensors().size(), size_t(10));
+        QCOMPARE(m.size() % kSectionAlignment, uint64_t(0));
+        for (size_t i = 0; i < m.tensors().size(); ++i) {
+            const TensorView& t = m.tensors()[i];
+            QCOMPARE(t.offset % kTensorAlignment, uint64_t(0));
+            const auto want = tensor_payload(i, t.size);
+            QVERIFY2(std::memcmp(t.data, want.data(), t.size) == 0, t.name.c_str());
+        }
+        for (uint32_t i = 0; i < m.sections().size(); ++i) {
+            QCOMPARE(m.sections()[i].offset % kSectionAlignment, uint64_t(0));
+            QVERIFY2(m.verify_section(i), m.section_label(i).c_str());
+        }
+        // Expert table: one entry per expert, each its own run of pages.
+        QCOMPARE(m.experts().size(), size_t(2));
+        QCOMPARE(m.layers().size(), size_t(1));
+        QCOMPARE(m.layers()[0].is_moe, 1u);
+        QCOMPARE(m.layers()[0].router_offset, m.find_tensor("layers.0.router")->offset);
+        for (const ExpertEntry& e : m.experts()) {
+            QCOMPARE(e.offset % kSectionAlignment, uint64_t(0));
+            QCOMPARE(e.offset, m.find_tensor(tensor_names::expert(0, e.expert, "gate"))->offset);
+            QCOMPARE(e.weight_type, static_cast<uint32_t>(WeightType::F16));
+        }
+        const tools::CheckReport report = tools::check_model(path);
+        QVERIFY(report.problems.size() <= 1);  // the toy model has no attention tensors, so binding it fails
+        for (const tools::SectionCheck& c : report.sections) QVERIFY(c.checksum_ok && c.aligned);
+    }
+
+    void damaged_section_is_named() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("m.bin");
+        QVERIFY(write_small(path.toStdString()).is_ok());
+        uint64_t expert1_offset = 0;
+        {
+            auto f = ModelFile::open(path.toStdString());
+            QVERIFY(f.is_ok());
+            expert1_offset = f.value()->experts()[1].offset;
+        }
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadWrite));
+        file.seek(static_cast<qint64>(expert1_offset + 5));
+        char c;
+        file.getChar(&c);
+        file.seek(static_cast<qint64>(expert1_offset + 5));
+        file.putChar(static_cast<char>(c ^ 0x40));
+        file.close();
+        auto f = ModelFile::open(path.toStdString());
+        QVERIFY(f.is_ok());  // weight sections are hashed on demand, not at open
+        int bad = 0;
+        for (uint32_t i = 0; i < f.value()->sections().size(); ++i) {
+            if (!f.value()->verify_section(i)) {
+                ++bad;
+                QCOMPARE(QString::fromStdString(f.value()->section_label(i)), QString("#6 expert L0 E1"));
+            }
+        }
+        QCOMPARE(bad, 1);
+        const tools::CheckReport report = tools::check_model(path.toStdString());
+        QVERIFY(!report.valid);
+        QCOMPARE(QString::fromStdString(report.problems.at(0)), QString("section #6 expert L0 E1: checksum mismatch"));
+    }
+
+    void abandoned_writer_leaves_nothing() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("m.bin").toStdString();
+        {
+            auto w = BinWriter::create(path, Family::Mixtral, small_hparams(), small_plan());
+            QVERIFY(w.is_ok());
+            const auto data = tensor_payload(0, w.value()->next_tensor_bytes());
+            QVERIFY(w.value()->write_tensor(data.data(), data.size()).is_ok());
+            QVERIFY(!w.value()->write_tensor(data.data(), data.size() + 1).is_ok());  // wrong size refused
+            QVERIFY(!w.value()->finish().is_ok());  // incomplete
+        }
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 0);
+    }
+
+    void f16_round_trips_every_value() {
+        for (uint32_t h = 0; h < 65536; ++h) {
+            const uint16_t bits = static_cast<uint16_t>(h);
+            const bool nan = (bits & 0x7C00) == 0x7C00 && (bits & 0x3FF) != 0;
+            const float f = kernels::f16_to_f32(bits);
+            if (nan) {
+                QVERIFY(std::isnan(f));
+                continue;
+            }
+            QCOMPARE(kernels::f32_to_f16(f), bits);
+        }
+        QCOMPARE(kernels::f16_to_f32(0x3C00), 1.0f);
+        QCOMPARE(kernels::f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+        QCOMPARE(kernels::f32_to_f16(65520.0f), uint16_t(0x7C00));     // rounds up to infinity
+        QCOMPARE(kernels::f32_to_f16(1.0f + std::ldexp(1.0f, -11)), uint16_t(0x3C00));  // tie to even
+        QCOMPARE(kernels::f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)), uint16_t(0x3C02));
+        QCOMPARE(kernels::f32_to_f16(std::ldexp(1.0f, -25)), uint16_t(0));  // half the smallest subnormal: even
+    }
+
+    void bf16_rounding() {
+        QCOMPARE(kernels::f32_to_bf16(1.0f), uint16_t(0x3F80));
+        QCOMPARE(kernels::bf16_to_f32(0x3F80), 1.0f);
+        QCOMPARE(kernels::f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), uint16_t(0x3F80));  // tie to even
+        QCOMPARE(kernels::f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), uint16_t(0x3F82));
+        QVERIFY(std::isnan(kernels::bf16_to_f32(kernels::f32_to_bf16(std::nanf("")))));
+    }
+
+    void matvec_matches_double_reference() {
+        const size_t rows = 7, cols = 37;  // odd sizes exercise the tails
+        std::vector<float> w(rows * cols), x(cols), y(rows);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(float(i)) * 0.5f;
+        for (size_t i = 0; i < cols; ++i) x[i] = std::cos(float(i));
+        kernels::matvec_rows(WeightType::F32, w.data(), cols, x.data(), y.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) {
+            double ref = 0;
+            for (size_t c = 0; c < cols; ++c) ref += double(w[r * cols + c]) * x[c];
+            QVERIFY(std::fabs(ref - y[r]) < 1e-5);
+        }
+        std::vector<uint16_t> h(w.size());
+        for (size_t i = 0; i < w.size(); ++i) h[i] = kernels::f32_to_f16(w[i]);
+        std::vector<float> yh(rows);
+        kernels::matvec_rows(WeightType::F16, h.data(), cols, x.data(), yh.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) QVERIFY(std::fabs(yh[r] - y[r]) < 1e-2);
+    }
+
+    void thread_pool_covers_each_index_once() {
+        for (unsigned threads : {1u, 2u, 3u}) {
+            ThreadPool pool(threads);
+            for (size_t n : {size_t(1), size_t(2), size_t(7), size_t(1000)}) {
+                std::vector<int> hits(n, 0);
+                pool.parallel_for(n, 1, [&](size_t b, size_t e) {
+                    for (size_t i = b; i < e; ++i) ++hits[i];
+                });
+                for (int h : hits) QCOMPARE(h, 1);
+            }
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestFormat)
+#include "test_format.moc"

@@ -1,0 +1,66 @@
+// Helpers shared by the QtTest suites: run the colibri CLI, read reference files.
+#pragma once
+#include <QByteArray>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+#include <vector>
+
+namespace colibri::test {
+
+struct CliResult {
+    int exit_code = -1;
+    bool crashed = false;  // killed by a signal or timed out
+    QByteArray out, err;
+};
+
+inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 300000) {
+    QProcess p;
+    p.start(QStringLiteral(COLIBRI_CLI), args);
+    CliResult r;
+    if (!p.waitForStarted()) {
+        r.crashed = true;
+        return r;
+    }
+    if (!input.isEmpty()) p.write(input);
+    p.closeWriteChannel();
+    if (!p.waitForFinished(timeout_ms)) {
+        p.kill();
+        p.waitForFinished();
+        r.crashed = true;
+    }
+    r.crashed = r.crashed || p.exitStatus() != QProcess::NormalExit;
+    r.exit_code = p.exitCode();
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+inline QString reference(const QString& rel) { return QStringLiteral(COLIBRI_REFERENCE_DIR "/") + rel; }
+
+inline QByteArray read_all(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return {};
+    return f.readAll();
+}
+
+inline QJsonDocument read_json(const QString& path) { return QJsonDocument::fromJson(read_all(path)); }
+
+inline std::vector<float> read_f32(const QString& path) {
+    const QByteArray b = read_all(path);
+    std::vector<float> v(static_cast<size_t>(b.size()) / sizeof(float));
+    std::memcpy(v.data(), b.constData(), v.size() * sizeof(float));
+    return v;
+}
+
+inline QString ids_arg(const QJsonArray& ids) {
+    QStringList parts;
+    for (const auto& v : ids) parts << QString::number(v.toInt());
+    return parts.join(',');
+}
+
+}  // namespace colibri::test
