@@ -1,1 +1,149 @@
-// placeholder, being written
+// The C API over Model, Session, Tokenizer and generate(); no C++ exception crosses it.
+#include "colibri/colibri.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "generate.h"
+#include "model.h"
+#include "session.h"
+
+struct colibri_model {
+    std::unique_ptr<colibri::Model> model;
+};
+
+struct colibri_session {
+    const colibri_model* owner;
+    std::unique_ptr<colibri::ThreadPool> pool;
+    std::unique_ptr<colibri::Session> session;
+};
+
+namespace {
+thread_local std::string g_last_error;
+
+void set_error(const std::string& e) { g_last_error = e; }
+
+template <typename F, typename R>
+R guarded(R on_error, F&& f) {
+    try {
+        return f();
+    } catch (const std::exception& e) {
+        set_error(e.what());
+    } catch (...) {
+        set_error("unknown error");
+    }
+    return on_error;
+}
+}  // namespace
+
+extern "C" {
+
+const char* colibri_version(void) { return "0.1.0"; }
+const char* colibri_last_error(void) { return g_last_error.c_str(); }
+
+colibri_sampler_params colibri_sampler_defaults(void) {
+    const colibri::SamplerConfig d;
+    return colibri_sampler_params{d.greedy ? 1 : 0, d.temperature, d.top_k, d.top_p, d.min_p, d.repetition_penalty, d.seed};
+}
+
+colibri_model* colibri_model_open(const char* path) {
+    return guarded<>(static_cast<colibri_model*>(nullptr), [&]() -> colibri_model* {
+        if (path == nullptr) {
+            set_error("no path given");
+            return nullptr;
+        }
+        auto m = colibri::Model::load(path);
+        if (!m) {
+            set_error(m.message());
+            return nullptr;
+        }
+        return new colibri_model{std::move(m.value())};
+    });
+}
+
+void colibri_model_close(colibri_model* model) { delete model; }
+int32_t colibri_model_vocab_size(const colibri_model* m) { return m ? static_cast<int32_t>(m->model->hparams().vocab_size) : -1; }
+int32_t colibri_model_layer_count(const colibri_model* m) { return m ? static_cast<int32_t>(m->model->hparams().n_layers) : -1; }
+int32_t colibri_model_expert_count(const colibri_model* m) { return m ? static_cast<int32_t>(m->model->hparams().n_experts) : -1; }
+const char* colibri_model_family(const colibri_model* m) { return m ? colibri::format::family_name(m->model->family()) : nullptr; }
+
+int32_t colibri_tokenize(const colibri_model* m, const char* text, int add_special, int32_t* ids, size_t capacity) {
+    return guarded<>(int32_t(-1), [&]() -> int32_t {
+        if (m == nullptr || text == nullptr) return set_error("null argument"), -1;
+        const colibri::Tokenizer* tok = m->model->tokenizer();
+        if (tok == nullptr) return set_error("model has no tokenizer"), -1;
+        const std::vector<int32_t> v = tok->encode(text, add_special != 0);
+        if (ids != nullptr) std::memcpy(ids, v.data(), std::min(capacity, v.size()) * sizeof(int32_t));
+        return static_cast<int32_t>(v.size());
+    });
+}
+
+int32_t colibri_detokenize(const colibri_model* m, const int32_t* ids, size_t count, char* text, size_t capacity) {
+    return guarded<>(int32_t(-1), [&]() -> int32_t {
+        if (m == nullptr || (ids == nullptr && count > 0)) return set_error("null argument"), -1;
+        const colibri::Tokenizer* tok = m->model->tokenizer();
+        if (tok == nullptr) return set_error("model has no tokenizer"), -1;
+        const std::string s = tok->decode(std::vector<int32_t>(ids, ids + count));
+        if (text != nullptr && capacity > 0) {
+            const size_t n = std::min(capacity - 1, s.size());
+            std::memcpy(text, s.data(), n);
+            text[n] = '\0';
+        }
+        return static_cast<int32_t>(s.size());
+    });
+}
+
+colibri_session* colibri_session_new(const colibri_model* m, unsigned threads, uint32_t context) {
+    return guarded<>(static_cast<colibri_session*>(nullptr), [&]() -> colibri_session* {
+        if (m == nullptr) return set_error("null model"), nullptr;
+        auto* s = new colibri_session{m, std::make_unique<colibri::ThreadPool>(threads), nullptr};
+        s->session = std::make_unique<colibri::Session>(*m->model, *s->pool, context);
+        return s;
+    });
+}
+
+void colibri_session_free(colibri_session* s) { delete s; }
+void colibri_session_reset(colibri_session* s) {
+    if (s) s->session->reset();
+}
+uint32_t colibri_session_position(const colibri_session* s) { return s ? s->session->position() : 0; }
+
+int colibri_session_eval(colibri_session* s, const int32_t* tokens, size_t count, float* logits) {
+    return guarded<>(-1, [&]() -> int {
+        if (s == nullptr || tokens == nullptr || count == 0) return set_error("no tokens"), -1;
+        auto r = s->session->eval(std::span<const int32_t>(tokens, count));
+        if (!r) return set_error(r.message()), -1;
+        if (logits) std::memcpy(logits, r->data(), r->size() * sizeof(float));
+        return 0;
+    });
+}
+
+int32_t colibri_generate(colibri_session* s, const int32_t* prompt, size_t prompt_count, int32_t max_tokens,
+                         const colibri_sampler_params* params, int32_t* out, size_t capacity,
+                         colibri_token_callback callback, void* user) {
+    return guarded<>(int32_t(-1), [&]() -> int32_t {
+        if (s == nullptr || prompt == nullptr || prompt_count == 0) return set_error("no prompt"), -1;
+        const colibri_sampler_params p = params ? *params : colibri_sampler_defaults();
+        colibri::SamplerConfig cfg;
+        cfg.greedy = p.greedy != 0;
+        cfg.temperature = p.temperature;
+        cfg.top_k = p.top_k;
+        cfg.top_p = p.top_p;
+        cfg.min_p = p.min_p;
+        cfg.repetition_penalty = p.repetition_penalty;
+        cfg.seed = p.seed;
+        colibri::Sampler sampler(cfg);
+        colibri::GenerateRequest req;
+        req.max_tokens = max_tokens;
+        req.stop_ids = colibri::default_stop_ids(*s->owner->model);
+        auto r = colibri::generate(*s->session, sampler, std::span<const int32_t>(prompt, prompt_count), req,
+                                   [&](int32_t id) { return callback == nullptr || callback(id, user) != 0; });
+        if (!r) return set_error(r.message()), -1;
+        const size_t n = std::min(capacity, r->size());
+        if (out != nullptr) std::memcpy(out, r->data(), n * sizeof(int32_t));
+        return static_cast<int32_t>(n);
+    });
+}
+
+}  // extern "C"

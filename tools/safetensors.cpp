@@ -164,3 +164,34 @@ const SourceTensor* SafetensorsSet::find(const std::string& name) const {
 }
 
 }  // namespace colibri::tools
+
+namespace colibri::tools {
+
+Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors) {
+    json header = json::object();
+    uint64_t offset = 0;
+    for (const OutputTensor& t : tensors) {
+        uint64_t n = 1;
+        for (uint64_t d : t.shape) n *= d;
+        if (n != t.values.size()) return error("tensor " + t.name + ": shape does not match its values");
+        header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
+        offset += n * 4;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
+    const std::string tmp = path + ".tmp";
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    const uint64_t len = text.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const OutputTensor& t : tensors)
+        out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
+    out.close();
+    if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return error(path + ": write failed");
+    }
+    return Status::ok();
+}
+
+}  // namespace colibri::tools

@@ -53,3 +53,17 @@ private:
 float source_element(const SourceTensor& t, uint64_t i);
 
 }  // namespace colibri::tools
+
+namespace colibri::tools {
+
+// A tensor to write, in f32.
+struct OutputTensor {
+    std::string name;
+    std::vector<uint64_t> shape;
+    std::vector<float> values;
+};
+
+// Writes a single-file safetensors checkpoint (F32), e.g. for generated test and demo models.
+Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors);
+
+}  // namespace colibri::tools

@@ -1,0 +1,64 @@
+/* libcolibri C API: load a .bin model, tokenize, evaluate, generate. For embedding Colibri in other
+ * programs and languages. All functions are thread-compatible: one session per thread at a time.
+ * Errors: functions return NULL or a negative value and colibri_last_error() says why (per thread). */
+#ifndef COLIBRI_COLIBRI_H
+#define COLIBRI_COLIBRI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct colibri_model colibri_model;
+typedef struct colibri_session colibri_session;
+
+typedef struct colibri_sampler_params {
+    int greedy;               /* non-zero: always the most likely token */
+    float temperature;
+    int32_t top_k;            /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repetition_penalty; /* 1: off */
+    uint64_t seed;
+} colibri_sampler_params;
+
+/* Called for each generated token; return 0 to stop. */
+typedef int (*colibri_token_callback)(int32_t token, void* user);
+
+const char* colibri_version(void);
+const char* colibri_last_error(void);
+colibri_sampler_params colibri_sampler_defaults(void);
+
+colibri_model* colibri_model_open(const char* path);
+void colibri_model_close(colibri_model* model);
+int32_t colibri_model_vocab_size(const colibri_model* model);
+int32_t colibri_model_layer_count(const colibri_model* model);
+int32_t colibri_model_expert_count(const colibri_model* model);
+const char* colibri_model_family(const colibri_model* model);
+
+/* Returns the number of ids the text encodes to (which may exceed capacity: call again with more), or -1. */
+int32_t colibri_tokenize(const colibri_model* model, const char* text, int add_special, int32_t* ids, size_t capacity);
+/* Writes UTF-8 text with a terminating NUL; returns its length without the NUL (may exceed capacity), or -1. */
+int32_t colibri_detokenize(const colibri_model* model, const int32_t* ids, size_t count, char* text, size_t capacity);
+
+/* threads = 0: all cores; context = 0: min(model, 4096). */
+colibri_session* colibri_session_new(const colibri_model* model, unsigned threads, uint32_t context);
+void colibri_session_free(colibri_session* session);
+void colibri_session_reset(colibri_session* session);
+uint32_t colibri_session_position(const colibri_session* session);
+/* Feeds tokens; when logits is not NULL the logits after the last token are copied there (vocab floats).
+ * Returns 0 or -1. */
+int colibri_session_eval(colibri_session* session, const int32_t* tokens, size_t count, float* logits);
+/* Evaluates the prompt, then generates up to max_tokens (stopping at the model's end-of-turn tokens).
+ * Returns the number of new ids written to out (at most capacity), or -1. */
+int32_t colibri_generate(colibri_session* session, const int32_t* prompt, size_t prompt_count, int32_t max_tokens,
+                         const colibri_sampler_params* params, int32_t* out, size_t capacity,
+                         colibri_token_callback callback, void* user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLIBRI_COLIBRI_H */

@@ -1,0 +1,75 @@
+// The C API gives the same logits and greedy ids as the CLI path, and reports errors without crashing.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "../test_support.h"
+#include "colibri/colibri.h"
+
+extern "C" int colibri_c_header_check(void);
+
+using namespace colibri::test;
+
+class TestCApi : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString model_path_;
+
+private slots:
+    void initTestCase() {
+        model_path_ = dir_.filePath("mixtral.bin");
+        const CliResult r = run_cli({"convert", reference("hf/mixtral/model"), "-o", model_path_, "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(colibri_c_header_check(), 0);
+    }
+
+    void open_errors() {
+        QVERIFY(colibri_model_open(nullptr) == nullptr);
+        QVERIFY(colibri_model_open("/nonexistent/model.bin") == nullptr);
+        QVERIFY(QString(colibri_last_error()).contains("No such file"));
+    }
+
+    void logits_and_generation_match_reference() {
+        colibri_model* m = colibri_model_open(model_path_.toUtf8().constData());
+        QVERIFY2(m != nullptr, colibri_last_error());
+        QCOMPARE(colibri_model_vocab_size(m), 32000);
+        QCOMPARE(QString(colibri_model_family(m)), QString("mixtral"));
+        QCOMPARE(colibri_model_expert_count(m), 8);
+        QVERIFY(colibri_tokenize(m, "hi", 1, nullptr, 0) == -1);  // no tokenizer in this model
+        colibri_session* s = colibri_session_new(m, 2, 0);
+        QVERIFY(s != nullptr);
+
+        const QJsonArray input = read_json(reference("hf/mixtral/ref/input_ids.json")).array();
+        std::vector<int32_t> ids;
+        for (const auto& v : input) ids.push_back(v.toInt());
+        const std::vector<float> want = read_f32(reference("hf/mixtral/ref/logits.f32"));
+        std::vector<float> logits(32000);
+        double max_diff = 0;
+        for (size_t p = 0; p < ids.size(); ++p) {
+            QCOMPARE(colibri_session_eval(s, &ids[p], 1, logits.data()), 0);
+            for (size_t i = 0; i < logits.size(); ++i)
+                max_diff = std::max(max_diff, std::fabs(double(logits[i]) - want[p * 32000 + i]));
+        }
+        QVERIFY(max_diff < 1e-3);
+        int32_t bad = 40000;
+        QCOMPARE(colibri_session_eval(s, &bad, 1, nullptr), -1);
+        QVERIFY(QString(colibri_last_error()).contains("out of range"));
+
+        colibri_session_reset(s);
+        QCOMPARE(colibri_session_position(s), 0u);
+        colibri_sampler_params p = colibri_sampler_defaults();
+        p.greedy = 1;
+        std::vector<int32_t> out(16);
+        int calls = 0;
+        const int32_t n = colibri_generate(s, ids.data(), ids.size(), 16, &p, out.data(), out.size(),
+                                           [](int32_t, void* u) { ++*static_cast<int*>(u); return 1; }, &calls);
+        QCOMPARE(n, 16);
+        QCOMPARE(calls, 16);
+        const QJsonArray want_ids = read_json(reference("hf/mixtral/ref/generate.json")).object()["new_ids"].toArray();
+        for (int i = 0; i < 16; ++i) QCOMPARE(out[i], want_ids[i].toInt());
+        colibri_session_free(s);
+        colibri_model_close(m);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCApi)
+#include "test_c_api.moc"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages Colibri builds and tests with. Run as root or with sudo available.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+packages=(
+  build-essential cmake ninja-build pkg-config
+  nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb
+)
+# Skip the network when everything is already there.
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

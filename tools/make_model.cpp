@@ -1,0 +1,183 @@
+// colibri-make-model: writes a deterministic random MoE model as a Hugging Face directory (config.json,
+// generation_config.json, model.safetensors, optionally a tokenizer), for the demo model and for tests.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "safetensors.h"
+
+using namespace colibri;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+class Gaussian {  // splitmix64 + Box-Muller: the same numbers on every platform for a seed
+public:
+    explicit Gaussian(uint64_t seed) : state_(seed) {}
+    float next() {
+        const double u1 = (static_cast<double>(bits() >> 11) + 1.0) * 0x1.0p-53;
+        const double u2 = static_cast<double>(bits() >> 11) * 0x1.0p-53;
+        return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    }
+
+private:
+    uint64_t bits() {
+        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    uint64_t state_;
+};
+
+struct Spec {
+    std::string family = "qwen2_moe";
+    uint32_t vocab = 4096, hidden = 128, layers = 4, heads = 4, kv_heads = 2, experts = 8, top_k = 2;
+    uint32_t ffn = 256, shared_ffn = 256;
+    float init = 0.02f;
+    uint64_t seed = 1;
+    bool tied = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"colibri-make-model: a deterministic random MoE model in Hugging Face format"};
+    Spec s;
+    std::string out_dir, tokenizer_dir;
+    app.add_option("-o,--output", out_dir, "output directory")->required();
+    app.add_option("--family", s.family, "mixtral, qwen2_moe or olmoe");
+    app.add_option("--vocab", s.vocab, "vocabulary size");
+    app.add_option("--hidden", s.hidden, "hidden size");
+    app.add_option("--layers", s.layers, "layers");
+    app.add_option("--heads", s.heads, "attention heads");
+    app.add_option("--kv-heads", s.kv_heads, "key/value heads");
+    app.add_option("--experts", s.experts, "experts per layer");
+    app.add_option("--top-k", s.top_k, "active experts per token");
+    app.add_option("--ffn", s.ffn, "expert intermediate size");
+    app.add_option("--shared-ffn", s.shared_ffn, "shared expert intermediate size (qwen2_moe)");
+    app.add_option("--init", s.init, "standard deviation of the weights");
+    app.add_option("--seed", s.seed, "random seed");
+    app.add_flag("--tied", s.tied, "tie the lm head to the embedding");
+    app.add_option("--tokenizer", tokenizer_dir, "directory with tokenizer.json / tokenizer_config.json to include");
+    CLI11_PARSE(app, argc, argv);
+    if (s.family != "mixtral" && s.family != "qwen2_moe" && s.family != "olmoe") {
+        std::fprintf(stderr, "colibri-make-model: unknown family '%s'\n", s.family.c_str());
+        return 1;
+    }
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) {
+        std::fprintf(stderr, "colibri-make-model: %s: %s\n", out_dir.c_str(), ec.message().c_str());
+        return 1;
+    }
+    const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe", olmoe = s.family == "olmoe";
+    const uint32_t head_dim = s.hidden / s.heads;
+    json cfg{{"architectures", {mixtral ? "MixtralForCausalLM" : qwen ? "Qwen2MoeForCausalLM" : "OlmoeForCausalLM"}},
+             {"model_type", s.family},        {"hidden_size", s.hidden},
+             {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
+             {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab},
+             {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-6},
+             {"rope_theta", 1000000.0},       {"num_experts_per_tok", s.top_k},
+             {"hidden_act", "silu"},          {"tie_word_embeddings", s.tied},
+             {"bos_token_id", 1},             {"eos_token_id", 2},
+             {"torch_dtype", "float32"}};
+    if (mixtral) {
+        cfg["num_local_experts"] = s.experts;
+        cfg["intermediate_size"] = s.ffn;
+    } else if (qwen) {
+        cfg["num_experts"] = s.experts;
+        cfg["moe_intermediate_size"] = s.ffn;
+        cfg["shared_expert_intermediate_size"] = s.shared_ffn;
+        cfg["intermediate_size"] = s.ffn * 4;
+        cfg["norm_topk_prob"] = false;
+        cfg["decoder_sparse_step"] = 1;
+        cfg["mlp_only_layers"] = json::array();
+    } else {
+        cfg["num_experts"] = s.experts;
+        cfg["intermediate_size"] = s.ffn;
+        cfg["norm_topk_prob"] = false;
+        cfg["clip_qkv"] = nullptr;
+    }
+
+    Gaussian g(s.seed);
+    std::vector<tools::OutputTensor> tensors;
+    auto random = [&](const std::string& name, std::vector<uint64_t> shape, float std_dev) {
+        tools::OutputTensor t{name, shape, {}};
+        uint64_t n = 1;
+        for (uint64_t d : shape) n *= d;
+        t.values.resize(n);
+        for (float& v : t.values) v = g.next() * std_dev;
+        tensors.push_back(std::move(t));
+    };
+    auto ones = [&](const std::string& name, uint64_t n) {
+        tensors.push_back(tools::OutputTensor{name, {n}, std::vector<float>(n, 1.0f)});
+    };
+    const uint64_t H = s.hidden, q = uint64_t(s.heads) * head_dim, kv = uint64_t(s.kv_heads) * head_dim;
+    random("model.embed_tokens.weight", {s.vocab, H}, s.init);
+    for (uint32_t l = 0; l < s.layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        ones(p + "input_layernorm.weight", H);
+        ones(p + "post_attention_layernorm.weight", H);
+        random(p + "self_attn.q_proj.weight", {q, H}, s.init);
+        random(p + "self_attn.k_proj.weight", {kv, H}, s.init);
+        random(p + "self_attn.v_proj.weight", {kv, H}, s.init);
+        random(p + "self_attn.o_proj.weight", {H, q}, s.init);
+        if (qwen) {
+            random(p + "self_attn.q_proj.bias", {q}, s.init);
+            random(p + "self_attn.k_proj.bias", {kv}, s.init);
+            random(p + "self_attn.v_proj.bias", {kv}, s.init);
+        }
+        if (olmoe) {
+            ones(p + "self_attn.q_norm.weight", q);
+            ones(p + "self_attn.k_norm.weight", kv);
+        }
+        const std::string m = p + (mixtral ? "block_sparse_moe." : "mlp.");
+        random(m + "gate.weight", {s.experts, H}, s.init * 10);  // a router with some preference
+        for (uint32_t e = 0; e < s.experts; ++e) {
+            const std::string x = m + "experts." + std::to_string(e) + ".";
+            random(x + (mixtral ? "w1.weight" : "gate_proj.weight"), {s.ffn, H}, s.init);
+            random(x + (mixtral ? "w3.weight" : "up_proj.weight"), {s.ffn, H}, s.init);
+            random(x + (mixtral ? "w2.weight" : "down_proj.weight"), {H, s.ffn}, s.init);
+        }
+        if (qwen) {
+            random(m + "shared_expert.gate_proj.weight", {s.shared_ffn, H}, s.init);
+            random(m + "shared_expert.up_proj.weight", {s.shared_ffn, H}, s.init);
+            random(m + "shared_expert.down_proj.weight", {H, s.shared_ffn}, s.init);
+            random(m + "shared_expert_gate.weight", {1, H}, s.init);
+        }
+    }
+    ones("model.norm.weight", H);
+    if (!s.tied) random("lm_head.weight", {s.vocab, H}, s.init);
+
+    json gen{{"bos_token_id", 1}, {"eos_token_id", 2}};
+    if (!tokenizer_dir.empty()) {
+        for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+            fs::copy_file(fs::path(tokenizer_dir) / f, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
+            if (ec) {
+                std::fprintf(stderr, "colibri-make-model: %s/%s: %s\n", tokenizer_dir.c_str(), f, ec.message().c_str());
+                return 1;
+            }
+        }
+        // End of turn for chat templates of the ChatML kind.
+        std::ifstream in(fs::path(tokenizer_dir) / "tokenizer.json");
+        const json tok = json::parse(in, nullptr, false);
+        if (!tok.is_discarded() && tok.contains("added_tokens")) {
+            for (const json& t : tok["added_tokens"]) {
+                if (t.value("content", "") == "<|im_end|>") gen["eos_token_id"] = t["id"];
+                if (t.value("content", "") == "<|endoftext|>") cfg["bos_token_id"] = t["id"];
+            }
+        }
+    }
+    std::ofstream(fs::path(out_dir) / "config.json") << cfg.dump(2) << "\n";
+    std::ofstream(fs::path(out_dir) / "generation_config.json") << gen.dump(2) << "\n";
+    if (Status st = tools::write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors); !st) {
+        std::fprintf(stderr, "colibri-make-model: %s\n", st.message().c_str());
+        return 1;
+    }
+    return 0;
+}
