@@ -111,8 +111,7 @@ Status ModelFile::validate() {
     std::vector<std::pair<uint64_t, uint32_t>> order;
     for (uint32_t i = 0; i < sections_.size(); ++i) {
         const SectionEntry& s = sections_[i];
-        if (s.kind > static_cast<uint32_t>(SectionKind::Output))
-            return error("section " + std::to_string(i) + " has unknown kind " + std::to_string(s.kind));
+        // Unknown kinds (from a newer minor version) are bounds-checked like any other and otherwise ignored.
         const std::string label = section_label(i);
         if (s.offset % kSectionAlignment != 0)
             return error("section " + label + " is misaligned (offset " + std::to_string(s.offset) +
