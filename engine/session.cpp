@@ -120,17 +120,16 @@ Result<std::span<const float>> Session::eval(int32_t token) {
         const uint64_t t1 = observer_ ? now_ns() : 0;
 
         rmsnorm(x_.data(), f32(w.ffn_norm), hp.rms_eps, hp.hidden_size, h_.data());
-        uint64_t t2 = t1;
+        router_ns_ = 0;
         if (w.is_moe) {
             moe(l, w);
-            t2 = observer_ ? now_ns() : 0;  // moe() reports router time through the record below
         } else {
             ffn(w.dense, hp.dense_ffn, moe_out_.data());
         }
         for (uint32_t i = 0; i < hp.hidden_size; ++i) x_[i] += moe_out_[i];
         if (observer_) {
-            const uint64_t t3 = now_ns();
-            observer_->on_layer_timing(LayerTiming{l, position_, t1 - t0, 0, (w.is_moe ? t2 : t3) - t1});
+            const uint64_t t2 = now_ns();
+            observer_->on_layer_timing(LayerTiming{l, position_, t1 - t0, router_ns_, t2 - t1 - router_ns_});
         }
     }
     rmsnorm(x_.data(), f32(&model_.output_norm()), hp.rms_eps, hp.hidden_size, h_.data());
@@ -207,6 +206,7 @@ void Session::ffn(const FfnWeights& w, uint32_t ffn_dim, float* out) {
 void Session::moe(uint32_t layer, const LayerWeights& w) {
     const HyperParams& hp = model_.hparams();
     const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active, H = hp.hidden_size;
+    const uint64_t t0 = observer_ ? now_ns() : 0;
     matvec(*w.router, h_.data(), router_logits_.data());
     std::copy(router_logits_.begin(), router_logits_.begin() + n_exp, router_probs_.begin());
     softmax(router_probs_.data(), n_exp);
@@ -229,6 +229,7 @@ void Session::moe(uint32_t layer, const LayerWeights& w) {
         for (uint32_t j = 0; j < k; ++j) selected_w_[j] /= sum;
     }
     if (observer_) {
+        router_ns_ = now_ns() - t0;
         observer_->on_routing(RoutingRecord{layer, position_, std::span<const int32_t>(selected_.data(), k),
                                             std::span<const float>(selected_w_.data(), k),
                                             std::span<const float>(router_logits_.data(), n_exp),

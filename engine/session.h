@@ -40,6 +40,7 @@ private:
     uint32_t context_ = 0;
     uint32_t position_ = 0;
     TraceObserver* observer_ = nullptr;
+    uint64_t router_ns_ = 0;  // router time of the current layer, for LayerTiming
 
     std::vector<float> k_cache_, v_cache_;  // [layer][position][kv_dim]
     std::vector<float> x_, h_, q_, k_, v_, att_, proj_, scores_;

@@ -20,7 +20,7 @@ struct LayerTiming {
     uint32_t position;
     uint64_t attention_ns;
     uint64_t router_ns;
-    uint64_t experts_ns;
+    uint64_t experts_ns;    // routed experts, shared expert or dense MLP
 };
 
 class TraceObserver {

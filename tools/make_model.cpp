@@ -1,6 +1,7 @@
 // colibri-make-model: writes a deterministic random MoE model as a Hugging Face directory (config.json,
 // generation_config.json, model.safetensors, optionally a tokenizer), for the demo model and for tests.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -41,6 +42,7 @@ struct Spec {
     float init = 0.02f;
     uint64_t seed = 1;
     bool tied = false;
+    std::vector<uint32_t> mlp_only_layers;  // qwen2_moe dense layers
 };
 
 }  // namespace
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
     app.add_option("--init", s.init, "standard deviation of the weights");
     app.add_option("--seed", s.seed, "random seed");
     app.add_flag("--tied", s.tied, "tie the lm head to the embedding");
+    app.add_option("--mlp-only-layers", s.mlp_only_layers, "qwen2_moe: layers with a dense MLP instead of experts");
     app.add_option("--tokenizer", tokenizer_dir, "directory with tokenizer.json / tokenizer_config.json to include");
     CLI11_PARSE(app, argc, argv);
     if (s.family != "mixtral" && s.family != "qwen2_moe" && s.family != "olmoe") {
@@ -96,7 +99,7 @@ int main(int argc, char** argv) {
         cfg["intermediate_size"] = s.ffn * 4;
         cfg["norm_topk_prob"] = false;
         cfg["decoder_sparse_step"] = 1;
-        cfg["mlp_only_layers"] = json::array();
+        cfg["mlp_only_layers"] = s.mlp_only_layers;
     } else {
         cfg["num_experts"] = s.experts;
         cfg["intermediate_size"] = s.ffn;
@@ -137,6 +140,12 @@ int main(int argc, char** argv) {
             ones(p + "self_attn.k_norm.weight", kv);
         }
         const std::string m = p + (mixtral ? "block_sparse_moe." : "mlp.");
+        if (std::find(s.mlp_only_layers.begin(), s.mlp_only_layers.end(), l) != s.mlp_only_layers.end()) {
+            random(m + "gate_proj.weight", {uint64_t(s.ffn) * 4, H}, s.init);
+            random(m + "up_proj.weight", {uint64_t(s.ffn) * 4, H}, s.init);
+            random(m + "down_proj.weight", {H, uint64_t(s.ffn) * 4}, s.init);
+            continue;
+        }
         random(m + "gate.weight", {s.experts, H}, s.init * 10);  // a router with some preference
         for (uint32_t e = 0; e < s.experts; ++e) {
             const std::string x = m + "experts." + std::to_string(e) + ".";

@@ -170,12 +170,15 @@ namespace colibri::tools {
 Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors) {
     json header = json::object();
     uint64_t offset = 0;
+    auto elem_size = [](SourceDType d) { return d == SourceDType::F32 ? 4u : 2u; };
     for (const OutputTensor& t : tensors) {
         uint64_t n = 1;
         for (uint64_t d : t.shape) n *= d;
         if (n != t.values.size()) return error("tensor " + t.name + ": shape does not match its values");
-        header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
-        offset += n * 4;
+        const char* dtype = t.dtype == SourceDType::F32 ? "F32" : t.dtype == SourceDType::F16 ? "F16" : "BF16";
+        const uint64_t bytes = n * elem_size(t.dtype);
+        header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+        offset += bytes;
     }
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
@@ -184,8 +187,17 @@ Status write_safetensors(const std::string& path, const std::vector<OutputTensor
     const uint64_t len = text.size();
     out.write(reinterpret_cast<const char*>(&len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const OutputTensor& t : tensors)
-        out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
+    std::vector<uint16_t> half;
+    for (const OutputTensor& t : tensors) {
+        if (t.dtype == SourceDType::F32) {
+            out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
+            continue;
+        }
+        half.resize(t.values.size());
+        for (size_t i = 0; i < half.size(); ++i)
+            half[i] = t.dtype == SourceDType::F16 ? kernels::f32_to_f16(t.values[i]) : kernels::f32_to_bf16(t.values[i]);
+        out.write(reinterpret_cast<const char*>(half.data()), static_cast<std::streamsize>(half.size() * 2));
+    }
     out.close();
     if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
         std::remove(tmp.c_str());

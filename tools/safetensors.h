@@ -56,14 +56,15 @@ float source_element(const SourceTensor& t, uint64_t i);
 
 namespace colibri::tools {
 
-// A tensor to write, in f32.
+// A tensor to write: f32 values, stored as `dtype` (rounded to nearest even for f16/bf16).
 struct OutputTensor {
     std::string name;
     std::vector<uint64_t> shape;
     std::vector<float> values;
+    SourceDType dtype = SourceDType::F32;
 };
 
-// Writes a single-file safetensors checkpoint (F32), e.g. for generated test and demo models.
+// Writes a single-file safetensors checkpoint, e.g. for generated test and demo models.
 Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors);
 
 }  // namespace colibri::tools

@@ -1,0 +1,164 @@
+// HF import paths beyond the reference files: sharded checkpoints, f16 and bf16 source tensors, dense layers,
+// tied embeddings and the tokenizer inside the .bin.
+#include <QDir>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "../test_support.h"
+#include "tools/safetensors.h"
+
+using namespace colibri;
+using namespace colibri::test;
+
+namespace {
+std::vector<tools::OutputTensor> load_reference(const QString& family, tools::SourceDType dtype) {
+    auto f = tools::SafetensorsFile::open(reference("hf/" + family + "/model/model.safetensors").toStdString());
+    std::vector<tools::OutputTensor> out;
+    if (!f) return out;
+    for (const auto& [name, t] : f.value()->tensors()) {
+        tools::OutputTensor o{name, t.shape, std::vector<float>(t.elements()), dtype};
+        for (uint64_t i = 0; i < t.elements(); ++i) o.values[i] = tools::source_element(t, i);
+        out.push_back(std::move(o));
+    }
+    return out;
+}
+}  // namespace
+
+class TestConvert : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+    QString hf_dir(const QString& name, const QString& family) {
+        const QString d = dir_.filePath(name);
+        QDir().mkpath(d);
+        QFile::copy(reference("hf/" + family + "/model/config.json"), d + "/config.json");
+        QFile::copy(reference("hf/" + family + "/model/generation_config.json"), d + "/generation_config.json");
+        return d;
+    }
+
+    QByteArray logits_of(const QString& model, const QString& ids) {
+        const QString out = model + ".logits";
+        const CliResult r = run_cli({"logits", "-m", model, "--tokens", ids, "--out", out});
+        if (r.exit_code != 0) qWarning("%s", r.err.constData());
+        return read_all(out);
+    }
+
+    QString convert(const QString& dir, const QString& type) {
+        const QString out = dir + "-" + type + ".bin";
+        const CliResult r = run_cli({"convert", dir, "-o", out, "--type", type, "-q"});
+        if (r.exit_code != 0) qWarning("%s", r.err.constData());
+        return r.exit_code == 0 ? out : QString();
+    }
+
+private slots:
+    void sharded_checkpoint_equals_single_file() {
+        const QString family = "qwen2_moe";
+        auto tensors = load_reference(family, tools::SourceDType::F32);
+        QVERIFY(tensors.size() > 10);
+        const QString d = hf_dir("sharded", family);
+        // Three shards, tensors dealt round-robin, and the index that names them.
+        std::vector<std::vector<tools::OutputTensor>> shards(3);
+        QJsonObject weight_map;
+        for (size_t i = 0; i < tensors.size(); ++i) {
+            const QString shard = QString("model-%1-of-00003.safetensors").arg(i % 3 + 1, 5, 10, QChar('0'));
+            weight_map[QString::fromStdString(tensors[i].name)] = shard;
+            shards[i % 3].push_back(tensors[i]);
+        }
+        for (int s = 0; s < 3; ++s) {
+            const QString shard = QString("%1/model-%2-of-00003.safetensors").arg(d).arg(s + 1, 5, 10, QChar('0'));
+            QVERIFY(tools::write_safetensors(shard.toStdString(), shards[s]).is_ok());
+        }
+        QFile index(d + "/model.safetensors.index.json");
+        QVERIFY(index.open(QIODevice::WriteOnly));
+        index.write(QJsonDocument(QJsonObject{{"metadata", QJsonObject{}}, {"weight_map", weight_map}}).toJson());
+        index.close();
+
+        const QString ids = ids_arg(read_json(reference("hf/" + family + "/ref/input_ids.json")).array());
+        const QString direct = dir_.filePath("direct.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/" + family + "/model"), "-o", direct, "-q"}).exit_code, 0);
+        const QString sharded = convert(d, "f32");
+        QVERIFY(!sharded.isEmpty());
+        const QByteArray a = logits_of(direct, ids), b = logits_of(sharded, ids);
+        QVERIFY(!a.isEmpty());
+        QVERIFY(a == b);
+
+        // An index naming a missing shard is an error, not a crash.
+        QFile::remove(QString("%1/model-00002-of-00003.safetensors").arg(d));
+        const CliResult r = run_cli({"convert", d, "-o", dir_.filePath("broken.bin")});
+        QVERIFY(r.exit_code != 0 && !r.crashed);
+        QVERIFY(r.err.startsWith("colibri: convert: "));
+    }
+
+    // A checkpoint stored in f16 (bf16) holds exactly the values that --type f16 (bf16) rounds an f32 checkpoint
+    // to, so both paths must give the same logits bit for bit, whichever storage type the .bin uses.
+    void half_precision_sources_data() {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<QString>("type");
+        QTest::newRow("f16") << int(tools::SourceDType::F16) << "f16";
+        QTest::newRow("bf16") << int(tools::SourceDType::BF16) << "bf16";
+    }
+
+    void half_precision_sources() {
+        QFETCH(int, dtype);
+        QFETCH(QString, type);
+        const QString family = "mixtral";
+        auto tensors = load_reference(family, static_cast<tools::SourceDType>(dtype));
+        // Norms stay f32 in the .bin whatever the type; keep them f32 in the source too so both paths agree.
+        for (auto& t : tensors)
+            if (t.shape.size() == 1 || t.name.find(".gate.weight") != std::string::npos) t.dtype = tools::SourceDType::F32;
+        const QString d = hf_dir("src-" + type, family);
+        QVERIFY(tools::write_safetensors((d + "/model.safetensors").toStdString(), tensors).is_ok());
+        const QString ids = ids_arg(read_json(reference("hf/" + family + "/ref/input_ids.json")).array());
+        const QString from_half = convert(d, type);
+        const QString rounded = dir_.filePath("rounded-" + type + ".bin");
+        QCOMPARE(run_cli({"convert", reference("hf/" + family + "/model"), "-o", rounded, "--type", type, "-q"}).exit_code, 0);
+        QVERIFY(!from_half.isEmpty());
+        const QByteArray a = logits_of(from_half, ids), b = logits_of(rounded, ids);
+        QVERIFY(!a.isEmpty());
+        QVERIFY(a == b);
+        // Widened to f32 storage, the same values through the f32 kernel: identical too.
+        const QString widened = convert(d, "f32");
+        QVERIFY(logits_of(widened, ids) == a);
+    }
+
+    void generated_model_with_dense_layer_and_tokenizer() {
+        const QString d = dir_.filePath("gen");
+        QProcess p;
+        p.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"),
+                {"-o", d, "--family", "qwen2_moe", "--vocab", "151936", "--hidden", "64", "--layers", "3", "--experts", "4",
+                 "--top-k", "2", "--ffn", "64", "--shared-ffn", "64", "--tied", "--mlp-only-layers", "1",
+                 "--tokenizer", reference("tokenizers/qwen3")});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        const QString bin = convert(d, "f16");
+        QVERIFY(!bin.isEmpty());
+        CliResult r = run_cli({"info", bin, "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const QJsonObject info = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(info["layers"].toInt(), 3);
+        QCOMPARE(info["moe_layers"].toInt(), 2);
+        QCOMPARE(info["dense_ffn"].toInt(), 256);
+        QCOMPARE(info["tokenizer"].toString(), QString("byte-level BPE"));
+        QVERIFY(info["chat_template"].toBool());
+        QVERIFY(!info.contains("lm_head"));
+        // Route lists only the MoE layers, by their real indices.
+        r = run_cli({"route", "-m", bin, "--prompt", "Hello, world", "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const QJsonObject route = QJsonDocument::fromJson(r.out).object();
+        const QJsonArray layers = route["layers"].toArray();
+        QCOMPARE(layers.size(), 2);
+        QCOMPARE(layers[0].toObject()["layer"].toInt(), 0);
+        QCOMPARE(layers[1].toObject()["layer"].toInt(), 2);
+        QCOMPARE(route["tokens"].toArray().size(), 4);  // "Hello", ",", " world" ... as Qwen3 encodes it
+        // Prompt text and its token ids give the same generation.
+        r = run_cli({"generate", "-m", bin, "--prompt", "Hello, world", "-n", "8", "--greedy", "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const QJsonObject g = QJsonDocument::fromJson(r.out).object();
+        const QString ids = ids_arg(g["prompt_ids"].toArray());
+        const CliResult r2 = run_cli({"generate", "-m", bin, "--tokens", ids, "-n", "8", "--greedy", "--json"});
+        QCOMPARE(QJsonDocument::fromJson(r2.out).object()["new_ids"], g["new_ids"]);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestConvert)
+#include "test_convert.moc"
