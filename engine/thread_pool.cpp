@@ -26,7 +26,7 @@ ThreadPool::~ThreadPool() {
     for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::parallel_for(size_t n, size_t min_chunk, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn) {
     if (n == 0) return;
     size_t parts = std::min<size_t>(size(), std::max<size_t>(1, n / std::max<size_t>(1, min_chunk)));
     if (parts <= 1) {
@@ -53,7 +53,7 @@ void ThreadPool::parallel_for(size_t n, size_t min_chunk, const std::function<vo
 void ThreadPool::worker_loop(unsigned index) {
     unsigned long seen = 0;
     for (;;) {
-        const std::function<void(size_t, size_t)>* job;
+        const RangeFn* job;
         size_t n, parts;
         {
             std::unique_lock<std::mutex> lock(mutex_);
