@@ -332,7 +332,8 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     return 0;
 }
 
-int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens) {
+int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens,
+             bool reuse_prefix) {
     auto loaded = load(args);
     if (!loaded) return fail("chat", loaded.message());
     Loaded& l = loaded.value();
@@ -377,7 +378,7 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
         std::vector<int32_t> ids = tok->encode(prompt, l.model->chat_template().empty());
         // Reuse the KV cache for the common prefix; evaluate only what is new.
         size_t common = 0;
-        while (common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
+        while (reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
         if (common == ids.size() && common > 0) --common;  // at least one token must be fed to get logits
         l.session->truncate(static_cast<uint32_t>(common));
         cached.resize(common);
@@ -466,10 +467,12 @@ int main(int argc, char** argv) {
     gen->add_flag("--json", as_json, "JSON output");
 
     std::string system_prompt;
+    bool no_prefix_cache = false;
     auto* chat = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
     add_model_args(chat, margs, false);
     chat->add_option("--system", system_prompt, "system prompt");
     chat->add_option("-n,--max-tokens", max_tokens, "longest reply in tokens");
+    chat->add_flag("--no-prefix-cache", no_prefix_cache, "re-evaluate the whole conversation each turn (for checking)");
     add_sampler_args(chat, sc);
 
     try {
@@ -492,7 +495,7 @@ int main(int argc, char** argv) {
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
         if (*route) return cmd_route(margs, tokens, prompt, with_probs);
         if (*gen) return cmd_generate(margs, tokens, prompt, n, sc, as_json);
-        if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens);
+        if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");
     } catch (const std::exception& e) {
