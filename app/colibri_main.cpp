@@ -69,6 +69,7 @@ struct Loaded {
     std::unique_ptr<Model> model;
     std::unique_ptr<ThreadPool> pool;
     std::unique_ptr<Session> session;
+    std::vector<int32_t> ids;  // the input, for commands that take --tokens or --prompt
 };
 
 Result<Loaded> load(const ModelArgs& args) {
@@ -97,6 +98,17 @@ Status check_ids(const Model& model, const std::vector<int32_t>& ids) {
             return error("token id " + std::to_string(id) + " out of range (vocabulary " +
                          std::to_string(model.hparams().vocab_size) + ")");
     return Status::ok();
+}
+
+// Loads the model and resolves the input tokens (validated against the vocabulary).
+Result<Loaded> load_with_input(const ModelArgs& args, const std::string& tokens, const std::string& prompt) {
+    auto loaded = load(args);
+    if (!loaded) return loaded.status();
+    auto ids = tokens_or_prompt(*loaded->model, tokens, prompt);
+    if (!ids) return ids.status();
+    COLIBRI_TRY(check_ids(*loaded->model, ids.value()));
+    loaded->ids = std::move(ids.value());
+    return loaded;
 }
 
 // Writes a file through a temporary name so a failure never leaves a partial output.
@@ -205,16 +217,14 @@ int cmd_info(const std::string& path, bool as_json) {
 
 int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::string& prompt, const std::string& out,
                int top, bool as_json) {
-    auto loaded = load(args);
+    auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("logits", loaded.message());
     Loaded& l = loaded.value();
-    auto ids = tokens_or_prompt(*l.model, tokens, prompt);
-    if (!ids) return fail("logits", ids.message());
-    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("logits", s.message());
+    const std::vector<int32_t>& ids = l.ids;
     const size_t vocab = l.model->hparams().vocab_size;
     std::vector<float> all;
-    all.reserve(ids->size() * vocab);
-    for (int32_t id : ids.value()) {
+    all.reserve(ids.size() * vocab);
+    for (int32_t id : ids) {
         auto logits = l.session->eval(id);
         if (!logits) return fail("logits", logits.message());
         all.insert(all.end(), logits->begin(), logits->end());
@@ -225,7 +235,7 @@ int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::stri
     if (as_json || top > 0 || out.empty()) {
         const int k = top > 0 ? top : 5;
         json positions = json::array();
-        for (size_t p = 0; p < ids->size(); ++p) {
+        for (size_t p = 0; p < ids.size(); ++p) {
             const float* row = all.data() + p * vocab;
             std::vector<int32_t> order(vocab);
             for (size_t i = 0; i < vocab; ++i) order[i] = static_cast<int32_t>(i);
@@ -237,10 +247,10 @@ int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::stri
                 top_ids.push_back(order[i]);
                 top_logits.push_back(row[order[i]]);
             }
-            positions.push_back({{"position", p}, {"token", ids.value()[p]}, {"top_ids", top_ids}, {"top_logits", top_logits}});
+            positions.push_back({{"position", p}, {"token", ids[p]}, {"top_ids", top_ids}, {"top_logits", top_logits}});
         }
         if (as_json) {
-            std::printf("%s\n", json{{"tokens", ids.value()}, {"vocab", vocab}, {"positions", positions}}.dump().c_str());
+            std::printf("%s\n", json{{"tokens", ids}, {"vocab", vocab}, {"positions", positions}}.dump().c_str());
         } else {
             for (const json& p : positions) std::printf("%s\n", p.dump().c_str());
         }
@@ -261,15 +271,13 @@ struct RouteCollector : TraceObserver {
 };
 
 int cmd_route(const ModelArgs& args, const std::string& tokens, const std::string& prompt, bool with_probs) {
-    auto loaded = load(args);
+    auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("route", loaded.message());
     Loaded& l = loaded.value();
-    auto ids = tokens_or_prompt(*l.model, tokens, prompt);
-    if (!ids) return fail("route", ids.message());
-    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("route", s.message());
+    const std::vector<int32_t>& ids = l.ids;
     RouteCollector collector;
     l.session->set_observer(&collector);
-    for (int32_t id : ids.value()) {
+    for (int32_t id : ids) {
         auto r = l.session->eval(id);
         if (!r) return fail("route", r.message());
     }
@@ -279,7 +287,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
         if (with_probs) e["probs"] = collector.probs[layer];
         layers.push_back(e);
     }
-    std::printf("%s\n", json{{"tokens", ids.value()}, {"layers", layers}}.dump().c_str());
+    std::printf("%s\n", json{{"tokens", ids}, {"layers", layers}}.dump().c_str());
     return 0;
 }
 
@@ -296,12 +304,10 @@ void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
 
 int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
                  const SamplerConfig& sc, bool as_json) {
-    auto loaded = load(args);
+    auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
     Loaded& l = loaded.value();
-    auto ids = tokens_or_prompt(*l.model, tokens, prompt);
-    if (!ids) return fail("generate", ids.message());
-    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("generate", s.message());
+    const std::vector<int32_t>& ids = l.ids;
     Sampler sampler(sc);
     GenerateRequest req;
     req.max_tokens = n;
@@ -309,7 +315,7 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
     std::string pending;
-    auto out = generate(*l.session, sampler, ids.value(), req, [&](int32_t id) {
+    auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
         if (!as_json && tok) {
             pending += tok->decode_token_bytes(id);
             std::fwrite(pending.data(), 1, pending.size(), stdout);
@@ -320,7 +326,7 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     });
     if (!out) return fail("generate", out.message());
     if (as_json) {
-        json j{{"prompt_ids", ids.value()}, {"new_ids", out.value()}};
+        json j{{"prompt_ids", ids}, {"new_ids", out.value()}};
         if (tok) j["text"] = tok->decode(out.value());
         std::printf("%s\n", j.dump().c_str());
     } else if (!tok) {
