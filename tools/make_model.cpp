@@ -42,6 +42,8 @@ struct Spec {
     float init = 0.02f;
     uint64_t seed = 1;
     bool tied = false;
+    bool norm_topk_prob = false;
+    float clip_qkv = 0.0f;  // olmoe; 0 = none
     std::vector<uint32_t> mlp_only_layers;  // qwen2_moe dense layers
 };
 
@@ -65,6 +67,8 @@ int main(int argc, char** argv) {
     app.add_option("--init", s.init, "standard deviation of the weights");
     app.add_option("--seed", s.seed, "random seed");
     app.add_flag("--tied", s.tied, "tie the lm head to the embedding");
+    app.add_flag("--norm-topk-prob", s.norm_topk_prob, "qwen2_moe/olmoe: renormalise the top-k routing weights");
+    app.add_option("--clip-qkv", s.clip_qkv, "olmoe: clamp q, k and v to this magnitude");
     app.add_option("--mlp-only-layers", s.mlp_only_layers, "qwen2_moe: layers with a dense MLP instead of experts");
     app.add_option("--tokenizer", tokenizer_dir, "directory with tokenizer.json / tokenizer_config.json to include");
     CLI11_PARSE(app, argc, argv);
@@ -97,14 +101,14 @@ int main(int argc, char** argv) {
         cfg["moe_intermediate_size"] = s.ffn;
         cfg["shared_expert_intermediate_size"] = s.shared_ffn;
         cfg["intermediate_size"] = s.ffn * 4;
-        cfg["norm_topk_prob"] = false;
+        cfg["norm_topk_prob"] = s.norm_topk_prob;
         cfg["decoder_sparse_step"] = 1;
         cfg["mlp_only_layers"] = s.mlp_only_layers;
     } else {
         cfg["num_experts"] = s.experts;
         cfg["intermediate_size"] = s.ffn;
-        cfg["norm_topk_prob"] = false;
-        cfg["clip_qkv"] = nullptr;
+        cfg["norm_topk_prob"] = s.norm_topk_prob;
+        cfg["clip_qkv"] = s.clip_qkv > 0.0f ? json(s.clip_qkv) : json(nullptr);
     }
 
     Gaussian g(s.seed);

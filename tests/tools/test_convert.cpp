@@ -121,15 +121,68 @@ private slots:
         QVERIFY(logits_of(widened, ids) == a);
     }
 
+    bool make_model(const QString& out, const QStringList& extra) {
+        QProcess p;
+        p.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), QStringList{"-o", out} + extra);
+        return p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+    }
+
+    QJsonArray route_layers(const QString& model) {
+        const CliResult r = run_cli({"route", "-m", model, "--tokens", "1,7,99,1000,5", "--json"});
+        return QJsonDocument::fromJson(r.out).object()["layers"].toArray();
+    }
+
+    // norm_topk_prob: the selected weights sum to one when set, and are the plain softmax shares otherwise.
+    void norm_topk_prob_data() {
+        QTest::addColumn<QString>("family");
+        QTest::newRow("olmoe") << "olmoe";
+        QTest::newRow("qwen2_moe") << "qwen2_moe";
+    }
+    void norm_topk_prob() {
+        QFETCH(QString, family);
+        const QStringList common{"--family", family, "--hidden", "64", "--layers", "2", "--experts", "6", "--ffn", "32", "--seed", "5"};
+        QVERIFY(make_model(dir_.filePath("plain-" + family), common));
+        QVERIFY(make_model(dir_.filePath("norm-" + family), common + QStringList{"--norm-topk-prob"}));
+        const QJsonArray plain = route_layers(convert(dir_.filePath("plain-" + family), "f32"));
+        const QJsonArray norm = route_layers(convert(dir_.filePath("norm-" + family), "f32"));
+        QCOMPARE(plain.size(), 2);
+        QCOMPARE(norm.size(), 2);
+        for (int l = 0; l < 2; ++l) {
+            const QJsonArray pw = plain[l].toObject()["weights"].toArray(), nw = norm[l].toObject()["weights"].toArray();
+            // Layer 0 sees the same input in both models, so the same choice; later layers see different states.
+            if (l == 0) QCOMPARE(plain[l].toObject()["experts"], norm[l].toObject()["experts"]);
+            for (int t = 0; t < pw.size(); ++t) {
+                const double p0 = pw[t].toArray()[0].toDouble(), p1 = pw[t].toArray()[1].toDouble();
+                const double n0 = nw[t].toArray()[0].toDouble(), n1 = nw[t].toArray()[1].toDouble();
+                QVERIFY(p0 + p1 < 1.0 - 1e-3);
+                QVERIFY(std::fabs(n0 + n1 - 1.0) < 1e-6);
+                if (l == 0) QVERIFY(std::fabs(n0 - p0 / (p0 + p1)) < 1e-6);
+            }
+        }
+    }
+
+    // clip_qkv: a bound no activation reaches changes nothing; a tight one changes the logits.
+    void clip_qkv() {
+        const QStringList common{"--family", "olmoe", "--hidden", "64", "--layers", "2", "--experts", "4", "--ffn", "32",
+                                 "--init", "0.5", "--seed", "9"};
+        QVERIFY(make_model(dir_.filePath("clip-none"), common));
+        QVERIFY(make_model(dir_.filePath("clip-loose"), common + QStringList{"--clip-qkv", "1e30"}));
+        QVERIFY(make_model(dir_.filePath("clip-tight"), common + QStringList{"--clip-qkv", "0.05"}));
+        const QString ids = "1,2,3,4";
+        const QByteArray none = logits_of(convert(dir_.filePath("clip-none"), "f32"), ids);
+        QVERIFY(!none.isEmpty());
+        QVERIFY(logits_of(convert(dir_.filePath("clip-loose"), "f32"), ids) == none);
+        const QByteArray tight = logits_of(convert(dir_.filePath("clip-tight"), "f32"), ids);
+        QVERIFY(!tight.isEmpty() && tight != none);
+        const CliResult r = run_cli({"info", dir_.filePath("clip-tight-f32.bin"), "--json"});
+        QCOMPARE(QJsonDocument::fromJson(r.out).object()["clip_qkv"].toDouble(), 0.05f);
+    }
+
     void generated_model_with_dense_layer_and_tokenizer() {
         const QString d = dir_.filePath("gen");
-        QProcess p;
-        p.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"),
-                {"-o", d, "--family", "qwen2_moe", "--vocab", "151936", "--hidden", "64", "--layers", "3", "--experts", "4",
-                 "--top-k", "2", "--ffn", "64", "--shared-ffn", "64", "--tied", "--mlp-only-layers", "1",
-                 "--tokenizer", reference("tokenizers/qwen3")});
-        QVERIFY(p.waitForFinished(120000));
-        QCOMPARE(p.exitCode(), 0);
+        QVERIFY(make_model(d, {"--family", "qwen2_moe", "--vocab", "151936", "--hidden", "64", "--layers", "3", "--experts", "4",
+                               "--top-k", "2", "--ffn", "64", "--shared-ffn", "64", "--tied", "--mlp-only-layers", "1",
+                               "--tokenizer", reference("tokenizers/qwen3")}));
         const QString bin = convert(d, "f16");
         QVERIFY(!bin.isEmpty());
         CliResult r = run_cli({"info", bin, "--json"});
