@@ -76,6 +76,9 @@ Result<Loaded> load(const ModelArgs& args) {
     if (args.path.empty()) return error("no model given (use -m model.bin)");
     auto model = Model::load(args.path);
     if (!model) return model.status();
+    const uint32_t max_position = model.value()->hparams().max_position;
+    if (args.context > max_position)
+        return error("context " + std::to_string(args.context) + " exceeds the model's maximum of " + std::to_string(max_position));
     Loaded l;
     l.model = std::move(model.value());
     l.pool = std::make_unique<ThreadPool>(args.threads);

@@ -138,6 +138,11 @@ Status Model::bind() {
         if (!b.status()) break;
     }
     if (!b.status()) return b.status();
+    // Sizes that no bound tensor vouches for must be zero: the session sizes its buffers from them.
+    bool any_dense = false;
+    for (const LayerWeights& w : layers_) any_dense |= !w.is_moe;
+    if (!any_dense && hp.dense_ffn != 0) return error("dense_ffn is set but no layer is dense");
+    if (!(hp.flags & kSharedExpert) && hp.shared_expert_ffn != 0) return error("shared_expert_ffn is set but there is no shared expert");
 
     inv_freq_.resize(hp.head_dim / 2);
     for (uint32_t i = 0; i < hp.head_dim / 2; ++i)  // float32 as transformers computes it

@@ -185,6 +185,18 @@ private slots:
         QVERIFY(expect_failure({"info", write_variant("tensor.bin", b)}).contains("does not match its shape"));
     }
 
+    // Found by a mutation sweep: a huge size that no tensor vouches for once made the session allocate gigabytes.
+    void unvouched_hyper_parameter() {
+        QByteArray b = good_bytes_;
+        FileHeader h = header_of(b);
+        h.hparams.dense_ffn = 1u << 31;
+        std::memcpy(b.data(), &h, sizeof(h));
+        reseal(b);
+        const QString e = expect_failure({"logits", "-m", write_variant("dense.bin", b), "--tokens", "1,2"});
+        QVERIFY2(e.contains("dense_ffn is set but no layer is dense"), qPrintable(e));
+        QVERIFY(expect_failure({"logits", "-m", good_, "--tokens", "1", "-c", "4000000000"}).contains("exceeds the model's maximum"));
+    }
+
     void config_missing_field() {
         const QString d = hf_copy("no-hidden", config_with([](QJsonObject& c) { c.remove("hidden_size"); }));
         const QString out = dir_.filePath("no-hidden.bin");
