@@ -14,6 +14,16 @@ std::vector<float> logits_of(std::initializer_list<float> probs) {
     return l;
 }
 
+// Temperature 1 with every filter off: the model's own distribution; tests switch on one filter at a time.
+SamplerConfig unfiltered() {
+    SamplerConfig cfg;
+    cfg.temperature = 1.0f;
+    cfg.top_k = 0;
+    cfg.top_p = 1.0f;
+    cfg.min_p = 0.0f;
+    return cfg;
+}
+
 std::map<int32_t, int> histogram(SamplerConfig cfg, const std::vector<float>& logits, int draws,
                                  const std::vector<int32_t>& history = {}) {
     Sampler s(cfg);
@@ -39,11 +49,7 @@ private slots:
     }
 
     void seed_reproduces_sequence() {
-        SamplerConfig cfg;
-        cfg.temperature = 1.0f;
-        cfg.top_k = 0;
-        cfg.top_p = 1.0f;
-        cfg.min_p = 0.0f;
+        SamplerConfig cfg = unfiltered();
         cfg.seed = 1234;
         const auto logits = logits_of({0.2f, 0.2f, 0.2f, 0.2f, 0.2f});
         std::vector<int32_t> a, b, c;
@@ -60,11 +66,7 @@ private slots:
     }
 
     void temperature_one_follows_distribution() {
-        SamplerConfig cfg;
-        cfg.temperature = 1.0f;
-        cfg.top_k = 0;
-        cfg.top_p = 1.0f;
-        cfg.min_p = 0.0f;
+        SamplerConfig cfg = unfiltered();
         cfg.seed = 7;
         const auto h = histogram(cfg, logits_of({0.5f, 0.3f, 0.2f}), 20000);
         // 20000 draws: standard deviation of a share is below 0.0036; 5 sigma bounds.
@@ -74,32 +76,23 @@ private slots:
     }
 
     void top_k_keeps_k() {
-        SamplerConfig cfg;
-        cfg.temperature = 1.0f;
+        SamplerConfig cfg = unfiltered();
         cfg.top_k = 2;
-        cfg.top_p = 1.0f;
-        cfg.min_p = 0.0f;
         const auto h = histogram(cfg, logits_of({0.1f, 0.4f, 0.2f, 0.3f}), 2000);
         QCOMPARE(h.size(), size_t(2));
         QVERIFY(h.count(1) && h.count(3));
     }
 
     void top_p_keeps_nucleus() {
-        SamplerConfig cfg;
-        cfg.temperature = 1.0f;
-        cfg.top_k = 0;
+        SamplerConfig cfg = unfiltered();
         cfg.top_p = 0.6f;  // 0.4 + 0.3 >= 0.6: the two most likely
-        cfg.min_p = 0.0f;
         const auto h = histogram(cfg, logits_of({0.1f, 0.4f, 0.2f, 0.3f}), 2000);
         QCOMPARE(h.size(), size_t(2));
         QVERIFY(h.count(1) && h.count(3));
     }
 
     void min_p_drops_unlikely() {
-        SamplerConfig cfg;
-        cfg.temperature = 1.0f;
-        cfg.top_k = 0;
-        cfg.top_p = 1.0f;
+        SamplerConfig cfg = unfiltered();
         cfg.min_p = 0.6f;  // keeps p >= 0.6 * 0.4 = 0.24
         const auto h = histogram(cfg, logits_of({0.1f, 0.4f, 0.2f, 0.3f}), 2000);
         QCOMPARE(h.size(), size_t(2));
@@ -120,11 +113,8 @@ private slots:
     }
 
     void temperature_sharpens() {
-        SamplerConfig cfg;
+        SamplerConfig cfg = unfiltered();
         cfg.temperature = 0.1f;
-        cfg.top_k = 0;
-        cfg.top_p = 1.0f;
-        cfg.min_p = 0.0f;
         const auto h = histogram(cfg, logits_of({0.45f, 0.55f}), 2000);
         QVERIFY(h.at(1) > 1700);  // (0.55/0.45)^10 = 7.4: p(1) = 0.88, 1763 expected, sd 15
     }
