@@ -65,6 +65,11 @@ void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     cmd->add_option("-c,--context", m.context, "context length in tokens (default: min(model, 4096))");
 }
 
+void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt) {
+    cmd->add_option("--tokens", tokens, "comma-separated token ids");
+    cmd->add_option("--prompt", prompt, "text to tokenize");
+}
+
 struct Loaded {
     std::unique_ptr<Model> model;
     std::unique_ptr<ThreadPool> pool;
@@ -453,24 +458,21 @@ int main(int argc, char** argv) {
     int top = 0, n = 32, max_tokens = 256;
     auto* logits = app.add_subcommand("logits", "print or dump the logits at every position");
     add_model_args(logits, margs, true);
-    logits->add_option("--tokens", tokens, "comma-separated token ids");
-    logits->add_option("--prompt", prompt, "text to tokenize");
+    add_input_args(logits, tokens, prompt);
     logits->add_option("--out", logits_out, "write raw float32 [tokens x vocab] here");
     logits->add_option("--top", top, "show the top K logits per position");
     logits->add_flag("--json", as_json, "JSON output");
 
     auto* route = app.add_subcommand("route", "print the router's choices per layer and token");
     add_model_args(route, margs, true);
-    route->add_option("--tokens", tokens, "comma-separated token ids");
-    route->add_option("--prompt", prompt, "text to tokenize");
+    add_input_args(route, tokens, prompt);
     route->add_flag("--json", as_json, "JSON output (the only format)");
     route->add_flag("--probs", with_probs, "include the full router distribution");
 
     SamplerConfig sc;
     auto* gen = app.add_subcommand("generate", "generate tokens");
     add_model_args(gen, margs, true);
-    gen->add_option("--tokens", tokens, "comma-separated prompt token ids");
-    gen->add_option("--prompt", prompt, "prompt text");
+    add_input_args(gen, tokens, prompt);
     gen->add_option("-n", n, "tokens to generate");
     add_sampler_args(gen, sc);
     gen->add_flag("--json", as_json, "JSON output");
