@@ -397,8 +397,11 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
         l.session->truncate(static_cast<uint32_t>(common));
         cached.resize(common);
         if (ids.size() + static_cast<size_t>(max_tokens) > l.session->context()) {
-            return fail("chat", "conversation exceeds the context of " + std::to_string(l.session->context()) +
-                                    " tokens; /reset to start over");
+            // Not fatal: the user can /reset and go on.
+            std::fprintf(stderr, "colibri: chat: conversation would exceed the context of %u tokens; /reset to start over\n",
+                         l.session->context());
+            messages.pop_back();
+            continue;
         }
         std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
         GenerateRequest req;

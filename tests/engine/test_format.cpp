@@ -206,6 +206,30 @@ private slots:
         for (size_t r = 0; r < rows; ++r) QVERIFY(std::fabs(yh[r] - y[r]) < 1e-2);
     }
 
+    // q8_0 blocks (f16 scale + 32 int8): the kernel equals the dot product of the dequantised row.
+    void q8_0_matvec_matches_dequantised() {
+        const size_t rows = 3, cols = 64;
+        std::vector<uint8_t> w(kernels::row_bytes(WeightType::Q8_0, cols) * rows);
+        QCOMPARE(w.size(), size_t(3 * 2 * 34));
+        for (size_t b = 0; b < rows * cols / 32; ++b) {
+            const uint16_t scale = kernels::f32_to_f16(0.01f * float(b + 1));
+            std::memcpy(w.data() + b * 34, &scale, 2);
+            for (int i = 0; i < 32; ++i) w[b * 34 + 2 + i] = static_cast<uint8_t>(static_cast<int8_t>((int(b) * 37 + i * 11) % 255 - 127));
+        }
+        std::vector<float> x(cols), y(rows), row(cols);
+        for (size_t i = 0; i < cols; ++i) x[i] = std::cos(float(i) * 0.3f);
+        kernels::matvec_rows(WeightType::Q8_0, w.data(), cols, x.data(), y.data(), 0, rows);
+        for (size_t r = 0; r < rows; ++r) {
+            kernels::dequantize_row(WeightType::Q8_0, w.data(), cols, r, row.data());
+            double ref = 0;
+            for (size_t c = 0; c < cols; ++c) ref += double(row[c]) * x[c];
+            QVERIFY(std::fabs(ref - y[r]) < 1e-4);
+        }
+        const int8_t first = static_cast<int8_t>(w[2]);
+        kernels::dequantize_row(WeightType::Q8_0, w.data(), cols, 0, row.data());
+        QCOMPARE(row[0], kernels::f16_to_f32(kernels::f32_to_f16(0.01f)) * float(first));
+    }
+
     void thread_pool_covers_each_index_once() {
         for (unsigned threads : {1u, 2u, 3u}) {
             ThreadPool pool(threads);

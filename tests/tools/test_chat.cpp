@@ -44,6 +44,14 @@ private slots:
         QCOMPARE(reuse.out, fresh.out);
     }
 
+    void full_context_is_reported_and_reset_recovers() {
+        const CliResult r = run_cli({"chat", "-m", kDemo, "-c", "24", "-n", "8", "--greedy"},
+                                    "Tell me a very long story about a hummingbird that travels across the sea\n/reset\nHi\n");
+        QCOMPARE(r.exit_code, 0);
+        QVERIFY2(r.err.contains("colibri: chat: conversation would exceed the context of 24 tokens"), r.err.constData());
+        QCOMPARE(r.out.count('\n'), 1);  // only the reply after /reset
+    }
+
     void eof_exits_cleanly() {
         const CliResult r = run_cli({"chat", "-m", kDemo}, {});
         QCOMPARE(r.exit_code, 0);
