@@ -443,7 +443,7 @@ int main(int argc, char** argv) {
     auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory to .bin");
     convert->add_option("source", src, "Hugging Face model directory")->required();
     convert->add_option("-o,--output", out, "output .bin")->required();
-    convert->add_option("--type", type_name, "weight type: f32, f16, bf16");
+    convert->add_option("--type", type_name, "weight type: f32, f16, bf16, q8_0");
     convert->add_flag("--zstd", zstd, "write model.bin.zst");
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");
 

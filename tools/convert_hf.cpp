@@ -9,6 +9,7 @@
 #include "engine/model_file.h"
 #include "engine/tokenizer.h"
 #include "kernels/half.h"
+#include "quantize.h"
 #include "safetensors.h"
 
 namespace colibri::tools {
@@ -100,6 +101,8 @@ struct Plan {
 
 void add_tensor(Plan& plan, PlannedSection& s, std::string name, std::string source, WeightType type,
                 uint64_t rows, uint64_t cols = 1, uint32_t n_dims = 2) {
+    // Rows that are not whole q8_0 blocks stay f16, as other converters do.
+    if (type == WeightType::Q8_0 && cols % 32 != 0) type = WeightType::F16;
     s.tensors.push_back(PlannedTensor{std::move(name), type, n_dims, rows, cols});
     plan.sources.push_back(std::move(source));
 }
@@ -270,6 +273,16 @@ void encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vecto
             }
             break;
         }
+        case WeightType::Q8_0: {
+            std::vector<float> row(dst.cols);
+            const uint64_t row_bytes = dst.cols / 32 * 34;
+            out.resize(dst.rows * row_bytes);
+            for (uint64_t r = 0; r < dst.rows; ++r) {
+                for (uint64_t c = 0; c < dst.cols; ++c) row[c] = source_element(src, r * dst.cols + c);
+                quantize_q8_0(row.data(), dst.cols, out.data() + r * row_bytes);
+            }
+            break;
+        }
         default: out.clear(); break;
     }
 }
@@ -289,7 +302,8 @@ std::string chat_template_from_config(const json& tc) {
 }  // namespace
 
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
-    if (options.type != WeightType::F32 && options.type != WeightType::F16 && options.type != WeightType::BF16)
+    if (options.type != WeightType::F32 && options.type != WeightType::F16 && options.type != WeightType::BF16 &&
+        options.type != WeightType::Q8_0)
         return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
     std::error_code ec;
     if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");

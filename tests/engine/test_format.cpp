@@ -12,6 +12,7 @@
 #include "kernels/half.h"
 #include "kernels/matvec.h"
 #include "tools/check.h"
+#include "tools/quantize.h"
 
 using namespace colibri;
 using namespace colibri::format;
@@ -228,6 +229,36 @@ private slots:
         const int8_t first = static_cast<int8_t>(w[2]);
         kernels::dequantize_row(WeightType::Q8_0, w.data(), cols, 0, row.data());
         QCOMPARE(row[0], kernels::f16_to_f32(kernels::f32_to_f16(0.01f)) * float(first));
+    }
+
+    // Quantising then dequantising loses at most half a quantisation step per value; the largest magnitude of a
+    // block maps to ±127; an all-zero block stays zero.
+    void q8_0_quantize_round_trip() {
+        std::vector<float> x(96);
+        for (size_t i = 0; i < 64; ++i) x[i] = std::sin(float(i) * 1.7f) * (i < 32 ? 0.01f : 300.0f);
+        std::vector<uint8_t> q(3 * 34);
+        tools::quantize_q8_0(x.data(), x.size(), q.data());
+        std::vector<float> back(96);
+        kernels::dequantize_row(WeightType::Q8_0, q.data(), 96, 0, back.data());
+        for (size_t b = 0; b < 3; ++b) {
+            uint16_t d_bits;
+            std::memcpy(&d_bits, q.data() + b * 34, 2);
+            const float d = kernels::f16_to_f32(d_bits);
+            float amax = 0;
+            int qmax = 0;
+            for (int i = 0; i < 32; ++i) {
+                amax = std::max(amax, std::fabs(x[b * 32 + i]));
+                qmax = std::max(qmax, std::abs(int(static_cast<int8_t>(q[b * 34 + 2 + i]))));
+                QVERIFY(std::fabs(back[b * 32 + i] - x[b * 32 + i]) <= 0.5f * d * 1.0001f + 1e-12f);
+            }
+            if (b < 2) {
+                QVERIFY(std::fabs(d - amax / 127.0f) <= amax / 127.0f * 1e-3f);
+                QVERIFY(qmax >= 126);
+            } else {
+                QCOMPARE(d, 0.0f);
+                QCOMPARE(qmax, 0);
+            }
+        }
     }
 
     void thread_pool_covers_each_index_once() {
