@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "convert.h"
+#include "convert_plan.h"
 #include "engine/bin_writer.h"
 #include "engine/model_file.h"
 #include "engine/tokenizer.h"
@@ -88,17 +89,6 @@ private:
     Status status_;
 };
 
-struct SourceRef {
-    std::string source;  // HF tensor name
-};
-
-struct Plan {
-    Family family;
-    HyperParams hp{};
-    std::vector<PlannedSection> sections;
-    std::vector<std::string> sources;  // HF name per planned tensor, in write order
-};
-
 void add_tensor(Plan& plan, PlannedSection& s, std::string name, std::string source, WeightType type,
                 uint64_t rows, uint64_t cols = 1, uint32_t n_dims = 2) {
     // Rows that are not whole q8_0 blocks stay f16, as other converters do.
@@ -106,6 +96,8 @@ void add_tensor(Plan& plan, PlannedSection& s, std::string name, std::string sou
     s.tensors.push_back(PlannedTensor{std::move(name), type, n_dims, rows, cols});
     plan.sources.push_back(std::move(source));
 }
+
+}  // namespace
 
 Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eos, WeightType type) {
     Config cfg(cfg_json);
@@ -247,13 +239,15 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     return plan;
 }
 
+namespace {
+
 // Converts one source tensor into the planned type.
 void encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vector<uint8_t>& out) {
     const uint64_t n = src.elements();
     switch (dst.type) {
         case WeightType::F32:
             out.resize(n * 4);
-            if (src.dtype == SourceDType::F32) {
+            if (src.dtype == SourceDType::F32 && src.row_order.empty()) {
                 std::memcpy(out.data(), src.data, n * 4);
             } else {
                 for (uint64_t i = 0; i < n; ++i) {
@@ -354,21 +348,26 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
 
     auto set = SafetensorsSet::open_dir(hf_dir);
     if (!set) return set.status();
+    return write_plan(plan, [&set](const std::string& name) { return set->find(name); }, hf_dir, out_path, options, summary);
+}
 
+Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const SourceTensor*(const std::string&)>& find,
+                                  const std::string& source_label, const std::string& out_path,
+                                  const ConvertOptions& options, ConvertSummary summary) {
     // Check every source tensor before writing anything.
     {
         size_t i = 0;
         for (const PlannedSection& s : plan.sections) {
             for (const PlannedTensor& t : s.tensors) {
                 const std::string& src_name = plan.sources[i++];
-                const SourceTensor* src = set->find(src_name);
-                if (src == nullptr) return error(hf_dir + ": tensor " + src_name + " is missing from the checkpoint");
+                const SourceTensor* src = find(src_name);
+                if (src == nullptr) return error(source_label + ": tensor " + src_name + " is missing from the checkpoint");
                 const bool ok = t.n_dims == 1 ? (src->shape.size() == 1 && src->shape[0] == t.rows)
                                               : (src->shape.size() == 2 && src->shape[0] == t.rows && src->shape[1] == t.cols);
                 if (!ok) {
                     std::string got;
                     for (uint64_t d : src->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-                    return error(hf_dir + ": tensor " + src_name + " has shape [" + got + "], config.json implies [" +
+                    return error(source_label + ": tensor " + src_name + " has shape [" + got + "], config.json implies [" +
                                  std::to_string(t.rows) + (t.n_dims == 2 ? ", " + std::to_string(t.cols) : "") + "]");
                 }
             }
@@ -382,7 +381,7 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
     uint64_t done = 0;
     for (size_t i = 0; i < plan.sources.size(); ++i) {
         const PlannedTensor* t = writer.value()->next_tensor();
-        const SourceTensor* src = set->find(plan.sources[i]);
+        const SourceTensor* src = find(plan.sources[i]);
         encode_tensor(*src, *t, buffer);
         COLIBRI_TRY(writer.value()->write_tensor(buffer.data(), buffer.size()));
         done += buffer.size();

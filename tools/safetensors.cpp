@@ -26,6 +26,10 @@ uint64_t SourceTensor::elements() const {
 }
 
 float source_element(const SourceTensor& t, uint64_t i) {
+    if (!t.row_order.empty()) {
+        const uint64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+        i = uint64_t(t.row_order[i / cols]) * cols + i % cols;
+    }
     switch (t.dtype) {
         case SourceDType::F32: {
             float f;

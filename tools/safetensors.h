@@ -19,6 +19,8 @@ struct SourceTensor {
     std::vector<uint64_t> shape;
     const uint8_t* data;  // into the mapping
     uint64_t size;        // bytes
+    // Source row of each output row, when rows must be reordered on import (GGUF's rotary permutation); empty = identity.
+    std::vector<uint32_t> row_order;
     uint64_t elements() const;
 };
 
@@ -49,7 +51,7 @@ private:
     std::map<std::string, const SourceTensor*> index_;
 };
 
-// Element i of a source tensor as f32.
+// Element i (row-major, after row_order) of a source tensor as f32.
 float source_element(const SourceTensor& t, uint64_t i);
 
 }  // namespace colibri::tools

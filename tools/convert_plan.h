@@ -1,0 +1,30 @@
+// Internal to the converters: a planned .bin (sections, tensors and the source tensor of each) and the
+// writer loop shared by the HF and GGUF importers.
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "convert.h"
+#include "engine/bin_writer.h"
+#include "safetensors.h"
+
+namespace colibri::tools {
+
+struct Plan {
+    format::Family family;
+    format::HyperParams hp{};
+    std::vector<PlannedSection> sections;
+    std::vector<std::string> sources;  // HF name of the source of each planned tensor, in write order
+};
+
+// Plans a model from an HF config.json (and generation_config's eos ids). Errors name the config field.
+Result<Plan> plan_model(const nlohmann::json& config, const std::vector<int32_t>& gen_eos, WeightType type);
+
+// Checks every source tensor's shape, then streams them through the writer into out_path.
+Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const SourceTensor*(const std::string&)>& find,
+                                  const std::string& source_label, const std::string& out_path,
+                                  const ConvertOptions& options, ConvertSummary summary);
+
+}  // namespace colibri::tools
