@@ -141,8 +141,7 @@ int cmd_convert(const std::string& src, const std::string& out, const std::strin
     if (zstd) return fail("convert", "--zstd is not supported by this build yet");
     std::error_code ec;
     if (!std::filesystem::exists(src, ec)) return fail("convert", src + ": no such file or directory");
-    if (!std::filesystem::is_directory(src, ec))
-        return fail("convert", src + ": GGUF import is not available yet; give a Hugging Face model directory");
+
     tools::ConvertOptions options;
     options.type = type;
     const bool tty = isatty(STDERR_FILENO) && !quiet;
@@ -152,7 +151,8 @@ int cmd_convert(const std::string& src, const std::string& out, const std::strin
             return true;
         };
     }
-    auto summary = tools::convert_hf(src, out, options);
+    auto summary = std::filesystem::is_directory(src, ec) ? tools::convert_hf(src, out, options)
+                                                          : tools::convert_gguf(src, out, options);
     if (tty) std::fprintf(stderr, "\n");
     if (!summary) return fail("convert", summary.message());
     if (!quiet)
@@ -440,8 +440,8 @@ int main(int argc, char** argv) {
 
     std::string src, out, type_name = "f32";
     bool zstd = false, quiet = false, as_json = false, with_probs = false;
-    auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory to .bin");
-    convert->add_option("source", src, "Hugging Face model directory")->required();
+    auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory or a GGUF file to .bin");
+    convert->add_option("source", src, "Hugging Face model directory or .gguf file")->required();
     convert->add_option("-o,--output", out, "output .bin")->required();
     convert->add_option("--type", type_name, "weight type: f32, f16, bf16, q8_0");
     convert->add_flag("--zstd", zstd, "write model.bin.zst");

@@ -27,4 +27,7 @@ struct ConvertSummary {
 // Converts an HF directory. On any failure (or cancellation) nothing is left at out_path.
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options);
 
+// Converts a GGUF file (llama.cpp). Architectures: llama with experts (Mixtral); f32, f16 and bf16 tensors.
+Result<ConvertSummary> convert_gguf(const std::string& gguf_path, const std::string& out_path, const ConvertOptions& options);
+
 }  // namespace colibri::tools

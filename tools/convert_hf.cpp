@@ -119,6 +119,10 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     hp.n_experts_active = cfg.u32("num_experts_per_tok");
     hp.n_experts = cfg.u32(fam == Family::Mixtral ? "num_local_experts" : "num_experts");
     if (!cfg.status()) return cfg.status();
+    // Counts that size the plan itself: bounded so that a hostile config cannot make planning run away.
+    if (hp.n_layers > 4096) return error("config.json: num_hidden_layers " + std::to_string(hp.n_layers) + " exceeds 4096");
+    if (hp.n_experts > 4096) return error("config.json: " + std::to_string(hp.n_experts) + " experts exceed 4096");
+    if (hp.n_heads > 65536 || hp.n_kv_heads > 65536) return error("config.json: head counts exceed 65536");
     hp.head_dim = cfg.find("head_dim") ? cfg.u32("head_dim") : (hp.n_heads ? hp.hidden_size / hp.n_heads : 0);
     if (hp.head_dim * hp.n_heads != hp.hidden_size && !cfg.find("head_dim"))
         return error("config.json: hidden_size is not a multiple of num_attention_heads");

@@ -212,6 +212,9 @@ private slots:
         // A config that disagrees with the checkpoint's shapes.
         const QString d3 = hf_copy("bad-shape", config_with([](QJsonObject& c) { c["moe_intermediate_size"] = 96; }));
         QVERIFY(expect_failure({"convert", d3, "-o", dir_.filePath("x.bin")}).contains("has shape [128, 64], config.json implies [96, 64]"));
+        // Counts that would make planning run away.
+        const QString d5 = hf_copy("many-experts", config_with([](QJsonObject& c) { c["num_experts"] = 2000000000; }));
+        QVERIFY(expect_failure({"convert", d5, "-o", dir_.filePath("x.bin")}).contains("experts exceed 4096"));
         const QString d4 = hf_copy("not-json", "{ \"hidden_size\": ");
         QVERIFY(expect_failure({"convert", d4, "-o", dir_.filePath("x.bin")}).contains("not valid JSON"));
         QVERIFY(!QFile::exists(dir_.filePath("x.bin")));
