@@ -56,16 +56,11 @@ Status BinWriter::layout() {
         tensor_count += static_cast<uint32_t>(s.tensors.size());
         if (s.kind == SectionKind::Expert) ++expert_count;
     }
+    // Same 8-byte aligned placement that finish() uses when it fills the tables in.
     uint64_t cursor = sizeof(FileHeader);
-    auto table = [&cursor](uint64_t bytes) {
-        const uint64_t at = align_up(cursor, 8);
-        cursor = at + bytes;
-        return at;
-    };
-    const uint64_t section_table = table(uint64_t(section_count) * sizeof(SectionEntry));
-    const uint64_t tensor_table = table(uint64_t(tensor_count) * sizeof(TensorEntry));
-    const uint64_t layer_table = table(uint64_t(hparams_.n_layers) * sizeof(LayerEntry));
-    const uint64_t expert_table = table(uint64_t(expert_count) * sizeof(ExpertEntry));
+    for (uint64_t bytes : {uint64_t(section_count) * sizeof(SectionEntry), uint64_t(tensor_count) * sizeof(TensorEntry),
+                           uint64_t(hparams_.n_layers) * sizeof(LayerEntry), uint64_t(expert_count) * sizeof(ExpertEntry)})
+        cursor = align_up(cursor, 8) + bytes;
     metadata_size_ = cursor;
 
     sections_.assign(section_count, SectionEntry{});
@@ -105,8 +100,6 @@ Status BinWriter::layout() {
     }
     file_size_ = align_up(end, kSectionAlignment);
 
-    // Header fields that do not depend on the data.
-    (void)section_table; (void)tensor_table; (void)layer_table; (void)expert_table;
     return Status::ok();
 }
 
