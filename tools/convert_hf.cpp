@@ -387,6 +387,7 @@ Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const So
         const PlannedTensor* t = writer.value()->next_tensor();
         const SourceTensor* src = find(plan.sources[i]);
         encode_tensor(*src, *t, buffer);
+        release_source_pages(*src);  // keeps peak memory near one tensor, not the whole checkpoint
         COLIBRI_TRY(writer.value()->write_tensor(buffer.data(), buffer.size()));
         done += buffer.size();
         if (options.progress && !options.progress(done, total)) return error("conversion cancelled");

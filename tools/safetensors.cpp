@@ -50,6 +50,13 @@ float source_element(const SourceTensor& t, uint64_t i) {
     return 0.0f;
 }
 
+void release_source_pages(const SourceTensor& t) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.size) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 SafetensorsFile::~SafetensorsFile() {
     if (base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
 }

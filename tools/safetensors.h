@@ -51,6 +51,10 @@ private:
     std::map<std::string, const SourceTensor*> index_;
 };
 
+// Drops the tensor's pages from this process's resident set once it has been converted: the mapping is
+// file-backed and read-only, so this frees memory without losing data (a later read faults it back in).
+void release_source_pages(const SourceTensor& t);
+
 // Element i (row-major, after row_order) of a source tensor as f32.
 float source_element(const SourceTensor& t, uint64_t i);
 
