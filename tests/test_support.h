@@ -48,6 +48,13 @@ inline QByteArray read_all(const QString& path) {
     return f.readAll();
 }
 
+// Writes bytes to path (replacing it) and returns the path.
+inline QString write_all(const QString& path, const QByteArray& bytes) {
+    QFile f(path);
+    if (f.open(QIODevice::WriteOnly | QIODevice::Truncate)) f.write(bytes);
+    return path;
+}
+
 inline QJsonDocument read_json(const QString& path) { return QJsonDocument::fromJson(read_all(path)); }
 
 inline std::vector<float> read_f32(const QString& path) {

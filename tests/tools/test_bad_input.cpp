@@ -39,13 +39,7 @@ class TestBadInput : public QObject {
         return lines[0];
     }
 
-    QString write_variant(const QString& name, const QByteArray& bytes) {
-        const QString path = dir_.filePath(name);
-        QFile f(path);
-        f.open(QIODevice::WriteOnly);
-        f.write(bytes);
-        return path;
-    }
+    QString write_variant(const QString& name, const QByteArray& bytes) { return write_all(dir_.filePath(name), bytes); }
 
     FileHeader header_of(const QByteArray& b) {
         FileHeader h;

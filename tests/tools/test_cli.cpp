@@ -50,11 +50,7 @@ private slots:
         QVERIFY(expert_offset > 0);
         QByteArray bytes = read_all(model_);
         bytes[expert_offset + 100] = static_cast<char>(bytes[expert_offset + 100] ^ 0x10);
-        const QString damaged = dir_.filePath("damaged.bin");
-        QFile f(damaged);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(bytes);
-        f.close();
+        const QString damaged = write_all(dir_.filePath("damaged.bin"), bytes);
         r = run_cli({"check", damaged});
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.out.contains("expert L1 E6: checksum mismatch"), r.out.constData());

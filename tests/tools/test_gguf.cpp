@@ -11,13 +11,7 @@ class TestGguf : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
 
-    QString write_variant(const QString& name, const QByteArray& bytes) {
-        const QString path = dir_.filePath(name);
-        QFile f(path);
-        f.open(QIODevice::WriteOnly);
-        f.write(bytes);
-        return path;
-    }
+    QString write_variant(const QString& name, const QByteArray& bytes) { return write_all(dir_.filePath(name), bytes); }
 
     QString expect_failure(const QString& gguf) {
         const QString out = dir_.filePath("out.bin");
