@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/utf8_stream.h"
 #include "tools/check.h"
 #include "tools/convert.h"
 
@@ -322,16 +323,16 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     // With explicit token ids the caller decides when to stop, as HF generate with a fixed length does.
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
-    std::string pending;
+    Utf8Stream stream;
+    auto print = [](const std::string& text) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+    };
     auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
-        if (!as_json && tok) {
-            pending += tok->decode_token_bytes(id);
-            std::fwrite(pending.data(), 1, pending.size(), stdout);
-            std::fflush(stdout);
-            pending.clear();
-        }
+        if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
         return true;
     });
+    if (!as_json && tok) print(stream.flush());
     if (!out) return fail("generate", out.message());
     if (as_json) {
         json j{{"prompt_ids", ids}, {"new_ids", out.value()}};
@@ -407,14 +408,16 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
         GenerateRequest req;
         req.max_tokens = max_tokens;
         req.stop_ids = stops;
-        std::string reply;
-        auto out = generate(*l.session, sampler, fresh, req, [&](int32_t id) {
-            if (std::find(stops.begin(), stops.end(), id) != stops.end()) return true;
-            const std::string bytes = tok->decode_token_bytes(id);
-            std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+        Utf8Stream stream;
+        auto print = [](const std::string& text) {
+            std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);
+        };
+        auto out = generate(*l.session, sampler, fresh, req, [&](int32_t id) {
+            if (std::find(stops.begin(), stops.end(), id) == stops.end()) print(stream.push(tok->decode_token_bytes(id)));
             return true;
         });
+        print(stream.flush());
         std::printf("\n");
         std::fflush(stdout);
         if (!out) return fail("chat", out.message());
