@@ -1,13 +1,8 @@
 #include "model_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 namespace colibri {
@@ -23,37 +18,15 @@ std::string expert(uint32_t layer, uint32_t expert, std::string_view proj) {
 }
 }  // namespace tensor_names
 
-ModelFile::~ModelFile() {
-    if (base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
-}
-
 Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return error(path + ": " + std::strerror(errno));
-    struct stat st {};
-    if (fstat(fd, &st) != 0) {
-        const int e = errno;
-        ::close(fd);
-        return error(path + ": " + std::strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return error(path + ": not a regular file");
-    }
-    if (static_cast<uint64_t>(st.st_size) < sizeof(FileHeader)) {
-        ::close(fd);
-        return error(path + ": truncated file (" + std::to_string(st.st_size) + " bytes, the header alone needs " +
+    auto map = MappedFile::open(path);
+    if (!map) return map.status();
+    if (map->size() < sizeof(FileHeader))
+        return error(path + ": truncated file (" + std::to_string(map->size()) + " bytes, the header alone needs " +
                      std::to_string(sizeof(FileHeader)) + ")");
-    }
-    void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    const int map_errno = errno;
-    ::close(fd);
-    if (map == MAP_FAILED) return error(path + ": mmap failed: " + std::strerror(map_errno));
-
     std::unique_ptr<ModelFile> file(new ModelFile());
     file->path_ = path;
-    file->base_ = static_cast<const uint8_t*>(map);
-    file->size_ = static_cast<uint64_t>(st.st_size);
+    file->map_ = std::move(map.value());
     if (Status s = file->validate(); !s) return error(path + ": " + s.message());
     return file;
 }
@@ -74,20 +47,20 @@ bool range_fits(uint64_t offset, uint64_t size, uint64_t limit) {
 }  // namespace
 
 Status ModelFile::validate() {
-    std::memcpy(&header_, base_, sizeof(FileHeader));
+    std::memcpy(&header_, map_.data(), sizeof(FileHeader));
     if (std::memcmp(header_.magic, kMagic, sizeof(kMagic)) != 0) return error("not a colibri model file (wrong magic)");
     if (header_.version_major != kVersionMajor) {
         return error("unsupported format version " + std::to_string(header_.version_major) + "." +
                      std::to_string(header_.version_minor) + " (this build reads " + std::to_string(kVersionMajor) +
                      ".x)");
     }
-    if (header_.file_size != size_) {
-        return error((size_ < header_.file_size ? "truncated file: " : "file size mismatch: ") +
+    if (header_.file_size != map_.size()) {
+        return error((map_.size() < header_.file_size ? "truncated file: " : "file size mismatch: ") +
                      std::string("header says ") + std::to_string(header_.file_size) + " bytes, file has " +
-                     std::to_string(size_));
+                     std::to_string(map_.size()));
     }
     const uint64_t meta = header_.metadata_size;
-    if (meta < sizeof(FileHeader) || meta > size_) return error("metadata size " + std::to_string(meta) + " out of range");
+    if (meta < sizeof(FileHeader) || meta > map_.size()) return error("metadata size " + std::to_string(meta) + " out of range");
     const uint64_t lo = sizeof(FileHeader);
     if (!table_fits(header_.section_table_offset, header_.section_count, sizeof(SectionEntry), lo, meta))
         return error("section table lies outside the metadata");
@@ -100,12 +73,12 @@ Status ModelFile::validate() {
     if (header_.section_count == 0) return error("no sections");
 
     sections_.resize(header_.section_count);
-    std::memcpy(sections_.data(), base_ + header_.section_table_offset, sections_.size() * sizeof(SectionEntry));
+    std::memcpy(sections_.data(), map_.data() + header_.section_table_offset, sections_.size() * sizeof(SectionEntry));
     layers_.resize(header_.layer_count);
-    if (!layers_.empty()) std::memcpy(layers_.data(), base_ + header_.layer_table_offset, layers_.size() * sizeof(LayerEntry));
+    if (!layers_.empty()) std::memcpy(layers_.data(), map_.data() + header_.layer_table_offset, layers_.size() * sizeof(LayerEntry));
     experts_.resize(header_.expert_count);
     if (!experts_.empty())
-        std::memcpy(experts_.data(), base_ + header_.expert_table_offset, experts_.size() * sizeof(ExpertEntry));
+        std::memcpy(experts_.data(), map_.data() + header_.expert_table_offset, experts_.size() * sizeof(ExpertEntry));
 
     // Sections: aligned, inside the file, after the metadata, not overlapping one another.
     std::vector<std::pair<uint64_t, uint32_t>> order;
@@ -116,9 +89,9 @@ Status ModelFile::validate() {
         if (s.offset % kSectionAlignment != 0)
             return error("section " + label + " is misaligned (offset " + std::to_string(s.offset) +
                          " is not a multiple of 4096)");
-        if (!range_fits(s.offset, s.size, size_))
+        if (!range_fits(s.offset, s.size, map_.size()))
             return error("section " + label + " runs past the end of the file (offset " + std::to_string(s.offset) +
-                         ", size " + std::to_string(s.size) + ", file " + std::to_string(size_) + ")");
+                         ", size " + std::to_string(s.size) + ", file " + std::to_string(map_.size()) + ")");
         if (s.kind == static_cast<uint32_t>(SectionKind::Metadata)) {
             if (s.offset != 0 || s.size != meta) return error("metadata section does not match the header");
         } else if (s.offset < meta) {
@@ -138,7 +111,7 @@ Status ModelFile::validate() {
     tensors_.reserve(header_.tensor_count);
     for (uint32_t i = 0; i < header_.tensor_count; ++i) {
         TensorEntry t;
-        std::memcpy(&t, base_ + header_.tensor_table_offset + uint64_t(i) * sizeof(TensorEntry), sizeof(t));
+        std::memcpy(&t, map_.data() + header_.tensor_table_offset + uint64_t(i) * sizeof(TensorEntry), sizeof(t));
         const size_t name_len = strnlen(t.name, kTensorNameBytes);
         if (name_len == 0 || name_len == kTensorNameBytes) return error("tensor " + std::to_string(i) + " has a bad name");
         std::string name(t.name, name_len);
@@ -162,7 +135,7 @@ Status ModelFile::validate() {
         if (tensor_index_.count(name) != 0) return error("tensor " + name + " appears twice");
         tensor_index_.emplace(name, tensors_.size());
         tensors_.push_back(TensorView{std::move(name), type, t.n_dims, rows, cols, t.offset, t.size, t.section,
-                                      base_ + t.offset});
+                                      map_.data() + t.offset});
     }
 
     // Layer and expert tables refer only to existing sections of the right kind.
@@ -196,7 +169,7 @@ Status ModelFile::validate() {
     FileHeader zeroed = header_;
     zeroed.metadata_xxh64 = 0;
     XXH64_update(st, &zeroed, sizeof(zeroed));
-    XXH64_update(st, base_ + sizeof(FileHeader), meta - sizeof(FileHeader));
+    XXH64_update(st, map_.data() + sizeof(FileHeader), meta - sizeof(FileHeader));
     const uint64_t sum = XXH64_digest(st);
     XXH64_freeState(st);
     if (sum != header_.metadata_xxh64) return error("metadata checksum mismatch (header or tables damaged)");
@@ -217,7 +190,7 @@ const TensorView* ModelFile::find_tensor(std::string_view name) const {
 
 std::string_view ModelFile::section_text(SectionKind kind) const {
     for (const SectionEntry& s : sections_) {
-        if (s.kind == static_cast<uint32_t>(kind)) return {reinterpret_cast<const char*>(base_ + s.offset), s.size};
+        if (s.kind == static_cast<uint32_t>(kind)) return {reinterpret_cast<const char*>(map_.data() + s.offset), s.size};
     }
     return {};
 }
@@ -226,7 +199,7 @@ bool ModelFile::verify_section(uint32_t index) const {
     if (index >= sections_.size()) return false;
     const SectionEntry& s = sections_[index];
     if (s.kind == static_cast<uint32_t>(SectionKind::Metadata)) return true;  // checked in validate()
-    return XXH64(base_ + s.offset, s.size, 0) == s.xxh64;
+    return XXH64(map_.data() + s.offset, s.size, 0) == s.xxh64;
 }
 
 std::string ModelFile::section_label(uint32_t index) const {

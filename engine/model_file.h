@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format.h"
+#include "mapped_file.h"
 #include "status.h"
 
 namespace colibri {
@@ -28,7 +29,6 @@ struct TensorView {
 
 class ModelFile {
 public:
-    ~ModelFile();
     ModelFile(const ModelFile&) = delete;
     ModelFile& operator=(const ModelFile&) = delete;
 
@@ -40,8 +40,8 @@ public:
     const format::FileHeader& header() const { return header_; }
     const format::HyperParams& hparams() const { return header_.hparams; }
     format::Family family() const { return static_cast<format::Family>(header_.family); }
-    uint64_t size() const { return size_; }
-    const uint8_t* data() const { return base_; }
+    uint64_t size() const { return map_.size(); }
+    const uint8_t* data() const { return map_.data(); }
 
     std::span<const format::SectionEntry> sections() const { return sections_; }
     std::span<const format::LayerEntry> layers() const { return layers_; }
@@ -61,8 +61,7 @@ private:
     Status validate();
 
     std::string path_;
-    const uint8_t* base_ = nullptr;
-    uint64_t size_ = 0;
+    MappedFile map_;
     format::FileHeader header_{};
     std::vector<format::SectionEntry> sections_;
     std::vector<format::LayerEntry> layers_;

@@ -1,11 +1,6 @@
 #include "gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 namespace colibri::tools {
@@ -101,28 +96,17 @@ std::string ggml_type_name(uint32_t type) {
     return it == type_table().end() ? "type " + std::to_string(type) : it->second.name;
 }
 
-GgufFile::~GgufFile() {
-    if (base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
-}
-
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return error(path + ": " + std::strerror(errno));
-    struct stat st {};
-    fstat(fd, &st);
-    if (!S_ISREG(st.st_mode) || st.st_size < 24) {
-        ::close(fd);
-        return error(path + ": not a GGUF file (too short)");
-    }
-    void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) return error(path + ": mmap failed: " + std::strerror(errno));
+    auto map = MappedFile::open(path);
+    if (!map) return map.status();
+    if (map->size() < 24) return error(path + ": not a GGUF file (too short)");
     std::unique_ptr<GgufFile> f(new GgufFile());
-    f->base_ = static_cast<const uint8_t*>(map);
-    f->size_ = static_cast<uint64_t>(st.st_size);
+    f->map_ = std::move(map.value());
+    const uint8_t* base = f->map_.data();
+    const uint64_t size = f->map_.size();
 
-    Reader r(f->base_, f->size_);
-    if (std::memcmp(f->base_, "GGUF", 4) != 0) return error(path + ": not a GGUF file (wrong magic)");
+    Reader r(base, size);
+    if (std::memcmp(base, "GGUF", 4) != 0) return error(path + ": not a GGUF file (wrong magic)");
     r.get<uint32_t>();
     f->version_ = r.get<uint32_t>();
     if (f->version_ != 2 && f->version_ != 3) return error(path + ": unsupported GGUF version " + std::to_string(f->version_));
@@ -159,8 +143,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         alignment = f->metadata_["general.alignment"].get<uint64_t>();
     if (alignment == 0 || alignment > 65536 || (alignment & (alignment - 1)) != 0) return error(path + ": bad GGUF alignment");
     const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
-    if (data_start > f->size_) return error(path + ": GGUF data section missing");
-    const uint64_t data_size = f->size_ - data_start;
+    if (data_start > size) return error(path + ": GGUF data section missing");
+    const uint64_t data_size = size - data_start;
     for (const Info& t : infos) {
         auto ti = type_table().find(t.type);
         if (ti == type_table().end()) return error(path + ": GGUF tensor " + t.name + " has unknown ggml type " + std::to_string(t.type));
@@ -173,7 +157,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         const uint64_t bytes = n / ti->second.block * ti->second.bytes;
         if (t.offset > data_size || bytes > data_size - t.offset)
             return error(path + ": GGUF tensor " + t.name + " lies past the end of the file");
-        if (!f->tensors_.emplace(t.name, GgufTensor{t.name, t.ne, t.type, f->base_ + data_start + t.offset, bytes}).second)
+        if (!f->tensors_.emplace(t.name, GgufTensor{t.name, t.ne, t.type, base + data_start + t.offset, bytes}).second)
             return error(path + ": GGUF tensor " + t.name + " appears twice");
     }
     return f;

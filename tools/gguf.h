@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/mapped_file.h"
 #include "engine/status.h"
 
 namespace colibri::tools {
@@ -21,7 +22,6 @@ struct GgufTensor {
 
 class GgufFile {
 public:
-    ~GgufFile();
     static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
     // Metadata as JSON values (arrays of numbers or strings become JSON arrays).
     const nlohmann::json& metadata() const { return metadata_; }
@@ -30,8 +30,7 @@ public:
 
 private:
     GgufFile() = default;
-    const uint8_t* base_ = nullptr;
-    uint64_t size_ = 0;
+    MappedFile map_;
     uint32_t version_ = 0;
     nlohmann::json metadata_;
     std::map<std::string, GgufTensor> tensors_;

@@ -1,11 +1,8 @@
 #include "safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -57,33 +54,21 @@ void release_source_pages(const SourceTensor& t) {
     if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-SafetensorsFile::~SafetensorsFile() {
-    if (base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
-}
-
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return error(path + ": " + std::strerror(errno));
-    struct stat st {};
-    fstat(fd, &st);
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    if (!S_ISREG(st.st_mode) || size < 8) {
-        ::close(fd);
-        return error(path + ": not a safetensors file (too short)");
-    }
-    void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) return error(path + ": mmap failed: " + std::strerror(errno));
+    auto map = MappedFile::open(path);
+    if (!map) return map.status();
+    if (map->size() < 8) return error(path + ": not a safetensors file (too short)");
     std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
     f->path_ = path;
-    f->base_ = static_cast<const uint8_t*>(map);
-    f->size_ = size;
+    f->map_ = std::move(map.value());
+    const uint8_t* base = f->map_.data();
+    const uint64_t size = f->map_.size();
 
     uint64_t header_len;
-    std::memcpy(&header_len, f->base_, 8);
+    std::memcpy(&header_len, base, 8);
     if (header_len > size - 8 || header_len > (uint64_t(100) << 20))
         return error(path + ": safetensors header length " + std::to_string(header_len) + " exceeds the file");
-    json header = json::parse(f->base_ + 8, f->base_ + 8 + header_len, nullptr, false);
+    json header = json::parse(base + 8, base + 8 + header_len, nullptr, false);
     if (header.is_discarded() || !header.is_object()) return error(path + ": safetensors header is not valid JSON");
     const uint64_t data_start = 8 + header_len;
     const uint64_t data_size = size - data_start;
@@ -121,7 +106,7 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
         if (end - begin != n * elem)
             return error(where + ": shape needs " + std::to_string(n * elem) + " bytes but data_offsets give " +
                          std::to_string(end - begin));
-        t.data = f->base_ + data_start + begin;
+        t.data = base + data_start + begin;
         t.size = end - begin;
         f->tensors_.emplace(name, std::move(t));
     }

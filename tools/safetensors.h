@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/mapped_file.h"
 #include "engine/status.h"
 
 namespace colibri::tools {
@@ -26,7 +27,6 @@ struct SourceTensor {
 
 class SafetensorsFile {
 public:
-    ~SafetensorsFile();
     static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
     const std::map<std::string, SourceTensor>& tensors() const { return tensors_; }
     const std::string& path() const { return path_; }
@@ -34,8 +34,7 @@ public:
 private:
     SafetensorsFile() = default;
     std::string path_;
-    const uint8_t* base_ = nullptr;
-    uint64_t size_ = 0;
+    MappedFile map_;
     std::map<std::string, SourceTensor> tensors_;
 };
 

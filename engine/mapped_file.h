@@ -1,0 +1,31 @@
+// A whole regular file mapped read-only (shared, so pages come from and go back to the page cache).
+// The one place that opens and maps files: model files, safetensors checkpoints and GGUF files.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "status.h"
+
+namespace colibri {
+
+class MappedFile {
+public:
+    MappedFile() = default;
+    ~MappedFile();
+    MappedFile(MappedFile&& other) noexcept;
+    MappedFile& operator=(MappedFile&& other) noexcept;
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    // Errors: "<path>: <strerror>" or "<path>: not a regular file". An empty file maps to size 0, data null.
+    static Result<MappedFile> open(const std::string& path);
+
+    const uint8_t* data() const { return data_; }
+    uint64_t size() const { return size_; }
+
+private:
+    const uint8_t* data_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+}  // namespace colibri
