@@ -120,6 +120,12 @@ Result<Loaded> load_with_input(const ModelArgs& args, const std::string& tokens,
     return loaded;
 }
 
+// Shows streamed text at once.
+void print(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+}
+
 // Writes a file through a temporary name so a failure never leaves a partial output.
 Status write_file_atomic(const std::string& path, const void* data, size_t bytes) {
     const std::string tmp = path + ".tmp";
@@ -324,10 +330,6 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
     Utf8Stream stream;
-    auto print = [](const std::string& text) {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-    };
     auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
         if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
         return true;
@@ -409,10 +411,6 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
         req.max_tokens = max_tokens;
         req.stop_ids = stops;
         Utf8Stream stream;
-        auto print = [](const std::string& text) {
-            std::fwrite(text.data(), 1, text.size(), stdout);
-            std::fflush(stdout);
-        };
         auto out = generate(*l.session, sampler, fresh, req, [&](int32_t id) {
             if (std::find(stops.begin(), stops.end(), id) == stops.end()) print(stream.push(tok->decode_token_bytes(id)));
             return true;
