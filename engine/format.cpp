@@ -24,19 +24,20 @@ const char* weight_type_name(WeightType t) {
         case WeightType::F16: return "f16";
         case WeightType::BF16: return "bf16";
         case WeightType::Q8_0: return "q8_0";
-        case WeightType::Q4_K: return "q4";
+        case WeightType::Q4_K: return "q4_k";
+        case WeightType::Q4_0: return "q4_0";
     }
     return "unknown";
 }
 
 bool weight_type_from_name(std::string_view name, WeightType* out) {
-    for (uint32_t t = 0; t <= static_cast<uint32_t>(WeightType::Q4_K); ++t) {
+    for (uint32_t t = 0; t <= kLastWeightType; ++t) {
         if (name == weight_type_name(static_cast<WeightType>(t))) { *out = static_cast<WeightType>(t); return true; }
     }
     return false;
 }
 
-bool weight_type_is_known(uint32_t t) { return t <= static_cast<uint32_t>(WeightType::Q4_K); }
+bool weight_type_is_known(uint32_t t) { return t <= kLastWeightType; }
 
 const char* section_kind_name(SectionKind k) {
     switch (k) {
@@ -63,11 +64,19 @@ bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out) {
         case WeightType::F32: *out = n * 4; return true;
         case WeightType::F16:
         case WeightType::BF16: *out = n * 2; return true;
+        // Block types: whole blocks per row (docs/FORMAT.md, "Weight types").
         case WeightType::Q8_0:
-            if (cols % 32 != 0) return false;
-            *out = n / 32 * 34;  // per block: f16 scale + 32 int8
+            if (cols % blocks::kQ8_0Values != 0) return false;
+            *out = n / blocks::kQ8_0Values * blocks::kQ8_0Bytes;
             return true;
-        case WeightType::Q4_K: return false;  // not implemented in this version
+        case WeightType::Q4_0:
+            if (cols % blocks::kQ4_0Values != 0) return false;
+            *out = n / blocks::kQ4_0Values * blocks::kQ4_0Bytes;
+            return true;
+        case WeightType::Q4_K:
+            if (cols % blocks::kQ4_KValues != 0) return false;
+            *out = n / blocks::kQ4_KValues * blocks::kQ4_KBytes;
+            return true;
     }
     return false;
 }

@@ -1,12 +1,36 @@
-// Quantisation of f32 rows into the block types of kernels/types.h.
+// Quantisation of f32 rows into the block types of kernels/types.h (layouts: docs/FORMAT.md, "Weight types";
+// choices and measurements: docs/QUANTIZATION.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/status.h"
+#include "kernels/types.h"
+
 namespace colibri::tools {
 
-// q8_0: per block of 32 values an f16 scale d = max|x| / 127 and 32 int8 q = round(x / d), so x ≈ d·q.
-// `values` holds n values, n a multiple of 32; `out` receives n / 32 * 34 bytes.
-void quantize_q8_0(const float* values, size_t n, uint8_t* out);
+// The type a matrix with `cols` columns is stored in when `requested` is asked for. Block types need whole
+// blocks per row: q4_k falls back to q4_0 for rows that are a multiple of 32 but not of 256, and every block
+// type falls back to f16 for rows that are not a multiple of 32. Other types are returned unchanged.
+WeightType storage_type(WeightType requested, uint64_t cols);
+
+// Quantises one row of n values into `type` (q8_0, q4_0 or q4_k; n a multiple of its block size), writing
+// kernels::row_bytes(type, n) bytes to out. Fails with a one-line message naming the column on a NaN or an
+// infinity, and on values too large for the type's f16 scales; then `out` holds nothing meaningful.
+Status quantize_row(WeightType type, const float* values, size_t n, uint8_t* out);
+
+// q8_0: per block of 32 an f16 scale d and 32 int8 q in [-127, 127], x ≈ d·q. The scale is searched: besides
+// max|x|/127 (ggml's choice), a few larger candidates and the least-squares scale for each candidate's
+// levels, keeping the one whose stored (f16) scale gives the smallest squared error.
+Status quantize_q8_0(const float* values, size_t n, uint8_t* out);
+
+// q4_0: per block of 32 an f16 scale d and 32 nibbles q, x ≈ d·(q − 8). Scale searched as for q8_0, with the
+// block's largest-magnitude value mapped near level −8 or +7 (either sign of d), slight clipping allowed.
+Status quantize_q4_0(const float* values, size_t n, uint8_t* out);
+
+// q4_K: per super-block of 256 an f16 d and dmin, 8 sub-blocks of 32 with 6-bit scale sc and min mn, and
+// 4-bit q: x ≈ d·sc·q − dmin·mn. Each sub-block's (scale, min) minimises its squared error by a search over
+// initial scales refined by alternating least squares (see quantize.cpp); never worse than min/max scaling.
+Status quantize_q4_k(const float* values, size_t n, uint8_t* out);
 
 }  // namespace colibri::tools

@@ -1,4 +1,7 @@
-// Portable reference kernels. Eight partial sums in a fixed pattern, combined in a fixed order.
+// Portable reference kernels. Every output element is reduced by one thread in one fixed order:
+// - f32/f16/bf16: eight partial sums in a fixed pattern, combined in a fixed order;
+// - block types: per block (q4_K: per sub-block of 32) one float sum over the values in element order, scaled
+//   by the block's scale and added to the row's sum in block order.
 #include <cstdint>
 #include <cstring>
 
@@ -7,6 +10,8 @@
 
 namespace colibri::kernels {
 namespace {
+
+using namespace blocks;
 
 template <typename Load>
 float dot_row(const Load& load, const float* x, size_t cols) {
@@ -19,6 +24,109 @@ float dot_row(const Load& load, const float* x, size_t cols) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+float load_f16(const uint8_t* p) {
+    uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    return f16_to_f32(bits);
+}
+
+// q8_0 block: f16 d, then 32 × i8 q; value i = d·q[i].
+float dot_q8_0(const uint8_t* row, const float* x, size_t cols) {
+    float sum = 0.0f;
+    for (size_t b = 0; b < cols / kQ8_0Values; ++b) {
+        const uint8_t* blk = row + b * kQ8_0Bytes;
+        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
+        const float* xb = x + b * kQ8_0Values;
+        float s = 0.0f;
+        for (size_t i = 0; i < kQ8_0Values; ++i) s += float(q[i]) * xb[i];
+        sum += s * load_f16(blk);
+    }
+    return sum;
+}
+
+// q4_0 block: f16 d, then 16 bytes; byte i holds value i in its low nibble and value i + 16 in its high one;
+// value = d·(nibble − 8).
+float dot_q4_0(const uint8_t* row, const float* x, size_t cols) {
+    float sum = 0.0f;
+    for (size_t b = 0; b < cols / kQ4_0Values; ++b) {
+        const uint8_t* blk = row + b * kQ4_0Bytes;
+        const uint8_t* qs = blk + 2;
+        const float* xb = x + b * kQ4_0Values;
+        float s = 0.0f;
+        for (size_t i = 0; i < 16; ++i) s += float(int(qs[i] & 0x0F) - 8) * xb[i];
+        for (size_t i = 0; i < 16; ++i) s += float(int(qs[i] >> 4) - 8) * xb[16 + i];
+        sum += s * load_f16(blk);
+    }
+    return sum;
+}
+
+// q4_K super-block: f16 d, f16 dmin, 12 scale bytes, 128 quant bytes. Sub-blocks 2k and 2k + 1 share quant
+// bytes [32k, 32k + 32): low nibbles are sub-block 2k, high nibbles 2k + 1. value = d·sc·q − dmin·mn, so a
+// sub-block contributes d·sc·Σq·x − dmin·mn·Σx.
+float dot_q4_k(const uint8_t* row, const float* x, size_t cols) {
+    float sum = 0.0f;
+    for (size_t b = 0; b < cols / kQ4_KValues; ++b) {
+        const uint8_t* blk = row + b * kQ4_KBytes;
+        const float d = load_f16(blk), dmin = load_f16(blk + 2);
+        const uint8_t* scales = blk + 4;
+        const uint8_t* qs = scales + kQ4_KScaleBytes;
+        for (size_t j = 0; j < kQ4_KValues / kQ4_KSubBlock; ++j) {
+            uint8_t sc, mn;
+            q4_k_scale_min(scales, j, &sc, &mn);
+            const uint8_t* q = qs + (j / 2) * kQ4_KSubBlock;
+            const int shift = (j % 2) * 4;
+            const float* xs = x + b * kQ4_KValues + j * kQ4_KSubBlock;
+            float qx = 0.0f, sx = 0.0f;
+            for (size_t i = 0; i < kQ4_KSubBlock; ++i) {
+                qx += float((q[i] >> shift) & 0x0F) * xs[i];
+                sx += xs[i];
+            }
+            sum += (d * float(sc)) * qx - (dmin * float(mn)) * sx;
+        }
+    }
+    return sum;
+}
+
+void dequantize_q8_0(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ8_0Values; ++b) {
+        const uint8_t* blk = row + b * kQ8_0Bytes;
+        const float d = load_f16(blk);
+        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
+        for (size_t i = 0; i < kQ8_0Values; ++i) out[b * kQ8_0Values + i] = d * float(q[i]);
+    }
+}
+
+void dequantize_q4_0(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ4_0Values; ++b) {
+        const uint8_t* blk = row + b * kQ4_0Bytes;
+        const float d = load_f16(blk);
+        const uint8_t* qs = blk + 2;
+        float* o = out + b * kQ4_0Values;
+        for (size_t i = 0; i < 16; ++i) {
+            o[i] = d * float(int(qs[i] & 0x0F) - 8);
+            o[16 + i] = d * float(int(qs[i] >> 4) - 8);
+        }
+    }
+}
+
+void dequantize_q4_k(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ4_KValues; ++b) {
+        const uint8_t* blk = row + b * kQ4_KBytes;
+        const float d = load_f16(blk), dmin = load_f16(blk + 2);
+        const uint8_t* scales = blk + 4;
+        const uint8_t* qs = scales + kQ4_KScaleBytes;
+        for (size_t j = 0; j < kQ4_KValues / kQ4_KSubBlock; ++j) {
+            uint8_t sc, mn;
+            q4_k_scale_min(scales, j, &sc, &mn);
+            const float step = d * float(sc), offset = dmin * float(mn);
+            const uint8_t* q = qs + (j / 2) * kQ4_KSubBlock;
+            const int shift = (j % 2) * 4;
+            float* o = out + b * kQ4_KValues + j * kQ4_KSubBlock;
+            for (size_t i = 0; i < kQ4_KSubBlock; ++i) o[i] = step * float((q[i] >> shift) & 0x0F) - offset;
+        }
+    }
+}
+
 }  // namespace
 
 size_t row_bytes(WeightType type, size_t cols) {
@@ -26,8 +134,9 @@ size_t row_bytes(WeightType type, size_t cols) {
         case WeightType::F32: return cols * 4;
         case WeightType::F16:
         case WeightType::BF16: return cols * 2;
-        case WeightType::Q8_0: return cols / 32 * 34;
-        case WeightType::Q4_K: return 0;
+        case WeightType::Q8_0: return cols / kQ8_0Values * kQ8_0Bytes;
+        case WeightType::Q4_0: return cols / kQ4_0Values * kQ4_0Bytes;
+        case WeightType::Q4_K: return cols / kQ4_KValues * kQ4_KBytes;
     }
     return 0;
 }
@@ -54,21 +163,9 @@ void matvec_rows(WeightType type, const void* w, size_t cols, const float* x, fl
                 sum = dot_row([p](size_t i) { return bf16_to_f32(p[i]); }, x, cols);
                 break;
             }
-            case WeightType::Q8_0: {
-                float block_sum = 0.0f;
-                for (size_t b = 0; b < cols / 32; ++b) {
-                    const uint8_t* blk = row + b * 34;
-                    uint16_t scale_bits;
-                    std::memcpy(&scale_bits, blk, 2);
-                    const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-                    float s = 0.0f;
-                    for (int i = 0; i < 32; ++i) s += float(q[i]) * x[b * 32 + i];
-                    block_sum += s * f16_to_f32(scale_bits);
-                }
-                sum = block_sum;
-                break;
-            }
-            case WeightType::Q4_K: sum = 0.0f; break;  // rejected by the loader before it gets here
+            case WeightType::Q8_0: sum = dot_q8_0(row, x, cols); break;
+            case WeightType::Q4_0: sum = dot_q4_0(row, x, cols); break;
+            case WeightType::Q4_K: sum = dot_q4_k(row, x, cols); break;
         }
         y[r - row_begin] = sum;
     }
@@ -88,19 +185,9 @@ void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, flo
             for (size_t i = 0; i < cols; ++i) out[i] = bf16_to_f32(p[i]);
             break;
         }
-        case WeightType::Q8_0:
-            for (size_t b = 0; b < cols / 32; ++b) {
-                const uint8_t* blk = base + b * 34;
-                uint16_t scale_bits;
-                std::memcpy(&scale_bits, blk, 2);
-                const float s = f16_to_f32(scale_bits);
-                const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-                for (int i = 0; i < 32; ++i) out[b * 32 + i] = s * float(q[i]);
-            }
-            break;
-        case WeightType::Q4_K:
-            for (size_t i = 0; i < cols; ++i) out[i] = 0.0f;
-            break;
+        case WeightType::Q8_0: dequantize_q8_0(base, cols, out); break;
+        case WeightType::Q4_0: dequantize_q4_0(base, cols, out); break;
+        case WeightType::Q4_K: dequantize_q4_k(base, cols, out); break;
     }
 }
 

@@ -103,45 +103,40 @@ private slots:
         check_family(family, type, Tolerance{logit_tol, weight_tol});
     }
 
-    // q8_0 against the f32 reference, teacher-forced at each of the 16 positions: top-1 agreement and the mean
-    // KL divergence KL(ref || q8_0). Measured: mixtral 16/16, 9.4e-5; qwen2_moe 15/16, 1.6e-4; olmoe 16/16,
-    // 3.1e-4. These toy models have 64-wide rows (two blocks of 32 per row), the worst case for per-block scales.
+    // q8_0 against the f32 reference, teacher-forced at each of the 16 positions (colibri compare): top-1
+    // agreement and mean KL(ref || q8_0). Measured: mixtral 16/16, 9.7e-5; qwen2_moe 13/16, 1.4e-4; olmoe 16/16,
+    // 6.6e-5. The misses are near-ties: qwen2_moe's positions 8, 9 and 14 have reference top-1 margins of
+    // 0.0060, 0.0114 and 0.0051 logits, below q8_0's logit noise (every tensor group alone moves those margins by
+    // 0.004..0.04; 20 equally good q8_0 roundings, scales jittered by up to 1%, gave 12..16 of 16, 16 once), so
+    // no 8-bit quantiser can promise them (docs/QUANTIZATION.md). What is asserted instead: every position whose
+    // reference margin exceeds 0.02 agrees, and the mean KL stays within 1.5x of what was measured.
     void q8_0_quality_data() {
         QTest::addColumn<QString>("family");
-        for (const char* fam : {"mixtral", "qwen2_moe", "olmoe"}) QTest::newRow(fam) << QString(fam);
+        QTest::addColumn<double>("max_kl");
+        QTest::newRow("mixtral") << "mixtral" << 1.5e-4;
+        QTest::newRow("qwen2_moe") << "qwen2_moe" << 2.1e-4;
+        QTest::newRow("olmoe") << "olmoe" << 1.0e-4;
     }
 
     void q8_0_quality() {
         QFETCH(QString, family);
+        QFETCH(double, max_kl);
         const QString model = convert(family, "q8_0");
         QVERIFY(!model.isEmpty());
         const QString ids = ids_arg(read_json(reference("hf/" + family + "/ref/input_ids.json")).array());
-        const QString out = dir_.filePath(family + "-q8.f32");
-        const CliResult r = run_cli({"logits", "-m", model, "--tokens", ids, "--out", out});
+        const CliResult r = run_cli({"compare", "-m", model, "--baseline-logits", reference("hf/" + family + "/ref/logits.f32"),
+                                     "--tokens", ids, "--json"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
-        const std::vector<float> got = read_f32(out), want = read_f32(reference("hf/" + family + "/ref/logits.f32"));
-        QCOMPARE(got.size(), want.size());
-        const size_t vocab = got.size() / 16;
-        int agree = 0;
-        double kl_sum = 0.0;
-        for (size_t p = 0; p < 16; ++p) {
-            const float* g = got.data() + p * vocab;
-            const float* w = want.data() + p * vocab;
-            agree += std::max_element(g, g + vocab) - g == std::max_element(w, w + vocab) - w;
-            const double mg = *std::max_element(g, g + vocab), mw = *std::max_element(w, w + vocab);
-            double zg = 0, zw = 0;
-            for (size_t i = 0; i < vocab; ++i) {
-                zg += std::exp(g[i] - mg);
-                zw += std::exp(w[i] - mw);
-            }
-            for (size_t i = 0; i < vocab; ++i) {
-                const double lw = w[i] - mw - std::log(zw), lg = g[i] - mg - std::log(zg);
-                kl_sum += std::exp(lw) * (lw - lg);
-            }
+        const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(j["positions"].toInt(), 16);
+        qInfo("%s q8_0: top-1 %d/16, mean KL %.3g", qPrintable(family), j["top1_agree"].toInt(), j["mean_kl"].toDouble());
+        for (const auto& d : j["disagreements"].toArray()) {
+            const QJsonObject o = d.toObject();
+            QVERIFY2(o["baseline_margin"].toDouble() <= 0.02,
+                     qPrintable(QString("position %1 flipped with a reference margin of %2")
+                                    .arg(o["position"].toInt()).arg(o["baseline_margin"].toDouble())));
         }
-        qInfo("%s q8_0: top-1 %d/16, mean KL %.3g", qPrintable(family), agree, kl_sum / 16);
-        QVERIFY(agree >= 15);
-        QVERIFY(kl_sum / 16 < 1e-3);
+        QVERIFY(j["mean_kl"].toDouble() <= max_kl);
     }
 
     // Same logits, bit for bit, for -t 1 and -t 2 and across runs.
