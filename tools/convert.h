@@ -27,7 +27,9 @@ struct ConvertSummary {
 // Converts an HF directory. On any failure (or cancellation) nothing is left at out_path.
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options);
 
-// Converts a GGUF file (llama.cpp). Architectures: llama with experts (Mixtral); f32, f16 and bf16 tensors.
+// Converts a GGUF file (llama.cpp). Architectures: llama with experts (Mixtral), qwen2moe, olmoe; f32, f16, bf16
+// tensors and Q8_0, Q4_0, Q4_K, Q6_K ones (dequantised, then stored as options.type); tokenizer.ggml.* becomes the
+// .bin's tokenizer (gguf_tokenizer.h).
 Result<ConvertSummary> convert_gguf(const std::string& gguf_path, const std::string& out_path, const ConvertOptions& options);
 
 }  // namespace colibri::tools

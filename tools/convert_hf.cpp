@@ -1,5 +1,6 @@
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
@@ -8,8 +9,10 @@
 #include "convert_plan.h"
 #include "engine/bin_writer.h"
 #include "engine/model_file.h"
+#include "engine/thread_pool.h"
 #include "engine/tokenizer.h"
 #include "kernels/half.h"
+#include "kernels/matvec.h"
 #include "quantize.h"
 #include "safetensors.h"
 
@@ -91,8 +94,8 @@ private:
 
 void add_tensor(Plan& plan, PlannedSection& s, std::string name, std::string source, WeightType type,
                 uint64_t rows, uint64_t cols = 1, uint32_t n_dims = 2) {
-    // Rows that are not whole q8_0 blocks stay f16, as other converters do.
-    if (type == WeightType::Q8_0 && cols % 32 != 0) type = WeightType::F16;
+    // Block types need whole blocks per row: q4_k falls back to q4_0, any block type to f16 (quantize.h).
+    if (n_dims == 2) type = storage_type(type, cols);
     s.tensors.push_back(PlannedTensor{std::move(name), type, n_dims, rows, cols});
     plan.sources.push_back(std::move(source));
 }
@@ -245,8 +248,35 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
 
 namespace {
 
-// Converts one source tensor into the planned type.
-void encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vector<uint8_t>& out) {
+// Quantises a tensor row by row. The scale searches cost tens of nanoseconds per value, so rows are spread over
+// all cores; each row's bytes depend on that row alone, so the output is the same for any thread count. On
+// failure the lowest failing row is reported.
+Status quantize_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vector<uint8_t>& out) {
+    const uint64_t row_bytes = kernels::row_bytes(dst.type, dst.cols);
+    out.resize(dst.rows * row_bytes);
+    std::mutex failure_lock;
+    uint64_t failed_row = dst.rows;
+    Status failure;
+    ThreadPool pool(0);
+    pool.parallel_for(dst.rows, 1, [&](size_t begin, size_t end) {
+        std::vector<float> row(dst.cols);
+        for (uint64_t r = begin; r < end; ++r) {
+            for (uint64_t c = 0; c < dst.cols; ++c) row[c] = source_element(src, r * dst.cols + c);
+            if (Status s = quantize_row(dst.type, row.data(), dst.cols, out.data() + r * row_bytes); !s) {
+                std::lock_guard lock(failure_lock);
+                if (r < failed_row) {
+                    failed_row = r;
+                    failure = error("tensor " + src.name + " row " + std::to_string(r) + ": " + s.message());
+                }
+                return;
+            }
+        }
+    });
+    return failure;
+}
+
+// Converts one source tensor into the planned type. Fails on values the type cannot quantise (NaN, Inf, too large).
+Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vector<uint8_t>& out) {
     const uint64_t n = src.elements();
     switch (dst.type) {
         case WeightType::F32:
@@ -271,18 +301,11 @@ void encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vecto
             }
             break;
         }
-        case WeightType::Q8_0: {
-            std::vector<float> row(dst.cols);
-            const uint64_t row_bytes = dst.cols / 32 * 34;
-            out.resize(dst.rows * row_bytes);
-            for (uint64_t r = 0; r < dst.rows; ++r) {
-                for (uint64_t c = 0; c < dst.cols; ++c) row[c] = source_element(src, r * dst.cols + c);
-                quantize_q8_0(row.data(), dst.cols, out.data() + r * row_bytes);
-            }
-            break;
-        }
-        default: out.clear(); break;
+        case WeightType::Q8_0:
+        case WeightType::Q4_0:
+        case WeightType::Q4_K: return quantize_tensor(src, dst, out);
     }
+    return Status::ok();
 }
 
 std::string chat_template_from_config(const json& tc) {
@@ -300,8 +323,7 @@ std::string chat_template_from_config(const json& tc) {
 }  // namespace
 
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
-    if (options.type != WeightType::F32 && options.type != WeightType::F16 && options.type != WeightType::BF16 &&
-        options.type != WeightType::Q8_0)
+    if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)))
         return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
     std::error_code ec;
     if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");
@@ -357,7 +379,8 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
 
 Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const SourceTensor*(const std::string&)>& find,
                                   const std::string& source_label, const std::string& out_path,
-                                  const ConvertOptions& options, ConvertSummary summary) {
+                                  const ConvertOptions& options, ConvertSummary summary,
+                                  const std::function<Status(const std::string&)>& load) {
     // Check every source tensor before writing anything.
     {
         size_t i = 0;
@@ -385,8 +408,9 @@ Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const So
     uint64_t done = 0;
     for (size_t i = 0; i < plan.sources.size(); ++i) {
         const PlannedTensor* t = writer.value()->next_tensor();
+        if (load) COLIBRI_TRY(load(plan.sources[i]));
         const SourceTensor* src = find(plan.sources[i]);
-        encode_tensor(*src, *t, buffer);
+        COLIBRI_TRY(encode_tensor(*src, *t, buffer));
         release_source_pages(*src);  // keeps peak memory near one tensor, not the whole checkpoint
         COLIBRI_TRY(writer.value()->write_tensor(buffer.data(), buffer.size()));
         done += buffer.size();

@@ -22,9 +22,12 @@ struct Plan {
 // Plans a model from an HF config.json (and generation_config's eos ids). Errors name the config field.
 Result<Plan> plan_model(const nlohmann::json& config, const std::vector<int32_t>& gen_eos, WeightType type);
 
-// Checks every source tensor's shape, then streams them through the writer into out_path.
+// Checks every source tensor's shape, then streams them through the writer into out_path. `load`, when given,
+// is called with each source name just before that tensor is encoded, so a source can produce the data then
+// (the GGUF importer dequantises there); its error stops the conversion.
 Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const SourceTensor*(const std::string&)>& find,
                                   const std::string& source_label, const std::string& out_path,
-                                  const ConvertOptions& options, ConvertSummary summary);
+                                  const ConvertOptions& options, ConvertSummary summary,
+                                  const std::function<Status(const std::string&)>& load = {});
 
 }  // namespace colibri::tools

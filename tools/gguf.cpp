@@ -89,6 +89,13 @@ json read_value(Reader& r, uint32_t type, int depth) {
     }
 }
 
+// A key or tensor name from the file as quoted in an error: cut when long, so that a damaged length field
+// (which makes the rest of the header one "name") gives a short message.
+std::string quoted_name(const std::string& name) {
+    constexpr size_t kMax = 96;
+    return name.size() <= kMax ? name : name.substr(0, kMax) + "... (" + std::to_string(name.size()) + " bytes)";
+}
+
 }  // namespace
 
 std::string ggml_type_name(uint32_t type) {
@@ -116,7 +123,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
     for (uint64_t i = 0; i < n_kv && r.ok(); ++i) {
         const std::string key = r.str();
         const uint32_t type = r.get<uint32_t>();
-        if (type > kF64) return error(path + ": GGUF key " + key + " has unknown type " + std::to_string(type));
+        if (type > kF64) return error(path + ": GGUF key " + quoted_name(key) + " has unknown type " + std::to_string(type));
         f->metadata_[key] = read_value(r, type, 0);
     }
     if (!r.ok()) return error(path + ": GGUF metadata runs past the end of the file");
@@ -131,7 +138,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         Info t;
         t.name = r.str();
         const uint32_t n_dims = r.get<uint32_t>();
-        if (n_dims == 0 || n_dims > 4) return error(path + ": GGUF tensor " + t.name + " has " + std::to_string(n_dims) + " dims");
+        if (n_dims == 0 || n_dims > 4) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has " + std::to_string(n_dims) + " dims");
         for (uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(r.get<uint64_t>());
         t.type = r.get<uint32_t>();
         t.offset = r.get<uint64_t>();
@@ -143,22 +150,23 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         alignment = f->metadata_["general.alignment"].get<uint64_t>();
     if (alignment == 0 || alignment > 65536 || (alignment & (alignment - 1)) != 0) return error(path + ": bad GGUF alignment");
     const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
-    if (data_start > size) return error(path + ": GGUF data section missing");
-    const uint64_t data_size = size - data_start;
+    // A vocabulary-only file (no tensors) may end right after its metadata, before the alignment padding.
+    if (data_start > size && !infos.empty()) return error(path + ": GGUF data section missing");
+    const uint64_t data_size = data_start > size ? 0 : size - data_start;
     for (const Info& t : infos) {
         auto ti = type_table().find(t.type);
-        if (ti == type_table().end()) return error(path + ": GGUF tensor " + t.name + " has unknown ggml type " + std::to_string(t.type));
+        if (ti == type_table().end()) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has unknown ggml type " + std::to_string(t.type));
         uint64_t n = 1;
         for (uint64_t d : t.ne) {
-            if (d == 0 || n > (uint64_t(1) << 48) / d) return error(path + ": GGUF tensor " + t.name + " has a bad shape");
+            if (d == 0 || n > (uint64_t(1) << 48) / d) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has a bad shape");
             n *= d;
         }
-        if (t.ne[0] % ti->second.block != 0) return error(path + ": GGUF tensor " + t.name + " rows are not whole blocks");
+        if (t.ne[0] % ti->second.block != 0) return error(path + ": GGUF tensor " + quoted_name(t.name) + " rows are not whole blocks");
         const uint64_t bytes = n / ti->second.block * ti->second.bytes;
         if (t.offset > data_size || bytes > data_size - t.offset)
-            return error(path + ": GGUF tensor " + t.name + " lies past the end of the file");
+            return error(path + ": GGUF tensor " + quoted_name(t.name) + " lies past the end of the file");
         if (!f->tensors_.emplace(t.name, GgufTensor{t.name, t.ne, t.type, base + data_start + t.offset, bytes}).second)
-            return error(path + ": GGUF tensor " + t.name + " appears twice");
+            return error(path + ": GGUF tensor " + quoted_name(t.name) + " appears twice");
     }
     return f;
 }

@@ -1,5 +1,5 @@
-// GGUF import: llama.cpp's own conversion of the reference Mixtral gives the same logits as converting the HF
-// directory directly; damaged GGUF files give one-line errors.
+// GGUF import: llama.cpp's own conversions of the reference Mixtral, Qwen2-MoE and OLMoE give the same logits as
+// converting the HF directories directly; damaged or unsupported GGUF files give one-line errors.
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -12,6 +12,7 @@ class TestGguf : public QObject {
     QTemporaryDir dir_;
 
     QString write_variant(const QString& name, const QByteArray& bytes) { return write_all(dir_.filePath(name), bytes); }
+    static QString gguf_data(const QString& name) { return QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/") + name; }
 
     QString expect_failure(const QString& gguf) {
         const QString out = dir_.filePath("out.bin");
@@ -52,6 +53,84 @@ private slots:
         if (type == "f32")
             QCOMPARE(QJsonDocument::fromJson(r.out).object()["new_ids"].toArray(),
                      read_json(reference("hf/mixtral/ref/generate.json")).object()["new_ids"].toArray());
+    }
+
+    // tests/data/gguf/{qwen2moe,olmoe}-f32.gguf: the reference HF models through llama.cpp's convert_hf_to_gguf.py.
+    void reference_families_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("gguf");
+        QTest::addColumn<QString>("type");
+        for (const char* type : {"f32", "f16"}) {
+            QTest::newRow(qPrintable(QString("qwen2_moe ") + type)) << "qwen2_moe" << "qwen2moe-f32.gguf" << type;
+            QTest::newRow(qPrintable(QString("olmoe ") + type)) << "olmoe" << "olmoe-f32.gguf" << type;
+        }
+    }
+
+    void reference_families() {
+        QFETCH(QString, family);
+        QFETCH(QString, gguf);
+        QFETCH(QString, type);
+        const QString from_gguf = dir_.filePath(family + "-gguf-" + type + ".bin"), from_hf = dir_.filePath(family + "-hf-" + type + ".bin");
+        CliResult r = run_cli({"convert", gguf_data(gguf), "-o", from_gguf, "--type", type, "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(run_cli({"convert", reference("hf/" + family + "/model"), "-o", from_hf, "--type", type, "-q"}).exit_code, 0);
+        const QString ids = ids_arg(read_json(reference("hf/" + family + "/ref/input_ids.json")).array());
+        QCOMPARE(run_cli({"logits", "-m", from_gguf, "--tokens", ids, "--out", from_gguf + ".f32"}).exit_code, 0);
+        QCOMPARE(run_cli({"logits", "-m", from_hf, "--tokens", ids, "--out", from_hf + ".f32"}).exit_code, 0);
+        const std::vector<float> got = read_f32(from_gguf + ".f32"), hf = read_f32(from_hf + ".f32");
+        const std::vector<float> want = read_f32(reference("hf/" + family + "/ref/logits.f32"));
+        QCOMPARE(got.size(), size_t(16 * 4096));
+        QCOMPARE(want.size(), got.size());
+        double vs_hf = 0, vs_ref = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            vs_hf = std::max(vs_hf, std::fabs(double(got[i]) - hf[i]));
+            vs_ref = std::max(vs_ref, std::fabs(double(got[i]) - want[i]));
+        }
+        qInfo("%s %s: max |delta logit| vs the HF path %.3g, vs transformers %.3g", qPrintable(family), qPrintable(type), vs_hf, vs_ref);
+        QVERIFY(vs_hf == 0);  // the same weights in the same places (f16: rounded from the same f32 values)
+        QVERIFY(vs_ref <= (type == "f32" ? 1e-3 : 1e-2));
+        if (type == "f32") {
+            r = run_cli({"generate", "-m", from_gguf, "--tokens", ids, "-n", "16", "--greedy", "--json"});
+            QCOMPARE(QJsonDocument::fromJson(r.out).object()["new_ids"].toArray(),
+                     read_json(reference("hf/" + family + "/ref/generate.json")).object()["new_ids"].toArray());
+        }
+    }
+
+    // Unsupported or inconsistent files are refused with one line naming what is wrong.
+    void refused_files_data() {
+        QTest::addColumn<QString>("gguf");
+        QTest::addColumn<QByteArray>("find");
+        QTest::addColumn<int>("offset");  // of the patched bytes, from the end of `find`; -1: replace `find` itself
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<QString>("message");
+        const QByteArray f32_as_q4_1("\x03\0\0\0", 4), u32_as_f32("\x06\0\0\0", 4), ne_32("\x20\0\0\0\0\0\0\0", 8);
+        QTest::newRow("unknown architecture") << "olmoe-f32.gguf" << QByteArray("olmoe") << -1 << QByteArray("olmox")
+                                              << "GGUF architecture 'olmox' is not supported (llama with experts, qwen2moe, olmoe)";
+        QTest::newRow("missing key") << "olmoe-f32.gguf" << QByteArray("olmoe.expert_used_count") << -1
+                                     << QByteArray("olmoe.expert_used_counX") << "GGUF metadata: missing olmoe.expert_used_count";
+        QTest::newRow("key of the wrong type") << "qwen2moe-f32.gguf" << QByteArray("qwen2moe.block_count") << 0 << u32_as_f32
+                                               << "GGUF metadata: qwen2moe.block_count must be a positive integer";
+        QTest::newRow("unsupported tensor type") << "olmoe-f32.gguf" << QByteArray("blk.0.attn_q_norm.weight") << 12 << f32_as_q4_1
+                                                 << "tensor blk.0.attn_q_norm.weight has ggml type q4_1, which cannot be imported";
+        QTest::newRow("tensor of the wrong shape") << "olmoe-f32.gguf" << QByteArray("blk.1.attn_q_norm.weight") << 4 << ne_32
+                                                   << "tensor blk.1.attn_q_norm.weight has shape [32] (rows, columns), the metadata implies [64]";
+        QTest::newRow("missing tensor") << "qwen2moe-f32.gguf" << QByteArray("blk.1.ffn_gate_inp_shexp.weight") << -1
+                                        << QByteArray("blk.1.ffn_gate_inp_shexp.weighX") << "tensor blk.1.ffn_gate_inp_shexp.weight is missing";
+    }
+
+    void refused_files() {
+        QFETCH(QString, gguf);
+        QFETCH(QByteArray, find);
+        QFETCH(int, offset);
+        QFETCH(QByteArray, bytes);
+        QFETCH(QString, message);
+        QByteArray b = read_all(gguf_data(gguf));
+        const qsizetype at = b.indexOf(find);
+        QVERIFY(at > 0);
+        if (offset < 0) b.replace(at, find.size(), bytes);
+        else b.replace(at + find.size() + offset, bytes.size(), bytes);
+        const QString e = expect_failure(write_variant("refused.gguf", b));
+        QVERIFY2(e.contains(message), qPrintable(e));
     }
 
     void damaged_files() {

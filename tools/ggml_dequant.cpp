@@ -1,0 +1,132 @@
+#include "ggml_dequant.h"
+
+#include <cstring>
+
+#include "kernels/half.h"
+
+namespace colibri::tools {
+
+namespace {
+
+constexpr uint32_t kQ8_0Bytes = 2 + 32;
+constexpr uint32_t kQ4_0Bytes = 2 + 16;
+constexpr uint32_t kQ4_KBytes = 2 + 2 + 12 + 128;
+constexpr uint32_t kQ6_KBytes = 128 + 64 + 16 + 2;
+
+float half_at(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return kernels::f16_to_f32(h);
+}
+
+void q8_0_block(const uint8_t* b, float* y) {
+    const float d = half_at(b);
+    const auto* q = reinterpret_cast<const int8_t*>(b + 2);
+    for (int i = 0; i < 32; ++i) y[i] = static_cast<float>(q[i]) * d;
+}
+
+void q4_0_block(const uint8_t* b, float* y) {
+    const float d = half_at(b);
+    const uint8_t* q = b + 2;
+    for (int j = 0; j < 16; ++j) {
+        y[j] = d * static_cast<float>((q[j] & 0x0F) - 8);
+        y[j + 16] = d * static_cast<float>((q[j] >> 4) - 8);
+    }
+}
+
+// Sub-block j's 6-bit scale and min, packed into 12 bytes: bytes 0-3 hold scales 0-3 (low 6 bits) and the top
+// two bits of scales 4-7; bytes 4-7 the same for the mins; bytes 8-11 the low 4 bits of scales 4-7 (low nibble)
+// and of mins 4-7 (high nibble).
+void q4_k_scale_min(const uint8_t* s, int j, uint8_t* scale, uint8_t* min) {
+    if (j < 4) {
+        *scale = s[j] & 63;
+        *min = s[j + 4] & 63;
+    } else {
+        *scale = static_cast<uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
+        *min = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+void q4_k_block(const uint8_t* b, float* y) {
+    const float d = half_at(b), dmin = half_at(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* q = b + 16;
+    for (int chunk = 0; chunk < 4; ++chunk) {  // 64 values from 32 bytes
+        uint8_t sc0, m0, sc1, m1;
+        q4_k_scale_min(scales, 2 * chunk, &sc0, &m0);
+        q4_k_scale_min(scales, 2 * chunk + 1, &sc1, &m1);
+        const float d0 = d * static_cast<float>(sc0), min0 = dmin * static_cast<float>(m0);
+        const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
+        for (int l = 0; l < 32; ++l) {
+            const float lo = d0 * static_cast<float>(q[l] & 0x0F), hi = d1 * static_cast<float>(q[l] >> 4);
+            y[l] = lo - min0;
+            y[l + 32] = hi - min1;
+        }
+        q += 32;
+        y += 64;
+    }
+}
+
+void q6_k_block(const uint8_t* b, float* y) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = half_at(b + 208);
+    for (int half = 0; half < 2; ++half) {  // 128 values from 64 low-nibble bytes and 32 high-bit bytes
+        for (int l = 0; l < 32; ++l) {
+            const int q0 = ((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q1 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            const int s = l / 16;  // one scale per 16 values
+            y[l] = (d * static_cast<float>(sc[s])) * static_cast<float>(q0);
+            y[l + 32] = (d * static_cast<float>(sc[s + 2])) * static_cast<float>(q1);
+            y[l + 64] = (d * static_cast<float>(sc[s + 4])) * static_cast<float>(q2);
+            y[l + 96] = (d * static_cast<float>(sc[s + 6])) * static_cast<float>(q3);
+        }
+        ql += 64;
+        qh += 32;
+        sc += 8;
+        y += 128;
+    }
+}
+
+}  // namespace
+
+bool ggml_is_dequantizable(uint32_t type) { return ggml_block_values(type) != 0; }
+
+uint32_t ggml_block_values(uint32_t type) {
+    switch (static_cast<GgmlType>(type)) {
+        case GgmlType::Q8_0:
+        case GgmlType::Q4_0: return 32;
+        case GgmlType::Q4_K:
+        case GgmlType::Q6_K: return 256;
+        default: return 0;
+    }
+}
+
+uint32_t ggml_block_bytes(uint32_t type) {
+    switch (static_cast<GgmlType>(type)) {
+        case GgmlType::Q8_0: return kQ8_0Bytes;
+        case GgmlType::Q4_0: return kQ4_0Bytes;
+        case GgmlType::Q4_K: return kQ4_KBytes;
+        case GgmlType::Q6_K: return kQ6_KBytes;
+        default: return 0;
+    }
+}
+
+void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, uint64_t n) {
+    const uint32_t values = ggml_block_values(type), bytes = ggml_block_bytes(type);
+    if (values == 0) return;
+    void (*block)(const uint8_t*, float*) = nullptr;
+    switch (static_cast<GgmlType>(type)) {
+        case GgmlType::Q8_0: block = q8_0_block; break;
+        case GgmlType::Q4_0: block = q4_0_block; break;
+        case GgmlType::Q4_K: block = q4_k_block; break;
+        case GgmlType::Q6_K: block = q6_k_block; break;
+        default: return;
+    }
+    for (uint64_t i = 0; i < n / values; ++i) block(src + i * bytes, dst + i * values);
+}
+
+}  // namespace colibri::tools

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Regenerates tests/data/gguf/ with llama.cpp's own tooling (see tests/data/gguf/README.md).
+#
+# usage: tools/gguf_testdata/make_testdata.sh LLAMA_CPP_DIR LLAMA_QUANTIZE COLIBRI_MAKE_MODEL [WORK_DIR]
+#   LLAMA_CPP_DIR       a llama.cpp source tree (its convert_hf_to_gguf.py and gguf-py are used)
+#   LLAMA_QUANTIZE      llama.cpp's llama-quantize binary built from that tree
+#   COLIBRI_MAKE_MODEL  build/bin/colibri-make-model (writes the random HF model that gets quantised)
+# Needs /usr/bin/python3 with Debian's python3-numpy, python3-sentencepiece, python3-torch, python3-regex,
+# python3-yaml. Reads ../shared/reference (the reference HF models and the Qwen3 tokenizer).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+llama="$(cd "$1" && pwd)"
+quantize="$2"
+make_model="$3"
+work="${4:-$(mktemp -d)}"
+ref="$repo/../shared/reference"
+out="$repo/tests/data/gguf"
+py=/usr/bin/python3
+mkdir -p "$out" "$work"
+convert() { "$py" "$here/run_llama_converter.py" "$llama" "$@"; }
+
+# 1. A small real SentencePiece BPE model, and sentencepiece's own ids for the parity strings.
+"$py" "$here/make_sentencepiece.py" "$work/spm" "$repo/tests/data/tokenizer/qwen3_parity.json"
+cp "$work/spm/sentencepiece_expected.json" "$out/"
+
+# 2. The reference qwen2_moe and olmoe models through llama.cpp's converter (f32), with that vocabulary and a
+#    tokenizer_config.json that gives add_bos_token and a chat template.
+for fam in qwen2_moe olmoe; do
+  d="$work/$fam"
+  rm -rf "$d" && mkdir -p "$d"
+  cp "$ref/hf/$fam/model/config.json" "$ref/hf/$fam/model/generation_config.json" "$ref/hf/$fam/model/model.safetensors" "$d/"
+  cp "$work/spm/tokenizer.model" "$d/"
+  tmpl="$repo/tools/chat_template_parity/templates/$([ "$fam" = olmoe ] && echo olmoe-1b-7b-0924-instruct || echo qwen2.5-instruct).jinja"
+  "$py" - "$tmpl" "$d/tokenizer_config.json" <<'PY'
+import json, sys
+template = open(sys.argv[1], encoding="utf-8").read()
+json.dump({"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+           "chat_template": template}, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False, indent=1)
+PY
+  convert --sentencepiece-vocab -- "$d" --outtype f32 --outfile "$out/${fam/_/}-f32.gguf"
+done
+
+# 3. The Qwen3 tokenizer as a vocabulary-only GGUF: the converter's --vocab-only path for a Qwen3-MoE
+#    directory (config.json below, tokenizer.json and tokenizer_config.json as shipped).
+d="$work/qwen3-vocab"
+rm -rf "$d" && mkdir -p "$d"
+cp "$ref/tokenizers/qwen3/tokenizer.json" "$ref/tokenizers/qwen3/tokenizer_config.json" "$d/"
+cat > "$d/config.json" <<'JSON'
+{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 151936, "hidden_size": 64,
+ "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
+ "moe_intermediate_size": 64, "num_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 4096,
+ "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "bos_token_id": 151643, "eos_token_id": 151645, "tie_word_embeddings": false}
+JSON
+convert -- --vocab-only "$d" --outfile "$work/qwen3-vocab.gguf"
+# 5.9 MB of token strings, 1.4 MB compressed; the tokenizer test decompresses it.
+zstd -19 -q -f "$work/qwen3-vocab.gguf" -o "$out/qwen3-vocab.gguf.zst"
+
+# 4. Quantised tensors. K-quants need rows of 256, so: a random Mixtral with hidden and expert width 256,
+#    converted to f32 by llama.cpp, then llama-quantize with one type per tensor group so that one small file
+#    holds Q8_0, Q4_0, Q4_K and Q6_K tensors.
+d="$work/mixtral-256"
+rm -rf "$d"
+"$make_model" -o "$d" --family mixtral --vocab 320 --hidden 256 --layers 1 --heads 4 --kv-heads 2 --experts 4 --top-k 2 --ffn 256 --seed 7
+cp "$work/spm/tokenizer.model" "$d/"
+convert -- "$d" --outtype f32 --outfile "$work/mixtral-256-f32.gguf"
+"$quantize" --pure \
+  --tensor-type attn_q=q8_0 --tensor-type attn_k=q4_0 --tensor-type attn_v=q6_k --tensor-type attn_output=q4_k \
+  --tensor-type ffn_gate_exps=q4_k --tensor-type ffn_up_exps=q8_0 --tensor-type ffn_down_exps=q6_k \
+  --token-embedding-type q4_0 --output-tensor-type q6_k \
+  "$work/mixtral-256-f32.gguf" "$out/mixtral-256-quant.gguf" Q4_K_M
+"$py" "$here/dequant_expected.py" "$llama/gguf-py" "$out/mixtral-256-quant.gguf" "$out/mixtral-256-quant.expected.json"
+echo "wrote $out"
