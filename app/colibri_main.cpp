@@ -2,12 +2,15 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -273,6 +276,140 @@ int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::stri
     return 0;
 }
 
+// ---- compare: a model's logits against a baseline's, teacher-forced over the same tokens ----
+
+// Accumulates, per position, top-1 agreement and KL(baseline || model) of the two softmax distributions.
+class LogitComparison {
+public:
+    void add(std::span<const float> baseline, std::span<const float> model) {
+        const size_t vocab = baseline.size();
+        const size_t top_b = argmax(baseline), top_m = argmax(model);
+        const double lse_b = log_sum_exp(baseline), lse_m = log_sum_exp(model);
+        double kl = 0.0;
+        for (size_t i = 0; i < vocab; ++i) {
+            const double lb = baseline[i] - lse_b, lm = model[i] - lse_m;
+            kl += std::exp(lb) * (lb - lm);
+            max_abs_dlogit_ = std::max(max_abs_dlogit_, std::fabs(double(baseline[i]) - double(model[i])));
+        }
+        kl = std::max(kl, 0.0);  // rounding can leave a tiny negative for identical distributions
+        kl_sum_ += kl;
+        max_kl_ = std::max(max_kl_, kl);
+        if (top_b == top_m) {
+            ++agree_;
+        } else {
+            // How near a tie the baseline was: its top logit minus its logit for the model's choice.
+            disagreements_.push_back({{"position", positions_}, {"baseline_top", top_b}, {"model_top", top_m},
+                                      {"baseline_margin", baseline[top_b] - baseline[top_m]},
+                                      {"model_margin", model[top_m] - model[top_b]}});
+        }
+        ++positions_;
+    }
+    json to_json() const {
+        return {{"positions", positions_}, {"top1_agree", agree_},
+                {"top1_rate", positions_ ? double(agree_) / double(positions_) : 0.0},
+                {"mean_kl", positions_ ? kl_sum_ / double(positions_) : 0.0}, {"max_kl", max_kl_},
+                {"max_abs_dlogit", max_abs_dlogit_}, {"disagreements", disagreements_}};
+    }
+
+private:
+    static size_t argmax(std::span<const float> v) { return size_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+    static double log_sum_exp(std::span<const float> v) {
+        const double mx = *std::max_element(v.begin(), v.end());
+        double sum = 0.0;
+        for (float x : v) sum += std::exp(double(x) - mx);
+        return mx + std::log(sum);
+    }
+    size_t positions_ = 0, agree_ = 0;
+    double kl_sum_ = 0.0, max_kl_ = 0.0, max_abs_dlogit_ = 0.0;
+    json disagreements_ = json::array();
+};
+
+// n token ids uniform over the vocabulary (splitmix64: the same ids everywhere for a seed), after the BOS id
+// when the model has one.
+std::vector<int32_t> random_tokens(const Model& model, size_t n, uint64_t seed) {
+    std::vector<int32_t> ids;
+    if (model.hparams().bos_id >= 0 && n > 0) ids.push_back(model.hparams().bos_id);
+    uint64_t state = seed;
+    while (ids.size() < n) {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        ids.push_back(static_cast<int32_t>(z % model.hparams().vocab_size));
+    }
+    return ids;
+}
+
+struct CompareArgs {
+    std::string baseline_model, baseline_logits, tokens, prompt;
+    size_t random = 0;
+    uint64_t seed = 1;
+};
+
+int cmd_compare(const ModelArgs& args, const CompareArgs& c, bool as_json) {
+    if (c.baseline_model.empty() == c.baseline_logits.empty())
+        return fail("compare", "give exactly one of --baseline and --baseline-logits");
+    auto loaded = load(args);
+    if (!loaded) return fail("compare", loaded.message());
+    Loaded& l = loaded.value();
+    Result<std::vector<int32_t>> ids = c.random > 0 ? Result<std::vector<int32_t>>(random_tokens(*l.model, c.random, c.seed))
+                                                    : tokens_or_prompt(*l.model, c.tokens, c.prompt);
+    if (!ids) return fail("compare", ids.message());
+    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("compare", s.message());
+    const size_t vocab = l.model->hparams().vocab_size, n = ids->size();
+
+    Result<Loaded> base = error("unused");
+    std::vector<float> fixed;  // --baseline-logits: [n x vocab]
+    if (!c.baseline_model.empty()) {
+        ModelArgs bargs = args;
+        bargs.path = c.baseline_model;
+        base = load(bargs);
+        if (!base) return fail("compare", base.message());
+        if (base->model->hparams().vocab_size != vocab)
+            return fail("compare", c.baseline_model + ": vocabulary " + std::to_string(base->model->hparams().vocab_size) +
+                                       " differs from the model's " + std::to_string(vocab));
+    } else {
+        std::ifstream in(c.baseline_logits, std::ios::binary | std::ios::ate);
+        if (!in) return fail("compare", c.baseline_logits + ": cannot read");
+        const auto bytes = static_cast<uint64_t>(in.tellg());
+        if (bytes != uint64_t(n) * vocab * sizeof(float))
+            return fail("compare", c.baseline_logits + ": " + std::to_string(bytes) + " bytes, expected " + std::to_string(n) +
+                                       " positions x " + std::to_string(vocab) + " float32 logits");
+        fixed.resize(n * vocab);
+        in.seekg(0);
+        if (!in.read(reinterpret_cast<char*>(fixed.data()), static_cast<std::streamsize>(bytes)))
+            return fail("compare", c.baseline_logits + ": read failed");
+    }
+
+    LogitComparison cmp;
+    std::vector<float> base_row;
+    for (size_t p = 0; p < n; ++p) {
+        std::span<const float> want(fixed.data() + (fixed.empty() ? 0 : p * vocab), fixed.empty() ? 0 : vocab);
+        if (fixed.empty()) {
+            auto b = base->session->eval(ids.value()[p]);
+            if (!b) return fail("compare", c.baseline_model + ": " + b.message());
+            base_row.assign(b->begin(), b->end());  // the next eval overwrites the session's logits
+            want = base_row;
+        }
+        auto got = l.session->eval(ids.value()[p]);
+        if (!got) return fail("compare", got.message());
+        cmp.add(want, got.value());
+    }
+    json j = cmp.to_json();
+    j["model_bytes"] = l.model->file().size();
+    if (fixed.empty()) j["baseline_bytes"] = base->model->file().size();
+    if (as_json) {
+        std::printf("%s\n", j.dump().c_str());
+    } else {
+        std::printf("positions %zu, top-1 agreement %zu/%zu (%.2f%%), mean KL %.3g, max KL %.3g, max |dlogit| %.3g\n",
+                    j["positions"].get<size_t>(), j["top1_agree"].get<size_t>(), j["positions"].get<size_t>(),
+                    100.0 * j["top1_rate"].get<double>(), j["mean_kl"].get<double>(), j["max_kl"].get<double>(),
+                    j["max_abs_dlogit"].get<double>());
+        for (const json& d : j["disagreements"]) std::printf("disagreement: %s\n", d.dump().c_str());
+    }
+    return 0;
+}
+
 struct RouteCollector : TraceObserver {
     // per layer: per position
     std::map<uint32_t, std::vector<std::vector<int32_t>>> experts;
@@ -444,7 +581,9 @@ int main(int argc, char** argv) {
     auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory or a GGUF file to .bin");
     convert->add_option("source", src, "Hugging Face model directory or .gguf file")->required();
     convert->add_option("-o,--output", out, "output .bin")->required();
-    convert->add_option("--type", type_name, "weight type: f32, f16, bf16, q8_0");
+    convert->add_option("--type", type_name,
+                        "weight type: f32, f16, bf16, q8_0, q4_k (q4_0 for rows of 32·k not 256·k) or q4_0 "
+                        "(see docs/QUANTIZATION.md)");
     convert->add_flag("--zstd", zstd, "write model.bin.zst");
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");
 
@@ -481,6 +620,16 @@ int main(int argc, char** argv) {
     add_sampler_args(gen, sc);
     gen->add_flag("--json", as_json, "JSON output");
 
+    CompareArgs cargs;
+    auto* compare = app.add_subcommand("compare", "teacher-forced top-1 agreement and KL divergence against a baseline");
+    add_model_args(compare, margs, true);
+    compare->add_option("--baseline", cargs.baseline_model, "baseline model (.bin), run on the same tokens");
+    compare->add_option("--baseline-logits", cargs.baseline_logits, "baseline logits: raw float32 [tokens x vocab]");
+    add_input_args(compare, cargs.tokens, cargs.prompt);
+    compare->add_option("--random", cargs.random, "N random token ids (after BOS) instead of --tokens/--prompt");
+    compare->add_option("--seed", cargs.seed, "seed of --random");
+    compare->add_flag("--json", as_json, "JSON output");
+
     std::string system_prompt;
     bool no_prefix_cache = false;
     auto* chat = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
@@ -509,6 +658,7 @@ int main(int argc, char** argv) {
         if (*info) return cmd_info(path, as_json);
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
         if (*route) return cmd_route(margs, tokens, prompt, with_probs);
+        if (*compare) return cmd_compare(margs, cargs, as_json);
         if (*gen) return cmd_generate(margs, tokens, prompt, n, sc, as_json);
         if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
     } catch (const std::bad_alloc&) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "model_file.h"
+#include "temp_output.h"
 
 namespace colibri {
 
@@ -20,10 +21,7 @@ struct BinWriter::HashState {
     ~HashState() { XXH64_freeState(state); }
 };
 
-BinWriter::~BinWriter() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!finished_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
-}
+BinWriter::~BinWriter() = default;
 
 Result<std::unique_ptr<BinWriter>> BinWriter::create(const std::string& path, Family family, const HyperParams& hparams,
                                                      std::vector<PlannedSection> sections) {
@@ -35,15 +33,8 @@ Result<std::unique_ptr<BinWriter>> BinWriter::create(const std::string& path, Fa
     w->hash_ = std::make_unique<HashState>();
     if (Status s = w->layout(); !s) return s;
 
-    // The temporary file sits beside the target so the final rename stays on one file system.
-    std::string templ = path + ".tmp.XXXXXX";
-    std::vector<char> buf(templ.begin(), templ.end());
-    buf.push_back('\0');
-    const int fd = mkstemp(buf.data());
-    if (fd < 0) return error(path + ": cannot create output file: " + std::strerror(errno));
-    w->fd_ = fd;
-    w->temp_path_ = buf.data();
-    fchmod(fd, 0644);
+    w->out_ = std::make_unique<TempOutput>();
+    COLIBRI_TRY(w->out_->create(path));
     return w;
 }
 
@@ -112,18 +103,7 @@ const PlannedTensor* BinWriter::next_tensor() const {
 uint64_t BinWriter::next_tensor_bytes() const { return next_ < tensors_.size() ? tensors_[next_].size : 0; }
 
 Status BinWriter::write_at(uint64_t offset, const void* data, uint64_t bytes) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (bytes > 0) {
-        const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return error(path_ + ": write failed: " + std::strerror(errno));
-        }
-        p += n;
-        offset += static_cast<uint64_t>(n);
-        bytes -= static_cast<uint64_t>(n);
-    }
-    return Status::ok();
+    return out_->write_at(offset, data, bytes);
 }
 
 // Hashes the zero padding up to `until` inside the open section.
@@ -166,7 +146,7 @@ Status BinWriter::advance_to_tensor() {
 }
 
 Status BinWriter::write_tensor(const void* data, uint64_t bytes) {
-    if (finished_ || fd_ < 0) return error("writer is closed");
+    if (finished_ || !out_) return error("writer is closed");
     if (next_ >= tensors_.size()) return error("more tensors written than declared");
     const TensorEntry& t = tensors_[next_];
     if (bytes != t.size)
@@ -183,7 +163,7 @@ Status BinWriter::write_tensor(const void* data, uint64_t bytes) {
 }
 
 Status BinWriter::finish() {
-    if (finished_ || fd_ < 0) return error("writer is closed");
+    if (finished_ || !out_) return error("writer is closed");
     if (next_ != tensors_.size())
         return error("conversion incomplete: " + std::to_string(tensors_.size() - next_) + " tensors not written");
     COLIBRI_TRY(advance_to_tensor());  // writes trailing text sections
@@ -253,11 +233,8 @@ Status BinWriter::finish() {
     std::memcpy(meta.data(), &h, sizeof(h));
 
     COLIBRI_TRY(write_at(0, meta.data(), meta.size()));
-    if (ftruncate(fd_, static_cast<off_t>(file_size_)) != 0) return error(path_ + ": " + std::strerror(errno));
-    if (fsync(fd_) != 0) return error(path_ + ": fsync failed: " + std::strerror(errno));
-    ::close(fd_);
-    fd_ = -1;
-    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return error(path_ + ": cannot rename into place: " + std::strerror(errno));
+    COLIBRI_TRY(out_->resize(file_size_));
+    COLIBRI_TRY(out_->commit());
     finished_ = true;
     return Status::ok();
 }

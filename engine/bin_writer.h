@@ -13,6 +13,8 @@
 
 namespace colibri {
 
+class TempOutput;
+
 struct PlannedTensor {
     std::string name;
     WeightType type;
@@ -57,8 +59,8 @@ private:
     Status write_at(uint64_t offset, const void* data, uint64_t bytes);
     Status finish_current_section();
 
-    std::string path_, temp_path_;
-    int fd_ = -1;
+    std::string path_;
+    std::unique_ptr<TempOutput> out_;
     bool finished_ = false;
     format::Family family_{};
     format::HyperParams hparams_{};

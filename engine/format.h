@@ -134,6 +134,34 @@ struct ExpertEntry {
 };
 static_assert(sizeof(ExpertEntry) == 32);
 
+// .bin.zst: the same image as a .bin, stored as one zstd frame per section (metadata included) so a loader
+// decompresses only what it uses. The container starts with ZstdHeader, then `frame_count` FrameEntry records
+// (frame i holds section i), then the frames back to back. Image offsets are those of the uncompressed .bin;
+// the padding between sections is not stored (it is zero).
+inline constexpr char kZstdMagic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', 'Z'};
+inline constexpr uint16_t kZstdVersionMajor = 1;
+
+struct ZstdHeader {
+    char magic[8];
+    uint16_t version_major;
+    uint16_t version_minor;
+    uint32_t frame_count;
+    uint64_t image_size;          // bytes of the uncompressed .bin
+    uint64_t frame_table_offset;  // = sizeof(ZstdHeader)
+    uint64_t frame_table_xxh64;   // of the frame table
+    uint64_t header_xxh64;        // of this header with this field zeroed
+    uint8_t reserved[16];
+};
+static_assert(sizeof(ZstdHeader) == 64);
+
+struct FrameEntry {
+    uint64_t stored_offset;  // of the zstd frame in the .bin.zst
+    uint64_t stored_size;
+    uint64_t image_offset;   // = the section's offset in the image
+    uint64_t image_size;     // = the section's size
+};
+static_assert(sizeof(FrameEntry) == 32);
+
 const char* family_name(Family f);
 bool family_from_name(std::string_view name, Family* out);
 const char* weight_type_name(WeightType t);

@@ -43,7 +43,7 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
     MappedFile m;
     m.size_ = static_cast<uint64_t>(st.st_size);
     if (m.size_ > 0) {
-        void* map = mmap(nullptr, m.size_, PROT_READ, MAP_SHARED, fd, 0);
+        void* map = mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
         const int e = errno;
         if (map == MAP_FAILED) {
             ::close(fd);

@@ -1,4 +1,5 @@
-// A whole regular file mapped read-only (shared, so pages come from and go back to the page cache).
+// A whole regular file mapped read-only and private: pages come from the page cache, and a page the model
+// image later unprotects and writes (expert hot-swap) becomes a private copy that never reaches the file.
 // The one place that opens and maps files: model files, safetensors checkpoints and GGUF files.
 #pragma once
 #include <cstdint>

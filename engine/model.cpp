@@ -9,7 +9,8 @@ using namespace format;
 namespace {
 
 bool is_matrix_type(WeightType t) {
-    return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16 || t == WeightType::Q8_0;
+    return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16 || t == WeightType::Q8_0 ||
+           t == WeightType::Q4_K || t == WeightType::Q4_0;
 }
 
 class Binder {
@@ -35,6 +36,9 @@ public:
         return t;
     }
     bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+    // Expert tensors of a .bin.zst are decompressed on first use (Session::moe); everything else the model
+    // binds must be readable from the start, whatever section a (hostile) file puts it in.
+    void set_lazy(bool lazy) { lazy_ = lazy; }
     const Status& status() const { return status_; }
 
 private:
@@ -42,6 +46,12 @@ private:
         if (!status_) return nullptr;
         const TensorView* t = file_.find_tensor(name);
         if (t == nullptr) return fail(name, "is missing");
+        if (!lazy_) {
+            if (Status s = file_.ensure_section(t->section); !s) {
+                status_ = s;
+                return nullptr;
+            }
+        }
         return t;
     }
     const TensorView* fail(const std::string& name, const std::string& why) {
@@ -54,6 +64,7 @@ private:
     }
     const ModelFile& file_;
     Status status_;
+    bool lazy_ = false;
 };
 
 FfnWeights bind_ffn(Binder& b, const std::string& prefix, uint64_t hidden, uint64_t ffn) {
@@ -73,6 +84,36 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
     model->file_ = std::move(file.value());
     if (Status s = model->bind(); !s) return error(path + ": " + s.message());
     return model;
+}
+
+Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& donor, uint32_t donor_layer,
+                          uint32_t donor_expert) {
+    const std::string target = "expert L" + std::to_string(layer) + " E" + std::to_string(expert);
+    if (layer >= layers_.size() || !layers_[layer].is_moe) return error("layer " + std::to_string(layer) + " has no experts");
+    if (expert >= layers_[layer].experts.size()) return error(target + " does not exist");
+    const FfnWeights& w = layers_[layer].experts[expert];
+    const std::pair<const char*, const TensorView*> projections[] = {{"gate", w.gate}, {"up", w.up}, {"down", w.down}};
+    const TensorView* sources[3] = {};
+    for (int i = 0; i < 3; ++i) {
+        const auto& [proj, t] = projections[i];
+        const std::string name = tensor_names::expert(donor_layer, donor_expert, proj);
+        const TensorView* d = donor.find_tensor(name);
+        if (d == nullptr) return error(donor.path() + ": tensor " + name + " is missing");
+        if (d->type != t->type || d->rows != t->rows || d->cols != t->cols)
+            return error(donor.path() + ": tensor " + name + " is " + weight_type_name(d->type) + " [" +
+                         std::to_string(d->rows) + ", " + std::to_string(d->cols) + "], " + target + " needs " +
+                         weight_type_name(t->type) + " [" + std::to_string(t->rows) + ", " + std::to_string(t->cols) + "]");
+        COLIBRI_TRY(donor.ensure_section(d->section));
+        if (!donor.verify_section(d->section))
+            return error(donor.path() + ": section " + donor.section_label(d->section) + " checksum mismatch");
+        sources[i] = d;
+    }
+    std::unique_lock lock(swap_lock_);
+    for (int i = 0; i < 3; ++i) {
+        const TensorView* t = projections[i].second;
+        COLIBRI_TRY(file_->overwrite_section(t->section, t->offset, sources[i]->data, t->size));
+    }
+    return Status::ok();
 }
 
 uint32_t Model::moe_layer_count() const {
@@ -125,8 +166,10 @@ Status Model::bind() {
         if (w.is_moe) {
             w.router = b.matrix(name("router"), hp.n_experts, H);
             w.experts.resize(hp.n_experts);
+            b.set_lazy(true);
             for (uint32_t e = 0; e < hp.n_experts; ++e)
                 w.experts[e] = bind_ffn(b, "layers." + std::to_string(l) + ".experts." + std::to_string(e), H, hp.expert_ffn);
+            b.set_lazy(false);
             if (hp.flags & kSharedExpert) {
                 w.shared_expert = bind_ffn(b, name("shared_expert"), H, hp.shared_expert_ffn);
                 w.shared_expert_gate = b.matrix(name("shared_expert_gate"), 1, H);

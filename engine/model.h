@@ -1,5 +1,6 @@
-// A loaded model: the mapped file (immutable), tensor views into it per layer, tokenizer and chat template.
-// Nothing here changes after load; per-conversation state lives in Session.
+// A loaded model: the mapped file, tensor views into it per layer, tokenizer and chat template. Nothing here
+// changes after load except expert weights replaced through swap_expert(); per-conversation state lives in
+// Session.
 #pragma once
 #include <memory>
 #include <optional>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "model_file.h"
+#include "swap_lock.h"
 #include "status.h"
 #include "tokenizer.h"
 
@@ -55,6 +57,14 @@ public:
     const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
     uint32_t moe_layer_count() const;
 
+    // Expert hot-swap: replaces the weights of expert `expert` in `layer` with those of expert
+    // (donor_layer, donor_expert) of `donor`, which must have the same tensor types and shapes (and an intact
+    // checksum). Safe while sessions on other threads evaluate: it waits for the token in flight and holds
+    // the next one back until the copy is done; only that expert's pages are made writable for the copy.
+    Status swap_expert(uint32_t layer, uint32_t expert, const ModelFile& donor, uint32_t donor_layer, uint32_t donor_expert);
+    // Sessions hold this shared while they evaluate a token.
+    SwapLock& swap_lock() const { return swap_lock_; }
+
 private:
     Status bind();
     std::unique_ptr<ModelFile> file_;
@@ -65,6 +75,7 @@ private:
     std::optional<Tokenizer> tokenizer_;
     std::string chat_template_;
     std::vector<float> inv_freq_;
+    mutable SwapLock swap_lock_;
 };
 
 }  // namespace colibri

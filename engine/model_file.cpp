@@ -19,15 +19,18 @@ std::string expert(uint32_t layer, uint32_t expert, std::string_view proj) {
 }  // namespace tensor_names
 
 Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
-    auto map = MappedFile::open(path);
-    if (!map) return map.status();
-    if (map->size() < sizeof(FileHeader))
-        return error(path + ": truncated file (" + std::to_string(map->size()) + " bytes, the header alone needs " +
+    auto image = ModelImage::open(path);
+    if (!image) return image.message().rfind(path, 0) == 0 ? image.status() : error(path + ": " + image.message());
+    if (image->size() < sizeof(FileHeader))
+        return error(path + ": truncated file (" + std::to_string(image->size()) + " bytes, the header alone needs " +
                      std::to_string(sizeof(FileHeader)) + ")");
     std::unique_ptr<ModelFile> file(new ModelFile());
     file->path_ = path;
-    file->map_ = std::move(map.value());
-    if (Status s = file->validate(); !s) return error(path + ": " + s.message());
+    file->image_ = std::move(image.value());
+    Status s = file->validate();
+    if (s) s = file->image_.attach_sections(file->sections_);
+    if (s) s = file->verify_text_sections();
+    if (!s) return error(path + ": " + s.message());
     return file;
 }
 
@@ -47,20 +50,20 @@ bool range_fits(uint64_t offset, uint64_t size, uint64_t limit) {
 }  // namespace
 
 Status ModelFile::validate() {
-    std::memcpy(&header_, map_.data(), sizeof(FileHeader));
+    std::memcpy(&header_, image_.data(), sizeof(FileHeader));
     if (std::memcmp(header_.magic, kMagic, sizeof(kMagic)) != 0) return error("not a colibri model file (wrong magic)");
     if (header_.version_major != kVersionMajor) {
         return error("unsupported format version " + std::to_string(header_.version_major) + "." +
                      std::to_string(header_.version_minor) + " (this build reads " + std::to_string(kVersionMajor) +
                      ".x)");
     }
-    if (header_.file_size != map_.size()) {
-        return error((map_.size() < header_.file_size ? "truncated file: " : "file size mismatch: ") +
+    if (header_.file_size != image_.size()) {
+        return error((image_.size() < header_.file_size ? "truncated file: " : "file size mismatch: ") +
                      std::string("header says ") + std::to_string(header_.file_size) + " bytes, file has " +
-                     std::to_string(map_.size()));
+                     std::to_string(image_.size()));
     }
     const uint64_t meta = header_.metadata_size;
-    if (meta < sizeof(FileHeader) || meta > map_.size()) return error("metadata size " + std::to_string(meta) + " out of range");
+    if (meta < sizeof(FileHeader) || meta > image_.size()) return error("metadata size " + std::to_string(meta) + " out of range");
     const uint64_t lo = sizeof(FileHeader);
     if (!table_fits(header_.section_table_offset, header_.section_count, sizeof(SectionEntry), lo, meta))
         return error("section table lies outside the metadata");
@@ -73,12 +76,12 @@ Status ModelFile::validate() {
     if (header_.section_count == 0) return error("no sections");
 
     sections_.resize(header_.section_count);
-    std::memcpy(sections_.data(), map_.data() + header_.section_table_offset, sections_.size() * sizeof(SectionEntry));
+    std::memcpy(sections_.data(), image_.data() + header_.section_table_offset, sections_.size() * sizeof(SectionEntry));
     layers_.resize(header_.layer_count);
-    if (!layers_.empty()) std::memcpy(layers_.data(), map_.data() + header_.layer_table_offset, layers_.size() * sizeof(LayerEntry));
+    if (!layers_.empty()) std::memcpy(layers_.data(), image_.data() + header_.layer_table_offset, layers_.size() * sizeof(LayerEntry));
     experts_.resize(header_.expert_count);
     if (!experts_.empty())
-        std::memcpy(experts_.data(), map_.data() + header_.expert_table_offset, experts_.size() * sizeof(ExpertEntry));
+        std::memcpy(experts_.data(), image_.data() + header_.expert_table_offset, experts_.size() * sizeof(ExpertEntry));
 
     // Sections: aligned, inside the file, after the metadata, not overlapping one another.
     std::vector<std::pair<uint64_t, uint32_t>> order;
@@ -89,9 +92,9 @@ Status ModelFile::validate() {
         if (s.offset % kSectionAlignment != 0)
             return error("section " + label + " is misaligned (offset " + std::to_string(s.offset) +
                          " is not a multiple of 4096)");
-        if (!range_fits(s.offset, s.size, map_.size()))
+        if (!range_fits(s.offset, s.size, image_.size()))
             return error("section " + label + " runs past the end of the file (offset " + std::to_string(s.offset) +
-                         ", size " + std::to_string(s.size) + ", file " + std::to_string(map_.size()) + ")");
+                         ", size " + std::to_string(s.size) + ", file " + std::to_string(image_.size()) + ")");
         if (s.kind == static_cast<uint32_t>(SectionKind::Metadata)) {
             if (s.offset != 0 || s.size != meta) return error("metadata section does not match the header");
         } else if (s.offset < meta) {
@@ -111,7 +114,7 @@ Status ModelFile::validate() {
     tensors_.reserve(header_.tensor_count);
     for (uint32_t i = 0; i < header_.tensor_count; ++i) {
         TensorEntry t;
-        std::memcpy(&t, map_.data() + header_.tensor_table_offset + uint64_t(i) * sizeof(TensorEntry), sizeof(t));
+        std::memcpy(&t, image_.data() + header_.tensor_table_offset + uint64_t(i) * sizeof(TensorEntry), sizeof(t));
         const size_t name_len = strnlen(t.name, kTensorNameBytes);
         if (name_len == 0 || name_len == kTensorNameBytes) return error("tensor " + std::to_string(i) + " has a bad name");
         std::string name(t.name, name_len);
@@ -135,7 +138,7 @@ Status ModelFile::validate() {
         if (tensor_index_.count(name) != 0) return error("tensor " + name + " appears twice");
         tensor_index_.emplace(name, tensors_.size());
         tensors_.push_back(TensorView{std::move(name), type, t.n_dims, rows, cols, t.offset, t.size, t.section,
-                                      map_.data() + t.offset});
+                                      image_.data() + t.offset});
     }
 
     // Layer and expert tables refer only to existing sections of the right kind.
@@ -169,11 +172,14 @@ Status ModelFile::validate() {
     FileHeader zeroed = header_;
     zeroed.metadata_xxh64 = 0;
     XXH64_update(st, &zeroed, sizeof(zeroed));
-    XXH64_update(st, map_.data() + sizeof(FileHeader), meta - sizeof(FileHeader));
+    XXH64_update(st, image_.data() + sizeof(FileHeader), meta - sizeof(FileHeader));
     const uint64_t sum = XXH64_digest(st);
     XXH64_freeState(st);
     if (sum != header_.metadata_xxh64) return error("metadata checksum mismatch (header or tables damaged)");
+    return Status::ok();
+}
 
+Status ModelFile::verify_text_sections() const {
     for (uint32_t i = 0; i < sections_.size(); ++i) {
         const auto kind = static_cast<SectionKind>(sections_[i].kind);
         if (kind == SectionKind::TokenizerJson || kind == SectionKind::TokenizerConfig || kind == SectionKind::ChatTemplate) {
@@ -190,7 +196,7 @@ const TensorView* ModelFile::find_tensor(std::string_view name) const {
 
 std::string_view ModelFile::section_text(SectionKind kind) const {
     for (const SectionEntry& s : sections_) {
-        if (s.kind == static_cast<uint32_t>(kind)) return {reinterpret_cast<const char*>(map_.data() + s.offset), s.size};
+        if (s.kind == static_cast<uint32_t>(kind)) return {reinterpret_cast<const char*>(image_.data() + s.offset), s.size};
     }
     return {};
 }
@@ -199,7 +205,22 @@ bool ModelFile::verify_section(uint32_t index) const {
     if (index >= sections_.size()) return false;
     const SectionEntry& s = sections_[index];
     if (s.kind == static_cast<uint32_t>(SectionKind::Metadata)) return true;  // checked in validate()
-    return XXH64(map_.data() + s.offset, s.size, 0) == s.xxh64;
+    auto sum = image_.hash_section(index);
+    return sum && sum.value() == s.xxh64;
+}
+
+Status ModelFile::ensure_section(uint32_t index) const {
+    if (Status s = image_.ensure(index); !s) return error(path_ + ": " + section_label(index) + ": " + s.message());
+    return Status::ok();
+}
+
+Status ModelFile::overwrite_section(uint32_t index, uint64_t offset, const void* src, uint64_t bytes) {
+    if (index >= sections_.size()) return error("section " + std::to_string(index) + " does not exist");
+    COLIBRI_TRY(image_.write_section(index, offset, src, bytes));
+    auto sum = image_.hash_section(index);
+    if (!sum) return sum.status();
+    sections_[index].xxh64 = sum.value();  // the in-memory table describes what is mapped now
+    return Status::ok();
 }
 
 std::string ModelFile::section_label(uint32_t index) const {

@@ -1,4 +1,4 @@
-// A .bin model file mapped read-only. open() validates every offset, size and alignment against the file
+// A .bin (or .bin.zst) model file mapped read-only. open() validates every offset, size and alignment against the file
 // size before anything else touches the mapping, so a damaged or hostile file gives an error, not a crash.
 #pragma once
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "format.h"
-#include "mapped_file.h"
+#include "model_image.h"
 #include "status.h"
 
 namespace colibri {
@@ -40,8 +40,12 @@ public:
     const format::FileHeader& header() const { return header_; }
     const format::HyperParams& hparams() const { return header_.hparams; }
     format::Family family() const { return static_cast<format::Family>(header_.family); }
-    uint64_t size() const { return map_.size(); }
-    const uint8_t* data() const { return map_.data(); }
+    // The uncompressed image (for a .bin.zst the file on disk is smaller: stored_size()).
+    uint64_t size() const { return image_.size(); }
+    const uint8_t* data() const { return image_.data(); }
+    bool compressed() const { return image_.compressed(); }
+    uint64_t stored_size() const { return image_.stored_size(); }
+    uint64_t stored_section_size(uint32_t index) const { return image_.stored_section_size(index); }
 
     std::span<const format::SectionEntry> sections() const { return sections_; }
     std::span<const format::LayerEntry> layers() const { return layers_; }
@@ -51,17 +55,25 @@ public:
 
     // Contents of the first section of that kind, empty when absent.
     std::string_view section_text(format::SectionKind kind) const;
-    // Recomputes the xxh64 of a section and compares with the table.
+    // Recomputes the xxh64 of a section and compares with the table (false also for a damaged zstd frame).
     bool verify_section(uint32_t index) const;
+    // Makes a section readable before its tensors are touched: decompresses an expert of a .bin.zst on first
+    // use (thread-safe); free for a .bin. Fails when the frame is damaged.
+    Status ensure_section(uint32_t index) const;
+    bool section_resident(uint32_t index) const { return image_.resident(index); }
+    // Expert hot-swap: copies bytes into one section under page protection and updates its checksum in the
+    // in-memory table. The caller keeps readers out while it runs.
+    Status overwrite_section(uint32_t index, uint64_t offset, const void* src, uint64_t bytes);
     // A readable name such as "expert L1 E5" for messages.
     std::string section_label(uint32_t index) const;
 
 private:
     ModelFile() = default;
     Status validate();
+    Status verify_text_sections() const;
 
     std::string path_;
-    MappedFile map_;
+    ModelImage image_;
     format::FileHeader header_{};
     std::vector<format::SectionEntry> sections_;
     std::vector<format::LayerEntry> layers_;

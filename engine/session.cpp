@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <shared_mutex>
 
 #include "kernels/matvec.h"
 
@@ -106,6 +107,7 @@ Result<std::span<const float>> Session::eval(int32_t token) {
     if (token < 0 || static_cast<uint32_t>(token) >= hp.vocab_size)
         return error("token id " + std::to_string(token) + " out of range (vocabulary " + std::to_string(hp.vocab_size) + ")");
     if (position_ >= context_) return error("context full (" + std::to_string(context_) + " tokens)");
+    std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this token
 
     const TensorView& embed = model_.embedding();
     kernels::dequantize_row(embed.type, embed.data, hp.hidden_size, static_cast<size_t>(token), x_.data());
@@ -113,6 +115,8 @@ Result<std::span<const float>> Session::eval(int32_t token) {
     const auto& layers = model_.layers();
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         const LayerWeights& w = layers[l];
+        CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]
+        if (counters) counters->start(0);
         const uint64_t t0 = observer_ ? now_ns() : 0;
         rmsnorm(x_.data(), f32(w.attn_norm), hp.rms_eps, hp.hidden_size, h_.data());
         attention(l, w);
@@ -122,7 +126,7 @@ Result<std::span<const float>> Session::eval(int32_t token) {
         rmsnorm(x_.data(), f32(w.ffn_norm), hp.rms_eps, hp.hidden_size, h_.data());
         router_ns_ = 0;
         if (w.is_moe) {
-            moe(l, w);
+            if (Status s = moe(l, w); !s) return s;
         } else {
             ffn(w.dense, hp.dense_ffn, moe_out_.data());
         }
@@ -130,6 +134,7 @@ Result<std::span<const float>> Session::eval(int32_t token) {
         if (observer_) {
             const uint64_t t2 = now_ns();
             observer_->on_layer_timing(LayerTiming{l, position_, t1 - t0, router_ns_, t2 - t1 - router_ns_});
+            if (counters) observer_->on_counters(CounterRecord{l, position_, -1, counters->stop(0)});  // [counters]
         }
     }
     rmsnorm(x_.data(), f32(&model_.output_norm()), hp.rms_eps, hp.hidden_size, h_.data());
@@ -203,7 +208,7 @@ void Session::ffn(const FfnWeights& w, uint32_t ffn_dim, float* out) {
     matvec(*w.down, gate_.data(), out);
 }
 
-void Session::moe(uint32_t layer, const LayerWeights& w) {
+Status Session::moe(uint32_t layer, const LayerWeights& w) {
     const HyperParams& hp = model_.hparams();
     const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active, H = hp.hidden_size;
     const uint64_t t0 = observer_ ? now_ns() : 0;
@@ -238,10 +243,13 @@ void Session::moe(uint32_t layer, const LayerWeights& w) {
 
     // Sum expert outputs in ascending expert order (as transformers' index_add_ loop does).
     std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
+    CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]
     for (uint32_t e = 0; e < n_exp; ++e) {
         for (uint32_t j = 0; j < k; ++j) {
             if (selected_[j] != static_cast<int32_t>(e)) continue;
+            if (counters) counters->start(1);  // [counters]
             ffn(w.experts[e], hp.expert_ffn, ffn_out_.data());
+            if (counters) observer_->on_counters(CounterRecord{layer, position_, static_cast<int32_t>(e), counters->stop(1)});
             for (uint32_t i = 0; i < H; ++i) moe_out_[i] += selected_w_[j] * ffn_out_[i];
         }
     }
@@ -252,6 +260,7 @@ void Session::moe(uint32_t layer, const LayerWeights& w) {
         const float s = sigmoid(g);
         for (uint32_t i = 0; i < H; ++i) moe_out_[i] += s * ffn_out_[i];
     }
+    return Status::ok();
 }
 
 }  // namespace colibri

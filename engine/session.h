@@ -31,7 +31,7 @@ public:
 
 private:
     void attention(uint32_t layer, const LayerWeights& w);
-    void moe(uint32_t layer, const LayerWeights& w);
+    Status moe(uint32_t layer, const LayerWeights& w);
     void ffn(const FfnWeights& w, uint32_t ffn_dim, float* out);
     void matvec(const TensorView& w, const float* x, float* y);
 
