@@ -1,5 +1,6 @@
 // Errors are values at module borders: a Status or a Result<T>, turned into one-line messages by the CLI.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <variant>
@@ -10,12 +11,29 @@ class Status {
 public:
     Status() = default;
     static Status ok() { return {}; }
-    static Status error(std::string what) { Status s; s.failed_ = true; s.message_ = std::move(what); return s; }
+    static Status error(std::string what) { Status s; s.failed_ = true; s.message_ = one_line(std::move(what)); return s; }
     bool is_ok() const { return !failed_; }
     explicit operator bool() const { return !failed_; }
     const std::string& message() const { return message_; }
     Status status() const { return *this; }
 private:
+    // Messages stay one line whatever input they quote (a tensor name or a JSON key from a damaged file):
+    // control characters become \xNN, so a file can neither split the CLI's error line nor send escapes.
+    static std::string one_line(std::string s) {
+        const auto is_control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; };
+        if (std::none_of(s.begin(), s.end(), is_control)) return s;
+        static const char hex[] = "0123456789abcdef";
+        std::string out;
+        for (const char c : s) {
+            if (!is_control(c)) {
+                out += c;
+                continue;
+            }
+            const auto b = static_cast<unsigned char>(c);
+            out += {'\\', 'x', hex[b >> 4], hex[b & 15]};
+        }
+        return out;
+    }
     bool failed_ = false;
     std::string message_;
 };

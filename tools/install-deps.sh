@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb
+  clang libclang-rt-14-dev
 )
 # Skip the network when everything is already there.
 missing=()

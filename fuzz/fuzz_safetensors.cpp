@@ -1,0 +1,30 @@
+// libFuzzer target: a safetensors file. SafetensorsFile::open must refuse it with one error line, or give
+// tensors whose bytes lie inside the mapped file and match their dtype and shape; the first and last element
+// of each are read back as the converter reads them.
+#include <cstdint>
+
+#include "fuzz_support.h"
+#include "tools/safetensors.h"
+
+using namespace colibri;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    static fuzz::MemFile file("colibri-fuzz-safetensors");
+    file.write(data, size);
+    auto opened = tools::SafetensorsFile::open(file.path());
+    if (!opened) {
+        fuzz::check_error_message(opened.message());
+        return 0;
+    }
+    const fuzz::MemFile::Mapping mapped = file.mapping();
+    for (const auto& [name, t] : opened.value()->tensors()) {
+        if (!mapped.holds(t.data, t.size)) fuzz::fuzz_fail("tensor " + name + " lies outside the file");
+        const uint64_t elem = t.dtype == tools::SourceDType::F32 ? 4 : 2;
+        const uint64_t n = t.elements();
+        if (n * elem != t.size) fuzz::fuzz_fail("tensor " + name + " size does not match its shape");
+        if (n == 0) continue;
+        volatile float sink = tools::source_element(t, 0) + tools::source_element(t, n - 1);
+        (void)sink;
+    }
+    return 0;
+}

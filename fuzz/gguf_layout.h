@@ -1,0 +1,154 @@
+// Where every field of a GGUF file's header, key/values and tensor infos lies, for test tooling: the seed
+// maker slims the reference GGUF with it and the corruption sweep truncates and flips bytes at its field
+// boundaries. The converter's own reader is tools/gguf.cpp; this one only walks well-formed files.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace colibri::fuzz {
+
+// GGUF value types.
+enum : uint32_t { kGgufU8, kGgufI8, kGgufU16, kGgufI16, kGgufU32, kGgufI32, kGgufF32, kGgufBool, kGgufString,
+                  kGgufArray, kGgufU64, kGgufI64, kGgufF64 };
+
+struct GgufKv {
+    std::string key;
+    uint32_t type = 0;
+    uint64_t begin = 0;     // the key's length field
+    uint64_t type_at = 0;   // the value type
+    uint64_t value_at = 0;  // the value; for arrays: item type, then count, then the items
+    uint64_t end = 0;
+    uint32_t item_type = 0;       // arrays only
+    uint64_t count = 0;           // arrays only
+    std::vector<uint64_t> items;  // arrays only: where each item starts
+};
+
+struct GgufTensorInfo {
+    std::string name;
+    std::vector<uint64_t> ne;
+    uint32_t type = 0;
+    uint64_t offset = 0;           // relative to the data section
+    std::vector<uint64_t> fields;  // start of each field: name length, name, n_dims, each ne, type, offset; then the end
+};
+
+struct GgufLayout {
+    uint32_t version = 0;
+    std::vector<GgufKv> kvs;
+    std::vector<GgufTensorInfo> infos;
+    uint64_t infos_end = 0;  // first byte after the last tensor info
+    uint64_t alignment = 32;
+    uint64_t data_start = 0;
+};
+
+namespace gguf_layout_detail {
+
+class Cursor {
+public:
+    Cursor(const uint8_t* p, uint64_t n) : p_(p), n_(n) {}
+    uint64_t pos() const { return pos_; }
+    bool ok() const { return ok_; }
+    template <typename T>
+    T get() {
+        T v{};
+        if (!ok_ || n_ - pos_ < sizeof(T)) {
+            ok_ = false;
+            return v;
+        }
+        std::memcpy(&v, p_ + pos_, sizeof(T));
+        pos_ += sizeof(T);
+        return v;
+    }
+    std::string str() {
+        const uint64_t len = get<uint64_t>();
+        if (!ok_ || len > n_ - pos_) {
+            ok_ = false;
+            return {};
+        }
+        std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
+        pos_ += len;
+        return s;
+    }
+    void skip_scalar(uint32_t type) {
+        static const uint64_t sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+        if (type == kGgufString) {
+            str();
+        } else if (type < sizeof(sizes) / sizeof(sizes[0]) && sizes[type] != 0 && n_ - pos_ >= sizes[type]) {
+            pos_ += sizes[type];
+        } else {
+            ok_ = false;
+        }
+    }
+
+private:
+    const uint8_t* p_;
+    uint64_t n_, pos_ = 0;
+    bool ok_ = true;
+};
+
+}  // namespace gguf_layout_detail
+
+// Nullopt when the file is not a GGUF this walker understands (nested arrays are not used by llama.cpp).
+inline std::optional<GgufLayout> parse_gguf_layout(const uint8_t* p, uint64_t n) {
+    gguf_layout_detail::Cursor c(p, n);
+    GgufLayout g;
+    if (n < 24 || std::memcmp(p, "GGUF", 4) != 0) return std::nullopt;
+    c.get<uint32_t>();
+    g.version = c.get<uint32_t>();
+    const uint64_t n_tensors = c.get<uint64_t>(), n_kv = c.get<uint64_t>();
+    for (uint64_t i = 0; i < n_kv && c.ok(); ++i) {
+        GgufKv kv;
+        kv.begin = c.pos();
+        kv.key = c.str();
+        kv.type_at = c.pos();
+        kv.type = c.get<uint32_t>();
+        kv.value_at = c.pos();
+        if (kv.type == kGgufArray) {
+            kv.item_type = c.get<uint32_t>();
+            kv.count = c.get<uint64_t>();
+            if (kv.item_type == kGgufArray || kv.count > n) return std::nullopt;
+            for (uint64_t k = 0; k < kv.count && c.ok(); ++k) {
+                kv.items.push_back(c.pos());
+                c.skip_scalar(kv.item_type);
+            }
+        } else {
+            if (kv.key == "general.alignment" && kv.type == kGgufU32) {
+                g.alignment = c.get<uint32_t>();
+            } else {
+                c.skip_scalar(kv.type);
+            }
+        }
+        kv.end = c.pos();
+        g.kvs.push_back(std::move(kv));
+    }
+    for (uint64_t i = 0; i < n_tensors && c.ok(); ++i) {
+        GgufTensorInfo t;
+        t.fields.push_back(c.pos());
+        const uint64_t name_len = c.get<uint64_t>();
+        t.fields.push_back(c.pos());
+        if (!c.ok() || name_len > n - c.pos()) return std::nullopt;
+        t.name.assign(reinterpret_cast<const char*>(p + c.pos()), name_len);
+        for (uint64_t k = 0; k < name_len; ++k) c.get<uint8_t>();
+        t.fields.push_back(c.pos());
+        const uint32_t n_dims = c.get<uint32_t>();
+        if (n_dims > 4) return std::nullopt;
+        for (uint32_t d = 0; d < n_dims; ++d) {
+            t.fields.push_back(c.pos());
+            t.ne.push_back(c.get<uint64_t>());
+        }
+        t.fields.push_back(c.pos());
+        t.type = c.get<uint32_t>();
+        t.fields.push_back(c.pos());
+        t.offset = c.get<uint64_t>();
+        t.fields.push_back(c.pos());
+        g.infos.push_back(std::move(t));
+    }
+    if (!c.ok() || g.alignment == 0) return std::nullopt;
+    g.infos_end = c.pos();
+    g.data_start = (g.infos_end + g.alignment - 1) / g.alignment * g.alignment;
+    return g;
+}
+
+}  // namespace colibri::fuzz
