@@ -23,11 +23,33 @@ struct LayerTiming {
     uint64_t experts_ns;    // routed experts, shared expert or dense MLP
 };
 
+// Counter deltas over one stage of one token: a whole layer (expert = -1: attention, router and experts) or
+// one routed expert's FFN inside it. values are in the order of the observer's CounterSource.
+struct CounterRecord {
+    uint32_t layer;
+    uint32_t position;
+    int32_t expert;
+    std::span<const uint64_t> values;
+};
+
+// Cumulative counters the Session samples around stages (perf_event, see engine/perf_counters.h). Stages nest
+// at most two deep, so there are two slots: 0 for the layer, 1 for an expert inside it. stop() returns the
+// deltas since start() of the same slot, valid until the next stop(); neither may allocate.
+class CounterSource {
+public:
+    virtual ~CounterSource() = default;
+    virtual void start(unsigned slot) = 0;
+    virtual std::span<const uint64_t> stop(unsigned slot) = 0;
+};
+
 class TraceObserver {
 public:
     virtual ~TraceObserver() = default;
     virtual void on_routing(const RoutingRecord&) {}
     virtual void on_layer_timing(const LayerTiming&) {}
+    // Non-null asks for on_counters() per layer and per routed expert; null (the default) costs nothing.
+    virtual CounterSource* counters() { return nullptr; }
+    virtual void on_counters(const CounterRecord&) {}
 };
 
 }  // namespace colibri
