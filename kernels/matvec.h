@@ -1,6 +1,7 @@
 // Matrix-vector products for decode: y = W x with W stored row-major (rows = outputs) in any weight type.
-// Every output element is reduced in one fixed order, so results do not depend on how rows are split
-// among threads. For the block types (q8_0, q4_0, q4_K) `cols` is a multiple of the type's block size
+// Every output element is reduced in one canonical order (kernels/canonical.h) by whichever variant
+// kernels/registry.h selected, so results depend neither on how rows are split among threads nor on the
+// variant. For the block types (q8_0, q4_0, q4_K) `cols` is a multiple of the type's block size
 // (kernels/types.h); the loader guarantees it (format::tensor_bytes).
 #pragma once
 #include <cstddef>

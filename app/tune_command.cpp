@@ -1,0 +1,60 @@
+#include "tune_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "kernels/tuner.h"
+
+namespace colibri::cli {
+
+bool configure_kernels_or_report() {
+    std::string error, warning;
+    if (!kernels::configure_kernels(&error, &warning)) {
+        std::fprintf(stderr, "colibri: %s\n", error.c_str());
+        return false;
+    }
+    if (!warning.empty()) std::fprintf(stderr, "colibri: warning: %s\n", warning.c_str());
+    return true;
+}
+
+int cmd_tune(bool as_json, bool quick) {
+    using namespace kernels;
+    TuneOptions options;
+    options.quick = quick;
+    const bool show_progress = isatty(STDERR_FILENO) != 0;
+    const TuneReport report = run_tuner(options, [&](size_t done, size_t total, const TuneResult&) {
+        if (show_progress) std::fprintf(stderr, "\rtune: %zu/%zu", done, total);
+        return true;
+    });
+    if (show_progress) std::fprintf(stderr, "\n");
+
+    std::string error;
+    const std::string path = tune_cache_path();
+    const bool saved = save_tune_cache(report, path, &error);
+    if (as_json) {
+        std::printf("%s\n", tune_report_json(report).c_str());
+    } else {
+        std::printf("cpu: %s\nfeatures:", report.cpu_model.c_str());
+        for (const std::string& f : report.cpu_features) std::printf(" %s", f.c_str());
+        std::printf("\ntimer: %s, single thread, matmul with %zu vectors; * = chosen for (op, type)\n\n",
+                    report.timer.c_str(), options.matmul_vectors);
+        std::printf("%-6s %-5s %11s %-18s %13s %9s %8s\n", "op", "type", "rows x cols", "variant", "median ns",
+                    "GFLOP/s", "GB/s");
+        for (const TuneResult& r : report.results) {
+            const std::string shape = std::to_string(r.rows) + "x" + std::to_string(r.cols);
+            std::printf("%-6s %-5s %11s %-18s %13.0f %9.2f %8.2f%s\n", op_name(r.op), weight_type_label(r.type),
+                        shape.c_str(), variant_display_name(r.variant), r.ns_median, r.gflops, r.gbps,
+                        r.chosen ? " *" : "");
+        }
+        if (saved) std::printf("\nchoice saved to %s\n", path.c_str());
+    }
+    if (!saved) {
+        std::fprintf(stderr, "colibri: %s\n", error.c_str());
+        return 1;
+    }
+    return 0;
+}
+
+}  // namespace colibri::cli

@@ -1,0 +1,123 @@
+// Google Benchmark micro-benchmarks of the kernel variants: matvec and matmul per weight type, variant, shape
+// and thread count (threads split the rows as the engine's pool does). Not run by ctest; `colibri tune`
+// measures the same kernels single-threaded for the dispatch choice.
+//   build/bench/bench_kernels --benchmark_filter='matvec/q8_0/.*/2816x1024/t2'
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/thread_pool.h"
+#include "kernels/half.h"
+#include "kernels/matvec.h"
+#include "kernels/registry.h"
+#include "kernels/tuner.h"
+
+namespace {
+
+using namespace colibri;
+using namespace colibri::kernels;
+
+struct Matrix {
+    std::vector<uint8_t> bytes;
+};
+
+// Deterministic weights with realistic scales; one matrix per (type, shape), shared by all benchmarks.
+const std::vector<uint8_t>& matrix(WeightType type, size_t rows, size_t cols) {
+    static std::map<std::tuple<int, size_t, size_t>, std::unique_ptr<Matrix>> cache;
+    auto& slot = cache[{int(type), rows, cols}];
+    if (!slot) {
+        slot = std::make_unique<Matrix>();
+        std::vector<uint8_t>& m = slot->bytes;
+        m.resize(row_bytes(type, cols) * rows);
+        std::mt19937_64 rng(rows * 131 + cols);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        auto put16 = [&](size_t at, uint16_t v) { std::memcpy(&m[at], &v, 2); };
+        switch (type) {
+            case WeightType::F32:
+                for (size_t i = 0; i < rows * cols; ++i) {
+                    const float v = u(rng);
+                    std::memcpy(&m[4 * i], &v, 4);
+                }
+                break;
+            case WeightType::F16:
+                for (size_t i = 0; i < rows * cols; ++i) put16(2 * i, f32_to_f16(u(rng)));
+                break;
+            case WeightType::BF16:
+                for (size_t i = 0; i < rows * cols; ++i) put16(2 * i, f32_to_bf16(u(rng)));
+                break;
+            default: {
+                const size_t bytes = type == WeightType::Q8_0 ? blocks::kQ8_0Bytes
+                                     : type == WeightType::Q4_0 ? blocks::kQ4_0Bytes
+                                                                : blocks::kQ4_KBytes;
+                for (uint8_t& b : m) b = uint8_t(rng());
+                for (size_t b = 0; b < m.size() / bytes; ++b) {
+                    put16(b * bytes, f32_to_f16(0.01f));
+                    if (type == WeightType::Q4_K) put16(b * bytes + 2, f32_to_f16(0.001f));
+                }
+            }
+        }
+    }
+    return slot->bytes;
+}
+
+ThreadPool& pool(unsigned threads) {
+    static std::map<unsigned, std::unique_ptr<ThreadPool>> pools;
+    auto& p = pools[threads];
+    if (!p) p = std::make_unique<ThreadPool>(threads);
+    return *p;
+}
+
+void run(benchmark::State& state, Op op, WeightType type, Variant variant, size_t rows, size_t cols, unsigned threads,
+         size_t n) {
+    const std::vector<uint8_t>& w = matrix(type, rows, cols);
+    const KernelSet* k = kernel_set(variant);
+    std::vector<float> x(cols * n, 0.5f), y(rows * n);
+    ThreadPool& p = pool(threads);
+    for (auto _ : state) {
+        p.parallel_for(rows, 16, [&](size_t b, size_t e) {
+            if (op == Op::Matvec) k->matvec[size_t(type)](w.data(), cols, x.data(), y.data() + b, b, e);
+            else k->matmul[size_t(type)](w.data(), cols, x.data(), n, y.data() + b, rows, b, e);
+        });
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.size()));
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(rows) * double(cols) * double(n) * double(state.iterations()),
+                                                   benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const WeightType types[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
+                                WeightType::Q8_0, WeightType::Q4_K, WeightType::Q4_0};
+    const std::pair<size_t, size_t> shapes[] = {{1024, 1024}, {2816, 1024}, {1024, 2816}, {32000, 1024}};
+    for (Op op : {Op::Matvec, Op::Matmul}) {
+        for (WeightType t : types) {
+            for (Variant v : supported_variants()) {
+                for (auto [rows, cols] : shapes) {
+                    for (unsigned threads : {1u, 2u}) {
+                        const size_t n = op == Op::Matvec ? 1 : 16;
+                        const std::string name = std::string(op_name(op)) + "/" + weight_type_label(t) + "/" +
+                                                 variant_name(v) + "/" + std::to_string(rows) + "x" +
+                                                 std::to_string(cols) + "/t" + std::to_string(threads);
+                        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+                            run(s, op, t, v, rows, cols, threads, n);
+                        })->UseRealTime()->Unit(benchmark::kMicrosecond);
+                    }
+                }
+            }
+        }
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

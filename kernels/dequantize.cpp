@@ -1,0 +1,94 @@
+// Row sizes and dequantisation to f32 (embedding lookups, tests, tools). The matvec and matmul kernels read
+// the same values: dot products are defined on the rows as these functions give them (kernels/canonical.h).
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/half.h"
+#include "kernels/matvec.h"
+
+namespace colibri::kernels {
+namespace {
+
+using namespace blocks;
+
+float load_f16(const uint8_t* p) {
+    uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    return f16_to_f32(bits);
+}
+
+void dequantize_q8_0(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ8_0Values; ++b) {
+        const uint8_t* blk = row + b * kQ8_0Bytes;
+        const float d = load_f16(blk);
+        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
+        for (size_t i = 0; i < kQ8_0Values; ++i) out[b * kQ8_0Values + i] = d * float(q[i]);
+    }
+}
+
+void dequantize_q4_0(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ4_0Values; ++b) {
+        const uint8_t* blk = row + b * kQ4_0Bytes;
+        const float d = load_f16(blk);
+        const uint8_t* qs = blk + 2;
+        float* o = out + b * kQ4_0Values;
+        for (size_t i = 0; i < 16; ++i) {
+            o[i] = d * float(int(qs[i] & 0x0F) - 8);
+            o[16 + i] = d * float(int(qs[i] >> 4) - 8);
+        }
+    }
+}
+
+void dequantize_q4_k(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ4_KValues; ++b) {
+        const uint8_t* blk = row + b * kQ4_KBytes;
+        const float d = load_f16(blk), dmin = load_f16(blk + 2);
+        const uint8_t* scales = blk + 4;
+        const uint8_t* qs = scales + kQ4_KScaleBytes;
+        for (size_t j = 0; j < kQ4_KValues / kQ4_KSubBlock; ++j) {
+            uint8_t sc, mn;
+            q4_k_scale_min(scales, j, &sc, &mn);
+            const float step = d * float(sc), offset = dmin * float(mn);
+            const uint8_t* q = qs + (j / 2) * kQ4_KSubBlock;
+            const int shift = (j % 2) * 4;
+            float* o = out + b * kQ4_KValues + j * kQ4_KSubBlock;
+            for (size_t i = 0; i < kQ4_KSubBlock; ++i) o[i] = step * float((q[i] >> shift) & 0x0F) - offset;
+        }
+    }
+}
+
+}  // namespace
+
+size_t row_bytes(WeightType type, size_t cols) {
+    switch (type) {
+        case WeightType::F32: return cols * 4;
+        case WeightType::F16:
+        case WeightType::BF16: return cols * 2;
+        case WeightType::Q8_0: return cols / kQ8_0Values * kQ8_0Bytes;
+        case WeightType::Q4_0: return cols / kQ4_0Values * kQ4_0Bytes;
+        case WeightType::Q4_K: return cols / kQ4_KValues * kQ4_KBytes;
+    }
+    return 0;
+}
+
+void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, float* out) {
+    const auto* base = static_cast<const uint8_t*>(w) + row * row_bytes(type, cols);
+    switch (type) {
+        case WeightType::F32: std::memcpy(out, base, cols * 4); break;
+        case WeightType::F16: {
+            const auto* p = reinterpret_cast<const uint16_t*>(base);
+            for (size_t i = 0; i < cols; ++i) out[i] = f16_to_f32(p[i]);
+            break;
+        }
+        case WeightType::BF16: {
+            const auto* p = reinterpret_cast<const uint16_t*>(base);
+            for (size_t i = 0; i < cols; ++i) out[i] = bf16_to_f32(p[i]);
+            break;
+        }
+        case WeightType::Q8_0: dequantize_q8_0(base, cols, out); break;
+        case WeightType::Q4_0: dequantize_q4_0(base, cols, out); break;
+        case WeightType::Q4_K: dequantize_q4_k(base, cols, out); break;
+    }
+}
+
+}  // namespace colibri::kernels

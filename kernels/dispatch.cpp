@@ -1,0 +1,20 @@
+// The public entry points: straight through to the active variant (kernels/registry.h).
+#include "kernels/matmul.h"
+#include "kernels/matvec.h"
+#include "kernels/registry.h"
+
+namespace colibri::kernels {
+
+void matvec_rows(WeightType type, const void* w, size_t cols, const float* x, float* y, size_t row_begin,
+                 size_t row_end) {
+    if (row_begin >= row_end) return;
+    active_matvec(type)(w, cols, x, y, row_begin, row_end);
+}
+
+void matmul_rows(WeightType type, const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy,
+                 size_t row_begin, size_t row_end) {
+    if (row_begin >= row_end || n == 0) return;
+    active_matmul(type)(w, cols, x, n, y, ldy, row_begin, row_end);
+}
+
+}  // namespace colibri::kernels

@@ -1,0 +1,23 @@
+// The function table one kernel variant (scalar, AVX2, ...) provides: matvec and matmul per weight type.
+#pragma once
+#include <cstddef>
+
+#include "types.h"
+
+namespace colibri::kernels {
+
+inline constexpr size_t kWeightTypeCount = kLastWeightType + 1;
+
+// y[r - row_begin] = dot(row r, x) for r in [row_begin, row_end).
+using MatvecFn = void (*)(const void* w, size_t cols, const float* x, float* y, size_t row_begin,
+                          size_t row_end);
+// y[i * ldy + (r - row_begin)] = dot(row r, x + i * cols) for i < n, r in [row_begin, row_end).
+using MatmulFn = void (*)(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy,
+                          size_t row_begin, size_t row_end);
+
+struct KernelSet {
+    MatvecFn matvec[kWeightTypeCount];
+    MatmulFn matmul[kWeightTypeCount];
+};
+
+}  // namespace colibri::kernels

@@ -1,0 +1,350 @@
+#include "kernels/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kernels/cpu_info.h"
+#include "kernels/half.h"
+#include "kernels/matvec.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#ifndef COLIBRI_VERSION_STRING
+#define COLIBRI_VERSION_STRING "unknown"
+#endif
+
+namespace colibri::kernels {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
+                                 WeightType::Q8_0, WeightType::Q4_K, WeightType::Q4_0};
+
+// A cycle-rate counter where the CPU has one readable from user space, calibrated against steady_clock.
+struct Timer {
+    const char* name;
+    double ns_per_tick;
+
+    static uint64_t ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+        return __rdtsc();
+#elif defined(__aarch64__)
+        uint64_t v;
+        asm volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+#else
+        return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+    }
+
+    static Timer calibrate() {
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+#if defined(__aarch64__)
+        const char* name = "cntvct_el0";
+#else
+        const char* name = "rdtsc";
+#endif
+        using clock = std::chrono::steady_clock;
+        const auto t0 = clock::now();
+        const uint64_t c0 = ticks();
+        while (clock::now() - t0 < std::chrono::milliseconds(20)) {
+        }
+        const uint64_t c1 = ticks();
+        const double ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count();
+        if (c1 > c0) return {name, ns / double(c1 - c0)};
+#endif
+        return {"steady_clock", std::chrono::duration<double, std::nano>(std::chrono::steady_clock::duration(1)).count()};
+    }
+};
+
+// xorshift64*: fast deterministic fill for matrices of up to 131 MB.
+struct Random {
+    uint64_t s;
+    uint64_t next() {
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        return s * 0x2545F4914F6CDD1DULL;
+    }
+    float uniform() { return float(next() >> 40) / float(1 << 24) * 2.0f - 1.0f; }  // [-1, 1)
+};
+
+void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Weights with realistic magnitudes (no NaN, no subnormals: neither may slow a variant down artificially).
+std::vector<uint8_t> make_matrix(WeightType type, size_t rows, size_t cols, Random& rng) {
+    std::vector<uint8_t> m(row_bytes(type, cols) * rows);
+    const size_t n = rows * cols;
+    switch (type) {
+        case WeightType::F32:
+            for (size_t i = 0; i < n; ++i) {
+                const float v = rng.uniform();
+                std::memcpy(&m[4 * i], &v, 4);
+            }
+            break;
+        case WeightType::F16:
+            for (size_t i = 0; i < n; ++i) put_u16(&m[2 * i], f32_to_f16(rng.uniform()));
+            break;
+        case WeightType::BF16:
+            for (size_t i = 0; i < n; ++i) put_u16(&m[2 * i], f32_to_bf16(rng.uniform()));
+            break;
+        case WeightType::Q8_0:
+        case WeightType::Q4_0:
+        case WeightType::Q4_K: {
+            const size_t bytes = type == WeightType::Q8_0 ? blocks::kQ8_0Bytes
+                                 : type == WeightType::Q4_0 ? blocks::kQ4_0Bytes
+                                                            : blocks::kQ4_KBytes;
+            for (uint8_t& b : m) b = uint8_t(rng.next() >> 56);
+            for (size_t b = 0; b < m.size() / bytes; ++b) {
+                put_u16(&m[b * bytes], f32_to_f16(0.01f + 0.01f * std::fabs(rng.uniform())));
+                if (type == WeightType::Q4_K) put_u16(&m[b * bytes + 2], f32_to_f16(0.001f));
+            }
+            break;
+        }
+    }
+    return m;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// Median time of `reps` calls after one warm-up call; calls slower than a quarter second are repeated
+// only three times (the scalar reference on the large shapes).
+template <typename Call>
+double measure_ns(const Timer& timer, size_t reps, const Call& call) {
+    uint64_t t0 = Timer::ticks();
+    call();
+    const double warm_ns = double(Timer::ticks() - t0) * timer.ns_per_tick;
+    if (warm_ns > 2.5e8) reps = std::min<size_t>(reps, 3);
+    std::vector<double> samples;
+    samples.reserve(reps);
+    for (size_t r = 0; r < reps; ++r) {
+        t0 = Timer::ticks();
+        call();
+        samples.push_back(double(Timer::ticks() - t0) * timer.ns_per_tick);
+    }
+    return median(std::move(samples));
+}
+
+TuneChoice default_choice() {
+    TuneChoice c;
+    for (auto& op : c.variant) std::fill(std::begin(op), std::end(op), best_variant());
+    return c;
+}
+
+json choice_to_json(const TuneChoice& c) {
+    json j = json::object();
+    for (size_t op = 0; op < kOpCount; ++op) {
+        json& per_type = j[op_name(Op(op))];
+        for (WeightType t : kTypes) per_type[weight_type_label(t)] = variant_name(c.variant[op][size_t(t)]);
+    }
+    return j;
+}
+
+}  // namespace
+
+const char* weight_type_label(WeightType type) {
+    switch (type) {
+        case WeightType::F32: return "f32";
+        case WeightType::F16: return "f16";
+        case WeightType::BF16: return "bf16";
+        case WeightType::Q8_0: return "q8_0";
+        case WeightType::Q4_K: return "q4_K";
+        case WeightType::Q4_0: return "q4_0";
+    }
+    return "unknown";
+}
+
+std::string library_version() { return COLIBRI_VERSION_STRING; }
+
+TuneReport run_tuner(const TuneOptions& options, const TuneProgress& progress) {
+    TuneReport report;
+    report.version = library_version();
+    report.cpu_model = cpu_model();
+    report.cpu_features = cpu_feature_names();
+    report.choice = default_choice();
+    const Timer timer = Timer::calibrate();
+    report.timer = timer.name;
+
+    std::vector<TuneShape> shapes = options.shapes;
+    if (shapes.empty()) {
+        shapes = options.quick ? std::vector<TuneShape>{{1024, 1024}}
+                               : std::vector<TuneShape>{{1024, 1024}, {2816, 1024}, {1024, 2816}, {32000, 1024}};
+    }
+    std::vector<Variant> variants;
+    for (Variant v : options.variants.empty() ? supported_variants() : options.variants) {
+        if (variant_supported(v)) variants.push_back(v);
+    }
+    const size_t reps = options.reps ? options.reps : (options.quick ? 3 : 7);
+    const size_t n = std::max<size_t>(1, options.matmul_vectors);
+    const size_t total = std::size(kTypes) * shapes.size() * variants.size() * kOpCount;
+
+    Random rng{0x9E3779B97F4A7C15ULL};
+    for (WeightType type : kTypes) {
+        for (const TuneShape& s : shapes) {
+            const std::vector<uint8_t> w = make_matrix(type, s.rows, s.cols, rng);
+            std::vector<float> x(s.cols * n), y(s.rows * n);
+            for (float& v : x) v = rng.uniform();
+            for (Variant v : variants) {
+                const KernelSet* k = kernel_set(v);
+                for (size_t op = 0; op < kOpCount; ++op) {
+                    const size_t vectors = Op(op) == Op::Matvec ? 1 : n;
+                    const double ns = measure_ns(timer, reps, [&] {
+                        if (Op(op) == Op::Matvec) k->matvec[size_t(type)](w.data(), s.cols, x.data(), y.data(), 0, s.rows);
+                        else k->matmul[size_t(type)](w.data(), s.cols, x.data(), n, y.data(), s.rows, 0, s.rows);
+                    });
+                    const double flops = 2.0 * double(s.rows) * double(s.cols) * double(vectors);
+                    const double bytes = double(w.size()) + 4.0 * double(vectors) * double(s.cols + s.rows);
+                    report.results.push_back({Op(op), type, s.rows, s.cols, v, ns, flops / ns, bytes / ns, false});
+                    if (progress && !progress(report.results.size(), total, report.results.back())) {
+                        report.cancelled = true;
+                        return report;
+                    }
+                }
+            }
+        }
+    }
+
+    // Per (op, type): the variant with the smallest geometric mean time over the shapes.
+    for (size_t op = 0; op < kOpCount; ++op) {
+        for (WeightType type : kTypes) {
+            double best_score = INFINITY;
+            for (Variant v : variants) {
+                double score = 0;
+                for (const TuneResult& r : report.results) {
+                    if (r.op == Op(op) && r.type == type && r.variant == v) score += std::log(r.ns_median);
+                }
+                if (score < best_score) best_score = score, report.choice.variant[op][size_t(type)] = v;
+            }
+        }
+    }
+    for (TuneResult& r : report.results) r.chosen = report.choice.variant[size_t(r.op)][size_t(r.type)] == r.variant;
+    return report;
+}
+
+std::string tune_report_json(const TuneReport& report) {
+    json results = json::array();
+    for (const TuneResult& r : report.results) {
+        results.push_back({{"op", op_name(r.op)},
+                           {"type", weight_type_label(r.type)},
+                           {"rows", r.rows},
+                           {"cols", r.cols},
+                           {"variant", variant_name(r.variant)},
+                           {"ns_median", r.ns_median},
+                           {"gflops", r.gflops},
+                           {"gbps", r.gbps},
+                           {"chosen", r.chosen}});
+    }
+    const json j = {{"colibri_version", report.version},
+                    {"cpu", {{"model", report.cpu_model}, {"features", report.cpu_features}}},
+                    {"results", results}};
+    return j.dump(2);
+}
+
+std::string tune_cache_path() {
+    if (const char* p = std::getenv("COLIBRI_TUNE_CACHE"); p && *p) return p;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/colibri/tune.json";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/colibri/tune.json";
+    return "";
+}
+
+bool save_tune_cache(const TuneReport& report, const std::string& path, std::string* error) {
+    if (path.empty()) {
+        *error = "tune cache: no path (set COLIBRI_TUNE_CACHE, XDG_CACHE_HOME or HOME)";
+        return false;
+    }
+    json doc = {{"format", 1}, {"entries", json::array()}};
+    if (std::ifstream in(path); in) {
+        // Other machines' entries are kept; a file that does not parse is replaced.
+        json old = json::parse(in, nullptr, false);
+        if (old.is_object() && old.contains("entries") && old["entries"].is_array()) {
+            for (const json& e : old["entries"]) {
+                if (e.is_object() && !(e.value("cpu", "") == report.cpu_model && e.value("version", "") == report.version)) {
+                    doc["entries"].push_back(e);
+                }
+            }
+        }
+    }
+    doc["entries"].push_back({{"cpu", report.cpu_model}, {"version", report.version}, {"choice", choice_to_json(report.choice)}});
+
+    std::error_code ec;
+    const std::filesystem::path target(path);
+    if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::trunc);
+        out << doc.dump(2) << '\n';
+        if (!out.flush()) {
+            *error = "tune cache " + path + ": cannot write " + tmp;
+            return false;
+        }
+    }
+    std::filesystem::rename(tmp, target, ec);
+    if (ec) {
+        *error = "tune cache " + path + ": " + ec.message();
+        std::filesystem::remove(tmp, ec);
+        return false;
+    }
+    return true;
+}
+
+bool load_tune_cache(const std::string& path, const std::string& model, const std::string& version,
+                     TuneChoice* choice, std::string* error) {
+    std::ifstream in(path);
+    if (path.empty() || !in) return false;
+    const json doc = json::parse(in, nullptr, false);
+    if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array()) {
+        *error = "tune cache " + path + ": not a colibri tune cache (rerun `colibri tune`)";
+        return false;
+    }
+    for (const json& e : doc["entries"]) {
+        if (!e.is_object() || e.value("cpu", "") != model || e.value("version", "") != version) continue;
+        if (!e.contains("choice") || !e["choice"].is_object()) return false;
+        TuneChoice c = default_choice();
+        for (size_t op = 0; op < kOpCount; ++op) {
+            const json* per_type = e["choice"].contains(op_name(Op(op))) ? &e["choice"][op_name(Op(op))] : nullptr;
+            if (per_type == nullptr || !per_type->is_object()) return false;
+            for (WeightType t : kTypes) {
+                Variant v;
+                const auto it = per_type->find(weight_type_label(t));
+                // A variant this build or CPU cannot run makes the entry stale: the CPUID default stays.
+                if (it == per_type->end() || !it->is_string() || !variant_from_name(it->get<std::string>(), &v) ||
+                    !variant_supported(v)) {
+                    return false;
+                }
+                c.variant[op][size_t(t)] = v;
+            }
+        }
+        *choice = c;
+        return true;
+    }
+    return false;
+}
+
+bool configure_kernels(std::string* error, std::string* warning) {
+    if (kernel_environment_set()) return apply_kernel_environment(error);
+    TuneChoice choice;
+    std::string cache_error;
+    if (load_tune_cache(tune_cache_path(), cpu_model(), library_version(), &choice, &cache_error)) {
+        for (size_t op = 0; op < kOpCount; ++op) {
+            for (WeightType t : kTypes) select_variant(Op(op), t, choice.variant[op][size_t(t)]);
+        }
+    }
+    // A broken cache only costs the tuned choice: the CPUID default gives the same results.
+    if (warning != nullptr) *warning = cache_error;
+    return true;
+}
+
+}  // namespace colibri::kernels

@@ -1,0 +1,79 @@
+// The auto-tuner: micro-benchmarks of every supported kernel variant per op (matvec, matmul), weight type and
+// shape; picks the fastest variant per (op, type) and caches the choice in a JSON file keyed by the CPU model
+// and the library version. All variants give bit-identical results (kernels/canonical.h), so a choice only
+// changes speed. No Qt: the Studio runs it in a dialog through the progress callback.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "registry.h"
+#include "types.h"
+
+namespace colibri::kernels {
+
+struct TuneShape {
+    size_t rows, cols;
+};
+
+struct TuneOptions {
+    bool quick = false;             // one shape (1024x1024), 3 repetitions: seconds, for tests and a first look
+    std::vector<TuneShape> shapes;  // empty: the bench model's (1024x1024, 2816x1024, 1024x2816, 32000x1024)
+    size_t reps = 0;                // repetitions per measurement (the median is kept); 0: 3 quick, 7 otherwise
+    size_t matmul_vectors = 16;     // n of the matmul measurements (a prompt chunk)
+    std::vector<Variant> variants;  // empty: every supported variant
+};
+
+struct TuneResult {
+    Op op;
+    WeightType type;
+    size_t rows, cols;
+    Variant variant;
+    double ns_median;
+    double gflops;  // 2·rows·cols·n / time
+    double gbps;    // (weight bytes + activation bytes) / time; weights are read once per call
+    bool chosen;    // this variant is the one picked for (op, type)
+};
+
+struct TuneChoice {
+    Variant variant[kOpCount][kWeightTypeCount];
+};
+
+struct TuneReport {
+    std::string version;  // library version
+    std::string cpu_model;
+    std::vector<std::string> cpu_features;
+    std::string timer;  // "rdtsc", "cntvct_el0" or "steady_clock"
+    std::vector<TuneResult> results;
+    TuneChoice choice;
+    bool cancelled = false;  // the progress callback asked to stop: results are partial, choice is the default
+};
+
+// Called after each measurement with (done, total, the result); returning false cancels the run.
+using TuneProgress = std::function<bool(size_t done, size_t total, const TuneResult& result)>;
+
+TuneReport run_tuner(const TuneOptions& options, const TuneProgress& progress = {});
+
+// {"colibri_version", "cpu": {"model", "features"}, "results": [{"op", "type", "rows", "cols", "variant",
+// "ns_median", "gflops", "gbps", "chosen"}]}
+std::string tune_report_json(const TuneReport& report);
+
+const char* weight_type_label(WeightType type);  // "f32", "f16", "bf16", "q8_0", "q4_K", "q4_0"
+std::string library_version();
+
+// The cache file: COLIBRI_TUNE_CACHE, else $XDG_CACHE_HOME/colibri/tune.json, else ~/.cache/colibri/tune.json.
+std::string tune_cache_path();
+// Adds or replaces this report's (CPU model, version) entry, keeping other machines' entries; atomic rename.
+bool save_tune_cache(const TuneReport& report, const std::string& path, std::string* error);
+// The choice stored for (cpu_model, version); false when the file, the entry or a usable choice is missing
+// (`error` set only when the file exists but cannot be read or parsed).
+bool load_tune_cache(const std::string& path, const std::string& cpu_model, const std::string& version,
+                     TuneChoice* choice, std::string* error);
+
+// Startup configuration of the kernels: COLIBRI_KERNEL when set, else the tune cache entry for this CPU and
+// version, else the CPUID default. False with a one-line `error` for a bad COLIBRI_KERNEL; a cache that cannot
+// be parsed is skipped (the default gives the same results) and described in `warning`.
+bool configure_kernels(std::string* error, std::string* warning = nullptr);
+
+}  // namespace colibri::kernels

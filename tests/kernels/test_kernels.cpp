@@ -1,0 +1,268 @@
+// Every kernel variant this CPU runs against the scalar reference, bit for bit (the canonical reduction order,
+// kernels/canonical.h), and the scalar reference against a double-precision dot product of the dequantised
+// rows. Plain C++ without Qt so the same test cross-builds for aarch64 and runs under qemu (native NEON).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/half.h"
+#include "kernels/matmul.h"
+#include "kernels/matvec.h"
+#include "kernels/registry.h"
+#include "kernels/types.h"
+
+namespace {
+
+using namespace colibri;
+using namespace colibri::kernels;
+
+int failures = 0;
+int checks = 0;
+
+void fail(const std::string& what) {
+    if (++failures <= 20) std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+}
+
+void check(bool ok, const std::string& what) {
+    ++checks;
+    if (!ok) fail(what);
+}
+
+const char* type_name(WeightType t) {
+    switch (t) {
+        case WeightType::F32: return "f32";
+        case WeightType::F16: return "f16";
+        case WeightType::BF16: return "bf16";
+        case WeightType::Q8_0: return "q8_0";
+        case WeightType::Q4_K: return "q4_K";
+        case WeightType::Q4_0: return "q4_0";
+    }
+    return "?";
+}
+
+constexpr WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
+                                 WeightType::Q8_0, WeightType::Q4_K, WeightType::Q4_0};
+
+size_t block_values(WeightType t) {
+    switch (t) {
+        case WeightType::Q8_0: return blocks::kQ8_0Values;
+        case WeightType::Q4_0: return blocks::kQ4_0Values;
+        case WeightType::Q4_K: return blocks::kQ4_KValues;
+        default: return 1;
+    }
+}
+
+void put_f16(uint8_t* p, float v) {
+    const uint16_t h = f32_to_f16(v);
+    std::memcpy(p, &h, 2);
+}
+
+// Random rows in `type`: normal-ish weights for the float types, random codes with scales of realistic size
+// for the block types (every byte pattern of codes and q4_K scale bytes is valid).
+std::vector<uint8_t> random_matrix(WeightType type, size_t rows, size_t cols, std::mt19937& rng) {
+    std::vector<uint8_t> m(row_bytes(type, cols) * rows);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+    const size_t n = rows * cols;
+    switch (type) {
+        case WeightType::F32:
+            for (size_t i = 0; i < n; ++i) {
+                const float v = normal(rng);
+                std::memcpy(&m[4 * i], &v, 4);
+            }
+            break;
+        case WeightType::F16:
+        case WeightType::BF16:
+            for (size_t i = 0; i < n; ++i) {
+                const float v = normal(rng);
+                const uint16_t h = type == WeightType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+                std::memcpy(&m[2 * i], &h, 2);
+            }
+            break;
+        case WeightType::Q8_0:
+        case WeightType::Q4_0: {
+            const size_t bytes = type == WeightType::Q8_0 ? blocks::kQ8_0Bytes : blocks::kQ4_0Bytes;
+            for (size_t b = 0; b < m.size() / bytes; ++b) {
+                uint8_t* blk = &m[b * bytes];
+                put_f16(blk, scale(rng) * (byte(rng) & 1 ? 1.0f : -1.0f));
+                for (size_t i = 2; i < bytes; ++i) blk[i] = uint8_t(byte(rng));
+            }
+            break;
+        }
+        case WeightType::Q4_K:
+            for (size_t b = 0; b < m.size() / blocks::kQ4_KBytes; ++b) {
+                uint8_t* blk = &m[b * blocks::kQ4_KBytes];
+                put_f16(blk, scale(rng) / 16);
+                put_f16(blk + 2, scale(rng) / 16);
+                for (size_t i = 4; i < blocks::kQ4_KBytes; ++i) blk[i] = uint8_t(byte(rng));
+            }
+            break;
+    }
+    return m;
+}
+
+std::vector<float> random_vector(size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (float& v : x) v = normal(rng);
+    return x;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+std::string shape(const char* what, WeightType t, size_t rows, size_t cols, Variant v) {
+    return std::string(what) + " " + type_name(t) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+           " " + variant_name(v);
+}
+
+// The scalar kernel is the dot product of the dequantised row, to within f32 summation error.
+void check_scalar_accuracy(WeightType t, const std::vector<uint8_t>& w, size_t rows, size_t cols,
+                           const std::vector<float>& x, const float* y) {
+    std::vector<float> row(cols);
+    for (size_t r = 0; r < rows; ++r) {
+        dequantize_row(t, w.data(), cols, r, row.data());
+        double ref = 0, mag = 0;
+        for (size_t c = 0; c < cols; ++c) ref += double(row[c]) * x[c], mag += std::fabs(double(row[c]) * x[c]);
+        check(std::fabs(ref - y[r]) <= 1e-6 * mag + 1e-30,
+              shape("scalar accuracy", t, rows, cols, Variant::Scalar) + " row " + std::to_string(r) + ": " +
+                  std::to_string(y[r]) + " vs " + std::to_string(ref));
+    }
+}
+
+// matvec of every variant equals scalar bit for bit, over the whole matrix and over sub-ranges of rows.
+void check_matvec(WeightType t, size_t rows, size_t cols, std::mt19937& rng) {
+    const std::vector<uint8_t> w = random_matrix(t, rows, cols, rng);
+    const std::vector<float> x = random_vector(cols, rng);
+    std::vector<float> ref(rows);
+    kernel_set(Variant::Scalar)->matvec[size_t(t)](w.data(), cols, x.data(), ref.data(), 0, rows);
+    check_scalar_accuracy(t, w, rows, cols, x, ref.data());
+    for (Variant v : supported_variants()) {
+        const KernelSet* k = kernel_set(v);
+        std::vector<float> y(rows + 1, 12345.0f);
+        k->matvec[size_t(t)](w.data(), cols, x.data(), y.data(), 0, rows);
+        check(same_bits(y.data(), ref.data(), rows), shape("matvec", t, rows, cols, v));
+        check(y[rows] == 12345.0f, shape("matvec writes past row_end", t, rows, cols, v));
+        for (size_t begin : {size_t(0), rows / 3, rows - 1}) {
+            const size_t end = std::min(rows, begin + 1 + rows / 2);
+            std::vector<float> part(end - begin);
+            k->matvec[size_t(t)](w.data(), cols, x.data(), part.data(), begin, end);
+            check(same_bits(part.data(), ref.data() + begin, end - begin),
+                  shape("matvec rows", t, rows, cols, v) + " [" + std::to_string(begin) + "," + std::to_string(end) + ")");
+        }
+    }
+}
+
+// matmul of every variant, for n = 1..9 vectors, equals matvec of each vector bit for bit; ldy > rows and
+// the padding between output rows stays untouched.
+void check_matmul(WeightType t, size_t rows, size_t cols, std::mt19937& rng) {
+    const std::vector<uint8_t> w = random_matrix(t, rows, cols, rng);
+    const size_t max_n = 9;
+    const std::vector<float> x = random_vector(cols * max_n, rng);
+    std::vector<float> ref(rows * max_n);
+    const KernelSet* scalar = kernel_set(Variant::Scalar);
+    for (size_t i = 0; i < max_n; ++i) scalar->matvec[size_t(t)](w.data(), cols, x.data() + i * cols, ref.data() + i * rows, 0, rows);
+    for (Variant v : supported_variants()) {
+        const KernelSet* k = kernel_set(v);
+        for (size_t n = 1; n <= max_n; ++n) {
+            const size_t begin = n % 2 ? 0 : rows / 4, end = rows;
+            const size_t ldy = end - begin + 3;
+            std::vector<float> y(ldy * n, -7.0f);
+            k->matmul[size_t(t)](w.data(), cols, x.data(), n, y.data(), ldy, begin, end);
+            for (size_t i = 0; i < n; ++i) {
+                check(same_bits(y.data() + i * ldy, ref.data() + i * rows + begin, end - begin),
+                      shape("matmul", t, rows, cols, v) + " n=" + std::to_string(n) + " i=" + std::to_string(i));
+                for (size_t p = end - begin; p < ldy; ++p) {
+                    check(y[i * ldy + p] == -7.0f, shape("matmul writes past row_end", t, rows, cols, v));
+                }
+            }
+        }
+    }
+}
+
+// The public entry points follow the selection, and every selection gives the same bits.
+void check_dispatch(std::mt19937& rng) {
+    const size_t rows = 17, cols = 512;
+    for (WeightType t : kTypes) {
+        const std::vector<uint8_t> w = random_matrix(t, rows, cols, rng);
+        const std::vector<float> x = random_vector(cols * 3, rng);
+        std::vector<float> first(rows * 3), y(rows * 3);
+        bool have_first = false;
+        for (Variant v : supported_variants()) {
+            check(select_variant(v), std::string("select ") + variant_name(v));
+            check(selected_variant(Op::Matvec, t) == v && selected_variant(Op::Matmul, t) == v,
+                  std::string("selected ") + variant_name(v));
+            matmul_rows(t, w.data(), cols, x.data(), 3, y.data(), rows, 0, rows);
+            if (!have_first) first = y, have_first = true;
+            check(same_bits(first.data(), y.data(), y.size()), std::string("matmul_rows ") + variant_name(v));
+            matvec_rows(t, w.data(), cols, x.data() + cols, y.data(), 0, rows);
+            check(same_bits(first.data() + rows, y.data(), rows), std::string("matvec_rows ") + variant_name(v));
+        }
+    }
+    for (size_t i = 0; i < kVariantCount; ++i) {
+        const Variant v = Variant(i);
+        if (!variant_supported(v)) {
+            check(!select_variant(v), std::string("unsupported variant refused: ") + variant_name(v));
+            check(kernel_set(v) == nullptr, std::string("no table for unsupported ") + variant_name(v));
+        }
+        Variant back;
+        check(variant_from_name(variant_name(v), &back) && back == v, std::string("name round trip ") + variant_name(v));
+    }
+    Variant unused;
+    check(!variant_from_name("sse9", &unused), "unknown variant name");
+    select_best();
+    check(selected_variant(Op::Matvec, WeightType::Q8_0) == best_variant(), "select_best");
+}
+
+// Special values: zero rows and vectors give +0, and an infinity in the vector propagates.
+void check_special_values() {
+    const size_t rows = 3, cols = 256;
+    for (WeightType t : kTypes) {
+        std::vector<uint8_t> w(row_bytes(t, cols) * rows, 0);
+        std::vector<float> x(cols, 1.0f), y(rows);
+        for (Variant v : supported_variants()) {
+            kernel_set(v)->matvec[size_t(t)](w.data(), cols, x.data(), y.data(), 0, rows);
+            for (float f : y) check(f == 0.0f && !std::signbit(f), shape("zero weights", t, rows, cols, v));
+        }
+    }
+}
+
+}  // namespace
+
+int main() {
+    std::mt19937 rng(20261203);
+    std::printf("variants:");
+    for (Variant v : supported_variants()) std::printf(" %s", variant_name(v));
+    std::printf(" (best %s)\n", variant_name(best_variant()));
+
+    for (WeightType t : kTypes) {
+        const size_t bv = block_values(t);
+        std::vector<size_t> cols_list;
+        if (bv == 1) {
+            for (size_t c = 1; c <= 80; ++c) cols_list.push_back(c);
+            for (size_t c : {127, 128, 129, 255, 1000, 1024, 2816, 4097}) cols_list.push_back(c);
+        } else {
+            for (size_t c = bv; c <= 4096; c += bv) cols_list.push_back(c);
+        }
+        for (size_t cols : cols_list) {
+            for (size_t rows : {1, 3, 17}) check_matvec(t, rows, cols, rng);
+        }
+        for (size_t cols : {bv == 1 ? size_t(100) : bv, bv == 1 ? size_t(1024) : 4 * bv * (bv == 256 ? 1 : 8)}) {
+            check_matvec(t, 257, cols, rng);
+        }
+        for (size_t rows : {1, 3, 17, 257}) {
+            check_matmul(t, rows, bv == 1 ? 67 : bv * 2, rng);
+        }
+        check_matmul(t, 5, bv == 1 ? 1024 : (bv == 256 ? 1024 : 2816 / 32 * 32), rng);
+        std::printf("%s: done\n", type_name(t));
+    }
+    check_dispatch(rng);
+    check_special_values();
+    std::printf("%d checks, %d failures\n", checks, failures);
+    return failures == 0 ? 0 : 1;
+}
