@@ -3,10 +3,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <numeric>
+#include <cstdlib>
+#include <cstring>
 #include <shared_mutex>
 
 #include "kernels/matvec.h"
+#include "matmul_jobs.h"
+
+#ifndef COLIBRI_HUGEPAGE_DEFAULT
+#define COLIBRI_HUGEPAGE_DEFAULT 0
+#endif
 
 namespace colibri {
 
@@ -55,210 +61,334 @@ void softmax(float* v, size_t n) {
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+bool env_flag(const char* name, bool fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return fallback;
+    return std::strcmp(v, "0") != 0;
+}
+
 }  // namespace
 
-Session::Session(const Model& model, ThreadPool& pool, uint32_t context) : model_(model), pool_(pool) {
-    const HyperParams& hp = model.hparams();
-    context_ = context != 0 ? context : std::min<uint32_t>(hp.max_position ? hp.max_position : 4096, 4096);
-    const size_t kv_dim = size_t(hp.n_kv_heads) * hp.head_dim, q_dim = size_t(hp.n_heads) * hp.head_dim;
-    k_cache_.resize(size_t(hp.n_layers) * context_ * kv_dim);
-    v_cache_.resize(k_cache_.size());
-    x_.resize(hp.hidden_size);
-    h_.resize(hp.hidden_size);
-    q_.resize(q_dim);
-    k_.resize(kv_dim);
-    v_.resize(kv_dim);
-    att_.resize(q_dim);
-    proj_.resize(hp.hidden_size);
-    scores_.resize(size_t(hp.n_heads) * context_);
-    const size_t ffn = std::max({hp.expert_ffn, hp.shared_expert_ffn, hp.dense_ffn, 1u});
-    gate_.resize(ffn);
-    up_.resize(ffn);
-    ffn_out_.resize(hp.hidden_size);
-    moe_out_.resize(hp.hidden_size);
-    router_logits_.resize(std::max(hp.n_experts, 1u));
-    router_probs_.resize(router_logits_.size());
-    selected_.resize(std::max(hp.n_experts_active, 1u));
-    selected_w_.resize(selected_.size());
-    logits_.resize(hp.vocab_size);
+SessionOptions SessionOptions::from_environment() {
+    SessionOptions o;
+    o.prefetch_experts = env_flag("COLIBRI_PREFETCH", o.prefetch_experts);
+    o.huge_pages = env_flag("COLIBRI_HUGEPAGE", COLIBRI_HUGEPAGE_DEFAULT != 0);
+    return o;
 }
 
-void Session::matvec(const TensorView& w, const float* x, float* y) {
-    const size_t cols = w.cols;
-    // Rows per task: enough work to pay for the hand-off.
-    const size_t min_rows = std::max<size_t>(1, 16384 / std::max<size_t>(cols, 1));
-    pool_.parallel_for(w.rows, min_rows, [&](size_t begin, size_t end) {
-        kernels::matvec_rows(w.type, w.data, cols, x, y + begin, begin, end);
-    });
+Session::Session(const Model& model, ThreadPool& pool, uint32_t context, SessionOptions options)
+    : model_(model), pool_(pool), options_(options) {
+    const HyperParams& hp = model.hparams();
+    context_ = context != 0 ? context : std::min<uint32_t>(hp.max_position ? hp.max_position : 4096, 4096);
+    capacity_ = std::clamp<uint32_t>(options_.chunk, 1, SessionOptions::kMaxChunk);
+    options_.chunk = capacity_;
+    const ActivationAllocator<float> alloc(options_.huge_pages);
+    auto sized = [&](ActivationBuffer<float>& b, size_t n) {
+        b = ActivationBuffer<float>(alloc);
+        b.resize(n);
+    };
+    const size_t C = capacity_, H = hp.hidden_size;
+    const size_t kv_dim = size_t(hp.n_kv_heads) * hp.head_dim, q_dim = size_t(hp.n_heads) * hp.head_dim;
+    sized(k_cache_, size_t(hp.n_layers) * context_ * kv_dim);
+    sized(v_cache_, k_cache_.size());
+    sized(x_, C * H);
+    sized(h_, C * H);
+    sized(q_, C * q_dim);
+    sized(k_, C * kv_dim);
+    sized(v_, C * kv_dim);
+    sized(att_, C * q_dim);
+    sized(proj_, C * H);
+    sized(scores_, size_t(pool.size()) * context_);
+    const size_t ffn = std::max({hp.expert_ffn, hp.shared_expert_ffn, hp.dense_ffn, 1u});
+    const size_t n_exp = std::max(hp.n_experts, 1u), k = std::max(hp.n_experts_active, 1u);
+    // Routed experts: one row per (token, selected expert); a dense or shared FFN run alone uses the start.
+    sized(gate_, C * std::max(k * hp.expert_ffn, ffn));
+    sized(up_, gate_.size());
+    sized(expert_in_, C * k * H);
+    sized(ffn_out_, C * k * H);
+    sized(moe_out_, C * H);
+    sized(shared_gate_up_, 2 * C * hp.shared_expert_ffn);
+    sized(shared_out_, C * H);
+    sized(router_logits_, C * n_exp);
+    sized(router_probs_, C * n_exp);
+    sized(shared_gate_, C);
+    selected_.resize(C * k);
+    selected_w_.resize(C * k);
+    expert_rows_.resize(n_exp * C);
+    expert_count_.resize(n_exp);
+    expert_block_.resize(n_exp);
+    jobs_.reserve(2 * n_exp + 3);
+    predicted_.assign(size_t(hp.n_layers) * k, -1);
+    logits_.resize(hp.vocab_size);
+    if (options_.prefetch_experts) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
 }
+
+void Session::matmul(const TensorView& w, const float* x, uint32_t n, float* y) {
+    const MatmulJob job{&w, x, n, y};
+    run_matmuls(pool_, std::span<const MatmulJob>(&job, 1));
+}
+
+Status Session::check_input(std::span<const int32_t> tokens) const {
+    const uint32_t vocab = model_.hparams().vocab_size;
+    for (int32_t t : tokens)
+        if (t < 0 || static_cast<uint32_t>(t) >= vocab)
+            return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
+    if (tokens.size() > context_ - position_) return error("context full (" + std::to_string(context_) + " tokens)");
+    return Status::ok();
+}
+
+Result<std::span<const float>> Session::eval(int32_t token) { return eval(std::span<const int32_t>(&token, 1)); }
 
 Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
     if (tokens.empty()) return error("no tokens to evaluate");
-    Result<std::span<const float>> last = std::span<const float>(logits_);
-    for (int32_t t : tokens) {
-        last = eval(t);
-        if (!last) return last;
+    if (Status s = check_input(tokens); !s) return s;
+    // Counters are sampled per token: with a counting observer, chunks are single tokens.
+    const size_t chunk = observer_ && observer_->counters() ? 1 : capacity_;
+    for (size_t i = 0; i < tokens.size(); i += chunk) {
+        const uint32_t n = static_cast<uint32_t>(std::min(chunk, tokens.size() - i));
+        if (Status s = eval_chunk(tokens.data() + i, n, i + n == tokens.size()); !s) return s;
     }
-    return last;
+    return std::span<const float>(logits_);
 }
 
-Result<std::span<const float>> Session::eval(int32_t token) {
+Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) {
     const HyperParams& hp = model_.hparams();
-    if (token < 0 || static_cast<uint32_t>(token) >= hp.vocab_size)
-        return error("token id " + std::to_string(token) + " out of range (vocabulary " + std::to_string(hp.vocab_size) + ")");
-    if (position_ >= context_) return error("context full (" + std::to_string(context_) + " tokens)");
-    std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this token
+    const size_t H = hp.hidden_size;
+    std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
 
     const TensorView& embed = model_.embedding();
-    kernels::dequantize_row(embed.type, embed.data, hp.hidden_size, static_cast<size_t>(token), x_.data());
+    for (uint32_t i = 0; i < n; ++i)
+        kernels::dequantize_row(embed.type, embed.data, H, static_cast<size_t>(tokens[i]), x_.data() + i * H);
 
     const auto& layers = model_.layers();
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         const LayerWeights& w = layers[l];
-        CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]
+        CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
         if (counters) counters->start(0);
         const uint64_t t0 = observer_ ? now_ns() : 0;
-        rmsnorm(x_.data(), f32(w.attn_norm), hp.rms_eps, hp.hidden_size, h_.data());
-        attention(l, w);
-        for (uint32_t i = 0; i < hp.hidden_size; ++i) x_[i] += proj_[i];
+        for (uint32_t i = 0; i < n; ++i) rmsnorm(x_.data() + i * H, f32(w.attn_norm), hp.rms_eps, H, h_.data() + i * H);
+        attention(l, w, n);
+        for (size_t i = 0; i < n * H; ++i) x_[i] += proj_[i];
         const uint64_t t1 = observer_ ? now_ns() : 0;
 
-        rmsnorm(x_.data(), f32(w.ffn_norm), hp.rms_eps, hp.hidden_size, h_.data());
+        for (uint32_t i = 0; i < n; ++i) rmsnorm(x_.data() + i * H, f32(w.ffn_norm), hp.rms_eps, H, h_.data() + i * H);
         router_ns_ = 0;
         if (w.is_moe) {
-            if (Status s = moe(l, w); !s) return s;
+            if (Status s = moe(l, w, n); !s) return s;
         } else {
-            ffn(w.dense, hp.dense_ffn, moe_out_.data());
+            ffn(w.dense, hp.dense_ffn, h_.data(), n, moe_out_.data());
         }
-        for (uint32_t i = 0; i < hp.hidden_size; ++i) x_[i] += moe_out_[i];
+        for (size_t i = 0; i < n * H; ++i) x_[i] += moe_out_[i];
         if (observer_) {
             const uint64_t t2 = now_ns();
-            observer_->on_layer_timing(LayerTiming{l, position_, t1 - t0, router_ns_, t2 - t1 - router_ns_});
+            for (uint32_t i = 0; i < n; ++i)
+                observer_->on_layer_timing(
+                    LayerTiming{l, position_ + i, (t1 - t0) / n, router_ns_ / n, (t2 - t1 - router_ns_) / n});
             if (counters) observer_->on_counters(CounterRecord{l, position_, -1, counters->stop(0)});  // [counters]
         }
     }
-    rmsnorm(x_.data(), f32(&model_.output_norm()), hp.rms_eps, hp.hidden_size, h_.data());
-    matvec(model_.lm_head(), h_.data(), logits_.data());
-    ++position_;
-    return std::span<const float>(logits_);
+    position_ += n;
+    if (with_logits) {
+        rmsnorm(x_.data() + (n - 1) * H, f32(&model_.output_norm()), hp.rms_eps, H, h_.data());
+        matmul(model_.lm_head(), h_.data(), 1, logits_.data());
+    }
+    return Status::ok();
 }
 
-void Session::attention(uint32_t layer, const LayerWeights& w) {
+void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const HyperParams& hp = model_.hparams();
     const uint32_t hd = hp.head_dim, n_heads = hp.n_heads, n_kv = hp.n_kv_heads;
     const size_t q_dim = size_t(n_heads) * hd, kv_dim = size_t(n_kv) * hd;
-    matvec(*w.q, h_.data(), q_.data());
-    matvec(*w.k, h_.data(), k_.data());
-    matvec(*w.v, h_.data(), v_.data());
-    if (w.q_bias) {
-        for (size_t i = 0; i < q_dim; ++i) q_[i] += f32(w.q_bias)[i];
-        for (size_t i = 0; i < kv_dim; ++i) k_[i] += f32(w.k_bias)[i];
-        for (size_t i = 0; i < kv_dim; ++i) v_[i] += f32(w.v_bias)[i];
-    }
-    if (w.q_norm) {  // olmoe normalises the whole projection, before RoPE
-        rmsnorm(q_.data(), f32(w.q_norm), hp.rms_eps, q_dim, q_.data());
-        rmsnorm(k_.data(), f32(w.k_norm), hp.rms_eps, kv_dim, k_.data());
-    }
-    if (hp.clip_qkv > 0.0f) {
-        const float c = hp.clip_qkv;
-        for (float& v : q_) v = std::clamp(v, -c, c);
-        for (float& v : k_) v = std::clamp(v, -c, c);
-        for (float& v : v_) v = std::clamp(v, -c, c);
-    }
-    const float* inv_freq = model_.rope_inv_freq().data();
-    for (uint32_t h = 0; h < n_heads; ++h) rope(q_.data() + size_t(h) * hd, inv_freq, hd, position_);
-    for (uint32_t h = 0; h < n_kv; ++h) rope(k_.data() + size_t(h) * hd, inv_freq, hd, position_);
-
+    const MatmulJob qkv[3] = {{w.q, h_.data(), n, q_.data()}, {w.k, h_.data(), n, k_.data()}, {w.v, h_.data(), n, v_.data()}};
+    run_matmuls(pool_, qkv);
     float* kc = k_cache_.data() + size_t(layer) * context_ * kv_dim;
     float* vc = v_cache_.data() + size_t(layer) * context_ * kv_dim;
-    std::copy(k_.begin(), k_.end(), kc + size_t(position_) * kv_dim);
-    std::copy(v_.begin(), v_.end(), vc + size_t(position_) * kv_dim);
+    const float* inv_freq = model_.rope_inv_freq().data();
+    for (uint32_t t = 0; t < n; ++t) {
+        float* q = q_.data() + t * q_dim;
+        float* k = k_.data() + t * kv_dim;
+        float* v = v_.data() + t * kv_dim;
+        if (w.q_bias) {
+            for (size_t i = 0; i < q_dim; ++i) q[i] += f32(w.q_bias)[i];
+            for (size_t i = 0; i < kv_dim; ++i) k[i] += f32(w.k_bias)[i];
+            for (size_t i = 0; i < kv_dim; ++i) v[i] += f32(w.v_bias)[i];
+        }
+        if (w.q_norm) {  // olmoe normalises the whole projection, before RoPE
+            rmsnorm(q, f32(w.q_norm), hp.rms_eps, q_dim, q);
+            rmsnorm(k, f32(w.k_norm), hp.rms_eps, kv_dim, k);
+        }
+        if (hp.clip_qkv > 0.0f) {
+            const float c = hp.clip_qkv;
+            for (size_t i = 0; i < q_dim; ++i) q[i] = std::clamp(q[i], -c, c);
+            for (size_t i = 0; i < kv_dim; ++i) k[i] = std::clamp(k[i], -c, c);
+            for (size_t i = 0; i < kv_dim; ++i) v[i] = std::clamp(v[i], -c, c);
+        }
+        for (uint32_t h = 0; h < n_heads; ++h) rope(q + size_t(h) * hd, inv_freq, hd, position_ + t);
+        for (uint32_t h = 0; h < n_kv; ++h) rope(k + size_t(h) * hd, inv_freq, hd, position_ + t);
+        std::copy(k, k + kv_dim, kc + size_t(position_ + t) * kv_dim);
+        std::copy(v, v + kv_dim, vc + size_t(position_ + t) * kv_dim);
+    }
 
-    const uint32_t n_pos = position_ + 1;
+    // Causal attention of every (token, head) pair over the positions up to the token's own. The pairs are
+    // split into one fixed range per pool part, each with its own score row.
     const uint32_t group = n_heads / n_kv;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    pool_.parallel_for(n_heads, 1, [&](size_t hb, size_t he) {
-        for (size_t h = hb; h < he; ++h) {
-            const float* q = q_.data() + h * hd;
-            const size_t kvh = h / group;
-            float* sc = scores_.data() + h * context_;
-            for (uint32_t p = 0; p < n_pos; ++p) {
-                const float* k = kc + size_t(p) * kv_dim + kvh * hd;
-                float dot = 0.0f;
-                for (uint32_t i = 0; i < hd; ++i) dot += q[i] * k[i];
-                sc[p] = dot * scale;
-            }
-            softmax(sc, n_pos);
-            float* out = att_.data() + h * hd;
-            std::fill(out, out + hd, 0.0f);
-            for (uint32_t p = 0; p < n_pos; ++p) {
-                const float* v = vc + size_t(p) * kv_dim + kvh * hd;
-                const float a = sc[p];
-                for (uint32_t i = 0; i < hd; ++i) out[i] += a * v[i];
+    const size_t pairs = size_t(n) * n_heads;
+    // About 2·hd multiply-adds per pair and position: split only when that pays for the hand-off.
+    const size_t work = pairs * (size_t(position_) + (n + 1) / 2) * hd * 2;
+    const size_t parts = std::clamp<size_t>(work / 65536, 1, pool_.size());
+    pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
+        for (size_t part = part_begin; part < part_end; ++part) {
+            float* sc = scores_.data() + part * context_;
+            for (size_t pair = pairs * part / parts; pair < pairs * (part + 1) / parts; ++pair) {
+                const size_t t = pair / n_heads, h = pair % n_heads;
+                const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
+                const float* q = q_.data() + t * q_dim + h * hd;
+                const size_t kvh = h / group;
+                for (uint32_t p = 0; p < n_pos; ++p) {
+                    const float* k = kc + size_t(p) * kv_dim + kvh * hd;
+                    float dot = 0.0f;
+                    for (uint32_t i = 0; i < hd; ++i) dot += q[i] * k[i];
+                    sc[p] = dot * scale;
+                }
+                softmax(sc, n_pos);
+                float* out = att_.data() + t * q_dim + h * hd;
+                std::fill(out, out + hd, 0.0f);
+                for (uint32_t p = 0; p < n_pos; ++p) {
+                    const float* v = vc + size_t(p) * kv_dim + kvh * hd;
+                    const float a = sc[p];
+                    for (uint32_t i = 0; i < hd; ++i) out[i] += a * v[i];
+                }
             }
         }
     });
-    matvec(*w.o, att_.data(), proj_.data());
+    matmul(*w.o, att_.data(), n, proj_.data());
 }
 
-void Session::ffn(const FfnWeights& w, uint32_t ffn_dim, float* out) {
-    matvec(*w.gate, h_.data(), gate_.data());
-    matvec(*w.up, h_.data(), up_.data());
-    for (uint32_t i = 0; i < ffn_dim; ++i) gate_[i] = silu(gate_[i]) * up_[i];
-    matvec(*w.down, gate_.data(), out);
+void Session::ffn(const FfnWeights& w, uint32_t ffn_dim, const float* x, uint32_t n, float* out) {
+    const MatmulJob gate_up[2] = {{w.gate, x, n, gate_.data()}, {w.up, x, n, up_.data()}};
+    run_matmuls(pool_, gate_up);
+    for (size_t i = 0; i < size_t(n) * ffn_dim; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+    matmul(*w.down, gate_.data(), n, out);
 }
 
-Status Session::moe(uint32_t layer, const LayerWeights& w) {
+Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const HyperParams& hp = model_.hparams();
-    const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active, H = hp.hidden_size;
+    const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
+    const size_t H = hp.hidden_size;
     const uint64_t t0 = observer_ ? now_ns() : 0;
-    matvec(*w.router, h_.data(), router_logits_.data());
-    std::copy(router_logits_.begin(), router_logits_.begin() + n_exp, router_probs_.begin());
-    softmax(router_probs_.data(), n_exp);
-
-    // Top-k by probability; ties go to the lower expert index, as a stable selection.
-    for (uint32_t j = 0; j < k; ++j) {
-        int32_t best = -1;
-        for (uint32_t e = 0; e < n_exp; ++e) {
-            bool taken = false;
-            for (uint32_t s = 0; s < j; ++s) taken |= selected_[s] == static_cast<int32_t>(e);
-            if (!taken && (best < 0 || router_probs_[e] > router_probs_[best])) best = static_cast<int32_t>(e);
-        }
-        selected_[j] = best;
-        selected_w_[j] = router_probs_[best];
-    }
+    matmul(*w.router, h_.data(), n, router_logits_.data());
     // Mixtral always renormalises the top-k; qwen2_moe and olmoe only with norm_topk_prob.
-    if (model_.family() == Family::Mixtral || (hp.flags & kNormTopkProb)) {
-        float sum = 0.0f;
-        for (uint32_t j = 0; j < k; ++j) sum += selected_w_[j];
-        for (uint32_t j = 0; j < k; ++j) selected_w_[j] /= sum;
-    }
+    const bool renormalise = model_.family() == Family::Mixtral || (hp.flags & kNormTopkProb);
+    for (uint32_t t = 0; t < n; ++t)
+        route_token(options_.router, router_logits_.data() + size_t(t) * n_exp, n_exp, k, renormalise,
+                    router_probs_.data() + size_t(t) * n_exp, selected_.data() + size_t(t) * k,
+                    selected_w_.data() + size_t(t) * k);
     if (observer_) {
         router_ns_ = now_ns() - t0;
-        observer_->on_routing(RoutingRecord{layer, position_, std::span<const int32_t>(selected_.data(), k),
-                                            std::span<const float>(selected_w_.data(), k),
-                                            std::span<const float>(router_logits_.data(), n_exp),
-                                            std::span<const float>(router_probs_.data(), n_exp)});
+        for (uint32_t t = 0; t < n; ++t)
+            observer_->on_routing(RoutingRecord{layer, position_ + t, std::span<const int32_t>(selected_.data() + t * k, k),
+                                                std::span<const float>(selected_w_.data() + t * k, k),
+                                                std::span<const float>(router_logits_.data() + t * n_exp, n_exp),
+                                                std::span<const float>(router_probs_.data() + t * n_exp, n_exp)});
     }
 
-    // Sum expert outputs in ascending expert order (as transformers' index_add_ loop does).
-    std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
-    CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]
+    // Group the chunk's (token, slot) choices by expert, in token order.
+    std::fill(expert_count_.begin(), expert_count_.end(), 0u);
+    for (uint32_t s = 0; s < n * k; ++s) {
+        const auto e = static_cast<uint32_t>(selected_[s]);
+        expert_rows_[size_t(e) * capacity_ + expert_count_[e]++] = s;
+    }
+    if (prefetcher_) {
+        // This layer's experts are known now: start reading all of them before the first one is computed.
+        // The next layer's are not, so guess the previous token's choices there.
+        for (uint32_t e = 0; e < n_exp; ++e) {
+            const int32_t id = static_cast<int32_t>(e);
+            if (expert_count_[e]) prefetcher_->prefetch(layer, std::span<const int32_t>(&id, 1));
+        }
+        if (layer + 1 < hp.n_layers) prefetcher_->prefetch(layer + 1, std::span<const int32_t>(predicted_.data() + (layer + 1) * k, k));
+        std::copy(selected_.begin() + (n - 1) * k, selected_.begin() + n * k, predicted_.begin() + layer * k);
+    }
+
+    // Every selected expert gets a block of rows (one per token that chose it) in expert_in_, gate_, up_ and
+    // ffn_out_, in ascending expert order.
+    const uint32_t F = hp.expert_ffn;
+    uint32_t block = 0;
     for (uint32_t e = 0; e < n_exp; ++e) {
-        for (uint32_t j = 0; j < k; ++j) {
-            if (selected_[j] != static_cast<int32_t>(e)) continue;
-            if (counters) counters->start(1);  // [counters]
-            ffn(w.experts[e], hp.expert_ffn, ffn_out_.data());
-            if (counters) observer_->on_counters(CounterRecord{layer, position_, static_cast<int32_t>(e), counters->stop(1)});
-            for (uint32_t i = 0; i < H; ++i) moe_out_[i] += selected_w_[j] * ffn_out_[i];
+        expert_block_[e] = block;
+        if (expert_count_[e] == 0) continue;
+        // A .bin.zst decompresses the expert on first use; a damaged frame fails the eval.
+        if (Status s = model_.ensure_expert(layer, e); !s) return s;
+        if (n > 1) {  // gather the inputs of the tokens that chose e
+            const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
+            for (uint32_t r = 0; r < expert_count_[e]; ++r)
+                std::copy_n(h_.data() + (rows[r] / k) * H, H, expert_in_.data() + (block + r) * H);
+        }
+        block += expert_count_[e];
+    }
+    auto input_of = [&](uint32_t e) { return n > 1 ? expert_in_.data() + expert_block_[e] * H : h_.data(); };
+    const bool shared = w.shared_expert.gate != nullptr;
+    const uint32_t SF = hp.shared_expert_ffn;
+    CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
+    if (counters) {
+        // One expert at a time, so each one's counters are its own.
+        for (uint32_t e = 0; e < n_exp; ++e) {
+            if (expert_count_[e] == 0) continue;
+            counters->start(1);
+            ffn(w.experts[e], F, input_of(e), expert_count_[e], ffn_out_.data() + expert_block_[e] * H);
+            observer_->on_counters(CounterRecord{layer, position_, static_cast<int32_t>(e), counters->stop(1)});
+        }
+        if (shared) {
+            matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
+            ffn(w.shared_expert, SF, h_.data(), n, shared_out_.data());
+        }
+    } else {
+        // Two hand-offs for all experts: every gate and up projection, then every down projection.
+        jobs_.clear();
+        for (uint32_t e = 0; e < n_exp; ++e) {
+            if (expert_count_[e] == 0) continue;
+            const FfnWeights& x = w.experts[e];
+            jobs_.push_back({x.gate, input_of(e), expert_count_[e], gate_.data() + size_t(expert_block_[e]) * F});
+            jobs_.push_back({x.up, input_of(e), expert_count_[e], up_.data() + size_t(expert_block_[e]) * F});
+        }
+        if (shared) {
+            jobs_.push_back({w.shared_expert.gate, h_.data(), n, shared_gate_up_.data()});
+            jobs_.push_back({w.shared_expert.up, h_.data(), n, shared_gate_up_.data() + size_t(n) * SF});
+            jobs_.push_back({w.shared_expert_gate, h_.data(), n, shared_gate_.data()});
+        }
+        run_matmuls(pool_, jobs_);
+        for (size_t i = 0; i < size_t(block) * F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+        float* sg = shared_gate_up_.data();
+        for (size_t i = 0; shared && i < size_t(n) * SF; ++i) sg[i] = silu(sg[i]) * sg[size_t(n) * SF + i];
+        jobs_.clear();
+        for (uint32_t e = 0; e < n_exp; ++e) {
+            if (expert_count_[e] == 0) continue;
+            jobs_.push_back({w.experts[e].down, gate_.data() + size_t(expert_block_[e]) * F, expert_count_[e],
+                             ffn_out_.data() + size_t(expert_block_[e]) * H});
+        }
+        if (shared) jobs_.push_back({w.shared_expert.down, sg, n, shared_out_.data()});
+        run_matmuls(pool_, jobs_);
+    }
+
+    // Each token sums its experts' outputs in ascending expert order (as transformers' index_add_ loop does),
+    // then the gated shared expert.
+    std::fill(moe_out_.begin(), moe_out_.begin() + n * H, 0.0f);
+    for (uint32_t e = 0; e < n_exp; ++e) {
+        const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
+        for (uint32_t r = 0; r < expert_count_[e]; ++r) {
+            const float weight = selected_w_[rows[r]];
+            float* out = moe_out_.data() + (rows[r] / k) * H;
+            const float* y = ffn_out_.data() + (expert_block_[e] + r) * H;
+            for (size_t i = 0; i < H; ++i) out[i] += weight * y[i];
         }
     }
-    if (w.shared_expert.gate) {
-        float g = 0.0f;
-        matvec(*w.shared_expert_gate, h_.data(), &g);
-        ffn(w.shared_expert, hp.shared_expert_ffn, ffn_out_.data());
-        const float s = sigmoid(g);
-        for (uint32_t i = 0; i < H; ++i) moe_out_[i] += s * ffn_out_[i];
+    if (shared) {
+        for (uint32_t t = 0; t < n; ++t) {
+            const float s = sigmoid(shared_gate_[t]);
+            float* out = moe_out_.data() + t * H;
+            const float* y = shared_out_.data() + t * H;
+            for (size_t i = 0; i < H; ++i) out[i] += s * y[i];
+        }
     }
     return Status::ok();
 }

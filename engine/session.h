@@ -1,25 +1,50 @@
-// Per-conversation state: KV cache, scratch buffers and the position. eval() runs one token through the
-// model and returns its logits. Buffers are sized once at construction; the hot path allocates nothing.
+// Per-conversation state: KV cache, scratch buffers and the position. eval() runs tokens through the model
+// and returns the logits after the last one. A prompt is evaluated in chunks: every projection reads its
+// weights once per chunk, and each selected expert's weights once per chunk for all the chunk's tokens that
+// chose it. Results are bit-identical to evaluating one token at a time, for any chunk size and thread count.
+// Buffers are sized once at construction; the hot path allocates nothing.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "activation_buffer.h"
+#include "matmul_jobs.h"
 #include "model.h"
+#include "prefetch.h"
+#include "router.h"
 #include "status.h"
 #include "thread_pool.h"
 #include "trace.h"
 
 namespace colibri {
 
+struct SessionOptions {
+    RouterKind router = RouterKind::Exact;
+    // Tokens per chunk of a batched eval (1 = token by token); at most kMaxChunk.
+    uint32_t chunk = 64;
+    // madvise(MADV_WILLNEED) the experts the previous token chose at the next layer (engine/prefetch.h).
+    bool prefetch_experts = false;
+    // Transparent huge pages for the KV cache and the larger activation buffers (engine/activation_buffer.h).
+    bool huge_pages = false;
+
+    static constexpr uint32_t kMaxChunk = 256;
+    // Defaults, overridden by COLIBRI_PREFETCH=0|1 and COLIBRI_HUGEPAGE=0|1 (huge pages default to the
+    // COLIBRI_USE_HUGEPAGE build option).
+    static SessionOptions from_environment();
+};
+
 class Session {
 public:
     // context = 0 picks min(max_position, 4096).
-    Session(const Model& model, ThreadPool& pool, uint32_t context = 0);
+    Session(const Model& model, ThreadPool& pool, uint32_t context = 0,
+            SessionOptions options = SessionOptions::from_environment());
 
     // Feeds one token at position(); returns the logits (vocab floats), valid until the next call.
     Result<std::span<const float>> eval(int32_t token);
-    // Feeds several tokens; returns the logits after the last one.
+    // Feeds several tokens; returns the logits after the last one. Checks every id and the context first, so
+    // on an error nothing is evaluated.
     Result<std::span<const float>> eval(std::span<const int32_t> tokens);
 
     void reset() { position_ = 0; }
@@ -27,26 +52,47 @@ public:
     void truncate(uint32_t n) { if (n < position_) position_ = n; }
     uint32_t position() const { return position_; }
     uint32_t context() const { return context_; }
+    const SessionOptions& options() const { return options_; }
+    void set_router(RouterKind kind) { options_.router = kind; }
+    // Records arrive per token and layer. A batched eval delivers a chunk layer by layer (within a layer by
+    // position) and splits each stage's time evenly among the chunk's tokens; when the observer asks for
+    // counters, tokens are evaluated one at a time so counters stay per token.
     void set_observer(TraceObserver* observer) { observer_ = observer; }
 
 private:
-    void attention(uint32_t layer, const LayerWeights& w);
-    Status moe(uint32_t layer, const LayerWeights& w);
-    void ffn(const FfnWeights& w, uint32_t ffn_dim, float* out);
-    void matvec(const TensorView& w, const float* x, float* y);
+    Status check_input(std::span<const int32_t> tokens) const;
+    // Evaluates tokens [0, n) at positions position_.. (n <= chunk capacity); with_logits computes the
+    // logits of the last one.
+    Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits);
+    void attention(uint32_t layer, const LayerWeights& w, uint32_t n);
+    Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
+    void ffn(const FfnWeights& w, uint32_t ffn_dim, const float* x, uint32_t n, float* out);
+    // y[i * W.rows + r] = row r of W · x_i for i < n: one read of W for all n vectors.
+    void matmul(const TensorView& w, const float* x, uint32_t n, float* y);
 
     const Model& model_;
     ThreadPool& pool_;
+    SessionOptions options_;
     uint32_t context_ = 0;
+    uint32_t capacity_ = 1;  // tokens per chunk the buffers hold
     uint32_t position_ = 0;
     TraceObserver* observer_ = nullptr;
     uint64_t router_ns_ = 0;  // router time of the current layer, for LayerTiming
+    std::unique_ptr<ExpertPrefetcher> prefetcher_;
 
-    std::vector<float> k_cache_, v_cache_;  // [layer][position][kv_dim]
-    std::vector<float> x_, h_, q_, k_, v_, att_, proj_, scores_;
-    std::vector<float> gate_, up_, ffn_out_, moe_out_, router_logits_, router_probs_;
-    std::vector<int32_t> selected_;
+    // Per-token rows, capacity_ of each: [token][dim].
+    ActivationBuffer<float> k_cache_, v_cache_;  // [layer][position][kv_dim]
+    ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][context]
+    ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;
+    ActivationBuffer<float> shared_gate_, shared_gate_up_, shared_out_;  // qwen2_moe's shared expert
+    std::vector<int32_t> selected_;  // [token][k]
     std::vector<float> selected_w_;
+    // The chunk's tokens grouped by expert: for expert e, expert_rows_[e * capacity_ + r] = token * k + slot.
+    std::vector<uint32_t> expert_rows_, expert_count_;
+    std::vector<uint32_t> expert_block_;  // first row of expert e's block in expert_in_ / gate_ / up_ / ffn_out_
+    std::vector<MatmulJob> jobs_;         // reserved for every expert's two projections and the shared expert
+    std::vector<int32_t> predicted_;  // [layer][k]: the last token's experts, the guess for the next token
     std::vector<float> logits_;
 };
 

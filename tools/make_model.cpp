@@ -71,7 +71,35 @@ int main(int argc, char** argv) {
     app.add_option("--clip-qkv", s.clip_qkv, "olmoe: clamp q, k and v to this magnitude");
     app.add_option("--mlp-only-layers", s.mlp_only_layers, "qwen2_moe: layers with a dense MLP instead of experts");
     app.add_option("--tokenizer", tokenizer_dir, "directory with tokenizer.json / tokenizer_config.json to include");
+    std::string preset;
+    bool config_only = false;
+    app.add_option("--preset", preset,
+                   "bench: the benchmark model (mixtral, 8 layers, hidden 1024, 16 heads / 4 KV heads, 8 experts top-2, "
+                   "expert ffn 2816, vocab 32000)");
+    app.add_flag("--config-only", config_only, "write config.json and generation_config.json only, no weights");
     CLI11_PARSE(app, argc, argv);
+    if (!preset.empty()) {
+        if (preset != "bench") {
+            std::fprintf(stderr, "colibri-make-model: --preset: unknown preset '%s' (bench)\n", preset.c_str());
+            return 1;
+        }
+        for (const char* shape : {"--family", "--vocab", "--hidden", "--layers", "--heads", "--kv-heads", "--experts",
+                                  "--top-k", "--ffn", "--shared-ffn", "--mlp-only-layers"}) {
+            if (app.count(shape)) {
+                std::fprintf(stderr, "colibri-make-model: %s: the bench preset fixes the shape\n", shape);
+                return 1;
+            }
+        }
+        s.family = "mixtral";
+        s.layers = 8;
+        s.hidden = 1024;
+        s.heads = 16;
+        s.kv_heads = 4;
+        s.ffn = 2816;
+        s.experts = 8;
+        s.top_k = 2;
+        s.vocab = 32000;
+    }
     if (s.family != "mixtral" && s.family != "qwen2_moe" && s.family != "olmoe") {
         std::fprintf(stderr, "colibri-make-model: unknown family '%s'\n", s.family.c_str());
         return 1;
@@ -111,6 +139,11 @@ int main(int argc, char** argv) {
         cfg["clip_qkv"] = s.clip_qkv > 0.0f ? json(s.clip_qkv) : json(nullptr);
     }
 
+    if (config_only) {
+        std::ofstream(fs::path(out_dir) / "config.json") << cfg.dump(2) << "\n";
+        std::ofstream(fs::path(out_dir) / "generation_config.json") << json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) << "\n";
+        return 0;
+    }
     Gaussian g(s.seed);
     std::vector<tools::OutputTensor> tensors;
     auto random = [&](const std::string& name, std::vector<uint64_t> shape, float std_dev) {

@@ -1,0 +1,24 @@
+// Several independent matrix products run as one parallel_for: one thread hand-off for, e.g., the q, k and v
+// projections, or the gate and up projections of every expert a chunk selected. The work (rows x vectors x
+// columns) is split into one fixed range per pool part; each row of each job goes to exactly one part and is
+// computed by the same kernel call a lone product would make for it, so results do not depend on how jobs
+// are grouped or on the thread count.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "model_file.h"
+#include "thread_pool.h"
+
+namespace colibri {
+
+struct MatmulJob {
+    const TensorView* w;  // rows x cols
+    const float* x;       // n vectors of w->cols floats
+    uint32_t n;
+    float* y;             // y[i * w->rows + r] = row r of w . x_i
+};
+
+void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs);
+
+}  // namespace colibri

@@ -1,0 +1,211 @@
+// Batched prompt evaluation equals token-by-token evaluation bit for bit: the logits after the prompt and
+// every position's routing record (experts, weights, router logits and probabilities), for every family and
+// weight type, for chunk sizes that do and do not divide the prompt, and for one and two threads. The session
+// options that must not change numbers (expert prefetch, huge pages) do not, and their parts work.
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cstring>
+#include <random>
+
+#include "../test_support.h"
+#include "engine/activation_buffer.h"
+#include "engine/model.h"
+#include "engine/prefetch.h"
+#include "engine/session.h"
+
+using namespace colibri;
+using namespace colibri::test;
+
+namespace {
+
+struct RoutingCopy {
+    uint32_t layer, position;
+    std::vector<int32_t> experts;
+    std::vector<float> weights, logits, probs;
+};
+
+struct Recorder : TraceObserver {
+    std::vector<RoutingCopy> routing;
+    std::vector<LayerTiming> timing;
+    void on_routing(const RoutingRecord& r) override {
+        routing.push_back({r.layer, r.position, {r.experts.begin(), r.experts.end()}, {r.weights.begin(), r.weights.end()},
+                           {r.router_logits.begin(), r.router_logits.end()}, {r.router_probs.begin(), r.router_probs.end()}});
+    }
+    void on_layer_timing(const LayerTiming& t) override { timing.push_back(t); }
+    // Batched eval delivers records layer by layer: order them as token-by-token eval does.
+    void sort() {
+        std::stable_sort(routing.begin(), routing.end(), [](const RoutingCopy& a, const RoutingCopy& b) {
+            return std::tie(a.position, a.layer) < std::tie(b.position, b.layer);
+        });
+    }
+};
+
+template <typename T>
+bool bit_equal(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+struct Run {
+    std::vector<float> logits;
+    Recorder trace;
+};
+
+// Evaluates ids with the given chunk size and thread count; one_by_one feeds them through eval(token).
+Run evaluate(const Model& model, const std::vector<int32_t>& ids, uint32_t chunk, unsigned threads, bool one_by_one) {
+    ThreadPool pool(threads);
+    SessionOptions options;
+    options.chunk = chunk;
+    Session s(model, pool, 0, options);
+    Run run;
+    s.set_observer(&run.trace);
+    Result<std::span<const float>> r = error("not run");
+    if (one_by_one) {
+        for (int32_t id : ids) r = s.eval(id);
+    } else {
+        r = s.eval(std::span<const int32_t>(ids));
+    }
+    if (r.is_ok()) run.logits.assign(r->begin(), r->end());
+    run.trace.sort();
+    return run;
+}
+
+}  // namespace
+
+class TestBatchedEval : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+    std::unique_ptr<Model> convert(const QString& family, const QString& type) {
+        const QString path = dir_.filePath(family + "-" + type + ".bin");
+        const CliResult r = run_cli({"convert", reference("hf/" + family + "/model"), "-o", path, "--type", type, "-q"});
+        if (r.exit_code != 0) qWarning("convert: %s", r.err.constData());
+        auto m = Model::load(path.toStdString());
+        return m.is_ok() ? std::move(m.value()) : nullptr;
+    }
+
+    // The 16 reference ids, then deterministic random ones: 45 tokens cross several chunk boundaries.
+    std::vector<int32_t> prompt(const QString& family, uint32_t vocab) {
+        std::vector<int32_t> ids;
+        for (const auto& v : read_json(reference("hf/" + family + "/ref/input_ids.json")).array()) ids.push_back(v.toInt());
+        std::mt19937 rng(7);
+        while (ids.size() < 45) ids.push_back(static_cast<int32_t>(rng() % vocab));
+        return ids;
+    }
+
+private slots:
+    void batched_equals_token_by_token_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("type");
+        for (const char* family : {"mixtral", "qwen2_moe", "olmoe"})
+            for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_k", "q4_0"})
+                QTest::newRow(qPrintable(QString("%1-%2").arg(family, type))) << QString(family) << QString(type);
+    }
+
+    void batched_equals_token_by_token() {
+        QFETCH(QString, family);
+        QFETCH(QString, type);
+        auto model = convert(family, type);
+        QVERIFY(model);
+        const std::vector<int32_t> ids = prompt(family, model->hparams().vocab_size);
+        const Run want = evaluate(*model, ids, 1, 1, true);
+        QCOMPARE(want.logits.size(), size_t(model->hparams().vocab_size));
+        QCOMPARE(want.trace.routing.size(), ids.size() * model->moe_layer_count());
+
+        struct Case {
+            uint32_t chunk;
+            unsigned threads;
+        };
+        for (const Case c : {Case{64, 1}, Case{64, 2}, Case{16, 2}, Case{7, 1}, Case{7, 2}, Case{1, 2}}) {
+            const Run got = evaluate(*model, ids, c.chunk, c.threads, false);
+            const QByteArray where = QString("chunk %1, %2 threads").arg(c.chunk).arg(c.threads).toUtf8();
+            QVERIFY2(bit_equal(got.logits, want.logits), where.constData());
+            QCOMPARE(got.trace.routing.size(), want.trace.routing.size());
+            for (size_t i = 0; i < want.trace.routing.size(); ++i) {
+                const RoutingCopy &g = got.trace.routing[i], &w = want.trace.routing[i];
+                QCOMPARE(g.layer, w.layer);
+                QCOMPARE(g.position, w.position);
+                QVERIFY2(g.experts == w.experts && bit_equal(g.weights, w.weights) && bit_equal(g.logits, w.logits) &&
+                             bit_equal(g.probs, w.probs),
+                         qPrintable(QString("%1: layer %2 position %3").arg(where.constData()).arg(w.layer).arg(w.position)));
+            }
+            // One timing record per token and layer, whatever the chunking.
+            QCOMPARE(got.trace.timing.size(), ids.size() * model->hparams().n_layers);
+        }
+    }
+
+    void batched_continues_after_truncate() {
+        auto model = convert("qwen2_moe", "q8_0");
+        QVERIFY(model);
+        const std::vector<int32_t> ids = prompt("qwen2_moe", model->hparams().vocab_size);
+        const Run want = evaluate(*model, ids, 1, 1, true);
+        ThreadPool pool(2);
+        SessionOptions options;
+        options.chunk = 8;
+        Session s(*model, pool, 0, options);
+        QVERIFY(s.eval(std::span<const int32_t>(ids.data(), 20)).is_ok());
+        const std::vector<int32_t> detour{5, 6, 7, 8, 9, 10, 11, 12, 13};
+        QVERIFY(s.eval(std::span<const int32_t>(detour)).is_ok());
+        s.truncate(20);
+        auto r = s.eval(std::span<const int32_t>(ids.data() + 20, ids.size() - 20));
+        QVERIFY(r.is_ok());
+        QVERIFY(std::memcmp(r->data(), want.logits.data(), want.logits.size() * sizeof(float)) == 0);
+    }
+
+    void bad_input_evaluates_nothing() {
+        auto model = convert("olmoe", "f32");
+        QVERIFY(model);
+        ThreadPool pool(1);
+        Session s(*model, pool, 8);
+        const std::vector<int32_t> bad{1, 2, int32_t(model->hparams().vocab_size)};
+        auto r = s.eval(std::span<const int32_t>(bad));
+        QVERIFY(!r.is_ok());
+        QVERIFY(QString::fromStdString(r.message()).contains("out of range"));
+        QCOMPARE(s.position(), 0u);
+        const std::vector<int32_t> long_prompt(9, 1);
+        r = s.eval(std::span<const int32_t>(long_prompt));
+        QVERIFY(!r.is_ok());
+        QVERIFY(QString::fromStdString(r.message()).contains("context full"));
+        QCOMPARE(s.position(), 0u);
+    }
+
+    void options_switches_change_nothing_numerically() {
+        auto model = convert("mixtral", "f16");
+        QVERIFY(model);
+        const std::vector<int32_t> ids = prompt("mixtral", model->hparams().vocab_size);
+        const Run want = evaluate(*model, ids, 1, 1, true);
+        ThreadPool pool(2);
+        SessionOptions options;
+        options.prefetch_experts = true;
+        options.huge_pages = true;
+        Session s(*model, pool, 0, options);
+        auto r = s.eval(std::span<const int32_t>(ids));
+        QVERIFY(r.is_ok());
+        QVERIFY(std::memcmp(r->data(), want.logits.data(), want.logits.size() * sizeof(float)) == 0);
+    }
+
+    void huge_page_buffers_are_aligned() {
+        ActivationBuffer<float> big{ActivationAllocator<float>(true)};
+        big.resize(3 << 20);  // 12 MiB
+        QCOMPARE(reinterpret_cast<uintptr_t>(big.data()) % activation_memory::kHugePage, uintptr_t(0));
+        ActivationBuffer<float> small{ActivationAllocator<float>(true)};
+        small.resize(16);
+        small[15] = 1.0f;
+        ActivationBuffer<float> copy = big;  // the allocator (and its choice) travels with the buffer
+        QVERIFY(copy.get_allocator().huge_pages());
+        QCOMPARE(copy.size(), big.size());
+    }
+
+    void prefetcher_advises_known_experts_only() {
+        auto model = convert("olmoe", "q8_0");
+        QVERIFY(model);
+        ExpertPrefetcher prefetcher(*model);
+        const std::vector<int32_t> experts{0, 1, -1, 1000};
+        prefetcher.prefetch(0, experts);
+        QCOMPARE(prefetcher.calls(), uint64_t(2));
+        prefetcher.prefetch(99, experts);  // no such layer
+        QCOMPARE(prefetcher.calls(), uint64_t(2));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestBatchedEval)
+#include "test_batched_eval.moc"

@@ -1,0 +1,155 @@
+// `colibri bench --json` reports every field with sane values (no timing is asserted, only that the numbers
+// are positive and ordered min <= median <= max), bytes per token add up from the model's tensors, bad
+// arguments are one-line errors; `colibri route --router lut --compare` reports agreement; the bench preset
+// of colibri-make-model has the benchmark shape.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "../test_support.h"
+
+using namespace colibri::test;
+
+namespace {
+void check_spread(const QJsonObject& o, const char* name) {
+    const QJsonObject s = o[name].toObject();
+    QVERIFY2(s.contains("median") && s.contains("min") && s.contains("max"), name);
+    const double lo = s["min"].toDouble(), mid = s["median"].toDouble(), hi = s["max"].toDouble();
+    QVERIFY2(lo > 0 && lo <= mid && mid <= hi, name);
+}
+}  // namespace
+
+class TestBench : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString model_;
+
+private slots:
+    void initTestCase() {
+        model_ = dir_.filePath("qwen2_moe.bin");
+        const CliResult r = run_cli({"convert", reference("hf/qwen2_moe/model"), "-o", model_, "--type", "q8_0", "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+    }
+
+    void json_has_all_fields() {
+        const CliResult r = run_cli({"bench", "-m", model_, "-t", "2", "-p", "12", "-n", "6", "--reps", "3", "--json",
+                                     "--bandwidth-mib", "64", "--cold", "1", "--cold-tokens", "2"});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        QJsonParseError err;
+        const QJsonObject j = QJsonDocument::fromJson(r.out, &err).object();
+        QCOMPARE(err.error, QJsonParseError::NoError);
+        QCOMPARE(j["threads"].toInt(), 2);
+        QCOMPARE(j["prompt_tokens"].toInt(), 12);
+        QCOMPARE(j["decode_tokens"].toInt(), 6);
+        QCOMPARE(j["reps"].toInt(), 3);
+        QCOMPARE(j["router"].toString(), QString("exact"));
+        check_spread(j, "prompt_tokens_per_s");
+        check_spread(j, "decode_tokens_per_s");
+        check_spread(j, "bandwidth_gb_per_s");
+        check_spread(j, "cold_tokens_per_s");
+        QCOMPARE(j["bandwidth_buffer_bytes"].toDouble(), 64.0 * 1024 * 1024);
+        // The variant running each weight type's kernels: q8_0 matrices, f32 norms and router.
+        for (const char* type : {"q8_0", "f32"}) {
+            const QJsonObject k = j["kernels"].toObject()[type].toObject();
+            QVERIFY2(!k["matvec"].toString().isEmpty() && !k["matmul"].toString().isEmpty(), type);
+        }
+
+        // Bytes per token: the parts add up, and each part that this model has is there.
+        const QJsonObject d = j["bytes_per_token_detail"].toObject();
+        double sum = 0;
+        for (const char* k : {"attention", "router", "experts", "shared_expert", "dense_ffn", "norms", "lm_head", "embedding"}) {
+            QVERIFY2(d.contains(k), k);
+            sum += d[k].toDouble();
+        }
+        QCOMPARE(sum, j["bytes_per_token"].toDouble());
+        for (const char* k : {"attention", "router", "experts", "shared_expert", "norms", "lm_head", "embedding"})
+            QVERIFY2(d[k].toDouble() > 0, k);
+        QCOMPARE(d["dense_ffn"].toDouble(), 0.0);
+        // q8_0 lm head: 4096 rows of 64 columns, 34 bytes per 32 values.
+        QCOMPARE(d["lm_head"].toDouble(), 4096.0 * 64 / 32 * 34);
+
+        const double roofline = j["roofline_tokens_per_s"].toDouble();
+        QVERIFY(roofline > 0);
+        QVERIFY(std::fabs(roofline - j["bandwidth_gb_per_s"].toObject()["median"].toDouble() * 1e9 / j["bytes_per_token"].toDouble()) <= 1e-6 * roofline);
+        QVERIFY(std::fabs(j["roofline_fraction"].toDouble() - j["decode_tokens_per_s"].toObject()["median"].toDouble() / roofline) < 1e-9);
+    }
+
+    void text_report() {
+        const CliResult r = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "4", "--reps", "1", "--bandwidth-mib", "64",
+                                     "--router", "lut", "--prefetch", "--huge-pages"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        for (const char* s : {"prompt", "decode", "bytes per decoded token", "memory bandwidth", "roofline", "router lut", "prefetch on"})
+            QVERIFY2(r.out.contains(s), s);
+    }
+
+    void bad_arguments() {
+        struct Case {
+            QStringList args;
+            const char* why;
+        };
+        const QList<Case> cases{
+            {{"bench", "-m", model_, "-p", "0"}, "at least 1"},
+            {{"bench", "-m", model_, "--reps", "0"}, "at least 1"},
+            {{"bench", "-m", model_, "--router", "fast"}, "unknown router"},
+            {{"bench", "-m", model_, "-p", "5000", "-n", "10"}, "exceed"},
+            {{"bench", "-m", dir_.filePath("missing.bin")}, "missing.bin"},
+            {{"route", "-m", model_, "--tokens", "1,2", "--router", "fast"}, "unknown router"},
+        };
+        for (const Case& c : cases) {
+            const CliResult r = run_cli(c.args);
+            QVERIFY2(!r.crashed && r.exit_code != 0, qPrintable(c.args.join(' ')));
+            const QByteArray err = r.err.trimmed();
+            QVERIFY2(err.startsWith("colibri: ") && !err.contains('\n') && err.contains(c.why), err.constData());
+        }
+    }
+
+    void route_compare_reports_agreement() {
+        const QJsonArray ids = read_json(reference("hf/qwen2_moe/ref/input_ids.json")).array();
+        const CliResult r = run_cli({"route", "-m", model_, "--tokens", ids_arg(ids), "--router", "lut", "--compare"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(j["router"].toString(), QString("lut"));
+        QCOMPARE(j["tokens"].toInt(), ids.size());
+        for (const char* mode : {"same_logits", "end_to_end"}) {
+            const QJsonObject o = j[mode].toObject();
+            QCOMPARE(o["decisions"].toInt(), ids.size() * 2);  // two MoE layers
+            const double set = o["set_agreement"].toDouble(), order = o["order_agreement"].toDouble();
+            QVERIFY(order <= set && set <= 1.0 && order >= 0.0);
+            QVERIFY(o["max_weight_diff"].toDouble() >= 0.0);
+        }
+        QCOMPARE(j["layers"].toArray().size(), 2);
+
+        // Routing with the LUT router gives the same JSON shape as the exact one.
+        const CliResult lut = run_cli({"route", "-m", model_, "--tokens", ids_arg(ids), "--router", "lut"});
+        QVERIFY2(lut.exit_code == 0, lut.err.constData());
+        const QJsonObject lj = QJsonDocument::fromJson(lut.out).object();
+        QCOMPARE(lj["router"].toString(), QString("lut"));
+        QCOMPARE(lj["layers"].toArray().size(), 2);
+    }
+
+    void bench_preset_shape() {
+        const QString out = dir_.filePath("bench-hf");
+        QProcess p;
+        p.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), {"--preset", "bench", "--config-only", "-o", out});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QJsonObject c = read_json(out + "/config.json").object();
+        QCOMPARE(c["model_type"].toString(), QString("mixtral"));
+        QCOMPARE(c["num_hidden_layers"].toInt(), 8);
+        QCOMPARE(c["hidden_size"].toInt(), 1024);
+        QCOMPARE(c["num_attention_heads"].toInt(), 16);
+        QCOMPARE(c["num_key_value_heads"].toInt(), 4);
+        QCOMPARE(c["intermediate_size"].toInt(), 2816);
+        QCOMPARE(c["num_local_experts"].toInt(), 8);
+        QCOMPARE(c["num_experts_per_tok"].toInt(), 2);
+        QCOMPARE(c["vocab_size"].toInt(), 32000);
+        QVERIFY(!QFile::exists(out + "/model.safetensors"));
+
+        QProcess bad;
+        bad.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), {"--preset", "bench", "--hidden", "64", "-o", out});
+        QVERIFY(bad.waitForFinished(60000));
+        QVERIFY(bad.exitCode() != 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestBench)
+#include "test_bench.moc"

@@ -1,0 +1,280 @@
+#include "bench.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/format.h"
+#include "kernels/matvec.h"
+#include "kernels/registry.h"
+
+namespace colibri::tools {
+
+using nlohmann::json;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+uint64_t size_of(const TensorView* t) { return t ? t->size : 0; }
+uint64_t size_of(const FfnWeights& f) { return size_of(f.gate) + size_of(f.up) + size_of(f.down); }
+
+int32_t argmax(std::span<const float> v) {
+    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Sum of 64-bit words with eight independent chains, so the loads, not the adds, set the pace.
+uint64_t sum_words(const uint64_t* p, size_t n) {
+    uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; ++k) a[k] += p[i + k];
+    for (; i < n; ++i) a[0] += p[i];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+// Drops the file's pages from the page cache (no process may have it mapped for this to take effect).
+Status drop_page_cache(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return error(path + ": cannot open");
+    const int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (rc != 0) return error(path + ": posix_fadvise failed");
+    return Status::ok();
+}
+
+struct Loaded {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Session> session;
+};
+
+Result<Loaded> open_session(const std::string& path, ThreadPool& pool, uint32_t context, const SessionOptions& options) {
+    auto model = Model::load(path);
+    if (!model) return model.status();
+    if (context > model.value()->hparams().max_position)
+        return error("prompt + decode tokens (" + std::to_string(context) + ") exceed the model's context of " +
+                     std::to_string(model.value()->hparams().max_position));
+    Loaded l;
+    l.model = std::move(model.value());
+    l.session = std::make_unique<Session>(*l.model, pool, context, options);
+    return l;
+}
+
+json spread_json(const Spread& s) {
+    return json{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"samples", s.samples}};
+}
+
+}  // namespace
+
+Spread Spread::of(std::vector<double> samples) {
+    Spread s;
+    s.samples = samples;
+    if (samples.empty()) return s;
+    std::sort(samples.begin(), samples.end());
+    const size_t n = samples.size();
+    s.min = samples.front();
+    s.max = samples.back();
+    s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+    return s;
+}
+
+TokenBytes decode_token_bytes(const Model& model) {
+    const format::HyperParams& hp = model.hparams();
+    TokenBytes b;
+    for (const LayerWeights& w : model.layers()) {
+        b.attention += size_of(w.q) + size_of(w.k) + size_of(w.v) + size_of(w.o) + size_of(w.q_bias) +
+                       size_of(w.k_bias) + size_of(w.v_bias) + size_of(w.q_norm) + size_of(w.k_norm);
+        b.norms += size_of(w.attn_norm) + size_of(w.ffn_norm);
+        if (w.is_moe) {
+            b.router += size_of(w.router);
+            uint64_t all = 0;
+            for (const FfnWeights& e : w.experts) all += size_of(e);
+            if (!w.experts.empty()) b.experts += all / w.experts.size() * hp.n_experts_active;
+            b.shared_expert += size_of(w.shared_expert) + size_of(w.shared_expert_gate);
+        } else {
+            b.dense_ffn += size_of(w.dense);
+        }
+    }
+    b.norms += model.output_norm().size;
+    b.lm_head = model.lm_head().size;
+    b.embedding = kernels::row_bytes(model.embedding().type, model.embedding().cols);
+    return b;
+}
+
+size_t bandwidth_buffer_bytes() {
+    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t bytes = std::max<size_t>(size_t(1) << 30, llc > 0 ? 4 * size_t(llc) : 0);
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) bytes = std::min(bytes, size_t(pages) * size_t(page) / 4);
+    return std::max<size_t>(bytes, size_t(64) << 20) / 4096 * 4096;
+}
+
+std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes) {
+    const size_t words = buffer_bytes / sizeof(uint64_t);
+    std::unique_ptr<uint64_t[]> buffer(new uint64_t[words]);
+    // Written by the threads that will read it, so its pages are in place before timing.
+    pool.parallel_for(words, 1 << 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) buffer[i] = i;
+    });
+    std::vector<uint64_t> sums(pool.size());
+    std::vector<double> gbs;
+    for (unsigned p = 0; p < passes; ++p) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const size_t parts = pool.size();
+        pool.parallel_for(parts, 1, [&](size_t pb, size_t pe) {
+            for (size_t part = pb; part < pe; ++part) {
+                const size_t b = words * part / parts, e = words * (part + 1) / parts;
+                sums[part] += sum_words(buffer.get() + b, e - b);
+            }
+        });
+        gbs.push_back(double(words * sizeof(uint64_t)) / seconds_since(t0) / 1e9);
+    }
+    // The sums are data the optimiser cannot prove unused.
+    volatile uint64_t sink = 0;
+    for (uint64_t s : sums) sink = sink + s;
+    return gbs;
+}
+
+Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, const BenchConfig& config) {
+    if (config.prompt_tokens == 0 || config.decode_tokens == 0) return error("-p and -n must be at least 1");
+    if (config.reps == 0) return error("--reps must be at least 1");
+    ThreadPool pool(threads);
+    BenchReport report;
+    report.model_path = model_path;
+    report.threads = pool.size();
+    report.config = config;
+    const uint32_t context = config.prompt_tokens + config.decode_tokens + 1;
+
+    // Cold starts first: no mapping of the file may be alive when its pages are dropped.
+    for (uint32_t r = 0; r < config.cold_reps; ++r) {
+        if (Status s = drop_page_cache(model_path); !s) return s;
+        auto l = open_session(model_path, pool, std::max(context, config.cold_tokens + 1), config.session);
+        if (!l) return l.status();
+        const auto t0 = std::chrono::steady_clock::now();
+        int32_t next = 1 % static_cast<int32_t>(l->model->hparams().vocab_size);
+        for (uint32_t i = 0; i < config.cold_tokens; ++i) {
+            auto logits = l->session->eval(next);
+            if (!logits) return logits.status();
+            next = argmax(logits.value());
+        }
+        report.cold_tps.push_back(config.cold_tokens / seconds_since(t0));
+    }
+
+    auto l = open_session(model_path, pool, context, config.session);
+    if (!l) return l.status();
+    Session& s = *l->session;
+    std::mt19937_64 rng(config.seed);
+    std::vector<int32_t> prompt(config.prompt_tokens);
+    for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % l->model->hparams().vocab_size);
+
+    std::vector<double> prompt_tps, decode_tps;
+    for (uint32_t r = 0; r <= config.reps; ++r) {  // rep 0 warms the page cache and the caches
+        s.reset();
+        auto t0 = std::chrono::steady_clock::now();
+        auto logits = s.eval(std::span<const int32_t>(prompt));
+        if (!logits) return logits.status();
+        const double prompt_s = seconds_since(t0);
+        int32_t next = argmax(logits.value());
+        t0 = std::chrono::steady_clock::now();
+        for (uint32_t i = 0; i < config.decode_tokens; ++i) {
+            logits = s.eval(next);
+            if (!logits) return logits.status();
+            next = argmax(logits.value());
+        }
+        const double decode_s = seconds_since(t0);
+        if (r == 0) continue;
+        prompt_tps.push_back(config.prompt_tokens / prompt_s);
+        decode_tps.push_back(config.decode_tokens / decode_s);
+    }
+    report.prompt_tps = Spread::of(prompt_tps);
+    report.decode_tps = Spread::of(decode_tps);
+    report.bytes = decode_token_bytes(*l->model);
+    std::map<WeightType, bool> types;
+    for (const TensorView& t : l->model->file().tensors()) types[t.type] = true;
+    for (const auto& [type, _] : types)
+        report.kernels.push_back({format::weight_type_name(type),
+                                  {kernels::variant_name(kernels::selected_variant(kernels::Op::Matvec, type)),
+                                   kernels::variant_name(kernels::selected_variant(kernels::Op::Matmul, type))}});
+    l->session.reset();
+    l->model.reset();
+
+    report.bandwidth_buffer = config.bandwidth_buffer ? config.bandwidth_buffer / 4096 * 4096 : bandwidth_buffer_bytes();
+    if (report.bandwidth_buffer == 0) return error("bandwidth buffer too small");
+    report.bandwidth_gbs = Spread::of(measure_read_bandwidth(pool, report.bandwidth_buffer, 7));
+    return report;
+}
+
+json bench_json(const BenchReport& r) {
+    const TokenBytes& b = r.bytes;
+    json j{{"model", r.model_path},
+           {"threads", r.threads},
+           {"prompt_tokens", r.config.prompt_tokens},
+           {"decode_tokens", r.config.decode_tokens},
+           {"reps", r.config.reps},
+           {"router", router_kind_name(r.config.session.router)},
+           {"chunk", r.config.session.chunk},
+           {"prefetch_experts", r.config.session.prefetch_experts},
+           {"huge_pages", r.config.session.huge_pages},
+           {"prompt_tokens_per_s", spread_json(r.prompt_tps)},
+           {"decode_tokens_per_s", spread_json(r.decode_tps)},
+           {"bytes_per_token", b.total()},
+           {"bytes_per_token_detail",
+            {{"attention", b.attention}, {"router", b.router}, {"experts", b.experts}, {"shared_expert", b.shared_expert},
+             {"dense_ffn", b.dense_ffn}, {"norms", b.norms}, {"lm_head", b.lm_head}, {"embedding", b.embedding}}},
+           {"bandwidth_gb_per_s", spread_json(r.bandwidth_gbs)},
+           {"bandwidth_buffer_bytes", r.bandwidth_buffer},
+           {"roofline_tokens_per_s", r.roofline_tps()},
+           {"roofline_fraction", r.roofline_fraction()}};
+    json k = json::object();
+    for (const auto& [type, v] : r.kernels) k[type] = {{"matvec", v.first}, {"matmul", v.second}};
+    j["kernels"] = k;
+    if (!r.cold_tps.empty()) {
+        j["cold_tokens"] = r.config.cold_tokens;
+        j["cold_tokens_per_s"] = spread_json(Spread::of(r.cold_tps));
+    }
+    return j;
+}
+
+std::string bench_text(const BenchReport& r) {
+    char buf[1024];
+    std::string out;
+    auto line = [&](const char* fmt, auto... args) {
+        std::snprintf(buf, sizeof buf, fmt, args...);
+        out += buf;
+    };
+    line("model %s, %u threads, router %s, prefetch %s, huge pages %s\n", r.model_path.c_str(), r.threads,
+         router_kind_name(r.config.session.router), r.config.session.prefetch_experts ? "on" : "off",
+         r.config.session.huge_pages ? "on" : "off");
+    line("prompt  %4u tokens: %8.2f tok/s median (min %.2f, max %.2f) over %u reps\n", r.config.prompt_tokens,
+         r.prompt_tps.median, r.prompt_tps.min, r.prompt_tps.max, r.config.reps);
+    line("decode  %4u tokens: %8.2f tok/s median (min %.2f, max %.2f)\n", r.config.decode_tokens, r.decode_tps.median,
+         r.decode_tps.min, r.decode_tps.max);
+    if (!r.cold_tps.empty()) {
+        const Spread c = Spread::of(r.cold_tps);
+        line("cold    %4u tokens: %8.2f tok/s median (min %.2f, max %.2f) over %zu loads\n", r.config.cold_tokens, c.median,
+             c.min, c.max, r.cold_tps.size());
+    }
+    std::string kernels;
+    for (const auto& [type, v] : r.kernels) kernels += (kernels.empty() ? "" : ", ") + type + " " + v.first + "/" + v.second;
+    line("kernels (matvec/matmul): %s\n", kernels.c_str());
+    line("bytes per decoded token: %.2f MB (attention %.2f, router %.3f, experts %.2f, shared %.2f, dense %.2f, "
+         "lm head %.2f, embedding row %.4f, norms %.4f)\n",
+         r.bytes.total() / 1e6, r.bytes.attention / 1e6, r.bytes.router / 1e6, r.bytes.experts / 1e6,
+         r.bytes.shared_expert / 1e6, r.bytes.dense_ffn / 1e6, r.bytes.lm_head / 1e6, r.bytes.embedding / 1e6,
+         r.bytes.norms / 1e6);
+    line("memory bandwidth: %.2f GB/s median (min %.2f, max %.2f; %zu MiB read, %u threads)\n", r.bandwidth_gbs.median,
+         r.bandwidth_gbs.min, r.bandwidth_gbs.max, r.bandwidth_buffer >> 20, r.threads);
+    line("roofline: %.2f tok/s; decode reaches %.1f%%\n", r.roofline_tps(), 100.0 * r.roofline_fraction());
+    return out;
+}
+
+}  // namespace colibri::tools

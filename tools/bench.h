@@ -1,0 +1,75 @@
+// `colibri bench`: prompt and decode throughput of a model, the bytes of weights one decoded token reads, the
+// machine's memory bandwidth measured in the same run, and the fraction of the bandwidth roofline
+// (bandwidth / bytes per token) that decode reaches.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/session.h"
+#include "engine/status.h"
+#include "engine/thread_pool.h"
+
+namespace colibri::tools {
+
+struct BenchConfig {
+    uint32_t prompt_tokens = 128;
+    uint32_t decode_tokens = 128;
+    uint32_t reps = 5;
+    // Cold start: before each of cold_reps loads, the model file's pages are dropped from the page cache
+    // (posix_fadvise DONTNEED) and the first cold_tokens decode steps after loading are timed. 0 = skip.
+    uint32_t cold_reps = 0;
+    uint32_t cold_tokens = 16;
+    uint64_t seed = 1;  // of the prompt's random token ids
+    size_t bandwidth_buffer = 0;  // bytes read by the bandwidth benchmark; 0 = bandwidth_buffer_bytes()
+    SessionOptions session;
+};
+
+struct Spread {
+    double median = 0, min = 0, max = 0;
+    std::vector<double> samples;  // in measurement order
+    static Spread of(std::vector<double> samples);
+};
+
+// Bytes of weights one decoded token reads, from the model's tensor sizes and weight types. Routed experts
+// count k (active) experts of average size per MoE layer.
+struct TokenBytes {
+    uint64_t attention = 0;      // q, k, v, o, their biases and norms
+    uint64_t router = 0;
+    uint64_t experts = 0;        // routed experts
+    uint64_t shared_expert = 0;  // with its gate
+    uint64_t dense_ffn = 0;      // non-MoE layers
+    uint64_t norms = 0;          // layer norms and the final norm
+    uint64_t lm_head = 0;
+    uint64_t embedding = 0;      // one row
+    uint64_t total() const { return attention + router + experts + shared_expert + dense_ffn + norms + lm_head + embedding; }
+};
+TokenBytes decode_token_bytes(const Model& model);
+
+// Streaming read of a buffer of buffer_bytes over the pool's threads, passes times; GB/s (1e9 bytes) per pass.
+std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes);
+// A buffer well beyond the last-level cache: max(1 GiB, 4 x LLC), at most a quarter of free memory.
+size_t bandwidth_buffer_bytes();
+
+struct BenchReport {
+    std::string model_path;
+    unsigned threads = 0;
+    BenchConfig config;
+    Spread prompt_tps, decode_tps, bandwidth_gbs;
+    std::vector<double> cold_tps;  // per cold rep: tokens/s of the first cold_tokens decode steps
+    size_t bandwidth_buffer = 0;
+    TokenBytes bytes;
+    // Per weight type of the model's tensors: the kernel variant of matvec and of matmul (kernels/registry.h).
+    std::vector<std::pair<std::string, std::pair<std::string, std::string>>> kernels;
+    double roofline_tps() const { return bandwidth_gbs.median * 1e9 / double(bytes.total()); }
+    double roofline_fraction() const { return decode_tps.median / roofline_tps(); }
+};
+
+// model_path is loaded once for the warm runs (and again per cold rep).
+Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, const BenchConfig& config);
+nlohmann::json bench_json(const BenchReport& report);
+std::string bench_text(const BenchReport& report);
+
+}  // namespace colibri::tools
