@@ -63,6 +63,26 @@ colibri_model* colibri_model_open(const char* path) {
 }
 
 void colibri_model_close(colibri_model* model) { delete model; }
+
+int colibri_model_swap_expert(colibri_model* model, uint32_t layer, uint32_t expert, const char* donor_path,
+                              uint32_t donor_layer, uint32_t donor_expert) {
+    return guarded<>(-1, [&]() -> int {
+        if (model == nullptr || donor_path == nullptr) {
+            set_error("no model or donor path given");
+            return -1;
+        }
+        auto donor = colibri::ModelFile::open(donor_path);
+        if (!donor) {
+            set_error(donor.message());
+            return -1;
+        }
+        if (colibri::Status s = model->model->swap_expert(layer, expert, *donor.value(), donor_layer, donor_expert); !s) {
+            set_error(s.message());
+            return -1;
+        }
+        return 0;
+    });
+}
 int32_t colibri_model_vocab_size(const colibri_model* m) { return m ? static_cast<int32_t>(m->model->hparams().vocab_size) : -1; }
 int32_t colibri_model_layer_count(const colibri_model* m) { return m ? static_cast<int32_t>(m->model->hparams().n_layers) : -1; }
 int32_t colibri_model_expert_count(const colibri_model* m) { return m ? static_cast<int32_t>(m->model->hparams().n_experts) : -1; }
@@ -108,6 +128,16 @@ void colibri_session_reset(colibri_session* s) {
     if (s) s->session->reset();
 }
 uint32_t colibri_session_position(const colibri_session* s) { return s ? s->session->position() : 0; }
+
+int colibri_session_set_router(colibri_session* s, const char* router) {
+    const auto kind = s && router ? colibri::parse_router_kind(router) : std::nullopt;
+    if (!kind) {
+        set_error(std::string("unknown router '") + (router ? router : "") + "' (exact or lut)");
+        return -1;
+    }
+    s->session->set_router(*kind);
+    return 0;
+}
 
 int colibri_session_eval(colibri_session* s, const int32_t* tokens, size_t count, float* logits) {
     return guarded<>(-1, [&]() -> int {

@@ -1,3 +1,4 @@
+#include <string>
 #include "format.h"
 
 namespace colibri::format {
@@ -31,8 +32,13 @@ const char* weight_type_name(WeightType t) {
 }
 
 bool weight_type_from_name(std::string_view name, WeightType* out) {
+    // Case-insensitive, so llama.cpp's spellings (Q8_0, Q4_K) work too; "q4" is the CLI contract's name for
+    // the 4-bit type, which is q4_k.
+    std::string lower(name);
+    for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    if (lower == "q4") lower = "q4_k";
     for (uint32_t t = 0; t <= kLastWeightType; ++t) {
-        if (name == weight_type_name(static_cast<WeightType>(t))) { *out = static_cast<WeightType>(t); return true; }
+        if (lower == weight_type_name(static_cast<WeightType>(t))) { *out = static_cast<WeightType>(t); return true; }
     }
     return false;
 }

@@ -116,6 +116,12 @@ Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& dono
     return Status::ok();
 }
 
+Status Model::ensure_expert(uint32_t layer, uint32_t expert) const {
+    const FfnWeights& w = layers_[layer].experts[expert];
+    for (const TensorView* t : {w.gate, w.up, w.down}) COLIBRI_TRY(file_->ensure_section(t->section));
+    return Status::ok();
+}
+
 uint32_t Model::moe_layer_count() const {
     uint32_t n = 0;
     for (const LayerWeights& l : layers_) n += l.is_moe ? 1 : 0;

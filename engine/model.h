@@ -62,6 +62,9 @@ public:
     // checksum). Safe while sessions on other threads evaluate: it waits for the token in flight and holds
     // the next one back until the copy is done; only that expert's pages are made writable for the copy.
     Status swap_expert(uint32_t layer, uint32_t expert, const ModelFile& donor, uint32_t donor_layer, uint32_t donor_expert);
+    // Makes one routed expert's weights readable: decompresses its section on first use for a .bin.zst (once,
+    // thread-safe); free for a .bin. Sessions call it before they touch the expert. Fails on a damaged frame.
+    Status ensure_expert(uint32_t layer, uint32_t expert) const;
     // Sessions hold this shared while they evaluate a token.
     SwapLock& swap_lock() const { return swap_lock_; }
 

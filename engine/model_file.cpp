@@ -2,7 +2,10 @@
 
 #include <xxhash.h>
 
+#include "temp_output.h"
+
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace colibri {
@@ -231,6 +234,33 @@ std::string ModelFile::section_label(uint32_t index) const {
     if (s.layer != kNone) label += " L" + std::to_string(s.layer);
     if (s.expert != kNone) label += " E" + std::to_string(s.expert);
     return label;
+}
+
+Status ModelFile::save(const std::string& path) const {
+    using format::FileHeader;
+    using format::SectionEntry;
+    // The metadata as mapped, with the checksums of the in-memory section table (overwrite_section keeps them
+    // current) and the metadata checksum recomputed over the result.
+    const uint64_t meta = header_.metadata_size;
+    std::vector<uint8_t> metadata(image_.data(), image_.data() + meta);
+    for (size_t i = 0; i < sections_.size(); ++i) {
+        const uint64_t at = header_.section_table_offset + i * sizeof(SectionEntry) + offsetof(SectionEntry, xxh64);
+        std::memcpy(metadata.data() + at, &sections_[i].xxh64, sizeof(uint64_t));
+    }
+    const uint64_t zero = 0;
+    std::memcpy(metadata.data() + offsetof(FileHeader, metadata_xxh64), &zero, sizeof zero);
+    const uint64_t sum = XXH64(metadata.data(), metadata.size(), 0);
+    std::memcpy(metadata.data() + offsetof(FileHeader, metadata_xxh64), &sum, sizeof sum);
+
+    TempOutput out;
+    COLIBRI_TRY(out.create(path));
+    COLIBRI_TRY(out.resize(image_.size()));  // the padding between sections reads as zeros
+    COLIBRI_TRY(out.write_at(0, metadata.data(), metadata.size()));
+    for (uint32_t i = 1; i < sections_.size(); ++i) {
+        COLIBRI_TRY(ensure_section(i));
+        COLIBRI_TRY(out.write_at(sections_[i].offset, image_.data() + sections_[i].offset, sections_[i].size));
+    }
+    return out.commit();
 }
 
 }  // namespace colibri

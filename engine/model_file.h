@@ -64,6 +64,9 @@ public:
     // Expert hot-swap: copies bytes into one section under page protection and updates its checksum in the
     // in-memory table. The caller keeps readers out while it runs.
     Status overwrite_section(uint32_t index, uint64_t offset, const void* src, uint64_t bytes);
+    // Writes the image as it is now — swapped experts included — to a new .bin at path, with the section table's
+    // checksums and metadata_xxh64 describing what is written (through TempOutput: nothing is left on failure).
+    Status save(const std::string& path) const;
     // A readable name such as "expert L1 E5" for messages.
     std::string section_label(uint32_t index) const;
 

@@ -1,5 +1,6 @@
 #include "zst_writer.h"
 
+#include <sys/mman.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -53,6 +54,10 @@ Status compress_model(const std::string& bin_path, const std::string& zst_path, 
             cursor += o.pos;
         }
         frames[i].stored_size = cursor - frames[i].stored_offset;
+        // Drop the section's pages from our resident set: the mapping is a private, never-written view of the
+        // file, so this loses nothing, and peak memory stays near one section instead of the whole model.
+        const uint64_t page_end = (s.offset + s.size) / 4096 * 4096;
+        if (page_end > s.offset) madvise(const_cast<uint8_t*>(f.data()) + s.offset, page_end - s.offset, MADV_DONTNEED);
         done += s.size;
         if (options.progress && !options.progress(done, total)) return error("cancelled");
     }

@@ -40,6 +40,13 @@ inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, 
     return r;
 }
 
+// Runs colibri-make-model (a deterministic random HF model) into out; true on success.
+inline bool make_model(const QString& out, const QStringList& extra) {
+    QProcess p;
+    p.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), QStringList{"-o", out} + extra);
+    return p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
 inline QString reference(const QString& rel) { return QStringLiteral(COLIBRI_REFERENCE_DIR "/") + rel; }
 
 inline QByteArray read_all(const QString& path) {

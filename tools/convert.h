@@ -14,6 +14,9 @@ struct ConvertOptions {
     WeightType type = WeightType::F32;  // storage type of the large matrices
     // Called after each tensor with bytes written so far and the total; return false to cancel.
     std::function<bool(uint64_t done, uint64_t total)> progress;
+    // convert_model() only: write a .bin.zst (one zstd frame per section) at this zstd level.
+    bool zstd = false;
+    int zstd_level = 3;
 };
 
 struct ConvertSummary {
@@ -22,6 +25,7 @@ struct ConvertSummary {
     uint32_t tensors = 0;
     bool has_tokenizer = false;
     bool has_chat_template = false;
+    uint64_t stored_size = 0;  // bytes on disk: file_size for a .bin, the compressed size for a .bin.zst
 };
 
 // Converts an HF directory. On any failure (or cancellation) nothing is left at out_path.
@@ -31,5 +35,11 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
 // tensors and Q8_0, Q4_0, Q4_K, Q6_K ones (dequantised, then stored as options.type); tokenizer.ggml.* becomes the
 // .bin's tokenizer (gguf_tokenizer.h).
 Result<ConvertSummary> convert_gguf(const std::string& gguf_path, const std::string& out_path, const ConvertOptions& options);
+
+// What `colibri convert` and the Studio's dialog call: a directory is an HF model, anything else a GGUF file.
+// With options.zstd the .bin is first written beside out_path under a temporary name, then compressed into
+// out_path and removed, so peak disk use is one .bin plus its compressed copy; progress runs once over both
+// phases (the conversion is the first half). Nothing is left at out_path on failure or cancellation.
+Result<ConvertSummary> convert_model(const std::string& source, const std::string& out_path, const ConvertOptions& options);
 
 }  // namespace colibri::tools

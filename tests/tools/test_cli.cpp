@@ -53,7 +53,7 @@ private slots:
         const QString damaged = write_all(dir_.filePath("damaged.bin"), bytes);
         r = run_cli({"check", damaged});
         QCOMPARE(r.exit_code, 1);
-        QVERIFY2(r.out.contains("expert L1 E6: checksum mismatch"), r.out.constData());
+        QVERIFY2(r.out.contains("layer 1 expert 6 (gate up down): xxh64 mismatch"), r.out.constData());
         r = run_cli({"check", damaged, "--json"});
         QCOMPARE(r.exit_code, 1);
         o = QJsonDocument::fromJson(r.out).object();

@@ -121,12 +121,6 @@ private slots:
         QVERIFY(logits_of(widened, ids) == a);
     }
 
-    bool make_model(const QString& out, const QStringList& extra) {
-        QProcess p;
-        p.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), QStringList{"-o", out} + extra);
-        return p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
-    }
-
     QJsonArray route_layers(const QString& model) {
         const CliResult r = run_cli({"route", "-m", model, "--tokens", "1,7,99,1000,5", "--json"});
         return QJsonDocument::fromJson(r.out).object()["layers"].toArray();

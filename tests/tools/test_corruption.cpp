@@ -6,7 +6,8 @@
 // opened, loaded and run for one token. The GGUF is truncated and flipped over its header, key/values and
 // tensor infos and converted. Every case must end in one non-empty error line or a model that loads and
 // runs: never a crash, a hang, an exception, or an output file left behind by a failed conversion.
-// The same suite runs under ASan/UBSan as test_corruption_asan (fuzz/CMakeLists.txt).
+// The same suite runs under ASan/UBSan as test_corruption_asan (fuzz/CMakeLists.txt), on a sample of the same
+// cases: `test_corruption --stride N` runs about one case in N of every sweep (the baselines always run).
 #include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -17,6 +18,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -35,6 +39,20 @@ using namespace colibri::test;
 namespace {
 
 bool one_line(const std::string& message) { return !message.empty() && message.find('\n') == std::string::npos; }
+
+// --stride N: the share of cases each sweep runs (1 = all).
+uint64_t g_stride = 1;
+
+// Whether candidate case k of a sweep is in the sample: a hash of k, not k itself, so that a stride cannot alias
+// with the sweeps' own periods (patterns per byte, resealed or not, fields per table entry) and skip a kind of
+// case altogether. Deterministic: the same cases every run.
+bool sampled(uint64_t k) {
+    if (g_stride <= 1) return true;
+    uint64_t z = k + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (z ^ (z >> 31)) % g_stride == 0;
+}
 
 // A copy of a file that cases damage in place and restore, so that no case rewrites the whole file.
 class WorkingCopy {
@@ -63,7 +81,10 @@ private:
 // Counts the cases of one sweep and keeps the first failures for the report.
 struct Tally {
     int cases = 0, loaded = 0, refused = 0, failed = 0;
+    uint64_t candidates = 0;  // cases of the full sweep, sampled or not
     QStringList failures;
+    // Call once per candidate case; false: not in this run's sample, skip it.
+    bool take() { return sampled(candidates++); }
     void count(bool was_loaded) {
         ++cases;
         ++(was_loaded ? loaded : refused);
@@ -79,7 +100,9 @@ struct Tally {
         return s.size() > 300 ? out + "..." : out;
     }
     QString summary() const {
-        return QString("%1 cases: %2 loaded and ran, %3 refused with one error line, %4 failed").arg(cases).arg(loaded).arg(refused).arg(failed);
+        const QString sample = g_stride > 1 ? QString(" (of %1, stride %2)").arg(candidates).arg(g_stride) : QString();
+        return QString("%1 cases%2: %3 loaded and ran, %4 refused with one error line, %5 failed")
+            .arg(cases).arg(sample).arg(loaded).arg(refused).arg(failed);
     }
 };
 
@@ -271,6 +294,7 @@ private slots:
                     for (const bool resealed : {false, true}) {
                         const bool in_checksum = at >= offsetof(FileHeader, metadata_xxh64) && at < offsetof(FileHeader, metadata_xxh64) + 8;
                         if (resealed && in_checksum) continue;  // resealing rewrites the damage away
+                        if (!t.take()) continue;
                         QByteArray damaged = meta;
                         damaged[static_cast<qsizetype>(at)] = static_cast<char>(damaged[static_cast<qsizetype>(at)] ^ pattern);
                         if (resealed) {
@@ -297,6 +321,7 @@ private slots:
             QVERIFY(copy.ok());
             const std::set<uint64_t> cuts = bin_truncations(good);
             for (auto it = cuts.rbegin(); it != cuts.rend(); ++it) {
+                if (!t.take()) continue;
                 QVERIFY(copy.truncate(*it));
                 const Outcome o = load_and_run(copy.path(), pool_);
                 t.count(o.loaded);
@@ -379,6 +404,7 @@ private slots:
             for (const auto& [at, patterns] : flips) {
                 const char original = good[static_cast<qsizetype>(at)];
                 for (const uint8_t pattern : patterns) {
+                    if (!t.take()) continue;
                     const char damaged = static_cast<char>(original ^ pattern);
                     QVERIFY(copy.put(at, &damaged, 1));
                     const Outcome o = convert_case(copy.path(), out_dir);
@@ -393,6 +419,7 @@ private slots:
             QVERIFY(copy.ok());
             for (auto it = cut_at.rbegin(); it != cut_at.rend(); ++it) {
                 if (*it >= static_cast<uint64_t>(good.size())) continue;
+                if (!t.take()) continue;
                 QVERIFY(copy.truncate(*it));
                 const Outcome o = convert_case(copy.path(), out_dir);
                 t.count(o.loaded);
@@ -407,5 +434,28 @@ private slots:
     void cleanupTestCase() { qInfo("corruption sweep: %d cases in %.1f s", total_cases_, total_time_.elapsed() / 1000.0); }
 };
 
-QTEST_GUILESS_MAIN(TestCorruption)
+// QTEST_GUILESS_MAIN, with --stride N taken out of the arguments before QtTest sees them.
+int main(int argc, char** argv) {
+    std::vector<char*> args;
+    for (int i = 0; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--stride") == 0) {
+            char* end = nullptr;
+            const unsigned long long n = i + 1 < argc ? std::strtoull(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || *argv[i + 1] == '\0' || *end != '\0' || n == 0) {
+                std::fprintf(stderr, "test_corruption: --stride: needs a positive integer\n");
+                return 2;
+            }
+            g_stride = n;
+            ++i;
+            continue;
+        }
+        args.push_back(argv[i]);
+    }
+    int n = static_cast<int>(args.size());
+    args.push_back(nullptr);
+    QCoreApplication app(n, args.data());
+    TestCorruption tc;
+    QTEST_SET_MAIN_SOURCE_PATH
+    return QTest::qExec(&tc, n, args.data());
+}
 #include "test_corruption.moc"

@@ -48,6 +48,9 @@ colibri_session* colibri_session_new(const colibri_model* model, unsigned thread
 void colibri_session_free(colibri_session* session);
 void colibri_session_reset(colibri_session* session);
 uint32_t colibri_session_position(const colibri_session* session);
+/* Router of the MoE layers: "exact" (float softmax, the default) or "lut" (the integer, table-exp router).
+ * Returns 0, or -1 for any other name. */
+int colibri_session_set_router(colibri_session* session, const char* router);
 /* Feeds tokens; when logits is not NULL the logits after the last token are copied there (vocab floats).
  * Returns 0 or -1. */
 int colibri_session_eval(colibri_session* session, const int32_t* tokens, size_t count, float* logits);
@@ -56,6 +59,13 @@ int colibri_session_eval(colibri_session* session, const int32_t* tokens, size_t
 int32_t colibri_generate(colibri_session* session, const int32_t* prompt, size_t prompt_count, int32_t max_tokens,
                          const colibri_sampler_params* params, int32_t* out, size_t capacity,
                          colibri_token_callback callback, void* user);
+
+/* Expert hot-swap: replaces the weights of expert `expert` in `layer` with those of expert
+ * (donor_layer, donor_expert) of the .bin / .bin.zst at donor_path (same weight types and shapes). Safe while
+ * sessions of this model generate on other threads: the token in flight finishes first, the next waits for
+ * the copy. Returns 0, or -1 with colibri_last_error() set. */
+int colibri_model_swap_expert(colibri_model* model, uint32_t layer, uint32_t expert, const char* donor_path,
+                              uint32_t donor_layer, uint32_t donor_expert);
 
 #ifdef __cplusplus
 }
