@@ -10,18 +10,24 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tune_command.h"
 #include "engine/chat_template.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "engine/utf8_stream.h"
+#include "tools/bench.h"
 #include "tools/check.h"
 #include "tools/convert.h"
+#include "tools/model_output.h"
+#include "tools/router_compare.h"
 
 #ifndef COLIBRI_DEMO_MODEL
 #define COLIBRI_DEMO_MODEL ""
@@ -145,42 +151,66 @@ Status write_file_atomic(const std::string& path, const void* data, size_t bytes
 
 // ---- commands ----
 
-int cmd_convert(const std::string& src, const std::string& out, const std::string& type_name, bool zstd, bool quiet) {
+int cmd_convert(const std::string& src, const std::string& out, const std::string& type_name, bool zstd, int zstd_level,
+                bool quiet) {
     WeightType type;
     if (!format::weight_type_from_name(type_name, &type)) return fail("convert", "unknown weight type '" + type_name + "'");
-    if (zstd) return fail("convert", "--zstd is not supported by this build yet");
-    std::error_code ec;
-    if (!std::filesystem::exists(src, ec)) return fail("convert", src + ": no such file or directory");
+    // The output's name says what it is: -o model.bin.zst implies --zstd, and --zstd needs a .zst name, so a
+    // compressed file never hides behind a .bin suffix.
+    const bool zst_name = tools::is_zst_name(out);
+    if (zstd && !zst_name) return fail("convert", out + ": with --zstd the output name must end in .zst (model.bin.zst)");
+    zstd = zstd || zst_name;
 
     tools::ConvertOptions options;
     options.type = type;
+    options.zstd = zstd;
+    options.zstd_level = zstd_level;
     const bool tty = isatty(STDERR_FILENO) && !quiet;
     if (tty) {
-        options.progress = [](uint64_t done, uint64_t total) {
-            std::fprintf(stderr, "\rconverting: %3d%%", total ? int(100.0 * double(done) / double(total)) : 100);
+        options.progress = [zstd](uint64_t done, uint64_t total) {
+            const char* phase = !zstd ? "converting" : 2 * done < total ? "converting" : "compressing";
+            std::fprintf(stderr, "\r%s: %3d%%", phase, total ? int(100.0 * double(done) / double(total)) : 100);
             return true;
         };
     }
-    auto summary = std::filesystem::is_directory(src, ec) ? tools::convert_hf(src, out, options)
-                                                          : tools::convert_gguf(src, out, options);
+    auto summary = tools::convert_model(src, out, options);
     if (tty) std::fprintf(stderr, "\n");
     if (!summary) return fail("convert", summary.message());
-    if (!quiet)
-        std::printf("wrote %s: %s, %s weights, %u tensors, %llu bytes%s\n", out.c_str(), format::family_name(summary->family),
-                    type_name.c_str(), summary->tensors, static_cast<unsigned long long>(summary->file_size),
-                    summary->has_tokenizer ? ", with tokenizer" : ", no tokenizer");
+    if (!quiet) {
+        std::printf("wrote %s: %s, %s weights, %u tensors, %llu bytes", out.c_str(), format::family_name(summary->family),
+                    type_name.c_str(), summary->tensors, static_cast<unsigned long long>(summary->stored_size));
+        if (zstd) std::printf(" (%llu uncompressed)", static_cast<unsigned long long>(summary->file_size));
+        std::printf("%s\n", summary->has_tokenizer ? ", with tokenizer" : ", no tokenizer");
+    }
     return 0;
 }
 
-int cmd_check(const std::string& path, bool as_json) {
-    const tools::CheckReport report = tools::check_model(path);
-    if (as_json) {
-        std::printf("%s\n", tools::check_report_json(report).c_str());
-    } else if (!report.fatal.empty()) {
-        std::fprintf(stderr, "colibri: check: %s\n", report.fatal.c_str());
-    } else {
-        for (const std::string& p : report.problems) std::printf("damaged: %s\n", p.c_str());
-        std::printf("%s: %s (%zu sections)\n", path.c_str(), report.valid ? "valid" : "INVALID", report.sections.size());
+// Exit 0 valid, 1 invalid (every problem on its own line, naming the damaged section or tensor), 2 when the
+// path cannot be read at all. Problems and the summary go to stdout: they are the command's output.
+int cmd_check(const std::string& path, bool as_json, bool quiet) {
+    tools::CheckOptions options;
+    const bool tty = isatty(STDERR_FILENO) && !quiet && !as_json;
+    if (tty) {
+        options.progress = [last = -1](uint64_t done, uint64_t total) mutable {
+            const int percent = total ? int(100.0 * double(done) / double(total)) : 100;
+            if (percent != last) std::fprintf(stderr, "\rchecking: %3d%% of %.1f MiB", percent, double(total) / double(1 << 20));
+            last = percent;
+            return true;
+        };
+    }
+    const tools::CheckReport report = tools::check_model(path, options);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (as_json) std::printf("%s\n", tools::check_report_json(report).c_str());
+    if (!report.fatal.empty()) {
+        fail("check", report.fatal);
+        return report.unreadable ? 2 : 1;
+    }
+    if (as_json) return report.valid ? 0 : 1;
+    for (const std::string& p : report.problems) std::printf("%s\n", p.c_str());
+    if (!quiet) {
+        std::printf("%s: %s: %zu sections, %zu tensors, %llu bytes checked%s\n", path.c_str(),
+                    report.valid ? "valid" : "INVALID", report.sections.size(), report.tensors.size(),
+                    static_cast<unsigned long long>(report.bytes_checked), report.compressed ? " (decompressed from .bin.zst)" : "");
     }
     return report.valid ? 0 : 1;
 }
@@ -191,6 +221,8 @@ json info_json(const Model& m) {
     j["family"] = format::family_name(m.family());
     j["format_version"] = std::to_string(m.file().header().version_major) + "." + std::to_string(m.file().header().version_minor);
     j["file_size"] = m.file().size();
+    j["compressed"] = m.file().compressed();
+    j["stored_size"] = m.file().stored_size();  // bytes on disk (smaller than file_size for a .bin.zst)
     j["vocab_size"] = hp.vocab_size;
     j["hidden_size"] = hp.hidden_size;
     j["layers"] = hp.n_layers;
@@ -422,24 +454,64 @@ struct RouteCollector : TraceObserver {
     }
 };
 
-int cmd_route(const ModelArgs& args, const std::string& tokens, const std::string& prompt, bool with_probs) {
+struct RouteArgs {
+    std::string router = "exact";
+    bool compare = false;  // agreement of --router with the exact router
+    bool with_probs = false;
+};
+
+int cmd_route(const ModelArgs& args, const std::string& tokens, const std::string& prompt, const RouteArgs& ra) {
+    const std::optional<RouterKind> kind = parse_router_kind(ra.router);
+    if (!kind) return fail("route", "unknown router '" + ra.router + "' (exact or lut)");
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("route", loaded.message());
     Loaded& l = loaded.value();
     const std::vector<int32_t>& ids = l.ids;
-    RouteCollector collector;
-    l.session->set_observer(&collector);
-    for (int32_t id : ids) {
-        auto r = l.session->eval(id);
-        if (!r) return fail("route", r.message());
+    if (ra.compare) {
+        auto a = tools::compare_routers(*l.model, *l.pool, ids, *kind);
+        if (!a) return fail("route", a.message());
+        std::printf("%s\n", tools::router_agreement_json(a.value()).dump().c_str());
+        return 0;
     }
+    RouteCollector collector;
+    l.session->set_router(*kind);
+    l.session->set_observer(&collector);
+    if (auto r = l.session->eval(std::span<const int32_t>(ids)); !r) return fail("route", r.message());
     json layers = json::array();
     for (const auto& [layer, ex] : collector.experts) {
         json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}};
-        if (with_probs) e["probs"] = collector.probs[layer];
+        if (ra.with_probs) e["probs"] = collector.probs[layer];
         layers.push_back(e);
     }
-    std::printf("%s\n", json{{"tokens", ids}, {"layers", layers}}.dump().c_str());
+    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"layers", layers}}.dump().c_str());
+    return 0;
+}
+
+struct BenchArgs {
+    tools::BenchConfig config;
+    std::string router = "exact";
+    bool no_prefetch = false, prefetch = false, huge_pages = false, no_huge_pages = false;
+    size_t bandwidth_mib = 0;
+};
+
+int cmd_bench(const ModelArgs& args, BenchArgs& ba, bool as_json) {
+    if (args.path.empty()) return fail("bench", "no model given (use -m model.bin)");
+    const std::optional<RouterKind> kind = parse_router_kind(ba.router);
+    if (!kind) return fail("bench", "unknown router '" + ba.router + "' (exact or lut)");
+    SessionOptions& so = ba.config.session;
+    so = SessionOptions::from_environment();
+    so.router = *kind;
+    if (ba.prefetch) so.prefetch_experts = true;
+    if (ba.no_prefetch) so.prefetch_experts = false;
+    if (ba.huge_pages) so.huge_pages = true;
+    if (ba.no_huge_pages) so.huge_pages = false;
+    ba.config.bandwidth_buffer = ba.bandwidth_mib << 20;
+    auto report = tools::run_bench(args.path, args.threads, ba.config);
+    if (!report) return fail("bench", report.message());
+    if (as_json)
+        std::printf("%s\n", tools::bench_json(report.value()).dump(2).c_str());
+    else
+        std::fputs(tools::bench_text(report.value()).c_str(), stdout);
     return 0;
 }
 
@@ -486,6 +558,52 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     return 0;
 }
 
+// Replaces one expert with a donor's and writes the result (a .bin, or a .bin.zst when -o ends in .zst).
+int cmd_swap(const std::string& model_path, uint32_t layer, uint32_t expert, const std::string& donor_path,
+             int64_t donor_layer, int64_t donor_expert, const std::string& out, int zstd_level, bool quiet) {
+    auto model = Model::load(model_path);
+    if (!model) return fail("swap", model.message());
+    auto donor = ModelFile::open(donor_path);
+    if (!donor) return fail("swap", donor.message());
+    const uint32_t from_layer = donor_layer < 0 ? layer : static_cast<uint32_t>(donor_layer);
+    const uint32_t from_expert = donor_expert < 0 ? expert : static_cast<uint32_t>(donor_expert);
+    if (Status s = model.value()->swap_expert(layer, expert, *donor.value(), from_layer, from_expert); !s)
+        return fail("swap", s.message());
+    ZstOptions zst;
+    zst.level = zstd_level;
+    const ModelFile& file = model.value()->file();
+    if (Status s = tools::write_model_output(out, tools::is_zst_name(out), zst, [&](const std::string& bin) { return file.save(bin); });
+        !s)
+        return fail("swap", s.message());
+    if (!quiet)
+        std::printf("wrote %s: layer %u expert %u replaced by %s layer %u expert %u\n", out.c_str(), layer, expert,
+                    donor_path.c_str(), from_layer, from_expert);
+    return 0;
+}
+
+// Chat's "/swap L E DONOR [DL DE]": swaps an expert of the loaded model in place.
+void chat_swap(Model& model, const std::string& line) {
+    std::istringstream in(line.substr(5));
+    int64_t layer = -1, expert = -1, dl = -1, de = -1;
+    std::string donor_path;
+    in >> layer >> expert >> donor_path;
+    if (layer < 0 || expert < 0 || donor_path.empty()) {
+        std::fprintf(stderr, "usage: /swap LAYER EXPERT DONOR.bin [DONOR_LAYER DONOR_EXPERT]\n");
+        return;
+    }
+    if (!(in >> dl >> de)) dl = layer, de = expert;
+    auto donor = ModelFile::open(donor_path);
+    if (!donor) {
+        std::fprintf(stderr, "colibri: chat: %s\n", donor.message().c_str());
+        return;
+    }
+    const Status s = model.swap_expert(static_cast<uint32_t>(layer), static_cast<uint32_t>(expert), *donor.value(),
+                                       static_cast<uint32_t>(dl), static_cast<uint32_t>(de));
+    if (!s) std::fprintf(stderr, "colibri: chat: %s\n", s.message().c_str());
+    else std::fprintf(stderr, "(layer %lld expert %lld swapped; the conversation so far keeps its cached keys and values)\n",
+                      static_cast<long long>(layer), static_cast<long long>(expert));
+}
+
 int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens,
              bool reuse_prefix) {
     auto loaded = load(args);
@@ -495,7 +613,7 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
     if (tok == nullptr) return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
     const bool interactive = isatty(STDIN_FILENO);
     if (interactive)
-        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /reset starts over; Ctrl-D exits.\n", args.path.c_str(),
+        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /reset starts over; /swap L E DONOR swaps an expert; Ctrl-D exits.\n", args.path.c_str(),
                      format::family_name(l.model->family()));
     Sampler sampler(sc);
     std::vector<ChatMessage> messages;
@@ -511,6 +629,10 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
             cached.clear();
             l.session->reset();
             std::fprintf(stderr, "(conversation reset)\n");
+            continue;
+        }
+        if (line.rfind("/swap", 0) == 0) {
+            chat_swap(*l.model, line);
             continue;
         }
         if (line.empty()) continue;
@@ -577,20 +699,23 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "colibri 0.1.0");
 
     std::string src, out, type_name = "f32";
-    bool zstd = false, quiet = false, as_json = false, with_probs = false;
+    bool zstd = false, quiet = false, as_json = false;
+    int zstd_level = 3;
     auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory or a GGUF file to .bin");
     convert->add_option("source", src, "Hugging Face model directory or .gguf file")->required();
     convert->add_option("-o,--output", out, "output .bin")->required();
     convert->add_option("--type", type_name,
-                        "weight type: f32, f16, bf16, q8_0, q4_k (q4_0 for rows of 32·k not 256·k) or q4_0 "
-                        "(see docs/QUANTIZATION.md)");
-    convert->add_flag("--zstd", zstd, "write model.bin.zst");
+                        "weight type: f32, f16, bf16, q8_0, q4_k (or q4) or q4_0; q4_k stores rows that are not "
+                        "a multiple of 256 as q4_0 (see docs/QUANTIZATION.md)");
+    convert->add_flag("--zstd", zstd, "write model.bin.zst: one zstd frame per section (implied by -o *.zst)");
+    convert->add_option("--zstd-level", zstd_level, "zstd level 1..22")->check(CLI::Range(1, 22));
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");
 
     std::string path;
-    auto* check = app.add_subcommand("check", "validate a .bin file");
+    auto* check = app.add_subcommand("check", "validate a .bin or .bin.zst file: exit 0 valid, 1 invalid, 2 unreadable");
     check->add_option("model", path, "model file")->required();
-    check->add_flag("--json", as_json, "JSON report");
+    check->add_flag("--json", as_json, "JSON report (docs/FORMAT.md, \"Check report\")");
+    check->add_flag("-q,--quiet", quiet, "no progress line and no summary: only the problems");
 
     auto* info = app.add_subcommand("info", "print a model's hyper-parameters");
     info->add_option("model", path, "model file")->required();
@@ -610,7 +735,28 @@ int main(int argc, char** argv) {
     add_model_args(route, margs, true);
     add_input_args(route, tokens, prompt);
     route->add_flag("--json", as_json, "JSON output (the only format)");
-    route->add_flag("--probs", with_probs, "include the full router distribution");
+    RouteArgs rargs;
+    route->add_flag("--probs", rargs.with_probs, "include the full router distribution");
+    route->add_option("--router", rargs.router, "router: exact (default) or lut (integer, table exp)");
+    route->add_flag("--compare", rargs.compare, "report the top-k agreement of --router with the exact router");
+
+    BenchArgs bargs;
+    auto* bench = app.add_subcommand("bench", "prompt and decode tokens/s, bytes per token, memory bandwidth, roofline");
+    bench->add_option("-m,--model", margs.path, "model file (.bin)")->required();
+    bench->add_option("-t,--threads", margs.threads, "worker threads (default: all cores)");
+    bench->add_option("-p,--prompt-tokens", bargs.config.prompt_tokens, "prompt length in tokens (default 128)");
+    bench->add_option("-n,--decode-tokens", bargs.config.decode_tokens, "tokens to decode (default 128)");
+    bench->add_option("-r,--reps", bargs.config.reps, "repetitions (default 5), after one warm-up");
+    bench->add_option("--cold", bargs.config.cold_reps, "also time N cold starts (page cache of the file dropped)");
+    bench->add_option("--cold-tokens", bargs.config.cold_tokens, "decode steps timed per cold start (default 16)");
+    bench->add_option("--chunk", bargs.config.session.chunk, "prompt tokens per batched chunk (default 64)");
+    bench->add_option("--router", bargs.router, "router: exact (default) or lut");
+    bench->add_option("--bandwidth-mib", bargs.bandwidth_mib, "MiB the bandwidth benchmark reads (default: max(1 GiB, 4 x LLC))");
+    bench->add_flag("--prefetch", bargs.prefetch, "madvise(WILLNEED) experts ahead of use");
+    bench->add_flag("--no-prefetch", bargs.no_prefetch, "no expert prefetch");
+    bench->add_flag("--huge-pages", bargs.huge_pages, "transparent huge pages for the KV cache and activations");
+    bench->add_flag("--no-huge-pages", bargs.no_huge_pages, "no huge pages");
+    bench->add_flag("--json", as_json, "JSON output");
 
     SamplerConfig sc;
     auto* gen = app.add_subcommand("generate", "generate tokens");
@@ -630,6 +776,20 @@ int main(int argc, char** argv) {
     compare->add_option("--seed", cargs.seed, "seed of --random");
     compare->add_flag("--json", as_json, "JSON output");
 
+    std::string swap_model, swap_donor, swap_out;
+    uint32_t swap_layer = 0, swap_expert = 0;
+    int64_t swap_from_layer = -1, swap_from_expert = -1;
+    auto* swap = app.add_subcommand("swap", "replace one expert's weights with another model's and write the result");
+    swap->add_option("-m,--model", swap_model, "model file (.bin or .bin.zst)")->required();
+    swap->add_option("--layer", swap_layer, "layer of the expert to replace")->required();
+    swap->add_option("--expert", swap_expert, "expert to replace")->required();
+    swap->add_option("--from", swap_donor, "donor model with the same shapes and weight types")->required();
+    swap->add_option("--from-layer", swap_from_layer, "donor layer (default: --layer)");
+    swap->add_option("--from-expert", swap_from_expert, "donor expert (default: --expert)");
+    swap->add_option("-o,--output", swap_out, "output model (.bin, or .bin.zst)")->required();
+    swap->add_option("--zstd-level", zstd_level, "zstd level 1..22 for a .zst output")->check(CLI::Range(1, 22));
+    swap->add_flag("-q,--quiet", quiet, "print nothing on success");
+
     std::string system_prompt;
     bool no_prefix_cache = false;
     auto* chat = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
@@ -638,6 +798,11 @@ int main(int argc, char** argv) {
     chat->add_option("-n,--max-tokens", max_tokens, "longest reply in tokens");
     chat->add_flag("--no-prefix-cache", no_prefix_cache, "re-evaluate the whole conversation each turn (for checking)");
     add_sampler_args(chat, sc);
+
+    bool tune_quick = false;
+    auto* tune = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
+    tune->add_flag("--json", as_json, "JSON output");
+    tune->add_flag("--quick", tune_quick, "one shape, three repetitions");
 
     try {
         app.parse(argc, argv);
@@ -652,14 +817,20 @@ int main(int argc, char** argv) {
         return 2;
     }
 
+    if (!colibri::cli::configure_kernels_or_report()) return 1;  // COLIBRI_KERNEL, else the tune cache
     try {
-        if (*convert) return cmd_convert(src, out, type_name, zstd, quiet);
-        if (*check) return cmd_check(path, as_json);
+        if (*tune) return colibri::cli::cmd_tune(as_json, tune_quick);
+        if (*convert) return cmd_convert(src, out, type_name, zstd, zstd_level, quiet);
+        if (*check) return cmd_check(path, as_json, quiet);
         if (*info) return cmd_info(path, as_json);
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
-        if (*route) return cmd_route(margs, tokens, prompt, with_probs);
+        if (*route) return cmd_route(margs, tokens, prompt, rargs);
+        if (*bench) return cmd_bench(margs, bargs, as_json);
         if (*compare) return cmd_compare(margs, cargs, as_json);
         if (*gen) return cmd_generate(margs, tokens, prompt, n, sc, as_json);
+        if (*swap)
+            return cmd_swap(swap_model, swap_layer, swap_expert, swap_donor, swap_from_layer, swap_from_expert, swap_out,
+                            zstd_level, quiet);
         if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");

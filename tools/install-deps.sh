@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb
   clang libclang-rt-14-dev
+  libsimde-dev libbenchmark-dev g++-aarch64-linux-gnu qemu-user
 )
 # Skip the network when everything is already there.
 missing=()

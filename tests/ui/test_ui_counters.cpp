@@ -1,0 +1,155 @@
+// Counters for the profiler: the libpfm4 encoding of every hardware event the profiler offers, the fallback
+// when hardware events cannot be opened (this VM has no PMU: the view says so and keeps the software events),
+// and the profiler's tables on a real generation.
+#include <QComboBox>
+#include <QLabel>
+#include <linux/perf_event.h>
+
+#include "engine/perf_counters.h"
+#include "ui/views/main_window.h"
+#include "ui/views/profiler_view.h"
+#include "ui_test_support.h"
+
+using namespace colibri;
+using namespace colibri::studio;
+using namespace colibri::test;
+
+namespace {
+
+CounterSet counter_set(const PerfCounters& c) {
+    CounterSet set;
+    for (const CounterEvent& e : c.events()) {
+        set.names << QString::fromStdString(e.name);
+        if (e.hardware) set.hardware_names << QString::fromStdString(e.name);
+    }
+    set.hardware_status = QString::fromStdString(c.hardware_status());
+    set.software_status = QString::fromStdString(c.software_status());
+    return set;
+}
+
+}  // namespace
+
+class TestCounters : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+private slots:
+    void libpfm4_encodes_the_offered_events() {
+        // perf_event_attr type and config each offered event must encode to (linux/perf_event.h).
+        const std::map<std::string, std::pair<uint32_t, uint64_t>> expected = {
+            {"PERF_COUNT_HW_CPU_CYCLES", {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES}},
+            {"PERF_COUNT_HW_INSTRUCTIONS", {PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS}},
+            {"PERF_COUNT_HW_CACHE_MISSES", {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES}},
+            {"PERF_COUNT_HW_CACHE_LL:READ:MISS",
+             {PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_LL | (PERF_COUNT_HW_CACHE_OP_READ << 8) | (PERF_COUNT_HW_CACHE_RESULT_MISS << 16)}},
+            {"PERF_COUNT_HW_CACHE_L1D:READ:MISS",
+             {PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_L1D | (PERF_COUNT_HW_CACHE_OP_READ << 8) | (PERF_COUNT_HW_CACHE_RESULT_MISS << 16)}},
+        };
+        const auto offered = offered_hardware_events();
+        QCOMPARE(offered.size(), expected.size());
+        for (const auto& [name, pfm_name] : offered) {
+            auto e = encode_hardware_event(name, pfm_name);
+            if (!e && QString::fromStdString(e.message()).endsWith(QStringLiteral("this build has no libpfm4")))
+                QSKIP("built without libpfm4");
+            QVERIFY2(e.is_ok(), e.message().c_str());
+            QVERIFY2(expected.count(pfm_name) == 1, pfm_name.c_str());
+            QCOMPARE(e->type, expected.at(pfm_name).first);
+            QCOMPARE(e->config, expected.at(pfm_name).second);
+            QCOMPARE(e->name, name);
+            QVERIFY(e->hardware);
+        }
+        QVERIFY(!encode_hardware_event("bogus", "NO_SUCH_EVENT_ANYWHERE").is_ok());
+    }
+
+    void hardware_refused_software_kept() {
+        // An event of a PMU type no kernel has: it cannot open anywhere, so this is the fallback on every machine.
+        const CounterEvent impossible{"LLC misses", "", 0x7FFF, 0, true};
+        auto c = PerfCounters::open(software_events(), {impossible});
+        QVERIFY(!c->hardware_available());
+        QVERIFY(!c->hardware_status().empty());
+        const CounterSet set = counter_set(*c);
+        QVERIFY(set.hardware_names.isEmpty());
+        Conversation conversation;
+        ProfilerView view(&conversation);
+        view.set_model(ModelSummary{}, set);
+        const QString text = view.counter_status()->text();
+        if (c->size() == 0) {  // a kernel that allows no perf events at all (perf_event_paranoid 3+)
+            QVERIFY2(text.startsWith(QStringLiteral("No perf counters")), qPrintable(text));
+            return;
+        }
+        QVERIFY2(text.startsWith(QStringLiteral("Hardware counters ")), qPrintable(text));
+        QVERIFY(text.contains(set.hardware_status));
+        for (const QString& name : set.names) QVERIFY2(text.contains(name), qPrintable(name));
+        QCOMPARE(view.layer_model()->columnCount(), LayerProfileModel::FirstCounter + static_cast<int>(set.names.size()));
+        // The software events keep counting.
+        std::vector<uint64_t> before(c->size()), after(c->size());
+        c->read(before);
+        volatile double x = 0;
+        for (int i = 0; i < 2000000; ++i) x = x + i * 0.5;
+        c->read(after);
+        const int task_clock = static_cast<int>(set.names.indexOf(QStringLiteral("task clock ns")));
+        QVERIFY(task_clock >= 0);
+        QVERIFY(after[static_cast<size_t>(task_clock)] > before[static_cast<size_t>(task_clock)]);
+    }
+
+    void profiler_on_this_machine() {
+        const QString model = convert_reference(dir_, QStringLiteral("mixtral"));
+        QVERIFY(!model.isEmpty());
+        const auto here = PerfCounters::open_default();  // what the EngineWorker opens too
+        MainWindowOptions options;
+        options.persist_settings = false;
+        MainWindow w(options);
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        w.open_model(model);
+        QVERIFY(wait_for(loaded, 1));
+        QSignalSpy finished(w.chat(), &ChatController::finished);
+        ChatSettings greedy;
+        greedy.sampling.greedy = true;
+        greedy.random_seed = false;
+        greedy.max_tokens = 4;
+        QVERIFY(w.chat()->send(join_ids(reference_input_ids(QStringLiteral("mixtral"))), greedy).is_ok());
+        QVERIFY(wait_for(finished, 1));
+        ProfilerView* p = w.profiler_view();
+        p->refresh();
+        const QString text = p->counter_status()->text();
+        if (here->size() == 0) {
+            QVERIFY2(text.startsWith(QStringLiteral("No perf counters")), qPrintable(text));
+        } else if (!here->hardware_available()) {
+            // This VM: no PMU. The view says so and shows the software events.
+            QVERIFY2(text.startsWith(QStringLiteral("Hardware counters ")), qPrintable(text));
+            QVERIFY(text.contains(QStringLiteral("page faults")));
+        } else {
+            QVERIFY2(text.startsWith(QStringLiteral("Counting ")), qPrintable(text));
+        }
+        // Per layer: the mean time per token in each stage and every counter's mean per token.
+        LayerProfileModel* layers = p->layer_model();
+        QCOMPARE(layers->rowCount(), 2);
+        QCOMPARE(layers->columnCount(), LayerProfileModel::FirstCounter + static_cast<int>(here->size()));
+        for (int r = 0; r < 2; ++r) {
+            const double total = layers->mean_us(r, LayerProfileModel::Total);
+            QVERIFY(total > 0);
+            QVERIFY(std::abs(layers->mean_us(r, LayerProfileModel::Attention) + layers->mean_us(r, LayerProfileModel::Router) +
+                             layers->mean_us(r, LayerProfileModel::Experts) - total) < 1e-6 * total + 1e-9);
+        }
+        const QList<qreal> experts_bars = p->chart_values(2);
+        QCOMPARE(experts_bars.size(), 2);
+        QCOMPARE(experts_bars[0], layers->mean_us(0, LayerProfileModel::Experts));
+        // Per expert: the activations add up to every routing decision of the 20 positions.
+        int activations = 0;
+        for (int r = 0; r < p->expert_model()->rowCount(); ++r)
+            activations += p->expert_model()->index(r, ExpertCounterModel::Activations).data().toInt();
+        QCOMPARE(activations, 20 * 2 * 2);
+        for (size_t i = 0; i < here->size(); ++i)
+            if (here->events()[i].name == "task clock ns") QVERIFY(layers->mean_counter(0, static_cast<int>(i)) > 0);
+        // The counter chart follows the selector: one bar per layer, the table's mean per token.
+        for (int i = 0; i < p->counter_selector()->count(); ++i) {
+            p->counter_selector()->setCurrentIndex(i);
+            const QList<qreal> bars = p->counter_chart_values();
+            QCOMPARE(bars.size(), 2);
+            for (int r = 0; r < 2; ++r) QCOMPARE(bars[r], layers->mean_counter(r, i));
+        }
+    }
+};
+
+QTEST_MAIN(TestCounters)
+#include "test_ui_counters.moc"

@@ -1,0 +1,183 @@
+// The kernels view: `colibri tune --json` reports from two machines imported and compared side by side,
+// reports that are not tune reports refused with a reason, and the auto-tuner (kernels/tuner.h) run from the
+// view with progress, its report added and its choice cached, and cancel.
+#include <QComboBox>
+#include <QLabel>
+#include <QProgressBar>
+#include <QTableView>
+
+#include "kernels/tuner.h"
+#include "ui/tune_runner.h"
+#include "ui/views/kernels_view.h"
+#include "ui_test_support.h"
+
+using namespace colibri;
+using namespace colibri::studio;
+using namespace colibri::test;
+
+namespace {
+
+struct Row {
+    const char* op;
+    const char* type;
+    int rows, cols;
+    const char* variant;
+    double ns;
+    bool chosen;
+};
+
+QByteArray report(const QString& cpu, const QStringList& features, const std::vector<Row>& rows) {
+    QJsonArray results;
+    for (const Row& r : rows) {
+        const double bytes = r.rows * double(r.cols) * (QLatin1String(r.type) == QLatin1String("f32") ? 4 : 2);
+        results.append(QJsonObject{{"op", r.op}, {"type", r.type}, {"rows", r.rows}, {"cols", r.cols}, {"variant", r.variant},
+                                   {"ns_median", r.ns}, {"gflops", 2.0 * r.rows * r.cols / r.ns}, {"gbps", bytes / r.ns},
+                                   {"chosen", r.chosen}});
+    }
+    return QJsonDocument(QJsonObject{{"colibri_version", "0.1.0"},
+                                     {"cpu", QJsonObject{{"model", cpu}, {"features", QJsonArray::fromStringList(features)}}},
+                                     {"results", results}})
+        .toJson();
+}
+
+}  // namespace
+
+class TestKernels : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString x86_, arm_;
+
+private slots:
+    void initTestCase() {
+        x86_ = write_all(dir_.filePath(QStringLiteral("x86.json")),
+                         report(QStringLiteral("AMD EPYC 7B13"), {"avx2", "avx512f"},
+                                {{"matvec", "f16", 4096, 4096, "scalar", 9.0e6, false},
+                                 {"matvec", "f16", 4096, 4096, "avx2", 1.5e6, false},
+                                 {"matvec", "f16", 4096, 4096, "avx512", 1.0e6, true},
+                                 {"matvec", "q8_0", 4096, 4096, "scalar", 7.0e6, false},
+                                 {"matvec", "q8_0", 4096, 4096, "avx2", 1.2e6, true}}));
+        arm_ = write_all(dir_.filePath(QStringLiteral("arm.json")),
+                         report(QStringLiteral("Cortex-A76"), {"neon", "dotprod"},
+                                {{"matvec", "f16", 4096, 4096, "scalar", 2.0e7, false},
+                                 {"matvec", "f16", 4096, 4096, "neon", 4.0e6, true},
+                                 {"matvec", "q8_0", 4096, 4096, "neon", 3.0e6, true}}));
+    }
+
+    void reports_compare_side_by_side() {
+        KernelsView view;
+        QVERIFY(view.import_report(x86_).is_ok());
+        QVERIFY(view.import_report(arm_).is_ok());
+        QCOMPARE(view.results()->rowCount(), 8);
+        QCOMPARE(view.results()->reports()[0].label(), QStringLiteral("AMD EPYC 7B13 (x86.json)"));
+        QCOMPARE(view.results()->reports()[1].cpu_features, QStringList({"neon", "dotprod"}));
+        view.metric_selector()->setCurrentIndex(view.metric_selector()->findText(QStringLiteral("median µs")));
+        view.select(QStringLiteral("matvec"), QStringLiteral("f16"), QStringLiteral("4096×4096"));
+        // Every variant of either machine along the axis; a variant a machine lacks is an empty bar.
+        QCOMPARE(view.chart_categories(), QStringList({"scalar", "avx2", "avx512", "neon"}));
+        QCOMPARE(view.chart_values(0), QList<qreal>({9000.0, 1500.0, 1000.0, 0.0}));
+        QCOMPARE(view.chart_values(1), QList<qreal>({20000.0, 0.0, 0.0, 4000.0}));
+        view.metric_selector()->setCurrentIndex(view.metric_selector()->findText(QStringLiteral("GFLOP/s")));
+        QCOMPARE(view.chart_values(0)[2], 2.0 * 4096 * 4096 / 1.0e6);
+        view.select(QStringLiteral("matvec"), QStringLiteral("q8_0"), QStringLiteral("4096×4096"));
+        QCOMPARE(view.chart_categories(), QStringList({"scalar", "avx2", "neon"}));
+        // The table: chosen variants marked, filterable.
+        int chosen = 0;
+        for (int r = 0; r < view.results()->rowCount(); ++r)
+            chosen += view.results()->index(r, KernelResultsModel::Chosen).data(Qt::EditRole).toBool() ? 1 : 0;
+        QCOMPARE(chosen, 4);
+    }
+
+    void bad_reports_are_refused_with_a_reason() {
+        KernelsView view;
+        const struct {
+            const char* name;
+            QByteArray bytes;
+            const char* why;
+        } cases[] = {
+            {"not-json", "{ nope", "not JSON"},
+            {"array", "[]", "a tune report is a JSON object"},
+            {"no-results", R"({"cpu":{"model":"x"}})", "\"results\" is missing"},
+            {"bad-field", R"({"cpu":{},"results":[{"op":"matvec","type":"f16","variant":"avx2","rows":"4096","cols":1,"ns_median":1}]})",
+             "\"rows\" is of the wrong type"},
+            {"empty", R"({"cpu":{},"results":[]})", "the report has no results"},
+        };
+        for (const auto& c : cases) {
+            const QString path = write_all(dir_.filePath(QString::fromLatin1(c.name) + ".json"), c.bytes);
+            const Status s = view.import_report(path);
+            QVERIFY2(!s.is_ok(), c.name);
+            QVERIFY2(QString::fromStdString(s.message()).contains(QLatin1String(c.why)), s.message().c_str());
+            QVERIFY(view.status_label()->text().contains(QLatin1String(c.why)));
+        }
+        QVERIFY(!view.import_report(dir_.filePath(QStringLiteral("missing.json"))).is_ok());
+        QCOMPARE(view.results()->rowCount(), 0);
+    }
+
+    void tuner_reports_progress_and_its_result() {
+        KernelsView view;
+        kernels::TuneOptions small;
+        small.shapes = {{256, 256}};  // a multiple of every block type's size; milliseconds per measurement
+        small.reps = 1;
+        view.tuner()->set_options(small);
+        const QString cache = dir_.filePath(QStringLiteral("tune-cache.json"));
+        view.tuner()->set_cache_path(cache);
+        QSignalSpy progress(view.tuner(), &TuneRunner::progress);
+        QSignalSpy finished(view.tuner(), &TuneRunner::finished);
+        view.run_tuner();
+        QVERIFY(view.tuner()->running());
+        QVERIFY(wait_for(finished, 1, 120000));
+        QVERIFY(!view.tuner()->running());
+        // One progress step per measurement, counting up to the total; every one is a row of the table.
+        QVERIFY(progress.count() > 0);
+        const int total = progress.at(0).at(1).toInt();
+        QCOMPARE(progress.count(), total);
+        for (int i = 0; i < progress.count(); ++i) QCOMPARE(progress.at(i).at(0).toInt(), i + 1);
+        QCOMPARE(view.results()->rowCount(), total);
+        QCOMPARE(view.tuner_progress()->value(), total);
+        const TuneReport& report = view.results()->reports()[0];
+        QVERIFY(report.label().endsWith(QStringLiteral("(this machine)")));
+        QVERIFY(view.results()->variants(QStringLiteral("matvec"), QStringLiteral("f16"), QStringLiteral("256×256")).contains(QStringLiteral("scalar")));
+        // Exactly one chosen variant per op and weight type.
+        QMap<QString, int> chosen;
+        for (const TuneResult& r : report.results)
+            if (r.chosen) ++chosen[r.op + ' ' + r.type];
+        for (int n : chosen) QCOMPARE(n, 1);
+        QCOMPARE(chosen.size(), 2 * 6);  // matvec and matmul × f32, f16, bf16, q8_0, q4_K, q4_0
+        QVERIFY(view.status_label()->text().contains(QStringLiteral("choice saved to ") + cache));
+        QVERIFY(read_json(cache).isObject());
+        QVERIFY(!view.chart_categories().isEmpty());
+    }
+
+    void tuner_cancels_between_measurements() {
+        KernelsView view;
+        // Many small measurements: far more than can run before the cancel lands (it takes effect between two).
+        kernels::TuneOptions options;
+        options.shapes.assign(400, kernels::TuneShape{256, 256});
+        options.reps = 1;
+        view.tuner()->set_options(options);
+        view.tuner()->set_cache_path(QString());
+        QSignalSpy progress(view.tuner(), &TuneRunner::progress);
+        QSignalSpy cancelled(view.tuner(), &TuneRunner::cancelled);
+        QSignalSpy finished(view.tuner(), &TuneRunner::finished);
+        view.run_tuner();
+        QVERIFY(wait_for(progress, 1, 120000));
+        view.cancel_tuner();
+        QVERIFY(wait_for(cancelled, 1, 60000));
+        QCOMPARE(finished.count(), 0);
+        QVERIFY(!view.tuner()->running());
+        QVERIFY(progress.count() < progress.at(0).at(1).toInt());
+        QCOMPARE(view.results()->rowCount(), 0);
+        QCOMPARE(view.status_label()->text(), QStringLiteral("Tuning cancelled."));
+        // And it runs again after a cancel.
+        kernels::TuneOptions small;
+        small.shapes = {{256, 256}};
+        small.reps = 1;
+        small.variants = {kernels::Variant::Scalar};
+        view.tuner()->set_options(small);
+        view.run_tuner();
+        QVERIFY(wait_for(finished, 1, 120000));
+        QCOMPARE(view.results()->rowCount(), 2 * 6);
+    }
+};
+
+QTEST_MAIN(TestKernels)
+#include "test_ui_kernels.moc"

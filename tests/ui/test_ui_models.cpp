@@ -1,0 +1,202 @@
+// Every item model of the Studio under QAbstractItemModelTester (fatal mode), filled with real data: a
+// conversation generated on the reference Mixtral, its file layout, and tune reports written here.
+#include <QAbstractItemModelTester>
+#include <QSortFilterProxyModel>
+
+#include "ui/chat_controller.h"
+#include "ui/conversation.h"
+#include "ui/engine_worker.h"
+#include "ui/file_worker.h"
+#include "ui/models/heatmap_model.h"
+#include "ui/models/kernel_results_model.h"
+#include "ui/models/model_summary.h"
+#include "ui/models/profiler_models.h"
+#include "ui/models/routing_table_model.h"
+#include "ui/models/validator_models.h"
+#include "ui/trace_stats.h"
+#include "ui/tune_report.h"
+#include "ui/worker_thread.h"
+#include "ui_test_support.h"
+
+using namespace colibri;
+using namespace colibri::studio;
+using namespace colibri::test;
+
+namespace {
+
+constexpr auto kFatal = QAbstractItemModelTester::FailureReportingMode::Fatal;
+
+QByteArray tune_json(const QString& cpu, const QStringList& variants, double scale) {
+    QJsonArray results;
+    for (const char* type : {"f16", "q8_0"})
+        for (const QString& v : variants)
+            for (int rows : {4096, 14336}) {
+                const double ns = 1e5 * rows / 4096.0 / scale / (v == QLatin1String("scalar") ? 1.0 : 4.0);
+                results.append(QJsonObject{{"op", "matvec"}, {"type", type}, {"rows", rows}, {"cols", 4096},
+                                           {"variant", v}, {"ns_median", ns}, {"gflops", 2.0 * rows * 4096 / ns},
+                                           {"gbps", 2.0 * rows * 4096 / ns}, {"chosen", v == variants.back()}});
+            }
+    return QJsonDocument(QJsonObject{{"colibri_version", "0.1.0"},
+                                     {"cpu", QJsonObject{{"model", cpu}, {"features", QJsonArray{"sse4.2"}}}},
+                                     {"results", results}})
+        .toJson();
+}
+
+}  // namespace
+
+class TestModels : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString mixtral_;
+    EngineWorker* worker_ = nullptr;
+    std::unique_ptr<WorkerThread> thread_;
+    Conversation conversation_;
+    ChatController* chat_ = nullptr;
+    ModelSummary summary_;
+    CounterSet counters_;
+
+private slots:
+    void initTestCase() {
+        mixtral_ = convert_reference(dir_, QStringLiteral("mixtral"));
+        QVERIFY(!mixtral_.isEmpty());
+        worker_ = new EngineWorker;
+        thread_ = std::make_unique<WorkerThread>(worker_, QStringLiteral("engine"), [w = worker_] { w->requestStop(); });
+        chat_ = new ChatController(worker_, &conversation_, this);
+        QSignalSpy loaded(worker_, &EngineWorker::loaded);
+        worker_->load(mixtral_);
+        QVERIFY(wait_for(loaded, 1));
+        summary_ = loaded.at(0).at(0).value<ModelSummary>();
+        counters_ = loaded.at(0).at(1).value<CounterSet>();
+        chat_->set_model(summary_);
+        // A model without a tokenizer is driven by ids: the reference prompt, then 6 greedy tokens.
+        ChatSettings greedy;
+        greedy.sampling.greedy = true;
+        greedy.random_seed = false;
+        greedy.max_tokens = 6;
+        QSignalSpy finished(chat_, &ChatController::finished);
+        QVERIFY(chat_->send(join_ids(reference_input_ids(QStringLiteral("mixtral"))), greedy).is_ok());
+        QVERIFY(wait_for(finished, 1));
+        QCOMPARE(conversation_.size(), 22);
+        QCOMPARE(conversation_.evaluated_count(), 22);
+    }
+
+    void cleanupTestCase() { thread_.reset(); }
+
+    void model_summary() {
+        ModelSummaryModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        m.set_summary(summary_);
+        QCOMPARE(m.columnCount(), 2);
+        QCOMPARE(m.value(QStringLiteral("family")), QStringLiteral("mixtral"));
+        QCOMPARE(m.value(QStringLiteral("experts")), QStringLiteral("8"));
+        QCOMPARE(m.value(QStringLiteral("active experts")), QStringLiteral("2"));
+        QCOMPARE(m.value(QStringLiteral("tokenizer")), QStringLiteral("none"));
+        QVERIFY(m.value(QStringLiteral("weight types")).startsWith(QStringLiteral("f32 ")));
+        m.clear();
+        QCOMPARE(m.rowCount(), 0);
+    }
+
+    void routing_table() {
+        RoutingTableModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        for (const ConversationToken& t : conversation_.tokens()) {
+            m.set_token(&t, summary_.active_experts);
+            QCOMPARE(m.rowCount(), 2);
+            QCOMPARE(m.columnCount(), 2 + 2);
+            for (int row = 0; row < 2; ++row) {
+                const LayerRouting& r = t.trace.routing[static_cast<size_t>(row)];
+                QCOMPARE(m.index(row, 1).data(RoutingTableModel::ExpertRole).toInt(), r.experts[0]);
+                QCOMPARE(m.index(row, 2).data(RoutingTableModel::ExpertRole).toInt(), r.experts[1]);
+                QCOMPARE(m.index(row, m.distribution_column()).data(RoutingTableModel::ProbsRole).value<QList<float>>().size(), 8);
+            }
+        }
+        m.set_token(nullptr, summary_.active_experts);
+        QCOMPARE(m.rowCount(), 0);
+    }
+
+    void heatmap_and_balance() {
+        HeatmapModel heat;
+        BalanceModel balance;
+        QAbstractItemModelTester t1(&heat, kFatal), t2(&balance, kFatal);
+        const ExpertUsage all = expert_usage(conversation_, TokenSpan{}, summary_.experts);
+        heat.set_usage(all);
+        balance.set_usage(all);
+        QCOMPARE(heat.rowCount(), 2);
+        QCOMPARE(heat.columnCount(), 8);
+        int sum = 0;
+        for (int r = 0; r < heat.rowCount(); ++r)
+            for (int c = 0; c < heat.columnCount(); ++c) sum += heat.index(r, c).data(HeatmapModel::CountRole).toInt();
+        QCOMPARE(sum, 22 * 2 * 2);
+        // Same shape (updated in place), then another shape (reset).
+        heat.set_usage(expert_usage(conversation_, TokenSpan{16, -1, true}, summary_.experts));
+        heat.set_usage(ExpertUsage{});
+        QCOMPARE(heat.rowCount(), 0);
+        QCOMPARE(balance.rowCount(), 2);
+        QCOMPARE(balance.index(0, BalanceModel::Selections).data(Qt::EditRole).toInt(), 44);
+    }
+
+    void profiler() {
+        LayerProfileModel layers;
+        ExpertCounterModel experts;
+        QAbstractItemModelTester t1(&layers, kFatal), t2(&experts, kFatal);
+        QSortFilterProxyModel sorted;
+        sorted.setSourceModel(&experts);
+        QAbstractItemModelTester t3(&sorted, kFatal);
+        layers.set_counter_names(counters_.names);
+        experts.set_counter_names(counters_.names);
+        const ProfileTotals totals = profile_totals(conversation_, TokenSpan{}, static_cast<int>(counters_.names.size()));
+        layers.set_totals(totals);
+        experts.set_totals(totals);
+        sorted.sort(ExpertCounterModel::Activations, Qt::DescendingOrder);
+        QCOMPARE(layers.rowCount(), 2);
+        QCOMPARE(layers.columnCount(), LayerProfileModel::FirstCounter + static_cast<int>(counters_.names.size()));
+        int activations = 0;
+        for (int r = 0; r < experts.rowCount(); ++r) activations += experts.index(r, ExpertCounterModel::Activations).data().toInt();
+        QCOMPARE(activations, 22 * 2 * 2);
+        QVERIFY(layers.mean_us(0, LayerProfileModel::Total) > 0);
+    }
+
+    void kernel_results() {
+        KernelResultsModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        QSortFilterProxyModel filter;
+        filter.setSourceModel(&m);
+        filter.setFilterKeyColumn(-1);
+        QAbstractItemModelTester t2(&filter, kFatal);
+        auto x86 = parse_tune_report(tune_json(QStringLiteral("x86 box"), {"scalar", "avx2", "avx512"}, 1.0), QStringLiteral("x86.json"));
+        auto arm = parse_tune_report(tune_json(QStringLiteral("ARM board"), {"scalar", "neon"}, 0.5), QStringLiteral("arm.json"));
+        QVERIFY(x86.is_ok() && arm.is_ok());
+        m.add_report(x86.value());
+        m.add_report(arm.value());
+        QCOMPARE(m.rowCount(), 2 * 3 * 2 + 2 * 2 * 2);
+        filter.setFilterFixedString(QStringLiteral("neon"));
+        QCOMPARE(filter.rowCount(), 4);
+        m.remove_report(0);
+        QCOMPARE(m.rowCount(), 8);
+        m.clear();
+        QCOMPARE(m.rowCount(), 0);
+    }
+
+    void tensor_table() {
+        TensorTableModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        QSortFilterProxyModel filter;
+        filter.setSourceModel(&m);
+        filter.setSortRole(Qt::EditRole);
+        QAbstractItemModelTester t2(&filter, kFatal);
+        const FileLayout layout = read_layout(mixtral_);
+        QVERIFY(layout.error.isEmpty());
+        m.set_layout(layout);
+        QCOMPARE(m.rowCount(), static_cast<int>(layout.tensors.size()));
+        filter.sort(TensorTableModel::Size, Qt::DescendingOrder);
+        quint64 largest = 0;
+        for (const TensorInfo& t : layout.tensors) largest = std::max(largest, t.size);
+        QCOMPARE(filter.index(0, TensorTableModel::Size).data(Qt::EditRole).toULongLong(), largest);
+        std::vector<SectionState> states(layout.sections.size(), SectionState::Ok);
+        m.set_states(states);
+        for (int r = 0; r < m.rowCount(); ++r) QCOMPARE(m.index(r, TensorTableModel::Checksum).data().toString(), QStringLiteral("checksum ok"));
+    }
+};
+
+QTEST_MAIN(TestModels)
+#include "test_ui_models.moc"

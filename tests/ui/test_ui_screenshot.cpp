@@ -1,0 +1,76 @@
+// `colibri-studio --screenshot DIR [model]` offscreen: one PNG per main view, each a real picture (not empty,
+// not one flat colour), and a one-line error for a model that is not there.
+#include <QImage>
+#include <QProcess>
+#include <QSet>
+
+#include "ui_test_support.h"
+
+using namespace colibri::test;
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    QByteArray out, err;
+};
+
+Run studio(const QStringList& args) {
+    QProcess p;
+    p.start(QStringLiteral(COLIBRI_STUDIO), args);
+    Run r;
+    if (!p.waitForFinished(240000)) {
+        p.kill();
+        p.waitForFinished();
+        return r;
+    }
+    r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+}  // namespace
+
+class TestScreenshot : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+private slots:
+    void every_view_is_drawn() {
+        const QString report = write_all(dir_.filePath(QStringLiteral("tune.json")), R"({"colibri_version":"0.1.0",
+            "cpu":{"model":"test CPU","features":["avx2"]},
+            "results":[{"op":"matvec","type":"f16","rows":4096,"cols":4096,"variant":"scalar","ns_median":9e6,"gflops":3.7,"gbps":3.7,"chosen":false},
+                       {"op":"matvec","type":"f16","rows":4096,"cols":4096,"variant":"avx2","ns_median":1.5e6,"gflops":22.4,"gbps":22.4,"chosen":true}]})");
+        const QString shots = dir_.filePath(QStringLiteral("shots"));
+        const Run r = studio({"--screenshot", shots, "--tune-report", report, "--screenshot-convert",
+                              reference(QStringLiteral("hf/mixtral/model")), QStringLiteral(COLIBRI_DEMO_MODEL)});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const QStringList views = {"main", "chat", "routing", "heatmap", "profiler", "kernels", "validator", "convert"};
+        QStringList written;
+        for (const QString& v : views) written << QDir(shots).filePath(v + QStringLiteral(".png"));
+        QCOMPARE(QString::fromUtf8(r.out).split('\n', Qt::SkipEmptyParts), written);
+        for (const QString& path : written) {
+            QVERIFY2(QFileInfo(path).size() > 0, qPrintable(path));
+            const QImage image(path);
+            QVERIFY2(!image.isNull(), qPrintable(path));
+            QVERIFY2(image.width() >= 400 && image.height() >= 200, qPrintable(path));
+            // A drawn view has text, tables and charts: many colours. A flat or blank grab has one or two.
+            QSet<QRgb> colours;
+            for (int y = 0; y < image.height() && colours.size() < 64; y += 3)
+                for (int x = 0; x < image.width() && colours.size() < 64; x += 3) colours.insert(image.pixel(x, y));
+            QVERIFY2(colours.size() >= 64, qPrintable(QStringLiteral("%1: only %2 colours").arg(path).arg(colours.size())));
+        }
+    }
+
+    void missing_model_is_a_one_line_error() {
+        const Run r = studio({"--screenshot", dir_.filePath(QStringLiteral("none")), dir_.filePath(QStringLiteral("missing.bin"))});
+        QCOMPARE(r.exit_code, 1);
+        const QStringList lines = QString::fromUtf8(r.err).split('\n', Qt::SkipEmptyParts).filter(QStringLiteral("colibri-studio:"));
+        QCOMPARE(lines.size(), 1);
+        QVERIFY2(lines[0].contains(QStringLiteral("missing.bin")), qPrintable(lines[0]));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestScreenshot)
+#include "test_ui_screenshot.moc"

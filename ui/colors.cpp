@@ -1,0 +1,35 @@
+#include "ui/colors.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace colibri::studio {
+
+QColor expert_color(int expert) {
+    if (expert < 0) return QColor(Qt::lightGray);
+    const double hue = std::fmod(expert * 137.508, 360.0);
+    // Alternate the lightness a little as well, for many experts.
+    return QColor::fromHsl(static_cast<int>(hue), 170, expert % 2 == 0 ? 150 : 120);
+}
+
+QColor text_color_on(const QColor& background) {
+    const double luminance = 0.299 * background.redF() + 0.587 * background.greenF() + 0.114 * background.blueF();
+    return luminance > 0.55 ? QColor(Qt::black) : QColor(Qt::white);
+}
+
+QColor heat_color(double t) {
+    static const std::array<QColor, 5> stops = {QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140),
+                                                QColor(94, 201, 98), QColor(253, 231, 37)};
+    if (!(t > 0.0)) return stops.front();
+    if (t >= 1.0) return stops.back();
+    const double x = t * (stops.size() - 1);
+    const size_t i = static_cast<size_t>(x);
+    const double f = x - static_cast<double>(i);
+    const QColor& a = stops[i];
+    const QColor& b = stops[i + 1];
+    return QColor::fromRgbF(static_cast<float>(a.redF() + (b.redF() - a.redF()) * f), static_cast<float>(a.greenF() + (b.greenF() - a.greenF()) * f),
+                            static_cast<float>(a.blueF() + (b.blueF() - a.blueF()) * f));
+}
+
+}  // namespace colibri::studio

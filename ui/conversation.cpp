@@ -1,0 +1,190 @@
+#include "ui/conversation.h"
+
+#include <QJsonArray>
+
+namespace colibri::studio {
+
+namespace {
+const QString kFormat = QStringLiteral("colibri-studio-conversation");
+}
+
+const ConversationToken* Conversation::token(int position) const {
+    return position >= 0 && position < size() ? &tokens_[static_cast<size_t>(position)] : nullptr;
+}
+
+int Conversation::evaluated_count() const {
+    int n = 0;
+    for (const ConversationToken& t : tokens_) n += t.evaluated ? 1 : 0;
+    return n;
+}
+
+QVector<ChatTurn> Conversation::request_messages() const {
+    QVector<ChatTurn> out;
+    if (!system_prompt_.trimmed().isEmpty()) out.push_back({QStringLiteral("system"), system_prompt_});
+    for (const ConversationMessage& m : messages_) out.push_back({m.role, m.content});
+    return out;
+}
+
+void Conversation::add_user_message(const QString& text) {
+    messages_.push_back({QStringLiteral("user"), text, -1, 0});
+    emit messagesChanged();
+}
+
+void Conversation::begin_reply(int first_position) {
+    messages_.push_back({QStringLiteral("assistant"), QString(), first_position, 0});
+    emit messagesChanged();
+}
+
+void Conversation::finish_reply(const QString& text) {
+    if (messages_.isEmpty() || messages_.back().role != QLatin1String("assistant")) return;
+    messages_.back().content = text;
+    emit messagesChanged();
+}
+
+void Conversation::remove_last_message() {
+    if (messages_.isEmpty()) return;
+    messages_.pop_back();
+    emit messagesChanged();
+}
+
+void Conversation::clear() {
+    messages_.clear();
+    tokens_.clear();
+    selected_ = -1;
+    emit tokensChanged(0);
+    emit messagesChanged();
+    emit selectionChanged(-1);
+}
+
+void Conversation::begin_pass(int reused) {
+    for (size_t p = static_cast<size_t>(std::max(reused, 0)); p < tokens_.size(); ++p) tokens_[p].evaluated = false;
+}
+
+ConversationToken& Conversation::place(int position, int token, bool* appended) {
+    const size_t p = static_cast<size_t>(std::clamp(position, 0, size()));
+    *appended = false;
+    if (p < tokens_.size() && tokens_[p].trace.token == token) return tokens_[p];
+    if (p < tokens_.size()) {
+        tokens_.resize(p);
+        if (selected_ >= static_cast<int>(p)) {
+            selected_ = -1;
+            emit selectionChanged(-1);
+        }
+        emit tokensChanged(static_cast<int>(p));
+    }
+    *appended = true;
+    tokens_.emplace_back();
+    tokens_.back().trace.position = static_cast<int>(p);
+    tokens_.back().trace.token = token;
+    return tokens_.back();
+}
+
+void Conversation::add_generated(int position, int token, const QString& text, bool end_of_turn) {
+    bool appended = false;
+    ConversationToken& t = place(position, token, &appended);
+    t.trace.text = text;
+    t.trace.generated = true;
+    t.end_of_turn = end_of_turn;
+    if (!messages_.isEmpty() && messages_.back().role == QLatin1String("assistant") && messages_.back().first_token >= 0)
+        messages_.back().token_count = t.trace.position - messages_.back().first_token + 1;
+    if (appended) emit tokenAppended(t.trace.position);
+    else emit traceUpdated(t.trace.position);
+}
+
+void Conversation::add_trace(const TokenTrace& trace) {
+    bool appended = false;
+    ConversationToken& t = place(trace.position, trace.token, &appended);
+    // A token already there (streamed, or restored from a saved conversation) keeps its flags and text.
+    const bool generated = t.trace.generated || trace.generated;
+    const QString text = !appended && !t.trace.text.isEmpty() ? t.trace.text : trace.text;
+    const int position = t.trace.position;
+    t.trace = trace;
+    t.trace.position = position;
+    t.trace.generated = generated;
+    t.trace.text = text;
+    t.evaluated = true;
+    if (appended) emit tokenAppended(position);
+    emit traceUpdated(position);
+}
+
+void Conversation::finish_pass(int session_tokens) {
+    if (session_tokens < 0 || session_tokens >= size()) return;
+    tokens_.resize(static_cast<size_t>(session_tokens));
+    if (selected_ >= session_tokens) {
+        selected_ = -1;
+        emit selectionChanged(-1);
+    }
+    emit tokensChanged(session_tokens);
+}
+
+void Conversation::select(int position) {
+    if (position < -1 || position >= size() || position == selected_) return;
+    selected_ = position;
+    emit selectionChanged(position);
+}
+
+std::vector<int32_t> Conversation::token_ids() const {
+    std::vector<int32_t> ids;
+    ids.reserve(tokens_.size());
+    for (const ConversationToken& t : tokens_) ids.push_back(t.trace.token);
+    return ids;
+}
+
+QJsonObject Conversation::to_json() const {
+    QJsonArray messages, tokens;
+    for (const ConversationMessage& m : messages_) {
+        QJsonObject o{{"role", m.role}, {"content", m.content}};
+        if (m.first_token >= 0) {
+            o["first_token"] = m.first_token;
+            o["token_count"] = m.token_count;
+        }
+        messages.append(o);
+    }
+    for (const ConversationToken& t : tokens_) {
+        QJsonObject o{{"id", t.trace.token}, {"text", t.trace.text}};
+        if (t.trace.generated) o["generated"] = true;
+        if (t.end_of_turn) o["end_of_turn"] = true;
+        tokens.append(o);
+    }
+    return QJsonObject{{"format", kFormat}, {"version", 1}, {"system", system_prompt_}, {"messages", messages}, {"tokens", tokens}};
+}
+
+Status Conversation::from_json(const QJsonObject& o) {
+    if (o.value("format").toString() != kFormat) return error("not a Colibri Studio conversation (no \"format\": \"" + kFormat.toStdString() + "\")");
+    if (o.value("version").toInt() != 1) return error("unsupported conversation version " + std::to_string(o.value("version").toInt()));
+    if (!o.value("messages").isArray() || !o.value("tokens").isArray()) return error("conversation lacks \"messages\" or \"tokens\"");
+    QVector<ConversationMessage> messages;
+    for (const auto& v : o.value("messages").toArray()) {
+        const QJsonObject m = v.toObject();
+        const QString role = m.value("role").toString();
+        if (role != QLatin1String("user") && role != QLatin1String("assistant") && role != QLatin1String("system"))
+            return error("message with unknown role '" + role.toStdString() + "'");
+        messages.push_back({role, m.value("content").toString(), m.value("first_token").toInt(-1), m.value("token_count").toInt(0)});
+    }
+    std::vector<ConversationToken> tokens;
+    for (const auto& v : o.value("tokens").toArray()) {
+        const QJsonObject t = v.toObject();
+        const int id = t.value("id").toInt(-1);
+        if (id < 0) return error("token " + std::to_string(tokens.size()) + " has no valid id");
+        ConversationToken ct;
+        ct.trace.position = static_cast<int>(tokens.size());
+        ct.trace.token = id;
+        ct.trace.text = t.value("text").toString();
+        ct.trace.generated = t.value("generated").toBool();
+        ct.end_of_turn = t.value("end_of_turn").toBool();
+        tokens.push_back(std::move(ct));
+    }
+    for (const ConversationMessage& m : messages)
+        if (m.first_token >= 0 && m.first_token + m.token_count > static_cast<int>(tokens.size()))
+            return error("a reply's token range lies beyond the conversation's tokens");
+    system_prompt_ = o.value("system").toString();
+    messages_ = std::move(messages);
+    tokens_ = std::move(tokens);
+    selected_ = -1;
+    emit tokensChanged(0);
+    emit messagesChanged();
+    emit selectionChanged(-1);
+    return Status::ok();
+}
+
+}  // namespace colibri::studio

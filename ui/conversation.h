@@ -1,0 +1,86 @@
+// The conversation as the UI thread knows it: the chat messages, and one entry per position the session
+// holds (prompt and generated tokens) with its trace. It mirrors the EngineWorker's signals; every view
+// reads from here, and the selected token lives here so all views follow one selection.
+#pragma once
+#include <QJsonObject>
+#include <QObject>
+#include <QVector>
+#include <vector>
+
+#include "engine/status.h"
+#include "ui/engine_worker.h"
+#include "ui/token_trace.h"
+
+namespace colibri::studio {
+
+struct ConversationToken {
+    TokenTrace trace;          // position, id, text, generated; routing etc. once evaluated
+    bool evaluated = false;
+    bool end_of_turn = false;  // the model's stop token ending a reply
+};
+
+struct ConversationMessage {
+    QString role;
+    QString content;
+    int first_token = -1;  // assistant replies: position of the first generated token
+    int token_count = 0;
+};
+
+class Conversation : public QObject {
+    Q_OBJECT
+public:
+    using QObject::QObject;
+
+    const QString& system_prompt() const { return system_prompt_; }
+    void set_system_prompt(const QString& text) { system_prompt_ = text; }
+    const QVector<ConversationMessage>& messages() const { return messages_; }
+    const std::vector<ConversationToken>& tokens() const { return tokens_; }
+    int size() const { return static_cast<int>(tokens_.size()); }
+    const ConversationToken* token(int position) const;
+    // Positions in [0, size()) that have a trace.
+    int evaluated_count() const;
+
+    // The messages the next request renders: the system prompt, then every message.
+    QVector<ChatTurn> request_messages() const;
+    void add_user_message(const QString& text);
+    void begin_reply(int first_position);
+    void finish_reply(const QString& text);
+    // Regenerate drops the last reply; a failed request takes back its message.
+    void remove_last_message();
+    void clear();
+
+    // Mirroring the worker. A pass starts at the reused prefix; positions it sends replace what was there
+    // when the token differs (a token that matches keeps its generated flag, so a replayed conversation keeps
+    // its replies); finish_pass() drops what lies beyond the session.
+    void begin_pass(int reused);
+    void add_generated(int position, int token, const QString& text, bool end_of_turn);
+    void add_trace(const TokenTrace& trace);
+    void finish_pass(int session_tokens);
+
+    int selected() const { return selected_; }
+    void select(int position);
+
+    // Save and load (JSON): system prompt, messages with their token ranges, every token id and flag.
+    // Traces are not saved: a loaded conversation is replayed through the model to rebuild them.
+    QJsonObject to_json() const;
+    Status from_json(const QJsonObject& o);
+    std::vector<int32_t> token_ids() const;
+
+signals:
+    void messagesChanged();
+    void tokenAppended(int position);
+    void traceUpdated(int position);
+    void tokensChanged(int from);   // positions >= from were removed or replaced
+    void selectionChanged(int position);
+
+private:
+    // Returns the entry for position, dropping everything from there on when the token differs.
+    ConversationToken& place(int position, int token, bool* appended);
+
+    QString system_prompt_;
+    QVector<ConversationMessage> messages_;
+    std::vector<ConversationToken> tokens_;
+    int selected_ = -1;
+};
+
+}  // namespace colibri::studio

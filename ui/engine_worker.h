@@ -1,0 +1,113 @@
+// EngineWorker: the engine (Model, ThreadPool, Session, perf counters) on its own QThread. Callers on any
+// thread use the public functions, which only post work to the worker's thread and return at once; results
+// come back as signals (queued to the receiver's thread). A generation streams token by token, each
+// evaluated position with its trace, and requestStop() ends it within one token.
+#pragma once
+#include <QObject>
+#include <QString>
+#include <QVector>
+#include <atomic>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/status.h"
+#include "ui/models/model_summary.h"
+#include "ui/token_trace.h"
+
+namespace colibri {
+class Model;
+class PerfCounters;
+class Session;
+class ThreadPool;
+}  // namespace colibri
+
+namespace colibri::studio {
+
+class TraceCollector;
+
+struct ChatTurn {
+    QString role;  // "system", "user", "assistant"
+    QString content;
+};
+
+struct GenerationRequest {
+    QVector<ChatTurn> messages;       // rendered with the model's chat template ...
+    std::vector<int32_t> token_ids;   // ... or, when not empty, exactly these tokens (no tokenizer, replays)
+    SamplerConfig sampling;
+    int max_tokens = 256;             // 0 evaluates the prompt only
+};
+
+struct GenerationStats {
+    int reused_tokens = 0;    // prompt prefix already in the KV cache
+    int prompt_tokens = 0;    // evaluated this time
+    int generated = 0;
+    double prompt_seconds = 0.0;
+    double decode_seconds = 0.0;
+    int context_used = 0;
+    int context_size = 0;
+    bool stopped = false;     // by requestStop()
+    QString reply;            // generated text without end-of-turn tokens
+    double decode_tokens_per_second() const { return decode_seconds > 0 ? generated / decode_seconds : 0.0; }
+    double prompt_tokens_per_second() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }
+};
+
+struct LoadOptions {
+    unsigned threads = 0;   // 0: all cores
+    uint32_t context = 0;   // 0: min(model, 4096)
+};
+
+class EngineWorker : public QObject {
+    Q_OBJECT
+public:
+    EngineWorker();
+    ~EngineWorker() override;
+
+    // Posted to the worker thread.
+    void load(const QString& path, const LoadOptions& options = {});
+    void unload();
+    void generate(const GenerationRequest& request);
+    void resetConversation();     // forget the KV cache; the next generation evaluates from scratch
+    void setCounting(bool on);    // sample perf counters per layer and expert (on by default)
+
+    // Thread-safe and immediate: cancels the running generation and any already posted.
+    void requestStop();
+
+signals:
+    void loaded(const colibri::studio::ModelSummary& summary, const colibri::studio::CounterSet& counters);
+    void loadFailed(const QString& path, const QString& error);
+    void unloaded();
+    void generationStarted(int reused_tokens);
+    // A token sampled by the model, before it is evaluated; end_of_turn for the model's stop tokens.
+    void tokenGenerated(int position, int token, const QString& text, bool end_of_turn);
+    // A position after its evaluation, prompt or generated, with routing, timings and counters.
+    void tokenEvaluated(const colibri::studio::TokenTrace& trace);
+    void generationFinished(const colibri::studio::GenerationStats& stats);
+    void generationFailed(const QString& error);
+
+private:
+    void do_load(const QString& path, const LoadOptions& options);
+    void do_unload();
+    void do_generate(const GenerationRequest& request, uint64_t id);
+    // Evaluates one token with the collector attached and emits its trace.
+    Status eval_traced(int32_t token, const QString& text, bool generated);
+    QString token_text(int32_t token, std::string& pending) const;
+
+    std::unique_ptr<PerfCounters> counters_;
+    std::unique_ptr<ThreadPool> pool_;
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<Session> session_;
+    std::unique_ptr<TraceCollector> collector_;
+    std::vector<int32_t> cached_;     // the tokens the session holds, for prefix reuse
+    std::vector<int32_t> stop_ids_;
+    std::span<const float> logits_;   // of the last evaluated position
+    bool counting_ = true;
+
+    std::atomic<uint64_t> posted_{0};     // generation requests posted so far
+    std::atomic<uint64_t> cancelled_{0};  // requests with an id up to this are cancelled
+};
+
+}  // namespace colibri::studio
+
+Q_DECLARE_METATYPE(colibri::studio::GenerationStats)

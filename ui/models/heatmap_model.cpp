@@ -1,0 +1,104 @@
+#include "ui/models/heatmap_model.h"
+
+#include "ui/colors.h"
+
+namespace colibri::studio {
+
+void HeatmapModel::set_usage(const ExpertUsage& usage) {
+    // Same shape: update in place so views keep their selection and scroll position.
+    const bool same_shape = usage.layers == usage_.layers && usage.experts == usage_.experts;
+    if (!same_shape) beginResetModel();
+    usage_ = usage;
+    max_ = usage_.max_count();
+    if (!same_shape) {
+        endResetModel();
+    } else if (rowCount() > 0 && columnCount() > 0) {
+        emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
+    }
+}
+
+QString HeatmapModel::to_csv() const {
+    QString csv = QStringLiteral("layer");
+    for (int e = 0; e < usage_.experts; ++e) csv += QStringLiteral(",E%1").arg(e);
+    csv += QLatin1Char('\n');
+    for (size_t r = 0; r < usage_.layers.size(); ++r) {
+        csv += QString::number(usage_.layers[r]);
+        for (int v : usage_.counts[r]) csv += QLatin1Char(',') + QString::number(v);
+        csv += QLatin1Char('\n');
+    }
+    return csv;
+}
+
+int HeatmapModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(usage_.layers.size()); }
+int HeatmapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : usage_.experts; }
+
+QVariant HeatmapModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
+    const size_t row = static_cast<size_t>(index.row());
+    const int count = usage_.counts[row][static_cast<size_t>(index.column())];
+    const LayerBalance b = usage_.balance(row);
+    const double share = b.selections > 0 ? static_cast<double>(count) / b.selections : 0.0;
+    const double intensity = max_ > 0 ? static_cast<double>(count) / max_ : 0.0;
+    switch (role) {
+    case Qt::DisplayRole: return count;
+    case CountRole: return count;
+    case ShareRole: return share;
+    case IntensityRole: return intensity;
+    case Qt::BackgroundRole: return heat_color(intensity);
+    case Qt::ForegroundRole: return text_color_on(heat_color(intensity));
+    case Qt::TextAlignmentRole: return int(Qt::AlignCenter);
+    case Qt::ToolTipRole:
+        return tr("layer %1, expert %2: %3 of %4 selections (%5%) over %6 tokens")
+            .arg(usage_.layers[row]).arg(index.column()).arg(count).arg(b.selections).arg(share * 100.0, 0, 'f', 1).arg(usage_.tokens);
+    default: return {};
+    }
+}
+
+QVariant HeatmapModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (role != Qt::DisplayRole) return {};
+    if (o == Qt::Horizontal) return QStringLiteral("E%1").arg(section);
+    return section >= 0 && section < rowCount() ? QVariant(tr("layer %1").arg(usage_.layers[static_cast<size_t>(section)])) : QVariant();
+}
+
+void BalanceModel::set_usage(const ExpertUsage& usage) {
+    beginResetModel();
+    layers_ = usage.layers;
+    rows_.clear();
+    for (size_t r = 0; r < usage.layers.size(); ++r) rows_.push_back(usage.balance(r));
+    endResetModel();
+}
+
+int BalanceModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
+int BalanceModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant BalanceModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() >= rowCount()) return {};
+    const LayerBalance& b = rows_[static_cast<size_t>(index.row())];
+    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
+    const bool raw = role == Qt::EditRole;  // numbers for sorting and tests, text for people
+    switch (index.column()) {
+    case Layer: return layers_[static_cast<size_t>(index.row())];
+    case Selections: return b.selections;
+    case Entropy: return raw ? QVariant(b.entropy_bits) : QVariant(QString::number(b.entropy_bits, 'f', 3));
+    case EntropyRatio: return raw ? QVariant(b.entropy_ratio) : QVariant(QString::number(b.entropy_ratio, 'f', 3));
+    case MaxOverMean: return raw ? QVariant(b.max_over_mean) : QVariant(QString::number(b.max_over_mean, 'f', 2));
+    case Busiest: return b.busiest_expert >= 0 ? QVariant(QStringLiteral("E%1").arg(b.busiest_expert)) : QVariant();
+    default: return {};
+    }
+}
+
+QVariant BalanceModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    switch (section) {
+    case Layer: return tr("layer");
+    case Selections: return tr("selections");
+    case Entropy: return tr("entropy (bits)");
+    case EntropyRatio: return tr("entropy / max");
+    case MaxOverMean: return tr("max / mean");
+    case Busiest: return tr("busiest");
+    default: return {};
+    }
+}
+
+}  // namespace colibri::studio

@@ -1,0 +1,65 @@
+#include "ui/models/routing_table_model.h"
+
+#include <algorithm>
+
+#include "ui/colors.h"
+
+namespace colibri::studio {
+
+void RoutingTableModel::set_token(const ConversationToken* token, int top_k) {
+    beginResetModel();
+    top_k_ = std::max(top_k, 0);
+    position_ = token ? token->trace.position : -1;
+    rows_ = token && token->evaluated ? token->trace.routing : std::vector<LayerRouting>{};
+    endResetModel();
+}
+
+const LayerRouting* RoutingTableModel::routing(int row) const {
+    return row >= 0 && row < static_cast<int>(rows_.size()) ? &rows_[static_cast<size_t>(row)] : nullptr;
+}
+
+int RoutingTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
+int RoutingTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : top_k_ + 2; }
+
+QVariant RoutingTableModel::data(const QModelIndex& index, int role) const {
+    const LayerRouting* r = index.isValid() ? routing(index.row()) : nullptr;
+    if (r == nullptr) return {};
+    const int col = index.column();
+    if (role == LayerRole) return r->layer;
+    if (col == 0) return role == Qt::DisplayRole ? QVariant(tr("layer %1").arg(r->layer)) : QVariant();
+    if (col == distribution_column()) {
+        if (role == ProbsRole) return QVariant::fromValue(QList<float>(r->probs.begin(), r->probs.end()));
+        if (role == Qt::ToolTipRole) {
+            QStringList parts;
+            for (size_t e = 0; e < r->probs.size(); ++e) parts << QStringLiteral("E%1 %2").arg(e).arg(r->probs[e], 0, 'f', 3);
+            return tr("router probabilities: %1").arg(parts.join(QStringLiteral(", ")));
+        }
+        return {};
+    }
+    const size_t slot = static_cast<size_t>(col - 1);
+    if (slot >= r->experts.size()) return {};
+    const int expert = r->experts[slot];
+    const float weight = r->weights[slot];
+    switch (role) {
+    case Qt::DisplayRole: return QStringLiteral("E%1  %2").arg(expert).arg(weight, 0, 'f', 3);
+    case ExpertRole: return expert;
+    case WeightRole: return weight;
+    case Qt::BackgroundRole: return expert_color(expert);
+    case Qt::ForegroundRole: return text_color_on(expert_color(expert));
+    case Qt::ToolTipRole:
+        return tr("layer %1, choice %2: expert %3, weight %4, router probability %5")
+            .arg(r->layer).arg(slot + 1).arg(expert).arg(weight, 0, 'f', 4)
+            .arg(static_cast<size_t>(expert) < r->probs.size() ? r->probs[static_cast<size_t>(expert)] : 0.0f, 0, 'f', 4);
+    default: return {};
+    }
+}
+
+QVariant RoutingTableModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (role != Qt::DisplayRole) return {};
+    if (o == Qt::Vertical) return section + 1;
+    if (section == 0) return tr("layer");
+    if (section == distribution_column()) return tr("router distribution");
+    return tr("expert %1").arg(section);
+}
+
+}  // namespace colibri::studio

@@ -1,0 +1,72 @@
+// The expert heatmap: layers × experts activation counts over the conversation or a span of it, on a colour
+// scale with its legend, tooltips with counts and shares, load-balance figures per layer (entropy,
+// max/mean), and export as PNG and CSV.
+#pragma once
+#include <QImage>
+#include <QTimer>
+#include <QWidget>
+
+#include "ui/models/heatmap_model.h"
+#include "ui/models/model_summary.h"
+
+class QCheckBox;
+class QLabel;
+class QSpinBox;
+class QTableView;
+
+namespace colibri::studio {
+
+// The colour scale: a vertical gradient from 0 to the largest count.
+class HeatLegend : public QWidget {
+    Q_OBJECT
+public:
+    using QWidget::QWidget;
+    void set_max(int max);
+    QSize sizeHint() const override { return {70, 160}; }
+
+protected:
+    void paintEvent(QPaintEvent*) override;
+
+private:
+    int max_ = 0;
+};
+
+class HeatmapView : public QWidget {
+    Q_OBJECT
+public:
+    explicit HeatmapView(Conversation* conversation, QWidget* parent = nullptr);
+    void set_model(const ModelSummary& model);
+    void set_span(const TokenSpan& span);
+    TokenSpan span() const;
+
+    HeatmapModel* heatmap_model() { return &heatmap_; }
+    BalanceModel* balance_model() { return &balance_; }
+    QTableView* table() const { return table_; }
+    QLabel* summary_label() const { return summary_; }
+
+    // The heatmap as a picture (grid, labels, legend), as exported. Cells are cell × cell pixels.
+    QImage render_image(int cell = 28) const;
+    Status export_png(const QString& path) const;
+    Status export_csv(const QString& path) const;
+    // Recomputes now (it is otherwise batched while tokens stream in).
+    void refresh();
+
+private:
+    void schedule();
+    void export_png_dialog();
+    void export_csv_dialog();
+
+    Conversation* conversation_;
+    HeatmapModel heatmap_;
+    BalanceModel balance_;
+    int experts_ = 0;
+    QSpinBox *from_ = nullptr, *to_ = nullptr;
+    QCheckBox* generated_only_ = nullptr;
+    QTableView* table_ = nullptr;
+    QTableView* balance_table_ = nullptr;
+    HeatLegend* legend_ = nullptr;
+    QLabel* summary_ = nullptr;
+    QTimer timer_;
+};
+
+}  // namespace colibri::studio

@@ -1,0 +1,283 @@
+#include "ui/views/routing_view.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPainter>
+#include <QSplitter>
+#include <QStackedBarSeries>
+#include <QTableView>
+#include <QTextBlock>
+#include <QTextBrowser>
+#include <QUrl>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+
+#include "ui/colors.h"
+#include "ui/views/chart_reset.h"
+
+namespace colibri::studio {
+
+void DistributionDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const {
+    QStyledItemDelegate::paint(painter, option, QModelIndex());  // background and selection only
+    const QList<float> probs = index.data(RoutingTableModel::ProbsRole).value<QList<float>>();
+    if (probs.isEmpty()) return;
+    // The chosen experts are the other cells of the row.
+    QList<int> chosen;
+    for (int c = 1; c < index.model()->columnCount() - 1; ++c) chosen << index.siblingAtColumn(c).data(RoutingTableModel::ExpertRole).toInt();
+    const QRectF r = QRectF(option.rect).adjusted(3, 3, -3, -3);
+    const qreal w = r.width() / probs.size();
+    const float top = *std::max_element(probs.begin(), probs.end());
+    painter->save();
+    painter->setPen(Qt::NoPen);
+    for (int e = 0; e < probs.size(); ++e) {
+        const qreal h = top > 0 ? r.height() * probs[e] / top : 0;
+        painter->setBrush(chosen.contains(e) ? expert_color(e) : QColor(190, 190, 190));
+        painter->drawRect(QRectF(r.left() + e * w + w * 0.1, r.bottom() - h, w * 0.8, h));
+    }
+    painter->restore();
+}
+
+QSize DistributionDelegate::sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const {
+    const int n = static_cast<int>(index.data(RoutingTableModel::ProbsRole).value<QList<float>>().size());
+    return QSize(std::max(120, n * 6), std::max(QStyledItemDelegate::sizeHint(option, index).height(), 26));
+}
+
+RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
+    title_ = new QLabel(tr("Select a token in the chat or in the text below."));
+    title_->setObjectName(QStringLiteral("routing_title"));
+    delegate_ = new DistributionDelegate(this);
+    table_ = new QTableView;
+    table_->setModel(&table_model_);
+    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table_->setSelectionMode(QAbstractItemView::SingleSelection);
+    table_->verticalHeader()->hide();
+    table_->horizontalHeader()->setStretchLastSection(true);
+    connect(&table_model_, &QAbstractItemModel::modelReset, this, [this] {
+        // The distribution column moves with the model's top-k.
+        table_->setItemDelegateForColumn(delegate_column_, nullptr);
+        delegate_column_ = table_model_.distribution_column();
+        table_->setItemDelegateForColumn(delegate_column_, delegate_);
+        table_->resizeColumnsToContents();
+        if (table_model_.rowCount() > 0) table_->selectRow(0);
+        else show_distribution(-1);
+    });
+    connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex& current) { show_distribution(current.row()); });
+
+    chart_ = new QChart;
+    chart_->legend()->setAlignment(Qt::AlignBottom);
+    chart_->setMargins(QMargins(2, 2, 2, 2));
+    chart_view_ = new QChartView(chart_);
+    chart_view_->setRenderHint(QPainter::Antialiasing);
+    chart_view_->setMinimumHeight(170);
+    chart_view_->setMinimumWidth(300);  // room for one labelled bar per expert
+
+    layer_ = new QComboBox;
+    layer_->setObjectName(QStringLiteral("text_layer"));
+    connect(layer_, &QComboBox::currentIndexChanged, this, &RoutingView::render_text);
+    legend_ = new QLabel;
+    legend_->setWordWrap(true);
+    text_ = new QTextBrowser;
+    text_->setOpenLinks(false);
+    connect(text_, &QTextBrowser::anchorClicked, this, &RoutingView::on_anchor);
+
+    auto* top = new QWidget;
+    auto* top_layout = new QVBoxLayout(top);
+    top_layout->setContentsMargins(0, 0, 0, 0);
+    top_layout->addWidget(title_);
+    auto* table_and_chart = new QSplitter(Qt::Horizontal);
+    table_and_chart->addWidget(table_);
+    table_and_chart->addWidget(chart_view_);
+    table_and_chart->setStretchFactor(0, 3);
+    table_and_chart->setStretchFactor(1, 2);
+    top_layout->addWidget(table_and_chart, 1);
+
+    auto* bottom = new QWidget;
+    auto* bottom_layout = new QVBoxLayout(bottom);
+    bottom_layout->setContentsMargins(0, 0, 0, 0);
+    auto* selector = new QHBoxLayout;
+    selector->addWidget(new QLabel(tr("Text coloured by the first expert at")));
+    selector->addWidget(layer_);
+    selector->addWidget(legend_, 1);
+    bottom_layout->addLayout(selector);
+    bottom_layout->addWidget(text_, 1);
+
+    auto* splitter = new QSplitter(Qt::Vertical);
+    splitter->addWidget(top);
+    splitter->addWidget(bottom);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(splitter);
+
+    text_timer_.setSingleShot(true);
+    text_timer_.setInterval(120);
+    connect(&text_timer_, &QTimer::timeout, this, [this] { full_render_ ? render_text() : append_text(); });
+    // While a reply streams only new positions are appended; anything that changes text already drawn (a
+    // replaced trace, removed tokens, the selection) draws it again.
+    auto text_dirty = [this](bool full) {
+        full_render_ = full_render_ || full;
+        if (!text_timer_.isActive()) text_timer_.start();
+    };
+    connect(conversation_, &Conversation::tokensChanged, this, [this, text_dirty](int from) { text_dirty(from < rendered_); });
+    connect(conversation_, &Conversation::traceUpdated, this, [this, text_dirty](int position) { text_dirty(position < rendered_); });
+    connect(conversation_, &Conversation::selectionChanged, this, [this, text_dirty] {
+        show_selected();
+        text_dirty(true);
+    });
+    connect(conversation_, &Conversation::traceUpdated, this, [this](int position) {
+        if (position == conversation_->selected()) show_selected();
+    });
+}
+
+void RoutingView::set_model(const ModelSummary& model) {
+    model_ = model;
+    // Only MoE layers route; dense ones have nothing to colour by.
+    layer_->blockSignals(true);
+    layer_->clear();
+    for (int l : model.moe_layer_ids) layer_->addItem(tr("layer %1").arg(l), l);
+    layer_->blockSignals(false);
+    QStringList chips;
+    for (int e = 0; e < model.experts; ++e)
+        chips << QStringLiteral("<span style='background:%1; color:%2'>&nbsp;E%3&nbsp;</span>")
+                     .arg(expert_color(e).name(), text_color_on(expert_color(e)).name()).arg(e);
+    legend_->setText(chips.join(QLatin1Char(' ')));
+
+    reset_chart(chart_);
+    auto* series = new QStackedBarSeries;
+    chosen_set_ = new QBarSet(tr("chosen"));
+    other_set_ = new QBarSet(tr("other experts"));
+    chosen_set_->setColor(QColor(255, 152, 0));
+    other_set_->setColor(QColor(160, 160, 160));
+    QStringList categories;
+    for (int e = 0; e < model.experts; ++e) {
+        categories << QStringLiteral("E%1").arg(e);
+        *chosen_set_ << 0.0;
+        *other_set_ << 0.0;
+    }
+    series->append(chosen_set_);
+    series->append(other_set_);
+    series->setBarWidth(0.8);
+    chart_->addSeries(series);
+    auto* x = new QBarCategoryAxis;
+    x->append(categories);
+    auto* y = new QValueAxis;
+    y->setRange(0.0, 1.0);
+    y->setTitleText(tr("router probability"));
+    chart_->addAxis(x, Qt::AlignBottom);
+    chart_->addAxis(y, Qt::AlignLeft);
+    series->attachAxis(x);
+    series->attachAxis(y);
+    show_selected();
+    render_text();
+}
+
+void RoutingView::show_selected() {
+    const ConversationToken* t = conversation_->token(conversation_->selected());
+    table_model_.set_token(t, model_.active_experts);
+    if (t == nullptr) {
+        title_->setText(tr("Select a token in the chat or in the text below."));
+    } else {
+        title_->setText(tr("Token %1 at position %2: “%3”%4%5")
+                            .arg(t->trace.token).arg(t->trace.position).arg(t->trace.text.toHtmlEscaped().trimmed())
+                            .arg(t->trace.generated ? tr(", generated") : tr(", prompt"))
+                            .arg(t->evaluated ? QString() : tr(" (not evaluated yet)")));
+    }
+}
+
+void RoutingView::show_distribution(int row) {
+    if (chosen_set_ == nullptr) return;
+    const LayerRouting* r = table_model_.routing(row);
+    double top = 0.0;
+    for (int e = 0; e < chosen_set_->count(); ++e) {
+        const double p = r && static_cast<size_t>(e) < r->probs.size() ? r->probs[static_cast<size_t>(e)] : 0.0;
+        const bool chosen = r && std::find(r->experts.begin(), r->experts.end(), e) != r->experts.end();
+        chosen_set_->replace(e, chosen ? p : 0.0);
+        other_set_->replace(e, chosen ? 0.0 : p);
+        top = std::max(top, p);
+    }
+    if (auto axes = chart_->axes(Qt::Vertical); !axes.isEmpty()) static_cast<QValueAxis*>(axes.front())->setRange(0.0, top > 0 ? std::min(1.0, top * 1.15) : 1.0);
+    chart_->setTitle(r ? tr("Router distribution at layer %1").arg(r->layer) : QString());
+}
+
+QList<qreal> RoutingView::chart_values() const {
+    QList<qreal> v;
+    if (chosen_set_ == nullptr) return v;
+    for (int e = 0; e < chosen_set_->count(); ++e) v << chosen_set_->at(e) + other_set_->at(e);
+    return v;
+}
+
+int RoutingView::text_layer() const { return layer_->currentIndex() >= 0 ? layer_->currentData().toInt() : -1; }
+
+void RoutingView::set_text_layer(int layer) {
+    const int i = layer_->findData(layer);
+    if (i >= 0) layer_->setCurrentIndex(i);
+}
+
+void RoutingView::refresh() {
+    text_timer_.stop();
+    render_text();
+}
+
+void RoutingView::render_text() {
+    text_timer_.stop();
+    full_render_ = false;
+    text_->clear();
+    rendered_ = 0;
+    append_text();
+}
+
+void RoutingView::append_text() {
+    text_timer_.stop();
+    const int layer = text_layer();
+    QTextCursor c(text_->document());
+    c.movePosition(QTextCursor::End);
+    const std::vector<ConversationToken>& tokens = conversation_->tokens();
+    // Positions in order, up to the first one still waiting for its trace.
+    for (; rendered_ < static_cast<int>(tokens.size()) && tokens[static_cast<size_t>(rendered_)].evaluated; ++rendered_) {
+        const ConversationToken& t = tokens[static_cast<size_t>(rendered_)];
+        if (t.trace.text.isEmpty()) continue;
+        QTextCharFormat f;
+        f.setAnchor(true);
+        f.setAnchorHref(QStringLiteral("tok:%1").arg(t.trace.position));
+        const LayerRouting* r = t.trace.routing_at(layer);
+        if (r && !r->experts.empty()) {
+            const QColor bg = expert_color(r->experts.front());
+            f.setBackground(bg);
+            f.setForeground(text_color_on(bg));
+            QStringList experts;
+            for (int32_t e : r->experts) experts << QString::number(e);
+            f.setToolTip(tr("position %1, token %2: experts %3 at layer %4").arg(t.trace.position).arg(t.trace.token)
+                             .arg(experts.join(QStringLiteral(", "))).arg(layer));
+        }
+        if (t.trace.position == conversation_->selected()) {
+            f.setFontUnderline(true);
+            f.setFontWeight(QFont::Bold);
+        }
+        c.insertText(t.trace.text, f);
+    }
+}
+
+QColor RoutingView::text_background(int position) const {
+    const QString href = QStringLiteral("tok:%1").arg(position);
+    for (QTextBlock b = text_->document()->begin(); b.isValid(); b = b.next())
+        for (auto it = b.begin(); !it.atEnd(); ++it) {
+            const QTextCharFormat f = it.fragment().charFormat();
+            if (f.anchorHref() == href) return f.hasProperty(QTextFormat::BackgroundBrush) ? f.background().color() : QColor();
+        }
+    return {};
+}
+
+void RoutingView::on_anchor(const QUrl& url) {
+    bool ok = false;
+    const int position = url.path().toInt(&ok);
+    if (url.scheme() == QLatin1String("tok") && ok) conversation_->select(position);
+}
+
+}  // namespace colibri::studio

@@ -1,0 +1,83 @@
+// The routing inspector. For the selected token: a layers × top-k table of experts and weights, with the
+// router's full distribution drawn in each row and charted for the chosen row. Below, the conversation's
+// text with every token coloured by the expert it was sent to first at a chosen layer (as in the Mixtral
+// paper's routing figures).
+#pragma once
+#include <QColor>
+#include <QStyledItemDelegate>
+#include <QTimer>
+#include <QWidget>
+
+#include "ui/conversation.h"
+#include "ui/models/model_summary.h"
+#include "ui/models/routing_table_model.h"
+
+class QBarSet;
+class QChart;
+class QChartView;
+class QComboBox;
+class QLabel;
+class QTableView;
+class QTextBrowser;
+class QUrl;
+
+namespace colibri::studio {
+
+// Paints a row's router distribution (RoutingTableModel::ProbsRole) as bars; the chosen experts in their
+// colours, the rest grey.
+class DistributionDelegate : public QStyledItemDelegate {
+    Q_OBJECT
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+    void paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+    QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+};
+
+class RoutingView : public QWidget {
+    Q_OBJECT
+public:
+    explicit RoutingView(Conversation* conversation, QWidget* parent = nullptr);
+    void set_model(const ModelSummary& model);
+
+    RoutingTableModel* table_model() { return &table_model_; }
+    QTableView* table() const { return table_; }
+    QTextBrowser* text() const { return text_; }
+    QComboBox* layer_selector() const { return layer_; }
+    QChartView* chart_view() const { return chart_view_; }
+    // The layer the text is coloured by, -1 before a model is loaded.
+    int text_layer() const;
+    void set_text_layer(int layer);
+    // Router probabilities the chart shows (chosen and other experts together), in expert order.
+    QList<qreal> chart_values() const;
+    // Background of the token at position in the coloured text; invalid when it has none.
+    QColor text_background(int position) const;
+    // Renders pending changes now (they are otherwise batched while tokens stream in).
+    void refresh();
+
+private:
+    void show_selected();
+    void show_distribution(int row);
+    void render_text();  // the whole text again
+    void append_text();  // positions evaluated since the last call
+    void on_anchor(const QUrl& url);
+
+    Conversation* conversation_;
+    RoutingTableModel table_model_;
+    ModelSummary model_;
+    QLabel* title_ = nullptr;
+    QTableView* table_ = nullptr;
+    DistributionDelegate* delegate_ = nullptr;
+    int delegate_column_ = 0;
+    QChart* chart_ = nullptr;
+    QChartView* chart_view_ = nullptr;
+    QBarSet* chosen_set_ = nullptr;
+    QBarSet* other_set_ = nullptr;
+    QComboBox* layer_ = nullptr;
+    QLabel* legend_ = nullptr;
+    QTextBrowser* text_ = nullptr;
+    QTimer text_timer_;
+    int rendered_ = 0;         // positions drawn in the text, in order
+    bool full_render_ = false;  // something already drawn changed
+};
+
+}  // namespace colibri::studio

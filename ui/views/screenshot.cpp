@@ -1,0 +1,188 @@
+#include "ui/views/screenshot.h"
+
+#include <QApplication>
+#include <QDir>
+#include <QDockWidget>
+#include <QEventLoop>
+#include <QLabel>
+#include <QLineEdit>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include "ui/views/chat_view.h"
+#include "ui/views/convert_dialog.h"
+#include "ui/views/heatmap_view.h"
+#include "ui/views/kernels_view.h"
+#include "ui/views/main_window.h"
+#include "ui/views/profiler_view.h"
+#include "ui/views/routing_view.h"
+#include "ui/views/validator_view.h"
+
+namespace colibri::studio {
+
+namespace {
+
+// Connects before the action that emits, so a signal that comes at once is not missed.
+class SignalWaiter {
+public:
+    template <typename Sender, typename Signal>
+    SignalWaiter(Sender* sender, Signal signal) {
+        QObject::connect(sender, signal, &loop_, [this] {
+            fired_ = true;
+            loop_.quit();
+        });
+    }
+    bool wait(int timeout_ms) {
+        if (fired_) return true;
+        QTimer::singleShot(timeout_ms, &loop_, [this] { loop_.exit(1); });
+        loop_.exec();
+        return fired_;
+    }
+
+private:
+    QEventLoop loop_;
+    bool fired_ = false;
+};
+
+void settle() {
+    for (int i = 0; i < 5; ++i) QApplication::processEvents(QEventLoop::AllEvents, 50);
+}
+
+Status save(QWidget* widget, const QString& path) {
+    settle();
+    const QPixmap shot = widget->grab();
+    if (shot.isNull() || !shot.save(path, "PNG")) return error((path + ": could not write the screenshot").toStdString());
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) {
+    if (!QDir().mkpath(o.dir)) return error((o.dir + ": cannot create the directory").toStdString());
+    w.resize(1500, 950);
+    w.show();
+    settle();
+
+    {
+        QEventLoop loop;
+        bool loaded = false;
+        QString failure = QStringLiteral("the model did not load in time");
+        QObject::connect(&w, &MainWindow::modelLoaded, &loop, [&] {
+            loaded = true;
+            loop.quit();
+        });
+        QObject::connect(&w, &MainWindow::modelLoadFailed, &loop, [&](const QString&, const QString& e) {
+            failure = e;
+            loop.quit();
+        });
+        QTimer::singleShot(o.timeout_ms, &loop, &QEventLoop::quit);
+        w.open_model(o.model);
+        loop.exec();
+        if (!loaded) return error((o.model + ": " + failure).toStdString());
+    }
+    for (const QString& report : o.tune_reports) COLIBRI_TRY(w.import_tune_report(report));
+    if (o.tune) {
+        TuneRunner* tuner = w.kernels_view()->tuner();
+        kernels::TuneOptions quick;
+        quick.quick = true;
+        tuner->set_options(quick);
+        tuner->set_cache_path(QString());
+        SignalWaiter tuned(tuner, &TuneRunner::finished);
+        w.kernels_view()->run_tuner();
+        if (!tuned.wait(o.timeout_ms)) return error("tune: the tuner did not finish in time");
+    }
+
+    ChatSettings chat;
+    chat.sampling.greedy = true;
+    chat.random_seed = false;
+    chat.max_tokens = o.max_tokens;
+    w.chat_view()->set_settings(chat);
+    for (const QString& message : o.messages) {
+        QEventLoop loop;
+        bool finished = false;
+        QString failure = QStringLiteral("the reply did not finish in time");
+        QObject::connect(w.chat(), &ChatController::finished, &loop, [&] {
+            finished = true;
+            loop.quit();
+        });
+        QObject::connect(w.chat(), &ChatController::failed, &loop, [&](const QString& e) {
+            failure = e;
+            loop.quit();
+        });
+        QTimer::singleShot(o.timeout_ms, &loop, &QEventLoop::quit);
+        COLIBRI_TRY(w.chat()->send(message, chat));
+        loop.exec();
+        if (!finished) return error(("chat: " + failure).toStdString());
+    }
+    for (const ConversationToken& t : w.conversation()->tokens())
+        if (t.trace.generated) {
+            w.conversation()->select(t.trace.position);
+            break;
+        }
+    {
+        SignalWaiter verified(w.validator_view(), &ValidatorView::verifiedFile);
+        w.validator_view()->verify();
+        if (!verified.wait(o.timeout_ms)) return error("verification did not finish in time");
+    }
+    {
+        // The histogram of the first expert's gate (or of the first tensor, for a dense model).
+        SignalWaiter shown(w.validator_view(), &ValidatorView::histogramShown);
+        ValidatorView* v = w.validator_view();
+        v->filter_edit()->setText(QStringLiteral("experts.0.gate"));
+        if (v->tensor_filter()->rowCount() == 0) v->filter_edit()->clear();
+        if (v->tensor_filter()->rowCount() > 0) {
+            v->tensor_table()->setCurrentIndex(v->tensor_filter()->index(0, 0));
+            shown.wait(o.timeout_ms);
+        }
+    }
+    w.routing_view()->refresh();
+    w.heatmap_view()->refresh();
+    w.profiler_view()->refresh();
+
+    QStringList written;
+    auto shot = [&](QWidget* widget, const QString& name) -> Status {
+        const QString path = QDir(o.dir).filePath(name + QStringLiteral(".png"));
+        COLIBRI_TRY(save(widget, path));
+        written << path;
+        return Status::ok();
+    };
+    COLIBRI_TRY(shot(&w, QStringLiteral("main")));
+    // Each docked view alone, floated to a readable size; the chat with the docks out of the way.
+    const QList<QDockWidget*> docks = w.findChildren<QDockWidget*>();
+    for (QDockWidget* d : docks) d->hide();
+    COLIBRI_TRY(shot(&w, QStringLiteral("chat")));
+    const std::pair<QWidget*, const char*> views[] = {{w.routing_view(), "routing"}, {w.heatmap_view(), "heatmap"},
+                                                      {w.profiler_view(), "profiler"}, {w.kernels_view(), "kernels"},
+                                                      {w.validator_view(), "validator"}};
+    for (const auto& [view, name] : views) {
+        QDockWidget* d = w.dock_of(view);
+        d->setFloating(true);
+        d->resize(1280, 820);
+        d->show();
+        const Status s = shot(view, QString::fromLatin1(name));
+        d->hide();
+        d->setFloating(false);
+        COLIBRI_TRY(s);
+    }
+    for (QDockWidget* d : docks) d->show();
+
+    ConvertDialog* convert = w.convert_dialog();
+    QTemporaryDir scratch;
+    convert->set_type(QStringLiteral("f16"));
+    if (!o.convert_source.isEmpty()) {
+        if (!scratch.isValid()) return error("convert: no temporary directory");
+        convert->set_source(o.convert_source);
+        convert->set_output(scratch.filePath(QStringLiteral("converted.bin")));
+        SignalWaiter done(convert, &ConvertDialog::finished);
+        if (!convert->start()) return error(("convert: " + convert->status_label()->text()).toStdString());
+        if (!done.wait(o.timeout_ms)) return error("convert: the conversion did not finish in time");
+    }
+    convert->show();
+    const Status s = shot(convert, QStringLiteral("convert"));
+    convert->hide();
+    COLIBRI_TRY(s);
+    return written;
+}
+
+}  // namespace colibri::studio

@@ -1,0 +1,30 @@
+// `colibri-studio --screenshot DIR [model]`: loads the model, has a short conversation, verifies the file,
+// then writes one PNG per view (and the whole window, and the convert dialog) into DIR. Works offscreen (QT_QPA_PLATFORM=offscreen),
+// which is how CI and the README's pictures make them.
+#pragma once
+#include <QString>
+#include <QStringList>
+
+#include "engine/status.h"
+
+namespace colibri::studio {
+
+class MainWindow;
+
+struct ScreenshotOptions {
+    QString dir;
+    QString model;
+    QStringList tune_reports;  // imported into the kernels view first
+    // Converted (f16, into a temporary directory) in the convert dialog's picture; empty shows the form alone.
+    QString convert_source;
+    // Runs the quick auto-tune (kernels/tuner.h, one shape) for the kernels view; its choice is not saved.
+    bool tune = false;
+    QStringList messages = {QStringLiteral("Hello! What do hummingbirds eat?"), QStringLiteral("And where do they live?")};
+    int max_tokens = 24;
+    int timeout_ms = 300000;   // per step
+};
+
+// The PNG files written, in view order.
+Result<QStringList> take_screenshots(MainWindow& window, const ScreenshotOptions& options);
+
+}  // namespace colibri::studio

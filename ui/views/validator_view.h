@@ -1,0 +1,122 @@
+// The model file validator: the file drawn to scale as its sections (header, tokenizer, attention, router,
+// every expert), each coloured by its state (not checked, checksum ok, damaged, misaligned); the tensor
+// table with sorting and a filter; verification with progress and cancel; and a histogram of the selected
+// tensor's values. A file the engine refuses opens here too, with its damage shown.
+#pragma once
+#include <QSortFilterProxyModel>
+#include <QStringListModel>
+#include <QWidget>
+#include <memory>
+
+#include "ui/file_worker.h"
+#include "ui/models/validator_models.h"
+#include "ui/worker_thread.h"
+
+class QAreaSeries;
+class QChart;
+class QChartView;
+class QLabel;
+class QLineEdit;
+class QListView;
+class QProgressBar;
+class QPushButton;
+class QTableView;
+
+namespace colibri::studio {
+
+// The file as a strip wrapped over rows, one pixel per image_size / (width × rows) bytes; every section
+// gets at least one pixel so none disappears.
+class FileMapWidget : public QWidget {
+    Q_OBJECT
+public:
+    explicit FileMapWidget(QWidget* parent = nullptr);
+    void set_file(const FileLayout& layout, const std::vector<SectionState>& states);
+    // Where a section starts on the map (its first rectangle), empty when not drawn.
+    QRect section_rect(int section) const;
+    int section_at(const QPoint& p) const;
+    QSize sizeHint() const override { return {600, 120}; }
+
+signals:
+    void sectionClicked(int section);
+
+protected:
+    void paintEvent(QPaintEvent*) override;
+    void mousePressEvent(QMouseEvent* e) override;
+    bool event(QEvent* e) override;
+
+private:
+    struct Run {
+        qint64 first, last;  // pixel indices along the strip, inclusive
+    };
+    int rows() const;
+    qint64 pixels() const { return static_cast<qint64>(width()) * rows(); }
+    Run run_of(const SectionInfo& s) const;
+    QRect rect_of(qint64 first, qint64 last) const;  // first and last on one row
+
+    FileLayout layout_;
+    std::vector<SectionState> states_;
+};
+
+class ValidatorView : public QWidget {
+    Q_OBJECT
+public:
+    explicit ValidatorView(QWidget* parent = nullptr);
+
+    // Shows the file's structure; with verify, hashes every section after.
+    void open(const QString& path, bool verify);
+    void verify();
+    void cancel();
+    bool verifying() const { return verifying_; }
+
+    const FileLayout& file_layout() const { return layout_; }
+    const tools::CheckReport* report() const { return has_report_ ? &report_ : nullptr; }
+    const std::vector<SectionState>& states() const { return states_; }
+    FileMapWidget* map() const { return map_; }
+    TensorTableModel* tensors() { return &tensors_; }
+    QSortFilterProxyModel* tensor_filter() { return &filter_; }
+    QTableView* tensor_table() const { return table_; }
+    QLineEdit* filter_edit() const { return filter_edit_; }
+    QLabel* status_label() const { return status_; }
+    QStringListModel* problems() { return &problems_; }
+    const TensorHistogram& histogram() const { return histogram_; }
+    QProgressBar* progress_bar() const { return progress_; }
+    FileWorker* worker() const { return worker_; }
+
+signals:
+    void verifiedFile(const QString& path, bool valid);
+    void histogramShown(const QString& tensor);
+
+private:
+    void on_layout(const FileLayout& layout);
+    void on_report(const tools::CheckReport& report);
+    void on_histogram(const TensorHistogram& h);
+    void select_section(int section);
+    void show_status();
+
+    FileWorker* worker_;
+    std::unique_ptr<WorkerThread> thread_;  // stops the worker before the views it reports to go away
+    FileLayout layout_;
+    tools::CheckReport report_;
+    bool has_report_ = false;
+    bool verifying_ = false;
+    bool verify_after_layout_ = false;
+    std::vector<SectionState> states_;
+    TensorTableModel tensors_;
+    QSortFilterProxyModel filter_;
+    QStringListModel problems_;
+    TensorHistogram histogram_;
+
+    QLabel* path_ = nullptr;
+    QLabel* status_ = nullptr;
+    QPushButton *verify_ = nullptr, *cancel_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    FileMapWidget* map_ = nullptr;
+    QLineEdit* filter_edit_ = nullptr;
+    QTableView* table_ = nullptr;
+    QListView* problem_list_ = nullptr;
+    QChart* chart_ = nullptr;
+    QChartView* chart_view_ = nullptr;
+    QLabel* histogram_label_ = nullptr;
+};
+
+}  // namespace colibri::studio
