@@ -67,6 +67,20 @@ bool ModelImage::is_compressed_file(const uint8_t* data, uint64_t size) {
     return size >= sizeof(kZstdMagic) && std::memcmp(data, kZstdMagic, sizeof(kZstdMagic)) == 0;
 }
 
+Result<ZstdHeader> ModelImage::read_zstd_header(const uint8_t* data, uint64_t n) {
+    if (n < sizeof(ZstdHeader))
+        return error("truncated .bin.zst (" + std::to_string(n) + " bytes, its header needs " + std::to_string(sizeof(ZstdHeader)) + ")");
+    ZstdHeader h;
+    std::memcpy(&h, data, sizeof(h));
+    if (h.version_major != kZstdVersionMajor)
+        return error("unsupported .bin.zst version " + std::to_string(h.version_major) + "." + std::to_string(h.version_minor));
+    if (header_checksum(h) != h.header_xxh64) return error(".bin.zst header checksum mismatch");
+    if (h.frame_count == 0 || h.frame_table_offset != sizeof(ZstdHeader) ||
+        h.frame_count > (n - sizeof(ZstdHeader)) / sizeof(FrameEntry))
+        return error(".bin.zst frame table lies outside the file");
+    return h;
+}
+
 Result<ModelImage> ModelImage::open(const std::string& path) {
     auto map = MappedFile::open(path);
     if (!map) return map.status();
@@ -82,15 +96,9 @@ Result<ModelImage> ModelImage::open(const std::string& path) {
     }
 
     img.compressed_ = true;
-    if (n < sizeof(ZstdHeader)) return error("truncated .bin.zst (no room for its header)");
-    ZstdHeader h;
-    std::memcpy(&h, src, sizeof(h));
-    if (h.version_major != kZstdVersionMajor)
-        return error("unsupported .bin.zst version " + std::to_string(h.version_major) + "." + std::to_string(h.version_minor));
-    if (header_checksum(h) != h.header_xxh64) return error(".bin.zst header checksum mismatch");
-    if (h.frame_count == 0 || h.frame_table_offset != sizeof(ZstdHeader) ||
-        h.frame_count > (n - sizeof(ZstdHeader)) / sizeof(FrameEntry))
-        return error(".bin.zst frame table lies outside the file");
+    auto header = read_zstd_header(src, n);
+    if (!header) return header.status();
+    const ZstdHeader& h = header.value();
     if (h.image_size < sizeof(FileHeader) || h.image_size > (uint64_t(1) << 46))
         return error(".bin.zst image size " + std::to_string(h.image_size) + " out of range");
     const uint8_t* table = src + h.frame_table_offset;

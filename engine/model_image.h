@@ -33,6 +33,10 @@ public:
     // checked and the metadata frame is decompressed; nothing else is read yet.
     static Result<ModelImage> open(const std::string& path);
     static bool is_compressed_file(const uint8_t* data, uint64_t size);
+    // The container header of a .bin.zst of `size` bytes: version, header checksum and that the frame table
+    // lies inside the file (the table's own checksum is the caller's: the loader refuses a mismatch, the
+    // validator reports it and reads on).
+    static Result<format::ZstdHeader> read_zstd_header(const uint8_t* data, uint64_t size);
 
     const uint8_t* data() const { return base_; }
     uint64_t size() const { return size_; }

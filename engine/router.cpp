@@ -26,8 +26,6 @@ const uint32_t* table() {
 }
 }  // namespace lut_router
 
-namespace {
-
 void softmax(float* v, size_t n) {
     float mx = v[0];
     for (size_t i = 1; i < n; ++i) mx = std::max(mx, v[i]);
@@ -38,6 +36,9 @@ void softmax(float* v, size_t n) {
     }
     for (size_t i = 0; i < n; ++i) v[i] /= sum;
 }
+
+namespace {
+
 
 // Top-k of score by descending value; ties go to the lower index, as a stable selection.
 template <typename Score>

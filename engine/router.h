@@ -7,6 +7,7 @@
 //   integer arithmetic (Q16), converted to float only for the expert sum. Selection ties go to the lower
 //   expert index in both variants.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -14,6 +15,10 @@
 namespace colibri {
 
 enum class RouterKind : uint32_t { Exact = 0, Lut = 1 };
+
+// In place: v[i] = exp(v[i] - max) / sum. The exact router and attention both use this one, so their
+// rounding is the same everywhere.
+void softmax(float* v, size_t n);
 
 // "exact" or "lut"; nullopt for anything else.
 std::optional<RouterKind> parse_router_kind(std::string_view name);

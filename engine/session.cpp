@@ -47,16 +47,6 @@ void rope(float* v, const float* inv_freq, uint32_t head_dim, uint32_t position)
     }
 }
 
-void softmax(float* v, size_t n) {
-    float mx = v[0];
-    for (size_t i = 1; i < n; ++i) mx = std::max(mx, v[i]);
-    float sum = 0.0f;
-    for (size_t i = 0; i < n; ++i) {
-        v[i] = std::exp(v[i] - mx);
-        sum += v[i];
-    }
-    for (size_t i = 0; i < n; ++i) v[i] /= sum;
-}
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

@@ -1,5 +1,7 @@
 #include "check_source.h"
 
+#include "engine/model_image.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -35,11 +37,6 @@ constexpr uint64_t kChunkBytes = uint64_t(1) << 20;
 // The metadata frame is decompressed whole; real metadata is kilobytes to a few megabytes.
 constexpr uint64_t kMaxMetadataBytes = uint64_t(1) << 30;
 
-uint64_t header_checksum(ZstdHeader h) {
-    h.header_xxh64 = 0;
-    return XXH64(&h, sizeof(h), 0);
-}
-
 }  // namespace
 
 std::span<const uint8_t> CheckSource::prefix() const {
@@ -62,15 +59,9 @@ Result<CheckSource> CheckSource::open(const std::string& path, bool* unreadable)
 
     // .bin.zst: the container header and the frame table locate everything; without them nothing can be read.
     src.compressed_ = true;
-    if (n < sizeof(ZstdHeader)) return error("truncated .bin.zst (" + std::to_string(n) + " bytes, its header needs 64)");
-    ZstdHeader h;
-    std::memcpy(&h, data, sizeof(h));
-    if (h.version_major != kZstdVersionMajor)
-        return error("unsupported .bin.zst version " + std::to_string(h.version_major) + "." + std::to_string(h.version_minor));
-    if (header_checksum(h) != h.header_xxh64) return error(".bin.zst header checksum mismatch");
-    if (h.frame_count == 0 || h.frame_table_offset != sizeof(ZstdHeader) ||
-        h.frame_count > (n - sizeof(ZstdHeader)) / sizeof(FrameEntry))
-        return error(".bin.zst frame table lies outside the file");
+    auto header = ModelImage::read_zstd_header(data, n);
+    if (!header) return header.status();
+    const ZstdHeader& h = header.value();
     src.image_size_ = h.image_size;
     const uint8_t* table = data + h.frame_table_offset;
     // A damaged table may still locate most frames: report it and read on, every frame bounds-checked.

@@ -23,6 +23,8 @@ void register_metatypes() {
     qRegisterMetaType<GenerationStats>();
 }
 
+}  // namespace
+
 CounterSet counter_set(const PerfCounters& c) {
     CounterSet set;
     for (const CounterEvent& e : c.events()) {
@@ -33,8 +35,6 @@ CounterSet counter_set(const PerfCounters& c) {
     set.software_status = QString::fromStdString(c.software_status());
     return set;
 }
-
-}  // namespace
 
 EngineWorker::EngineWorker() { register_metatypes(); }
 

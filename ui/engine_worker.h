@@ -27,6 +27,9 @@ namespace colibri::studio {
 
 class TraceCollector;
 
+// The events `counters` offers and what it says about those it could not open, as the profiler shows them.
+CounterSet counter_set(const PerfCounters& counters);
+
 struct ChatTurn {
     QString role;  // "system", "user", "assistant"
     QString content;

@@ -2,6 +2,9 @@
 #include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -289,6 +292,33 @@ private slots:
                 for (int h : hits) QCOMPARE(h, 1);
             }
         }
+    }
+
+    // Back-to-back jobs of changing sizes (as decode issues them): every index exactly once per job, no job
+    // seeing another's chunks, and chunk boundaries that depend only on n, min_chunk and the pool size.
+    void thread_pool_back_to_back_jobs() {
+        for (unsigned threads : {2u, 3u, 4u}) {
+            ThreadPool pool(threads);
+            std::vector<std::atomic<int>> hits(4096);
+            for (int job = 0; job < 3000; ++job) {
+                const size_t n = 1 + (size_t(job) * 2654435761u) % hits.size();
+                for (size_t i = 0; i < n; ++i) hits[i].store(0, std::memory_order_relaxed);
+                pool.parallel_for(n, 1 + job % 64, [&](size_t b, size_t e) {
+                    for (size_t i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+                });
+                for (size_t i = 0; i < n; ++i)
+                    if (hits[i].load(std::memory_order_relaxed) != 1) QFAIL(qPrintable(QString("job %1 index %2").arg(job).arg(i)));
+            }
+            QCOMPARE(pool.chunk_count(1000, 1), size_t(threads) * 4);
+            QCOMPARE(pool.chunk_count(1000, 400), size_t(2));
+            QCOMPARE(pool.chunk_count(10, 400), size_t(1));
+        }
+        // After a pause longer than the spin time the workers sleep, and a new job still wakes them.
+        ThreadPool pool(2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::atomic<size_t> covered{0};
+        pool.parallel_for(100, 1, [&](size_t b, size_t e) { covered += e - b; });
+        QCOMPARE(covered.load(), size_t(100));
     }
 };
 

@@ -6,6 +6,7 @@
 #include <linux/perf_event.h>
 
 #include "engine/perf_counters.h"
+#include "ui/engine_worker.h"
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"
 #include "ui_test_support.h"
@@ -14,20 +15,6 @@ using namespace colibri;
 using namespace colibri::studio;
 using namespace colibri::test;
 
-namespace {
-
-CounterSet counter_set(const PerfCounters& c) {
-    CounterSet set;
-    for (const CounterEvent& e : c.events()) {
-        set.names << QString::fromStdString(e.name);
-        if (e.hardware) set.hardware_names << QString::fromStdString(e.name);
-    }
-    set.hardware_status = QString::fromStdString(c.hardware_status());
-    set.software_status = QString::fromStdString(c.software_status());
-    return set;
-}
-
-}  // namespace
 
 class TestCounters : public QObject {
     Q_OBJECT
