@@ -170,36 +170,59 @@ inline void dot_rows(const uint8_t* row0, size_t stride, size_t cols, const floa
     for (size_t r = 0; r < R; ++r) y[r] = finish<Isa, D>(acc[r], row0 + r * stride, cols, x);
 }
 
-// One row against N vectors (x + i·cols), decoding each group once for all of them; y[i·ldy].
-template <class Isa, WeightType T, size_t N>
-inline void dot_vectors(const uint8_t* row, size_t cols, const float* x, float* y, size_t ldy) {
+// RB rows against N vectors (x + i·cols): y[i·ldy + r] for row0 + r·stride. Each group of a row is decoded
+// once for all N vectors and each group of a vector is loaded once for all RB rows, so one pass does RB·N
+// FMAs per RB decodes and N loads (a 1-row block is load-bound: one load per FMA). Every element keeps its
+// own accumulator and the canonical order, so the blocking never changes a result.
+template <class Isa, WeightType T, size_t RB, size_t N>
+inline void dot_block(const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y, size_t ldy) {
     using D = Decoder<Isa, T>;
     using V = typename Isa::V;
     constexpr size_t kV = D::kGroup / kLanes;
-    V acc[N];
-    typename D::State st;
-    for (size_t i = 0; i < N; ++i) acc[i] = Isa::zero();
+    V acc[RB][N];
+    typename D::State st[RB];
+    #pragma GCC unroll 16
+    for (size_t r = 0; r < RB; ++r)
+        #pragma GCC unroll 16
+        for (size_t i = 0; i < N; ++i) acc[r][i] = Isa::zero();
     const size_t groups = cols / D::kGroup;
     for (size_t g = 0; g < groups; ++g) {
-        V w[kV];
-        D::decode(st, row, g, w);
+        V w[RB][kV];
+        #pragma GCC unroll 16
+        for (size_t r = 0; r < RB; ++r) D::decode(st[r], row0 + r * stride, g, w[r]);
         #pragma GCC unroll 16
         for (size_t i = 0; i < N; ++i) {
             const float* xi = x + i * cols + g * D::kGroup;
             #pragma GCC unroll 16
-            for (size_t v = 0; v < kV; ++v) acc[i] = Isa::fma(w[v], Isa::load(xi + v * kLanes), acc[i]);
+            for (size_t v = 0; v < kV; ++v) {
+                const V xv = Isa::load(xi + v * kLanes);
+                #pragma GCC unroll 16
+                for (size_t r = 0; r < RB; ++r) acc[r][i] = Isa::fma(w[r][v], xv, acc[r][i]);
+            }
         }
     }
-    for (size_t i = 0; i < N; ++i) y[i * ldy] = finish<Isa, D>(acc[i], row, cols, x + i * cols);
+    for (size_t r = 0; r < RB; ++r)
+        for (size_t i = 0; i < N; ++i)
+            y[i * ldy + r] = finish<Isa, D>(acc[r][i], row0 + r * stride, cols, x + i * cols);
 }
 
-// The last n < kMatmulVectors vectors: a compile-time N for each count keeps the accumulators in registers.
-template <class Isa, WeightType T, size_t N>
-inline void dot_vectors_rest(size_t n, const uint8_t* row, size_t cols, const float* x, float* y, size_t ldy) {
+// The last n < N vectors of a block: a compile-time count for each keeps the accumulators in registers.
+template <class Isa, WeightType T, size_t RB, size_t N>
+inline void dot_block_rest(size_t n, const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y,
+                           size_t ldy) {
     if constexpr (N > 0) {
-        if (n == N) return dot_vectors<Isa, T, N>(row, cols, x, y, ldy);
-        dot_vectors_rest<Isa, T, N - 1>(n, row, cols, x, y, ldy);
+        if (n == N) return dot_block<Isa, T, RB, N>(row0, stride, cols, x, y, ldy);
+        dot_block_rest<Isa, T, RB, N - 1>(n, row0, stride, cols, x, y, ldy);
     }
+}
+
+// Rows per matmul block: an ISA with registers to spare for RB·N accumulators sets kMatmulRows.
+template <class Isa>
+constexpr size_t matmul_block_rows() {
+    if constexpr (requires { Isa::kMatmulRows; })
+        return Isa::kMatmulRows;
+    else
+        return 1;
 }
 
 template <class Isa, WeightType T>
@@ -212,19 +235,25 @@ void matvec(const void* w, size_t cols, const float* x, float* y, size_t row_beg
     for (; r < row_end; ++r) dot_rows<Isa, T, 1>(base + r * stride, stride, cols, x, y + (r - row_begin));
 }
 
+template <class Isa, WeightType T, size_t RB>
+void matmul_rows_block(const uint8_t* row0, size_t stride, size_t cols, const float* x, size_t n, float* yr,
+                       size_t ldy) {
+    constexpr size_t N = Isa::kMatmulVectors;
+    size_t i = 0;
+    for (; i + N <= n; i += N) dot_block<Isa, T, RB, N>(row0, stride, cols, x + i * cols, yr + i * ldy, ldy);
+    dot_block_rest<Isa, T, RB, N - 1>(n - i, row0, stride, cols, x + i * cols, yr + i * ldy, ldy);
+}
+
 template <class Isa, WeightType T>
 void matmul(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy, size_t row_begin,
             size_t row_end) {
-    constexpr size_t N = Isa::kMatmulVectors;
+    constexpr size_t RB = matmul_block_rows<Isa>();
     const size_t stride = row_bytes(T, cols);
     const auto* base = static_cast<const uint8_t*>(w);
-    for (size_t r = row_begin; r < row_end; ++r) {
-        const uint8_t* row = base + r * stride;
-        float* yr = y + (r - row_begin);
-        size_t i = 0;
-        for (; i + N <= n; i += N) dot_vectors<Isa, T, N>(row, cols, x + i * cols, yr + i * ldy, ldy);
-        dot_vectors_rest<Isa, T, N - 1>(n - i, row, cols, x + i * cols, yr + i * ldy, ldy);
-    }
+    size_t r = row_begin;
+    for (; r + RB <= row_end; r += RB)
+        matmul_rows_block<Isa, T, RB>(base + r * stride, stride, cols, x, n, y + (r - row_begin), ldy);
+    for (; r < row_end; ++r) matmul_rows_block<Isa, T, 1>(base + r * stride, stride, cols, x, n, y + (r - row_begin), ldy);
 }
 
 template <class Isa>
