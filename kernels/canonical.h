@@ -23,8 +23,8 @@
 //                 rounding mode; computed as (v + 1.5·2^23) − 1.5·2^23);
 //         s_x   = Σ q[i] (exact int32), and −float(s_x) (exact).
 //       amax = 0 gives q = 0, d_x = 0. NaN/Inf in x never trap or reach an undefined conversion, but the
-//       result is garbage (Inf makes inv = 0, d_x = Inf; denormal amax can make inv = Inf). Other values
-//       of the vector's other blocks are unaffected.
+//       result is garbage (Inf makes inv = 0, d_x = Inf; denormal amax can make inv = Inf). The
+//       quantisation of the vector's other blocks is unaffected.
 //    b) Per 32-column unit g of a row (a q8_0/q4_0 block, a q4_K sub-block), an exact int32 sum
 //         isum_g = Σ_i wq[i] · q[i]  with  q8_0: wq = the stored i8;  q4_0: wq = nibble − 8;
 //                                          q4_K: wq = the 4-bit code 0..15 (the min is applied below);

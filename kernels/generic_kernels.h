@@ -234,9 +234,8 @@ template <class Isa, WeightType T, size_t N>
 inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivations& qa, size_t v0, float* y,
                          size_t ldy) {
     using V = typename Isa::V;
-    constexpr size_t cnt = N;
     V acc[N];
-    for (size_t i = 0; i < cnt; ++i) acc[i] = Isa::zero();
+    for (size_t i = 0; i < N; ++i) acc[i] = Isa::zero();
     for (size_t g0 = 0; g0 < qa.blocks; g0 += kChunk) {
         const size_t nb = qa.blocks - g0 < kChunk ? qa.blocks - g0 : kChunk;
         V a, b;
@@ -244,7 +243,7 @@ inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivatio
         typename Isa::Chunk wc;
         Isa::template prepare<T>(row, g0, nb, wc);
         #pragma GCC unroll 8
-        for (size_t i = 0; i < cnt; ++i) {
+        for (size_t i = 0; i < N; ++i) {
             const size_t at = (v0 + i) * qa.stride + g0;
             const V is = Isa::template isums<T>(wc, nb, qa.q + at * kUnit, qa.sum + at);
             const V dx = Isa::load(qa.d + at);
@@ -252,7 +251,7 @@ inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivatio
             if constexpr (T == WeightType::Q4_K) acc[i] = Isa::fma(Isa::load(qa.nsum + at), Isa::mul(b, dx), acc[i]);
         }
     }
-    for (size_t i = 0; i < cnt; ++i) y[i * ldy] = Isa::sum_lanes(acc[i]);
+    for (size_t i = 0; i < N; ++i) y[i * ldy] = Isa::sum_lanes(acc[i]);
 }
 
 template <class Isa, WeightType T>

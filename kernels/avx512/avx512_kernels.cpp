@@ -3,8 +3,10 @@
 // VNNI (vpdpbusd) for the block types' integer sums, chosen when CPUID reports AVX512_VNNI, and without
 // (vpmaddubsw + vpmaddwd); both give the same integers, hence the same bits (canonical.h).
 // GCC 12's avx512fintrin.h seeds some conversions with _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports at every inlined use; the value is never read.
+// (and, for the 512 → 256-bit casts and extracts, -Wuninitialized) reports at every inlined use; the value is
+// never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
