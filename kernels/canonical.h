@@ -1,19 +1,72 @@
-// The one reduction order every kernel variant follows, so that scalar, AVX2, AVX-512 and NEON give
+// The canonical numerics every kernel variant follows, so that scalar, AVX2, AVX-512 and NEON give
 // bit-identical dot products (and the tuner's choice of variant can never change logits).
 //
-// dot(w, x) over `cols` columns, with w the row as dequantize_row gives it (exact in f32 for every type):
-//   lane k (0..15) starts at +0 and takes, for c = k, k + 16, k + 32, ... in increasing c,
-//   lane[k] = fma(w[c], x[c], lane[k]);
-//   the 16 lanes are then summed pairwise by halving: lane[k] += lane[k + 8], then + 4, + 2, + 1.
-// A 512-bit register, two 256-bit or four 128-bit ones hold the 16 lanes; a scalar loop with std::fma
-// emulates them. Dequantised weights are exact (q8_0: d·q, q4_0: d·(q − 8), q4_K: (d·sc)·q − dmin·mn with an
-// exact product, so fused or not it rounds once), hence decoding in registers changes nothing either.
+// 1. Float types (f32, f16, bf16): dot(w, x) over `cols` columns, with w the row as dequantize_row gives it
+//    (exact in f32):
+//      lane k (0..15) starts at +0 and takes, for c = k, k + 16, k + 32, ... in increasing c,
+//      lane[k] = fma(w[c], x[c], lane[k]);
+//      the 16 lanes are then summed pairwise by halving: lane[k] += lane[k + 8], then + 4, + 2, + 1
+//      (sum_lanes below).
+//    A 512-bit register, two 256-bit or four 128-bit ones hold the 16 lanes; a scalar loop with std::fma
+//    emulates them.
+//
+// 2. Block types (q8_0, q4_0, q4_K): the activation vector is quantised to 8 bits per block of 32 values
+//    (as llama.cpp's q8 activation blocks do), then every block's dot product is an exact integer.
+//    a) Activation quantisation of block b (x[32b .. 32b + 31]), quantize_block below, one compiled function
+//       shared by every variant (kernels/activations.cpp, baseline ISA flags):
+//         amax  = max |x[i]| (f32; a NaN is skipped by the comparison `|x| > amax`);
+//         d_x   = amax / 127            (f32 division);
+//         inv   = amax > 0 ? 127 / amax : 0   (f32 division);
+//         v     = x[i] · inv            (f32 product);
+//         v     = min(max(v, −127), 127), NaN → 0;
+//         q[i]  = v rounded to the nearest integer, ties to even (as std::nearbyint in the default
+//                 rounding mode; computed as (v + 1.5·2^23) − 1.5·2^23);
+//         s_x   = Σ q[i] (exact int32), and −float(s_x) (exact).
+//       amax = 0 gives q = 0, d_x = 0. NaN/Inf in x never trap or reach an undefined conversion, but the
+//       result is garbage (Inf makes inv = 0, d_x = Inf; denormal amax can make inv = Inf). The
+//       quantisation of the vector's other blocks is unaffected.
+//    b) Per 32-column unit g of a row (a q8_0/q4_0 block, a q4_K sub-block), an exact int32 sum
+//         isum_g = Σ_i wq[i] · q[i]  with  q8_0: wq = the stored i8;  q4_0: wq = nibble − 8;
+//                                          q4_K: wq = the 4-bit code 0..15 (the min is applied below);
+//       any ISA may compute it any way it likes (VNNI with an offset and −128·s_x, pmaddubsw, ...): it is
+//       an integer, |isum| < 2^20, so float(isum) is exact.
+//    c) The float combination, 16 lanes, lane = g mod 16, units in increasing g:
+//         q8_0, q4_0:  lane[g % 16] = fma(float(isum_g), d_w_g · d_x_g, lane[g % 16])
+//                      (d_w_g the block's f16 scale, the product d_w·d_x rounded once, in f32);
+//         q4_K:        lane[g % 16] = fma(float(isum_g), (d·sc_j) · d_x_g, lane[g % 16]);
+//                      lane[g % 16] = fma(−float(s_x,g), (dmin·m_j) · d_x_g, lane[g % 16]);
+//                      (j = g mod 8 the sub-block; d·sc_j and dmin·m_j are exact f32 products, the
+//                      products with d_x are rounded once; the scale term first, then the min term);
+//       then sum_lanes. Units past the last one count as isum = 0 with scale 0, so an ISA may pad the last
+//       group of 16 with zeros (a lane never holds −0, so adding +0·0 changes nothing).
+//    Hence results are identical for every variant, thread split and batch (matmul_rows per vector equals
+//    matvec_rows), but differ from the f32 dot product by the activation rounding (|x − d_x·q| ≤ d_x/2).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace colibri::kernels::canonical {
 
 inline constexpr size_t kLanes = 16;
+inline constexpr size_t kActBlock = 32;  // activation block: 32 values share one d_x
+
+// n quantised activation vectors of `blocks` blocks each. Vector i's blocks are at q + i·stride·32,
+// d + i·stride, sum + i·stride, nsum + i·stride; stride = blocks rounded up to a multiple of 16, and the
+// padding blocks are zero (q = 0, d = 0, sums 0), so a variant may read 16 units from any unit g0 < blocks.
+struct QuantizedActivations {
+    const int8_t* q;
+    const float* d;       // d_x per block
+    const int32_t* sum;   // s_x = Σ q per block
+    const float* nsum;    // −float(s_x) per block
+    size_t blocks, stride;
+};
+
+// Quantises one block of 32 values as described in 2a.
+void quantize_block(const float* x, int8_t* q, float* d, int32_t* sum);
+
+// Quantises n vectors of `cols` values (cols a multiple of 32) into a buffer owned by the calling thread;
+// valid until the thread's next call. The buffer only grows (no allocation once it is large enough).
+QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n);
 
 namespace {  // internal linkage: each ISA's translation unit keeps its own copy (no ODR mixing of flags)
 

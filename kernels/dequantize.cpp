@@ -1,5 +1,6 @@
-// Row sizes and dequantisation to f32 (embedding lookups, tests, tools). The matvec and matmul kernels read
-// the same values: dot products are defined on the rows as these functions give them (kernels/canonical.h).
+// Row sizes and dequantisation to f32 (embedding lookups, tests, tools), exact. The float types' dot products
+// are defined on the rows as these functions give them; the block types' integer path reads the same codes
+// and scales (kernels/canonical.h).
 #include <cstdint>
 #include <cstring>
 

@@ -5,9 +5,13 @@
 //
 // Isa provides: V, kMatvecRows (rows reduced side by side in matvec, for independent FMA chains),
 // kMatmulVectors (input vectors per pass over a row in matmul), zero(), load(const float*), fma(a, b, c)
-// = a·b + c fused, store(float*, V), half(const uint8_t*) (one f16 as float), f16(p), bf16(p) (16 values),
-// q8_0(block, V[2]), q4_0(block, V[2]) and q4_k(32 quant bytes, shift, step, offset, V[2]) (32 dequantised
-// values; q4_k computes step·q − offset with one rounding).
+// = a·b + c fused, mul(a, b), sum_lanes(V) (canonical::sum_lanes in registers: the same additions), halves(a, b) (lanes 0..7 a, 8..15 b), u8_16(lo, hi) (the 16 bytes of two
+// little-endian words as floats), f16_strided(p, stride, nb) (the f16 at p + k·stride for k < nb, then
+// zeros), store(float*, V), half(const uint8_t*) (one f16 as float), f16(p), bf16(p)
+// (16 values), and for the block types' integer path (canonical.h, 2b) a Chunk type, prepare<T>(row, g0, nb,
+// Chunk&) (units g0 .. g0 + nb − 1 of a row, nb ≤ 16, decoded once into a form ready for the integer dot
+// product) and isums<T>(const Chunk&, nb, qx, sx): the 16 lanes float(isum_g) of those units (lanes ≥ nb
+// are +0), qx the quantised activations from unit g0 on, sx their block sums (both zero-padded to 16 units).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -47,8 +51,8 @@ inline void q4_k_scale_min(const uint8_t* s, size_t j, uint8_t* sc, uint8_t* mn)
     }
 }
 
-// A Decoder turns group g of a row (kGroup consecutive columns) into kGroup / 16 vectors of weights, visiting
-// the groups of a row in order with one State per row (q4_K keeps its super-block's scales there). Float types
+// The float types' path (canonical.h, 1). A Decoder turns group g of a row (kGroup consecutive columns) into
+// kGroup / 16 vectors of weights, visiting the groups of a row in order with one State per row. Float types
 // decode 16 columns at a time and allow a ragged tail, read one value at a time by value().
 struct NoState {};
 
@@ -84,50 +88,6 @@ struct Decoder<Isa, WeightType::BF16> {
         std::memcpy(&v, &bits, 4);
         return v;
     }
-};
-
-template <class Isa>
-struct Decoder<Isa, WeightType::Q8_0> {
-    static constexpr size_t kGroup = blocks::kQ8_0Values;
-    using State = NoState;
-    static void decode(NoState&, const uint8_t* row, size_t g, typename Isa::V* out) { Isa::q8_0(row + g * blocks::kQ8_0Bytes, out); }
-    static float value(const uint8_t*, size_t) { return 0.0f; }  // rows hold whole blocks: never called
-};
-
-template <class Isa>
-struct Decoder<Isa, WeightType::Q4_0> {
-    static constexpr size_t kGroup = blocks::kQ4_0Values;
-    using State = NoState;
-    static void decode(NoState&, const uint8_t* row, size_t g, typename Isa::V* out) { Isa::q4_0(row + g * blocks::kQ4_0Bytes, out); }
-    static float value(const uint8_t*, size_t) { return 0.0f; }
-};
-
-// One group is one 32-value sub-block j of super-block b: value = (d·sc)·q − dmin·mn. The eight steps d·sc
-// and offsets dmin·mn are worked out once per super-block, at its first sub-block.
-template <class Isa>
-struct Decoder<Isa, WeightType::Q4_K> {
-    static constexpr size_t kGroup = blocks::kQ4_KSubBlock;
-    static constexpr size_t kPerBlock = blocks::kQ4_KValues / blocks::kQ4_KSubBlock;
-    struct State {
-        float step[kPerBlock], offset[kPerBlock];
-    };
-    static void decode(State& st, const uint8_t* row, size_t g, typename Isa::V* out) {
-        const size_t j = g % kPerBlock;
-        const uint8_t* blk = row + (g / kPerBlock) * blocks::kQ4_KBytes;
-        const uint8_t* scales = blk + 4;
-        if (j == 0) {
-            const float d = Isa::half(blk), dmin = Isa::half(blk + 2);
-            for (size_t k = 0; k < kPerBlock; ++k) {
-                uint8_t sc, mn;
-                q4_k_scale_min(scales, k, &sc, &mn);
-                st.step[k] = d * float(sc);
-                st.offset[k] = dmin * float(mn);
-            }
-        }
-        Isa::q4_k(scales + blocks::kQ4_KScaleBytes + (j / 2) * blocks::kQ4_KSubBlock, int(j % 2) * 4, st.step[j],
-                  st.offset[j], out);
-    }
-    static float value(const uint8_t*, size_t) { return 0.0f; }
 };
 
 // The canonical finish: lanes out of the register, the ragged tail (float types only) into lane c mod 16,
@@ -256,21 +216,122 @@ void matmul(const void* w, size_t cols, const float* x, size_t n, float* y, size
     for (; r < row_end; ++r) matmul_rows_block<Isa, T, 1>(base + r * stride, stride, cols, x, n, y + (r - row_begin), ldy);
 }
 
+// ---- Block types: the integer path (kernels/canonical.h, 2) ----
+
+inline constexpr size_t kUnit = canonical::kActBlock;  // columns per unit (block / sub-block)
+inline constexpr size_t kChunk = kLanes;                // units per pass: one per lane
+
+// The weight scales of units g0 .. g0 + nb − 1 (lanes ≥ nb are 0): q8_0/q4_0 put d_w in a; q4_K puts d·sc_j in
+// a and dmin·m_j in b (exact products).
+template <class Isa, WeightType T>
+inline void chunk_scales(const uint8_t* row, size_t g0, size_t nb, typename Isa::V* a, typename Isa::V* b) {
+    if constexpr (T == WeightType::Q4_K) {
+        // The eight 6-bit scales and mins of a super-block (blocks::q4_k_scale_min) as bytes, four at a time
+        // from the 12 scale bytes read as little-endian words; then d·sc and dmin·m, exact products.
+        constexpr size_t kPer = blocks::kQ4_KValues / kUnit;
+        // Plain variables, not arrays: two 8-byte stores read back as one 16-byte load would stall.
+        auto unpack = [](const uint8_t* blk, uint64_t* sc, uint64_t* mn, float* d, float* dmin) {
+            uint32_t w0, w1, w2;
+            std::memcpy(&w0, blk + 4, 4);
+            std::memcpy(&w1, blk + 8, 4);
+            std::memcpy(&w2, blk + 12, 4);
+            const uint32_t sc_lo = w0 & 0x3F3F3F3Fu, mn_lo = w1 & 0x3F3F3F3Fu;
+            const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
+            const uint32_t mn_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
+            *sc = uint64_t(sc_lo) | uint64_t(sc_hi) << 32;
+            *mn = uint64_t(mn_lo) | uint64_t(mn_hi) << 32;
+            *d = Isa::half(blk);
+            *dmin = Isa::half(blk + 2);
+        };
+        uint64_t sc0, mn0, sc1 = 0, mn1 = 0;
+        float d0, dmin0, d1 = 0.0f, dmin1 = 0.0f;
+        const uint8_t* blk = row + (g0 / kPer) * blocks::kQ4_KBytes;
+        unpack(blk, &sc0, &mn0, &d0, &dmin0);  // nb is 8 or 16: one or two super-blocks
+        if (nb > kPer) unpack(blk + blocks::kQ4_KBytes, &sc1, &mn1, &d1, &dmin1);
+        *a = Isa::mul(Isa::halves(d0, d1), Isa::u8_16(sc0, sc1));
+        *b = Isa::mul(Isa::halves(dmin0, dmin1), Isa::u8_16(mn0, mn1));
+    } else {
+        constexpr size_t bytes = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes : blocks::kQ4_0Bytes;
+        *a = Isa::f16_strided(row + g0 * bytes, bytes, nb);
+        *b = Isa::zero();
+    }
+}
+
+// One row against vectors v0 .. v0 + N − 1 of qa; y[i·ldy]. The weight scales of a chunk are worked out once
+// for all N vectors; every vector's arithmetic is exactly what it would be alone.
+template <class Isa, WeightType T, size_t N>
+inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivations& qa, size_t v0, float* y,
+                         size_t ldy) {
+    using V = typename Isa::V;
+    V acc[N];
+    for (size_t i = 0; i < N; ++i) acc[i] = Isa::zero();
+    for (size_t g0 = 0; g0 < qa.blocks; g0 += kChunk) {
+        const size_t nb = qa.blocks - g0 < kChunk ? qa.blocks - g0 : kChunk;
+        V a, b;
+        chunk_scales<Isa, T>(row, g0, nb, &a, &b);
+        typename Isa::Chunk wc;
+        Isa::template prepare<T>(row, g0, nb, wc);
+        #pragma GCC unroll 8
+        for (size_t i = 0; i < N; ++i) {
+            const size_t at = (v0 + i) * qa.stride + g0;
+            const V is = Isa::template isums<T>(wc, nb, qa.q + at * kUnit, qa.sum + at);
+            const V dx = Isa::load(qa.d + at);
+            acc[i] = Isa::fma(is, Isa::mul(a, dx), acc[i]);
+            if constexpr (T == WeightType::Q4_K) acc[i] = Isa::fma(Isa::load(qa.nsum + at), Isa::mul(b, dx), acc[i]);
+        }
+    }
+    for (size_t i = 0; i < N; ++i) y[i * ldy] = Isa::sum_lanes(acc[i]);
+}
+
+template <class Isa, WeightType T>
+void qmatvec(const void* w, size_t cols, const float* x, float* y, size_t row_begin, size_t row_end) {
+    const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1);
+    const size_t stride = row_bytes(T, cols);
+    const auto* base = static_cast<const uint8_t*>(w);
+    for (size_t r = row_begin; r < row_end; ++r) qdot_vectors<Isa, T, 1>(base + r * stride, qa, 0, y + (r - row_begin), 1);
+}
+
+// The last n < kMatmulVectors vectors with a compile-time count.
+template <class Isa, WeightType T, size_t N>
+inline void qdot_vectors_rest(size_t n, const uint8_t* row, const canonical::QuantizedActivations& qa, size_t v0,
+                              float* y, size_t ldy) {
+    if constexpr (N > 0) {
+        if (n == N) return qdot_vectors<Isa, T, N>(row, qa, v0, y, ldy);
+        qdot_vectors_rest<Isa, T, N - 1>(n, row, qa, v0, y, ldy);
+    }
+}
+
+template <class Isa, WeightType T>
+void qmatmul(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy, size_t row_begin,
+             size_t row_end) {
+    constexpr size_t N = Isa::kMatmulVectors;
+    const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, n);  // once per call
+    const size_t stride = row_bytes(T, cols);
+    const auto* base = static_cast<const uint8_t*>(w);
+    for (size_t r = row_begin; r < row_end; ++r) {
+        float* yr = y + (r - row_begin);
+        const uint8_t* row = base + r * stride;
+        size_t i = 0;
+        for (; i + N <= n; i += N) qdot_vectors<Isa, T, N>(row, qa, i, yr + i * ldy, ldy);
+        qdot_vectors_rest<Isa, T, N - 1>(n - i, row, qa, i, yr + i * ldy, ldy);
+    }
+}
+
 template <class Isa>
 constexpr KernelSet make_kernel_set() {
     KernelSet s{};
     s.matvec[size_t(WeightType::F32)] = matvec<Isa, WeightType::F32>;
     s.matvec[size_t(WeightType::F16)] = matvec<Isa, WeightType::F16>;
     s.matvec[size_t(WeightType::BF16)] = matvec<Isa, WeightType::BF16>;
-    s.matvec[size_t(WeightType::Q8_0)] = matvec<Isa, WeightType::Q8_0>;
-    s.matvec[size_t(WeightType::Q4_K)] = matvec<Isa, WeightType::Q4_K>;
-    s.matvec[size_t(WeightType::Q4_0)] = matvec<Isa, WeightType::Q4_0>;
+    s.matvec[size_t(WeightType::Q8_0)] = qmatvec<Isa, WeightType::Q8_0>;
+    s.matvec[size_t(WeightType::Q4_K)] = qmatvec<Isa, WeightType::Q4_K>;
+    s.matvec[size_t(WeightType::Q4_0)] = qmatvec<Isa, WeightType::Q4_0>;
     s.matmul[size_t(WeightType::F32)] = matmul<Isa, WeightType::F32>;
     s.matmul[size_t(WeightType::F16)] = matmul<Isa, WeightType::F16>;
     s.matmul[size_t(WeightType::BF16)] = matmul<Isa, WeightType::BF16>;
-    s.matmul[size_t(WeightType::Q8_0)] = matmul<Isa, WeightType::Q8_0>;
-    s.matmul[size_t(WeightType::Q4_K)] = matmul<Isa, WeightType::Q4_K>;
-    s.matmul[size_t(WeightType::Q4_0)] = matmul<Isa, WeightType::Q4_0>;
+    s.matmul[size_t(WeightType::Q8_0)] = qmatmul<Isa, WeightType::Q8_0>;
+    s.matmul[size_t(WeightType::Q4_K)] = qmatmul<Isa, WeightType::Q4_K>;
+    s.matmul[size_t(WeightType::Q4_0)] = qmatmul<Isa, WeightType::Q4_0>;
     return s;
 }
 

@@ -2,7 +2,9 @@
 // Every output element is reduced in one canonical order (kernels/canonical.h) by whichever variant
 // kernels/registry.h selected, so results depend neither on how rows are split among threads nor on the
 // variant. For the block types (q8_0, q4_0, q4_K) `cols` is a multiple of the type's block size
-// (kernels/types.h); the loader guarantees it (format::tensor_bytes).
+// (kernels/types.h); the loader guarantees it (format::tensor_bytes). For those types x is first quantised
+// to 8 bits per block of 32 inside the call (canonical.h, 2), so the result is not the f32 dot product but
+// that of the row with d_x·q.
 #pragma once
 #include <cstddef>
 

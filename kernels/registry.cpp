@@ -161,6 +161,13 @@ Variant best_variant() {
 
 const KernelSet* kernel_set(Variant v) { return variant_supported(v) ? compiled_set(v) : nullptr; }
 
+const KernelSet* avx512_no_vnni_kernel_set_for_tests() {
+#if defined(COLIBRI_KERNELS_HAVE_AVX512)
+    if (variant_supported(Variant::Avx512)) return &avx512_no_vnni_kernel_set();
+#endif
+    return nullptr;
+}
+
 bool select_variant(Variant v) {
     if (!variant_supported(v)) return false;
     dispatch().set_all(v);

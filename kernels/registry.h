@@ -46,6 +46,10 @@ void select_best();  // back to the CPUID default
 bool apply_kernel_environment(std::string* error);
 bool kernel_environment_set();  // COLIBRI_KERNEL is set and not empty: it beats the tune cache
 
+// Tests: the AVX-512 variant's path for CPUs without AVX512_VNNI (vpmaddubsw instead of vpdpbusd), so that a
+// VNNI machine checks it too; nullptr unless the AVX-512 variant is supported.
+const KernelSet* avx512_no_vnni_kernel_set_for_tests();
+
 // The active functions (what matvec_rows/matmul_rows call).
 MatvecFn active_matvec(WeightType type);
 MatmulFn active_matmul(WeightType type);

@@ -7,7 +7,8 @@ namespace colibri::kernels {
 
 const KernelSet& scalar_kernel_set();
 const KernelSet& avx2_kernel_set();             // AVX2 + FMA + F16C
-const KernelSet& avx512_kernel_set();           // AVX-512 F/BW/VL (+ FMA, F16C)
+const KernelSet& avx512_kernel_set();           // AVX-512 F/BW/VL (+ FMA, F16C); VNNI when CPUID has it
+const KernelSet& avx512_no_vnni_kernel_set();   // the same without VNNI (what a CPU lacking AVX512_VNNI runs)
 const KernelSet& neon_kernel_set();             // native NEON (aarch64)
 const KernelSet& neon_translated_kernel_set();  // the NEON source through SIMDe on x86 (AVX2 + FMA + F16C)
 

@@ -34,34 +34,92 @@ struct Avx2Isa {
         return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
     }
     static V bf16(const uint8_t* p) { return {bf16_8(p), bf16_8(p + 16)}; }
-    // 8 signed bytes, widened and converted.
-    static __m256 i8_8(__m128i bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)); }
-    static void q8_0(const uint8_t* blk, V* out) {
-        const __m256 d = _mm256_set1_ps(half(blk));
-        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
-        out[0] = {_mm256_mul_ps(d, i8_8(a)), _mm256_mul_ps(d, i8_8(_mm_srli_si128(a, 8)))};
-        out[1] = {_mm256_mul_ps(d, i8_8(b)), _mm256_mul_ps(d, i8_8(_mm_srli_si128(b, 8)))};
+    static V mul(V a, V b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+
+    // 8 f16 values at p + k·stride (k < n), gathered as 32-bit words (the 2 bytes after a block scale are
+    // still inside the block) and cut to their low halves.
+    static __m256 f16_strided8(const uint8_t* p, size_t stride, size_t n) {
+        const __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), k);
+        __m256i v = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(p),
+                                                _mm256_mullo_epi32(k, _mm256_set1_epi32(int(stride))), mask, 1);
+        v = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+        v = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+        return _mm256_cvtph_ps(_mm256_castsi256_si128(v));
     }
-    static void q4_0(const uint8_t* blk, V* out) {
-        const __m256 d = _mm256_set1_ps(half(blk));
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-        const __m128i mask = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, mask), eight);
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), eight);
-        out[0] = {_mm256_mul_ps(d, i8_8(lo)), _mm256_mul_ps(d, i8_8(_mm_srli_si128(lo, 8)))};
-        out[1] = {_mm256_mul_ps(d, i8_8(hi)), _mm256_mul_ps(d, i8_8(_mm_srli_si128(hi, 8)))};
+    static V f16_strided(const uint8_t* p, size_t stride, size_t nb) {
+        return {f16_strided8(p, stride, nb), nb > 8 ? f16_strided8(p + 8 * stride, stride, nb - 8) : _mm256_setzero_ps()};
     }
-    static void q4_k(const uint8_t* q, int shift, float step, float offset, V* out) {
-        __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-        if (shift != 0) bytes = _mm256_srli_epi16(bytes, 4);
-        bytes = _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
-        const __m128i a = _mm256_castsi256_si128(bytes), b = _mm256_extracti128_si256(bytes, 1);
-        const __m256 s = _mm256_set1_ps(step), o = _mm256_set1_ps(offset);
-        // step·q is exact, so the fused form rounds exactly as step·q − offset does.
-        auto value8 = [&](__m128i v) { return _mm256_fmsub_ps(s, i8_8(v), o); };
-        out[0] = {value8(a), value8(_mm_srli_si128(a, 8))};
-        out[1] = {value8(b), value8(_mm_srli_si128(b, 8))};
+    // canonical::sum_lanes: lane k += lane k + 8, + 4, + 2, + 1, as vector additions.
+    static float sum_lanes(V v) {
+        const __m256 a = _mm256_add_ps(v.lo, v.hi);
+        const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+        return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+    }
+    static V halves(float a, float b) { return {_mm256_set1_ps(a), _mm256_set1_ps(b)}; }
+    static V u8_16(uint64_t lo, uint64_t hi) {
+        return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(lo)))),
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(hi))))};
+    }
+    // Integer path (canonical.h, 2b). One unit's 32 products: vpmaddubsw (u8 × s8, adjacent pairs to i16;
+    // at most 2·128·127 = 32512, so it never saturates) then vpmaddwd with ones (pairs to i32): 8 partial sums.
+    static __m256i dot_u8s8(__m256i u, __m256i s) {
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    }
+    static __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+    // Per unit: u = the unsigned operand (q8_0 |w|, −128 giving 0x80 = 128; the 4-bit types their codes) and,
+    // for q8_0, w itself for its sign.
+    struct Chunk {
+        __m256i u[16], w[16];
+    };
+    template <WeightType T>
+    static void prepare(const uint8_t* row, size_t g0, size_t nb, Chunk& c) {
+        #pragma GCC unroll 16
+        for (size_t k = 0; k < 16; ++k) {
+            const size_t g = g0 + k;
+            if (k >= nb) {
+                c.u[k] = c.w[k] = _mm256_setzero_si256();
+            } else if constexpr (T == WeightType::Q8_0) {
+                const __m256i w = load256(row + g * blocks::kQ8_0Bytes + 2);
+                c.u[k] = _mm256_sign_epi8(w, w);
+                c.w[k] = w;
+            } else if constexpr (T == WeightType::Q4_0) {
+                const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * blocks::kQ4_0Bytes + 2));
+                c.u[k] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+            } else {
+                const size_t j = g % 8;
+                __m256i q = load256(row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes + (j / 2) * 32);
+                if (j % 2) q = _mm256_srli_epi16(q, 4);
+                c.u[k] = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+            }
+        }
+    }
+    // 8 vectors of 8 partial sums → the 8 totals, in order.
+    static __m256i reduce8(const __m256i* p) {
+        const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+        const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+        const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+        return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+    }
+    template <WeightType T>
+    static __m256 isums8(const Chunk& c, size_t k0, const int8_t* qx, const int32_t* sx) {
+        __m256i p[8];
+        #pragma GCC unroll 8
+        for (size_t k = 0; k < 8; ++k) {
+            const __m256i x = load256(qx + 32 * k);
+            // q8_0: x takes w's sign (zero where w is zero).
+            p[k] = dot_u8s8(c.u[k0 + k], T == WeightType::Q8_0 ? _mm256_sign_epi8(x, c.w[k0 + k]) : x);
+        }
+        __m256i s = reduce8(p);
+        if constexpr (T == WeightType::Q4_0) s = _mm256_sub_epi32(s, _mm256_slli_epi32(load256(sx), 3));  // −8·Σx
+        return _mm256_cvtepi32_ps(s);
+    }
+    template <WeightType T>
+    static V isums(const Chunk& c, size_t nb, const int8_t* qx, const int32_t* sx) {
+        const __m256 lo = isums8<T>(c, 0, qx, sx);
+        const __m256 hi = nb > 8 ? isums8<T>(c, 8, qx + 256, sx + 8) : _mm256_setzero_ps();
+        return {lo, hi};
     }
 };
 

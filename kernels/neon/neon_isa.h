@@ -46,47 +46,91 @@ struct NeonIsa {
         const uint16x8_t a = load_u16x8(p), b = load_u16x8(p + 16);
         return {{bf16_4(vget_low_u16(a)), bf16_4(vget_high_u16(a)), bf16_4(vget_low_u16(b)), bf16_4(vget_high_u16(b))}};
     }
-    // 16 signed bytes → 16 floats times d.
-    static V scaled_i8(int8x16_t bytes, float32x4_t d) {
-        const int16x8_t lo = vmovl_s8(vget_low_s8(bytes)), hi = vmovl_s8(vget_high_s8(bytes));
-        return {{vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)))),
-                 vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo)))),
-                 vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)))),
-                 vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))))}};
+    static V mul(const V& a, const V& b) {
+        return {{vmulq_f32(a.q[0], b.q[0]), vmulq_f32(a.q[1], b.q[1]), vmulq_f32(a.q[2], b.q[2]), vmulq_f32(a.q[3], b.q[3])}};
     }
-    static void q8_0(const uint8_t* blk, V* out) {
-        const float32x4_t d = vdupq_n_f32(half(blk));
-        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-        out[0] = scaled_i8(vld1q_s8(q), d);
-        out[1] = scaled_i8(vld1q_s8(q + 16), d);
+
+    static V f16_strided(const uint8_t* p, size_t stride, size_t nb) {
+        uint16_t h[16] = {};
+        for (size_t k = 0; k < nb; ++k) h[k] = generic::load_u16(p + k * stride);
+        return f16(reinterpret_cast<const uint8_t*>(h));
     }
-    static void q4_0(const uint8_t* blk, V* out) {
-        const float32x4_t d = vdupq_n_f32(half(blk));
-        const uint8x16_t bytes = vld1q_u8(blk + 2);
-        const int8x16_t eight = vdupq_n_s8(8);
-        out[0] = scaled_i8(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, vdupq_n_u8(0x0F))), eight), d);
-        out[1] = scaled_i8(vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight), d);
+    // canonical::sum_lanes: lane k += lane k + 8, + 4, + 2, + 1, as vector additions.
+    static float sum_lanes(const V& v) {
+        const float32x4_t b = vaddq_f32(vaddq_f32(v.q[0], v.q[2]), vaddq_f32(v.q[1], v.q[3]));
+        const float32x2_t c = vadd_f32(vget_low_f32(b), vget_high_f32(b));
+        return vget_lane_f32(c, 0) + vget_lane_f32(c, 1);
     }
-    // 16 codes 0..15 → step·q − offset (step·q is exact, so the fused form rounds as the plain one does).
-    static V q4_k_16(uint8x16_t codes, float32x4_t step, float32x4_t neg_offset) {
-        const uint16x8_t lo = vmovl_u8(vget_low_u8(codes)), hi = vmovl_u8(vget_high_u8(codes));
-        return {{vfmaq_f32(neg_offset, step, vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo)))),
-                 vfmaq_f32(neg_offset, step, vcvtq_f32_u32(vmovl_u16(vget_high_u16(lo)))),
-                 vfmaq_f32(neg_offset, step, vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)))),
-                 vfmaq_f32(neg_offset, step, vcvtq_f32_u32(vmovl_u16(vget_high_u16(hi))))}};
+    static V halves(float a, float b) {
+        const float32x4_t va = vdupq_n_f32(a), vb = vdupq_n_f32(b);
+        return {{va, va, vb, vb}};
     }
-    static void q4_k(const uint8_t* q, int shift, float step, float offset, V* out) {
-        uint8x16_t a = vld1q_u8(q), b = vld1q_u8(q + 16);
-        if (shift != 0) {
-            a = vshrq_n_u8(a, 4);
-            b = vshrq_n_u8(b, 4);
-        } else {
-            a = vandq_u8(a, vdupq_n_u8(0x0F));
-            b = vandq_u8(b, vdupq_n_u8(0x0F));
+    static V u8_16(uint64_t lo, uint64_t hi) {
+        const uint16x8_t l = vmovl_u8(vcreate_u8(lo)), h = vmovl_u8(vcreate_u8(hi));
+        return {{vcvtq_f32_u32(vmovl_u16(vget_low_u16(l))), vcvtq_f32_u32(vmovl_u16(vget_high_u16(l))),
+                 vcvtq_f32_u32(vmovl_u16(vget_low_u16(h))), vcvtq_f32_u32(vmovl_u16(vget_high_u16(h)))}};
+    }
+    // Integer path (canonical.h, 2b), plain NEON widening multiplies (no dot-product extension): one unit's
+    // 32 products as i8 × i8 → i16 (vmull/vmlal: two products per lane, |sum| ≤ 2·128·127 < 2^15), then
+    // pairwise to i32 (vpaddl/vpadal): four partial sums per unit.
+    static int32x4_t dot32(int8x16_t w0, int8x16_t w1, const int8_t* x) {
+        const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+        int16x8_t p0 = vmull_s8(vget_low_s8(w0), vget_low_s8(x0));
+        p0 = vmlal_s8(p0, vget_high_s8(w0), vget_high_s8(x0));
+        int16x8_t p1 = vmull_s8(vget_low_s8(w1), vget_low_s8(x1));
+        p1 = vmlal_s8(p1, vget_high_s8(w1), vget_high_s8(x1));
+        return vpadalq_s16(vpaddlq_s16(p0), p1);
+    }
+    // Per unit the 32 weights as signed bytes (q4_0: nibble − 8; q4_K: the codes 0..15).
+    struct Chunk {
+        int8x16_t w[32];
+    };
+    template <WeightType T>
+    static void prepare(const uint8_t* row, size_t g0, size_t nb, Chunk& c) {
+        for (size_t k = 0; k < 16; ++k) {
+            const size_t g = g0 + k;
+            if (k >= nb) {
+                c.w[2 * k] = c.w[2 * k + 1] = vdupq_n_s8(0);
+            } else if constexpr (T == WeightType::Q8_0) {
+                const auto* w = reinterpret_cast<const int8_t*>(row + g * blocks::kQ8_0Bytes + 2);
+                c.w[2 * k] = vld1q_s8(w);
+                c.w[2 * k + 1] = vld1q_s8(w + 16);
+            } else if constexpr (T == WeightType::Q4_0) {
+                const uint8x16_t b = vld1q_u8(row + g * blocks::kQ4_0Bytes + 2);
+                const int8x16_t eight = vdupq_n_s8(8);
+                c.w[2 * k] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0F))), eight);
+                c.w[2 * k + 1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), eight);
+            } else {
+                const size_t j = g % 8;
+                const uint8_t* q = row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes + (j / 2) * 32;
+                uint8x16_t a = vld1q_u8(q), b = vld1q_u8(q + 16);
+                if (j % 2) {
+                    a = vshrq_n_u8(a, 4);
+                    b = vshrq_n_u8(b, 4);
+                } else {
+                    a = vandq_u8(a, vdupq_n_u8(0x0F));
+                    b = vandq_u8(b, vdupq_n_u8(0x0F));
+                }
+                c.w[2 * k] = vreinterpretq_s8_u8(a);
+                c.w[2 * k + 1] = vreinterpretq_s8_u8(b);
+            }
         }
-        const float32x4_t s = vdupq_n_f32(step), o = vdupq_n_f32(-offset);
-        out[0] = q4_k_16(a, s, o);
-        out[1] = q4_k_16(b, s, o);
+    }
+    template <WeightType T>
+    static V isums(const Chunk& c, size_t, const int8_t* qx, const int32_t*) {
+        V r;
+        #pragma GCC unroll 4
+        for (size_t t = 0; t < 4; ++t) {
+            int32x4_t p[4];
+            #pragma GCC unroll 4
+            for (size_t k = 0; k < 4; ++k) {
+                const size_t u = 4 * t + k;
+                p[k] = dot32(c.w[2 * u], c.w[2 * u + 1], qx + 32 * u);
+            }
+            // [a0+a1, a2+a3, b0+b1, b2+b3], twice: the four totals in order.
+            r.q[t] = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3])));
+        }
+        return r;
     }
 };
 

@@ -38,27 +38,61 @@ struct ScalarIsa {
         for (size_t k = 0; k < canonical::kLanes; ++k) r.v[k] = bf16_to_f32(generic::load_u16(p + 2 * k));
         return r;
     }
-    static void q8_0(const uint8_t* blk, V* out) {
-        const float d = half(blk);
-        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
-        for (size_t k = 0; k < canonical::kLanes; ++k) {
-            out[0].v[k] = d * float(q[k]);
-            out[1].v[k] = d * float(q[16 + k]);
-        }
+    static V mul(const V& a, const V& b) {
+        V r;
+        for (size_t k = 0; k < canonical::kLanes; ++k) r.v[k] = a.v[k] * b.v[k];
+        return r;
     }
-    static void q4_0(const uint8_t* blk, V* out) {
-        const float d = half(blk);
-        const uint8_t* qs = blk + 2;
-        for (size_t k = 0; k < canonical::kLanes; ++k) {
-            out[0].v[k] = d * float(int(qs[k] & 0x0F) - 8);
-            out[1].v[k] = d * float(int(qs[k] >> 4) - 8);
-        }
+    static V f16_strided(const uint8_t* p, size_t stride, size_t nb) {
+        V r{};
+        for (size_t k = 0; k < nb; ++k) r.v[k] = half(p + k * stride);
+        return r;
     }
-    static void q4_k(const uint8_t* q, int shift, float step, float offset, V* out) {
-        for (size_t k = 0; k < canonical::kLanes; ++k) {
-            out[0].v[k] = step * float((q[k] >> shift) & 0x0F) - offset;
-            out[1].v[k] = step * float((q[16 + k] >> shift) & 0x0F) - offset;
+    static float sum_lanes(V v) { return canonical::sum_lanes(v.v); }
+    static V halves(float a, float b) {
+        V r;
+        for (size_t k = 0; k < canonical::kLanes; ++k) r.v[k] = k < 8 ? a : b;
+        return r;
+    }
+    static V u8_16(uint64_t lo, uint64_t hi) {
+        V r;
+        for (size_t k = 0; k < canonical::kLanes; ++k) r.v[k] = float(((k < 8 ? lo : hi) >> (8 * (k % 8))) & 0xFF);
+        return r;
+    }
+    // The reference integer sums (canonical.h, 2b): one unit at a time, the plain definition.
+    struct Chunk {
+        const uint8_t* row;
+        size_t g0;
+    };
+    template <WeightType T>
+    static void prepare(const uint8_t* row, size_t g0, size_t, Chunk& c) {
+        c.row = row;
+        c.g0 = g0;
+    }
+    template <WeightType T>
+    static V isums(const Chunk& c, size_t nb, const int8_t* qx, const int32_t*) {
+        const uint8_t* row = c.row;
+        const size_t g0 = c.g0;
+        V r{};
+        for (size_t k = 0; k < nb; ++k) {
+            const size_t g = g0 + k;
+            const int8_t* x = qx + k * canonical::kActBlock;
+            int32_t s = 0;
+            if constexpr (T == WeightType::Q8_0) {
+                const auto* w = reinterpret_cast<const int8_t*>(row + g * blocks::kQ8_0Bytes + 2);
+                for (size_t i = 0; i < 32; ++i) s += int32_t(w[i]) * x[i];
+            } else if constexpr (T == WeightType::Q4_0) {
+                const uint8_t* qs = row + g * blocks::kQ4_0Bytes + 2;
+                for (size_t i = 0; i < 16; ++i) s += (int32_t(qs[i] & 0x0F) - 8) * x[i] + (int32_t(qs[i] >> 4) - 8) * x[16 + i];
+            } else {
+                const size_t j = g % 8;
+                const uint8_t* q = row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes + (j / 2) * 32;
+                const int shift = int(j % 2) * 4;
+                for (size_t i = 0; i < 32; ++i) s += int32_t((q[i] >> shift) & 0x0F) * x[i];
+            }
+            r.v[k] = float(s);
         }
+        return r;
     }
 };
 

@@ -13,6 +13,7 @@
 #include "engine/bin_writer.h"
 #include "engine/model_file.h"
 #include "engine/thread_pool.h"
+#include "kernels/canonical.h"
 #include "kernels/half.h"
 #include "kernels/matvec.h"
 #include "tools/check.h"
@@ -217,7 +218,9 @@ private slots:
         for (size_t r = 0; r < rows; ++r) QVERIFY(std::fabs(yh[r] - y[r]) < 1e-2);
     }
 
-    // q8_0 blocks (f16 scale + 32 int8): the kernel equals the dot product of the dequantised row.
+    // q8_0 blocks (f16 scale + 32 int8): the kernel equals the dot product of the dequantised row with the
+    // activations as the kernel quantises them (d_x·q per block of 32, kernels/canonical.h), and is within the
+    // activation rounding (Σ|w|·d_x/2) of the dot product with x itself.
     void q8_0_matvec_matches_dequantised() {
         const size_t rows = 3, cols = 64;
         std::vector<uint8_t> w(kernels::row_bytes(WeightType::Q8_0, cols) * rows);
@@ -230,11 +233,24 @@ private slots:
         std::vector<float> x(cols), y(rows), row(cols);
         for (size_t i = 0; i < cols; ++i) x[i] = std::cos(float(i) * 0.3f);
         kernels::matvec_rows(WeightType::Q8_0, w.data(), cols, x.data(), y.data(), 0, rows);
+        std::vector<float> xq(cols), dx(cols);
+        for (size_t b = 0; b < cols; b += 32) {
+            int8_t q[32];
+            float d;
+            int32_t sum;
+            kernels::canonical::quantize_block(x.data() + b, q, &d, &sum);
+            for (size_t i = 0; i < 32; ++i) xq[b + i] = d * float(q[i]), dx[b + i] = d;
+        }
         for (size_t r = 0; r < rows; ++r) {
             kernels::dequantize_row(WeightType::Q8_0, w.data(), cols, r, row.data());
-            double ref = 0;
-            for (size_t c = 0; c < cols; ++c) ref += double(row[c]) * x[c];
-            QVERIFY(std::fabs(ref - y[r]) < 1e-4);
+            double ref = 0, ref_x = 0, act = 0;
+            for (size_t c = 0; c < cols; ++c) {
+                ref += double(row[c]) * xq[c];
+                ref_x += double(row[c]) * x[c];
+                act += std::fabs(double(row[c])) * 0.5001 * dx[c];
+            }
+            QVERIFY(std::fabs(ref - y[r]) < 1e-5);
+            QVERIFY(std::fabs(ref_x - y[r]) < act + 1e-5);
         }
         const int8_t first = static_cast<int8_t>(w[2]);
         kernels::dequantize_row(WeightType::Q8_0, w.data(), cols, 0, row.data());

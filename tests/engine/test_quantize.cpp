@@ -9,6 +9,7 @@
 
 #include "../test_support.h"
 #include "engine/format.h"
+#include "kernels/canonical.h"
 #include "kernels/half.h"
 #include "kernels/matvec.h"
 #include "tools/quantize.h"
@@ -201,8 +202,9 @@ private slots:
         }
     }
 
-    // The kernels equal the f32 dot product of the dequantised rows (odd row count), and splitting the rows
-    // among "threads" changes no bit.
+    // The kernels equal the dot product of the dequantised rows (odd row count) with the activations as the
+    // kernels quantise them (d_x·q per block of 32, kernels/canonical.h), are within the activation rounding
+    // of the dot product with x itself, and splitting the rows among "threads" changes no bit.
     void kernel_matches_dequantised_data() { adversarial_blocks_data(); }
     void kernel_matches_dequantised() {
         QFETCH(QString, type);
@@ -215,11 +217,24 @@ private slots:
         for (size_t r = 0; r < rows; ++r) QVERIFY(tools::quantize_row(t, w.data() + r * cols, cols, q.data() + r * rb));
         std::vector<float> y(rows), row(cols);
         kernels::matvec_rows(t, q.data(), cols, x.data(), y.data(), 0, rows);
+        std::vector<float> xq(cols), dx(cols);
+        for (size_t b = 0; b < cols; b += 32) {
+            int8_t qb[32];
+            float d;
+            int32_t sum;
+            kernels::canonical::quantize_block(x.data() + b, qb, &d, &sum);
+            for (size_t i = 0; i < 32; ++i) xq[b + i] = d * float(qb[i]), dx[b + i] = d;
+        }
         for (size_t r = 0; r < rows; ++r) {
             kernels::dequantize_row(t, q.data(), cols, r, row.data());
-            double ref = 0, mag = 0;
-            for (size_t c = 0; c < cols; ++c) ref += double(row[c]) * x[c], mag += std::fabs(double(row[c]) * x[c]);
+            double ref = 0, mag = 0, ref_x = 0, act = 0;
+            for (size_t c = 0; c < cols; ++c) {
+                ref += double(row[c]) * xq[c], mag += std::fabs(double(row[c]) * xq[c]);
+                ref_x += double(row[c]) * x[c], act += std::fabs(double(row[c])) * 0.5001 * dx[c];
+            }
             QVERIFY2(std::fabs(ref - y[r]) <= 1e-5 * mag, qPrintable(QString("row %1: %2 vs %3").arg(r).arg(y[r]).arg(ref)));
+            QVERIFY2(std::fabs(ref_x - y[r]) <= 1e-5 * mag + act,
+                     qPrintable(QString("row %1: %2 vs f32 activations %3").arg(r).arg(y[r]).arg(ref_x)));
         }
         for (size_t split : {size_t(1), size_t(3), size_t(6)}) {
             std::vector<float> parts(rows);

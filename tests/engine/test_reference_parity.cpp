@@ -104,18 +104,21 @@ private slots:
     }
 
     // q8_0 against the f32 reference, teacher-forced at each of the 16 positions (colibri compare): top-1
-    // agreement and mean KL(ref || q8_0). Measured: mixtral 16/16, 9.7e-5; qwen2_moe 13/16, 1.4e-4; olmoe 16/16,
-    // 6.6e-5. The misses are near-ties: qwen2_moe's positions 8, 9 and 14 have reference top-1 margins of
-    // 0.0060, 0.0114 and 0.0051 logits, below q8_0's logit noise (every tensor group alone moves those margins by
-    // 0.004..0.04; 20 equally good q8_0 roundings, scales jittered by up to 1%, gave 12..16 of 16, 16 once), so
-    // no 8-bit quantiser can promise them (docs/QUANTIZATION.md). What is asserted instead: every position whose
-    // reference margin exceeds 0.02 agrees, and the mean KL stays within 1.5x of what was measured.
+    // agreement and mean KL(ref || q8_0). q8_0 matrices run on the integer path, so the activations are
+    // quantised to 8 bits per block of 32 as in llama.cpp (kernels/canonical.h). Measured with that: mixtral
+    // 15/16, 4.9e-4; qwen2_moe 13/16, 2.7e-4; olmoe 16/16, 1.4e-4 (with f32 activations it was 16/16, 9.7e-5;
+    // 13/16, 1.4e-4; 16/16, 6.6e-5). The misses are near-ties: mixtral's position 12 has a reference top-1
+    // margin of 0.026 logits, qwen2_moe's positions 8, 9 and 14 0.018, 0.011 and 0.005, below q8_0's logit
+    // noise (max |dlogit| 0.1..0.4 on these random models), so no 8-bit scheme can promise them
+    // (docs/QUANTIZATION.md). What is asserted instead: every position whose reference margin exceeds 0.03
+    // agrees, and the mean KL stays within 1.5x of what was measured.
     void q8_0_quality_data() {
         QTest::addColumn<QString>("family");
         QTest::addColumn<double>("max_kl");
-        QTest::newRow("mixtral") << "mixtral" << 1.5e-4;
-        QTest::newRow("qwen2_moe") << "qwen2_moe" << 2.1e-4;
-        QTest::newRow("olmoe") << "olmoe" << 1.0e-4;
+        // 1.5× the mean KL measured with 8-bit activations (docs/QUANTIZATION.md, table (a)).
+        QTest::newRow("mixtral") << "mixtral" << 7.5e-4;
+        QTest::newRow("qwen2_moe") << "qwen2_moe" << 4.0e-4;
+        QTest::newRow("olmoe") << "olmoe" << 2.1e-4;
     }
 
     void q8_0_quality() {
@@ -132,7 +135,7 @@ private slots:
         qInfo("%s q8_0: top-1 %d/16, mean KL %.3g", qPrintable(family), j["top1_agree"].toInt(), j["mean_kl"].toDouble());
         for (const auto& d : j["disagreements"].toArray()) {
             const QJsonObject o = d.toObject();
-            QVERIFY2(o["baseline_margin"].toDouble() <= 0.02,
+            QVERIFY2(o["baseline_margin"].toDouble() <= 0.03,
                      qPrintable(QString("position %1 flipped with a reference margin of %2")
                                     .arg(o["position"].toInt()).arg(o["baseline_margin"].toDouble())));
         }

@@ -1,6 +1,6 @@
-// Every kernel variant this CPU runs against the scalar reference, bit for bit (the canonical reduction order,
+// Every kernel variant this CPU runs against the scalar reference, bit for bit (the canonical numerics,
 // kernels/canonical.h), and the scalar reference against a double-precision dot product of the dequantised
-// rows. Plain C++ without Qt so the same test cross-builds for aarch64 and runs under qemu (native NEON).
+// rows (block types: with the dequantised quantised activations, and separately against the f32 ones). Plain C++ without Qt so the same test cross-builds for aarch64 and runs under qemu (native NEON).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/canonical.h"
 #include "kernels/half.h"
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
@@ -114,24 +115,79 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng) {
     return x;
 }
 
-bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
-
-std::string shape(const char* what, WeightType t, size_t rows, size_t cols, Variant v) {
-    return std::string(what) + " " + type_name(t) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
-           " " + variant_name(v);
+// Every kernel set to compare with scalar: the supported variants, plus the AVX-512 variant's non-VNNI path.
+struct Candidate {
+    std::string name;
+    const KernelSet* set;
+};
+std::vector<Candidate> candidates() {
+    std::vector<Candidate> out;
+    for (Variant v : supported_variants()) out.push_back({variant_name(v), kernel_set(v)});
+    if (const KernelSet* k = avx512_no_vnni_kernel_set_for_tests()) out.push_back({"avx512 (no VNNI)", k});
+    return out;
 }
 
-// The scalar kernel is the dot product of the dequantised row, to within f32 summation error.
+bool is_block_type(WeightType t) { return t == WeightType::Q8_0 || t == WeightType::Q4_0 || t == WeightType::Q4_K; }
+
+// x as the block types' kernels see it: d_x·q per block of 32 (kernels/canonical.h, 2a), and d_x per column.
+std::vector<float> quantised_activations(const std::vector<float>& x, std::vector<float>* dx) {
+    std::vector<float> out(x.size());
+    dx->assign(x.size(), 0.0f);
+    for (size_t b = 0; b + 32 <= x.size(); b += 32) {
+        int8_t q[32];
+        float d;
+        int32_t sum;
+        canonical::quantize_block(x.data() + b, q, &d, &sum);
+        for (size_t i = 0; i < 32; ++i) out[b + i] = d * float(q[i]), (*dx)[b + i] = d;
+    }
+    return out;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+std::string shape(const char* what, WeightType t, size_t rows, size_t cols, const std::string& v) {
+    return std::string(what) + " " + type_name(t) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+           " " + v;
+}
+std::string shape(const char* what, WeightType t, size_t rows, size_t cols, Variant v) {
+    return shape(what, t, rows, cols, std::string(variant_name(v)));
+}
+
+// The scalar kernel is the dot product of the dequantised row, to within f32 summation error: with x itself
+// for the float types, with the quantised activations d_x·q for the block types (a tight bound), and for the
+// block types also against x itself within the activation rounding, Σ|w|·(d_x/2) (plus slack for rounding).
+// For q4_K the magnitude counts both terms, (d·sc)·q and dmin·m, since the kernel sums them separately.
 void check_scalar_accuracy(WeightType t, const std::vector<uint8_t>& w, size_t rows, size_t cols,
                            const std::vector<float>& x, const float* y) {
-    std::vector<float> row(cols);
+    std::vector<float> row(cols), dx;
+    const bool block = is_block_type(t);
+    const std::vector<float> xq = block ? quantised_activations(x, &dx) : x;
     for (size_t r = 0; r < rows; ++r) {
         dequantize_row(t, w.data(), cols, r, row.data());
-        double ref = 0, mag = 0;
-        for (size_t c = 0; c < cols; ++c) ref += double(row[c]) * x[c], mag += std::fabs(double(row[c]) * x[c]);
+        double ref = 0, mag = 0, ref_x = 0, act = 0;
+        for (size_t c = 0; c < cols; ++c) {
+            ref += double(row[c]) * xq[c];
+            mag += std::fabs(double(row[c]) * xq[c]);
+            ref_x += double(row[c]) * x[c];
+            if (block) act += std::fabs(double(row[c])) * (0.5001 * dx[c] + 1e-6 * std::fabs(x[c]));
+        }
+        if (t == WeightType::Q4_K) {
+            const uint8_t* base = w.data() + r * row_bytes(t, cols);
+            for (size_t c = 0; c < cols; ++c) {
+                const uint8_t* blk = base + (c / 256) * blocks::kQ4_KBytes;
+                uint8_t sc, mn;
+                blocks::q4_k_scale_min(blk + 4, (c % 256) / 32, &sc, &mn);
+                mag += 2 * double(f16_to_f32(uint16_t(blk[2] | blk[3] << 8))) * mn * std::fabs(xq[c]);
+            }
+        }
         check(std::fabs(ref - y[r]) <= 1e-6 * mag + 1e-30,
               shape("scalar accuracy", t, rows, cols, Variant::Scalar) + " row " + std::to_string(r) + ": " +
                   std::to_string(y[r]) + " vs " + std::to_string(ref));
+        if (block) {
+            check(std::fabs(ref_x - y[r]) <= 1e-6 * mag + act + 1e-30,
+                  shape("scalar vs f32 activations", t, rows, cols, Variant::Scalar) + " row " + std::to_string(r) +
+                      ": " + std::to_string(y[r]) + " vs " + std::to_string(ref_x) + " bound " + std::to_string(act));
+        }
     }
 }
 
@@ -142,8 +198,9 @@ void check_matvec(WeightType t, size_t rows, size_t cols, std::mt19937& rng) {
     std::vector<float> ref(rows);
     kernel_set(Variant::Scalar)->matvec[size_t(t)](w.data(), cols, x.data(), ref.data(), 0, rows);
     check_scalar_accuracy(t, w, rows, cols, x, ref.data());
-    for (Variant v : supported_variants()) {
-        const KernelSet* k = kernel_set(v);
+    for (const Candidate& cand : candidates()) {
+        const KernelSet* k = cand.set;
+        const std::string& v = cand.name;
         std::vector<float> y(rows + 1, 12345.0f);
         k->matvec[size_t(t)](w.data(), cols, x.data(), y.data(), 0, rows);
         check(same_bits(y.data(), ref.data(), rows), shape("matvec", t, rows, cols, v));
@@ -167,8 +224,9 @@ void check_matmul(WeightType t, size_t rows, size_t cols, std::mt19937& rng) {
     std::vector<float> ref(rows * max_n);
     const KernelSet* scalar = kernel_set(Variant::Scalar);
     for (size_t i = 0; i < max_n; ++i) scalar->matvec[size_t(t)](w.data(), cols, x.data() + i * cols, ref.data() + i * rows, 0, rows);
-    for (Variant v : supported_variants()) {
-        const KernelSet* k = kernel_set(v);
+    for (const Candidate& cand : candidates()) {
+        const KernelSet* k = cand.set;
+        const std::string& v = cand.name;
         for (size_t n = 1; n <= max_n; ++n) {
             const size_t begin = n % 2 ? 0 : rows / 4, end = rows;
             const size_t ldy = end - begin + 3;
@@ -219,17 +277,62 @@ void check_dispatch(std::mt19937& rng) {
     check(selected_variant(Op::Matvec, WeightType::Q8_0) == best_variant(), "select_best");
 }
 
-// Special values: zero rows and vectors give +0, and an infinity in the vector propagates.
+// Special values: zero rows and vectors give +0; NaN and infinities in the vector do not crash (the block
+// types' result is unspecified then, canonical.h 2a) and stay identical across variants for the float
+// types' propagation.
 void check_special_values() {
     const size_t rows = 3, cols = 256;
     for (WeightType t : kTypes) {
         std::vector<uint8_t> w(row_bytes(t, cols) * rows, 0);
         std::vector<float> x(cols, 1.0f), y(rows);
-        for (Variant v : supported_variants()) {
-            kernel_set(v)->matvec[size_t(t)](w.data(), cols, x.data(), y.data(), 0, rows);
-            for (float f : y) check(f == 0.0f && !std::signbit(f), shape("zero weights", t, rows, cols, v));
+        for (const Candidate& c : candidates()) {
+            c.set->matvec[size_t(t)](w.data(), cols, x.data(), y.data(), 0, rows);
+            for (float f : y) check(f == 0.0f && !std::signbit(f), shape("zero weights", t, rows, cols, c.name));
         }
     }
+    std::mt19937 rng(7);
+    for (WeightType t : kTypes) {
+        const std::vector<uint8_t> w = random_matrix(t, rows, cols, rng);
+        std::vector<float> zero(cols, 0.0f), y(rows);
+        for (const Candidate& c : candidates()) {
+            c.set->matvec[size_t(t)](w.data(), cols, zero.data(), y.data(), 0, rows);
+            for (float f : y) check(f == 0.0f, shape("zero vector", t, rows, cols, c.name));
+        }
+        std::vector<float> bad = random_vector(cols, rng);
+        bad[3] = NAN, bad[40] = INFINITY, bad[77] = -INFINITY, bad[100] = 1e-40f;
+        for (size_t i = 128; i < 160; ++i) bad[i] = 1e-41f;  // a block of denormals only
+        std::vector<float> ref(rows);
+        kernel_set(Variant::Scalar)->matvec[size_t(t)](w.data(), cols, bad.data(), ref.data(), 0, rows);
+        for (const Candidate& c : candidates()) {
+            c.set->matvec[size_t(t)](w.data(), cols, bad.data(), y.data(), 0, rows);
+            check(same_bits(y.data(), ref.data(), rows), shape("NaN/Inf vector", t, rows, cols, c.name));
+        }
+    }
+}
+
+// The activation quantiser (canonical.h, 2a) on chosen values.
+void check_quantizer() {
+    float x[32] = {}, d = -1;
+    int8_t q[32];
+    int32_t sum = -1;
+    canonical::quantize_block(x, q, &d, &sum);
+    bool zero = d == 0.0f && sum == 0;
+    for (int8_t v : q) zero = zero && v == 0;
+    check(zero, "quantize_block: all-zero block");
+    // amax 127: x·inv is x itself; ties round to even, the maximum maps to ±127.
+    for (size_t i = 0; i < 32; ++i) x[i] = 0.0f;
+    x[0] = 127.0f, x[1] = -127.0f, x[2] = 2.5f, x[3] = 3.5f, x[4] = -2.5f, x[5] = 0.49f, x[6] = -126.5f;
+    canonical::quantize_block(x, q, &d, &sum);
+    check(d == 1.0f && q[0] == 127 && q[1] == -127 && q[2] == 2 && q[3] == 4 && q[4] == -2 && q[5] == 0 &&
+              q[6] == -126 && sum == 127 - 127 + 2 + 4 - 2 - 126,
+          "quantize_block: rounding to nearest even, clamp, sum");
+    for (size_t i = 0; i < 32; ++i) x[i] = float(i) - 16.0f;
+    x[9] = NAN;
+    canonical::quantize_block(x, q, &d, &sum);
+    check(q[9] == 0 && q[0] == -127 && d == 16.0f / 127.0f, "quantize_block: NaN gives 0 and is not amax");
+    x[9] = INFINITY;
+    canonical::quantize_block(x, q, &d, &sum);  // garbage, but defined
+    check(std::isinf(d), "quantize_block: Inf gives d = Inf");
 }
 
 }  // namespace
@@ -237,7 +340,7 @@ void check_special_values() {
 int main() {
     std::mt19937 rng(20261203);
     std::printf("variants:");
-    for (Variant v : supported_variants()) std::printf(" %s", variant_name(v));
+    for (const Candidate& c : candidates()) std::printf(" %s", c.name.c_str());
     std::printf(" (best %s)\n", variant_name(best_variant()));
 
     for (WeightType t : kTypes) {
@@ -263,6 +366,7 @@ int main() {
     }
     check_dispatch(rng);
     check_special_values();
+    check_quantizer();
     std::printf("%d checks, %d failures\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,72 @@
+// The activation quantisation of the block types' integer path (kernels/canonical.h, 2a). Compiled once with
+// the baseline flags and called by every variant, so all variants see the same quantised vector.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/canonical.h"
+
+namespace colibri::kernels::canonical {
+
+void quantize_block(const float* x, int8_t* q, float* d, int32_t* sum) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < kActBlock; ++i) {
+        const float a = std::fabs(x[i]);
+        if (a > amax) amax = a;  // false for NaN: NaN is skipped
+    }
+    *d = amax / 127.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    constexpr float kRound = 12582912.0f;  // 1.5 · 2^23: (v + kRound) − kRound rounds |v| ≤ 2^22 to nearest even
+    int32_t s = 0;
+    for (size_t i = 0; i < kActBlock; ++i) {
+        float v = x[i] * inv;
+        v = v > 127.0f ? 127.0f : v;
+        v = v < -127.0f ? -127.0f : v;
+        if (!(v == v)) v = 0.0f;  // NaN (x NaN, or Inf · 0)
+        const float r = (v + kRound) - kRound;
+        const int qi = static_cast<int>(r);  // r is an integer in [−127, 127]
+        q[i] = static_cast<int8_t>(qi);
+        s += qi;
+    }
+    *sum = s;
+}
+
+namespace {
+
+struct Buffer {
+    std::vector<int8_t> q;
+    std::vector<float> d, nsum;
+    std::vector<int32_t> sum;
+};
+
+}  // namespace
+
+QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n) {
+    thread_local Buffer buf;
+    const size_t blocks = cols / kActBlock;
+    const size_t stride = (blocks + kLanes - 1) / kLanes * kLanes;
+    const size_t total = stride * n;
+    if (buf.d.size() < total) {  // grows only; never shrinks
+        buf.q.resize(total * kActBlock);
+        buf.d.resize(total);
+        buf.nsum.resize(total);
+        buf.sum.resize(total);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const float* xi = x + i * cols;
+        int8_t* q = buf.q.data() + i * stride * kActBlock;
+        float* d = buf.d.data() + i * stride;
+        float* nsum = buf.nsum.data() + i * stride;
+        int32_t* sum = buf.sum.data() + i * stride;
+        for (size_t b = 0; b < blocks; ++b) {
+            quantize_block(xi + b * kActBlock, q + b * kActBlock, d + b, sum + b);
+            nsum[b] = -float(sum[b]);
+        }
+        const size_t pad = stride - blocks;
+        std::memset(q + blocks * kActBlock, 0, pad * kActBlock);
+        for (size_t b = blocks; b < stride; ++b) d[b] = 0.0f, nsum[b] = 0.0f, sum[b] = 0;
+    }
+    return {buf.q.data(), buf.d.data(), buf.sum.data(), buf.nsum.data(), blocks, stride};
+}
+
+}  // namespace colibri::kernels::canonical
