@@ -1,17 +1,10 @@
-// The engine's thread pool. A job over [0, n) is cut into chunks at boundaries that depend only on n, the
-// minimum chunk and the pool size; threads claim chunks from a shared counter, and every output element is
-// produced by exactly one fn(begin, end) call, so results never depend on timing, on which thread ran a
-// chunk, or on the number of threads (the callers' outputs are per element, never per range).
-//
-// Decode makes dozens of hand-offs per token, each only tens of microseconds of work, so a condition
-// variable's wake-up latency (a futex round trip, worse on a loaded VM) would cost a noticeable share of a
-// token. Workers therefore spin on the job counter for a short while after each job (kSpinNs) and only then
-// sleep on it (std::atomic::wait, a futex on Linux): back-to-back jobs start within a cache-line transfer,
-// and an idle pool (a chat waiting for input) sleeps.
+// The engine's thread pool. Work is split into contiguous, equal ranges by a fixed rule that depends only on
+// the item count and the thread count, and every output element is produced by exactly one task, so results
+// never depend on timing or on the number of threads.
 #pragma once
-#include <atomic>
+#include <condition_variable>
 #include <cstddef>
-#include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -39,26 +32,21 @@ public:
 
     unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
 
-    // Calls fn(begin, end) over [0, n), cut into chunks of at least min_chunk items (at most a few per
-    // thread); blocks until all are done. Jobs too small to split run on the calling thread alone.
-    // Not reentrant: fn must not call parallel_for on the same pool.
+    // Calls fn(begin, end) over [0, n) split into at most size() ranges; blocks until all are done.
+    // Ranges shorter than min_chunk are merged so tiny jobs run on the calling thread alone.
     void parallel_for(size_t n, size_t min_chunk, RangeFn fn);
 
-    // Chunks a job of n items is cut into (exposed for tests).
-    size_t chunk_count(size_t n, size_t min_chunk) const;
-
 private:
-    void worker_loop();
-    void run_chunks();
+    void worker_loop(unsigned index);
 
     std::vector<std::thread> workers_;
-    // The current job; written by the caller before it bumps generation_, read by workers after.
+    std::mutex mutex_;
+    std::condition_variable start_cv_, done_cv_;
     const RangeFn* job_ = nullptr;
-    size_t job_n_ = 0, job_chunks_ = 0;
-    alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job; workers wait on it
-    alignas(64) std::atomic<size_t> next_chunk_{0};    // chunks are claimed by fetch_add
-    alignas(64) std::atomic<unsigned> pending_{0};     // workers that have not finished the current job
-    std::atomic<bool> stop_{false};
+    size_t job_n_ = 0, job_parts_ = 0;
+    unsigned long generation_ = 0;
+    unsigned pending_ = 0;
+    bool stop_ = false;
 };
 
 }  // namespace colibri

@@ -310,8 +310,8 @@ private slots:
         }
     }
 
-    // Back-to-back jobs of changing sizes (as decode issues them): every index exactly once per job, no job
-    // seeing another's chunks, and chunk boundaries that depend only on n, min_chunk and the pool size.
+    // Back-to-back jobs of changing sizes (as decode issues them): every index exactly once per job, and no
+    // job seeing another's ranges.
     void thread_pool_back_to_back_jobs() {
         for (unsigned threads : {2u, 3u, 4u}) {
             ThreadPool pool(threads);
@@ -325,11 +325,8 @@ private slots:
                 for (size_t i = 0; i < n; ++i)
                     if (hits[i].load(std::memory_order_relaxed) != 1) QFAIL(qPrintable(QString("job %1 index %2").arg(job).arg(i)));
             }
-            QCOMPARE(pool.chunk_count(1000, 1), size_t(threads) * 4);
-            QCOMPARE(pool.chunk_count(1000, 400), size_t(2));
-            QCOMPARE(pool.chunk_count(10, 400), size_t(1));
         }
-        // After a pause longer than the spin time the workers sleep, and a new job still wakes them.
+        // After a pause (workers asleep) a new job still wakes them.
         ThreadPool pool(2);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         std::atomic<size_t> covered{0};
