@@ -236,15 +236,28 @@ struct Avx512Isa {
         }
     }
     // R rows side by side (independent chains); each row's float operations are qdot_vectors<…, 1>'s.
+    static constexpr size_t kPrefetchRows = 4;
     template <WeightType T, size_t R>
     static void qdot_rows(const uint8_t* row0, size_t stride, const canonical::QuantizedActivations& qa,
-                          const int8_t* qx, float* y) {
+                          const int8_t* qx, float* y, const uint8_t* pf) {
         V acc[R];
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) acc[r] = zero();
         for (size_t g0 = 0; g0 < qa.blocks; g0 += 16) {
             const size_t nb = qa.blocks - g0 < 16 ? qa.blocks - g0 : 16;
             const V dx = load(qa.d + g0);
+            if (pf) {
+                // The same chunk of the rows kPrefetchRows on, into L1 (memory-bound shapes: 32000x1024 q8_0
+                // measured about 1.5x faster, q4_K 1.25x).
+                constexpr size_t unit = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes
+                                        : T == WeightType::Q4_0 ? blocks::kQ4_0Bytes
+                                                                : blocks::kQ4_KBytes / 8;
+                const uint8_t* p = pf + g0 * unit;
+                const size_t bytes = nb * unit;
+                for (size_t r = 0; r < R; ++r)
+                    for (size_t o = 0; o < bytes; o += 64)
+                        _mm_prefetch(reinterpret_cast<const char*>(p + r * stride + o), _MM_HINT_T0);
+            }
             #pragma GCC unroll 4
             for (size_t r = 0; r < R; ++r) {
                 const uint8_t* row = row0 + r * stride;
@@ -299,8 +312,12 @@ struct Avx512Isa {
         const size_t stride = row_bytes(T, cols);
         const auto* base = static_cast<const uint8_t*>(w);
         size_t r = row_begin;
-        for (; r + R <= row_end; r += R) qdot_rows<T, R>(base + r * stride, stride, qa, qx, y + (r - row_begin));
-        for (; r < row_end; ++r) qdot_rows<T, 1>(base + r * stride, stride, qa, qx, y + (r - row_begin));
+        // pf: rows r + kPrefetchRows .. + R − 1 while they are inside the range, else none.
+        auto ahead = [&](size_t r0, size_t n) {
+            return r0 + kPrefetchRows + n <= row_end ? base + (r0 + kPrefetchRows) * stride : nullptr;
+        };
+        for (; r + R <= row_end; r += R) qdot_rows<T, R>(base + r * stride, stride, qa, qx, y + (r - row_begin), ahead(r, R));
+        for (; r < row_end; ++r) qdot_rows<T, 1>(base + r * stride, stride, qa, qx, y + (r - row_begin), ahead(r, 1));
     }
 };
 
