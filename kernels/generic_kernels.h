@@ -105,9 +105,11 @@ inline float finish(typename Isa::V acc, const uint8_t* row, size_t cols, const 
 // The loops over rows, vectors and registers have compile-time bounds and are unrolled (#pragma GCC unroll)
 // so that the accumulators live in registers rather than in an indexed array on the stack.
 
-// R rows against one vector, side by side so their FMA chains overlap; y[k] for row0 + k·stride.
+// R rows against one vector, side by side so their FMA chains overlap; y[k] for row0 + k·stride. With
+// `prefetch`, the next R rows (which the caller guarantees are inside its range) are prefetched at the same
+// column, one cache line at a time. Prefetching changes no value.
 template <class Isa, WeightType T, size_t R>
-inline void dot_rows(const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y) {
+inline void dot_rows(const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y, bool prefetch = false) {
     using D = Decoder<Isa, T>;
     using V = typename Isa::V;
     constexpr size_t kV = D::kGroup / kLanes;
@@ -115,7 +117,12 @@ inline void dot_rows(const uint8_t* row0, size_t stride, size_t cols, const floa
     typename D::State st[R];
     for (size_t r = 0; r < R; ++r) acc[r] = Isa::zero();
     const size_t groups = cols / D::kGroup;
+    constexpr size_t kGroupBytes = D::kGroup * (T == WeightType::F32 ? 4 : 2);
     for (size_t g = 0; g < groups; ++g) {
+        if (prefetch && (g * kGroupBytes) % 64 == 0) {
+            #pragma GCC unroll 16
+            for (size_t r = 0; r < R; ++r) __builtin_prefetch(row0 + (R + r) * stride + g * kGroupBytes, 0, 3);
+        }
         V xv[kV];
         #pragma GCC unroll 16
         for (size_t v = 0; v < kV; ++v) xv[v] = Isa::load(x + g * D::kGroup + v * kLanes);
@@ -191,7 +198,8 @@ void matvec(const void* w, size_t cols, const float* x, float* y, size_t row_beg
     const size_t stride = row_bytes(T, cols);
     const auto* base = static_cast<const uint8_t*>(w);
     size_t r = row_begin;
-    for (; r + R <= row_end; r += R) dot_rows<Isa, T, R>(base + r * stride, stride, cols, x, y + (r - row_begin));
+    for (; r + R <= row_end; r += R)
+        dot_rows<Isa, T, R>(base + r * stride, stride, cols, x, y + (r - row_begin), r + 2 * R <= row_end);
     for (; r < row_end; ++r) dot_rows<Isa, T, 1>(base + r * stride, stride, cols, x, y + (r - row_begin));
 }
 
