@@ -31,6 +31,16 @@ void quantize_block(const float* x, int8_t* q, float* d, int32_t* sum) {
     *sum = s;
 }
 
+void dequantize_activations(const float* x, size_t cols, float* xq, float* dx) {
+    for (size_t b = 0; b + kActBlock <= cols; b += kActBlock) {
+        int8_t q[kActBlock];
+        float d;
+        int32_t sum;
+        quantize_block(x + b, q, &d, &sum);
+        for (size_t i = 0; i < kActBlock; ++i) xq[b + i] = d * float(q[i]), dx[b + i] = d;
+    }
+}
+
 namespace {
 
 struct Buffer {

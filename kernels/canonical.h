@@ -64,6 +64,10 @@ struct QuantizedActivations {
 // Quantises one block of 32 values as described in 2a.
 void quantize_block(const float* x, int8_t* q, float* d, int32_t* sum);
 
+// x as the block types' kernels see it: xq[c] = d_x·q[c] per block of 32 and dx[c] = that block's d_x, for the
+// whole blocks of `cols` (a ragged tail is left as it is). For checking kernels against a reference.
+void dequantize_activations(const float* x, size_t cols, float* xq, float* dx);
+
 // Quantises n vectors of `cols` values (cols a multiple of 32) into a buffer owned by the calling thread;
 // valid until the thread's next call. The buffer only grows (no allocation once it is large enough).
 QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n);

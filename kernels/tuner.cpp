@@ -155,18 +155,6 @@ json choice_to_json(const TuneChoice& c) {
 
 }  // namespace
 
-const char* weight_type_label(WeightType type) {
-    switch (type) {
-        case WeightType::F32: return "f32";
-        case WeightType::F16: return "f16";
-        case WeightType::BF16: return "bf16";
-        case WeightType::Q8_0: return "q8_0";
-        case WeightType::Q4_K: return "q4_K";
-        case WeightType::Q4_0: return "q4_0";
-    }
-    return "unknown";
-}
-
 std::string library_version() { return COLIBRI_VERSION_STRING; }
 
 TuneReport run_tuner(const TuneOptions& options, const TuneProgress& progress) {

@@ -59,7 +59,6 @@ TuneReport run_tuner(const TuneOptions& options, const TuneProgress& progress = 
 // "ns_median", "gflops", "gbps", "chosen"}]}
 std::string tune_report_json(const TuneReport& report);
 
-const char* weight_type_label(WeightType type);  // "f32", "f16", "bf16", "q8_0", "q4_K", "q4_0"
 std::string library_version();
 
 // The cache file: COLIBRI_TUNE_CACHE, else $XDG_CACHE_HOME/colibri/tune.json, else ~/.cache/colibri/tune.json.

@@ -234,13 +234,7 @@ private slots:
         for (size_t i = 0; i < cols; ++i) x[i] = std::cos(float(i) * 0.3f);
         kernels::matvec_rows(WeightType::Q8_0, w.data(), cols, x.data(), y.data(), 0, rows);
         std::vector<float> xq(cols), dx(cols);
-        for (size_t b = 0; b < cols; b += 32) {
-            int8_t q[32];
-            float d;
-            int32_t sum;
-            kernels::canonical::quantize_block(x.data() + b, q, &d, &sum);
-            for (size_t i = 0; i < 32; ++i) xq[b + i] = d * float(q[i]), dx[b + i] = d;
-        }
+        kernels::canonical::dequantize_activations(x.data(), cols, xq.data(), dx.data());
         for (size_t r = 0; r < rows; ++r) {
             kernels::dequantize_row(WeightType::Q8_0, w.data(), cols, r, row.data());
             double ref = 0, ref_x = 0, act = 0;

@@ -218,13 +218,7 @@ private slots:
         std::vector<float> y(rows), row(cols);
         kernels::matvec_rows(t, q.data(), cols, x.data(), y.data(), 0, rows);
         std::vector<float> xq(cols), dx(cols);
-        for (size_t b = 0; b < cols; b += 32) {
-            int8_t qb[32];
-            float d;
-            int32_t sum;
-            kernels::canonical::quantize_block(x.data() + b, qb, &d, &sum);
-            for (size_t i = 0; i < 32; ++i) xq[b + i] = d * float(qb[i]), dx[b + i] = d;
-        }
+        kernels::canonical::dequantize_activations(x.data(), cols, xq.data(), dx.data());
         for (size_t r = 0; r < rows; ++r) {
             kernels::dequantize_row(t, q.data(), cols, r, row.data());
             double ref = 0, mag = 0, ref_x = 0, act = 0;

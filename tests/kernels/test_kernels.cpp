@@ -34,17 +34,6 @@ void check(bool ok, const std::string& what) {
     if (!ok) fail(what);
 }
 
-const char* type_name(WeightType t) {
-    switch (t) {
-        case WeightType::F32: return "f32";
-        case WeightType::F16: return "f16";
-        case WeightType::BF16: return "bf16";
-        case WeightType::Q8_0: return "q8_0";
-        case WeightType::Q4_K: return "q4_K";
-        case WeightType::Q4_0: return "q4_0";
-    }
-    return "?";
-}
 
 constexpr WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
                                  WeightType::Q8_0, WeightType::Q4_K, WeightType::Q4_0};
@@ -133,20 +122,14 @@ bool is_block_type(WeightType t) { return t == WeightType::Q8_0 || t == WeightTy
 std::vector<float> quantised_activations(const std::vector<float>& x, std::vector<float>* dx) {
     std::vector<float> out(x.size());
     dx->assign(x.size(), 0.0f);
-    for (size_t b = 0; b + 32 <= x.size(); b += 32) {
-        int8_t q[32];
-        float d;
-        int32_t sum;
-        canonical::quantize_block(x.data() + b, q, &d, &sum);
-        for (size_t i = 0; i < 32; ++i) out[b + i] = d * float(q[i]), (*dx)[b + i] = d;
-    }
+    canonical::dequantize_activations(x.data(), x.size(), out.data(), dx->data());
     return out;
 }
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 std::string shape(const char* what, WeightType t, size_t rows, size_t cols, const std::string& v) {
-    return std::string(what) + " " + type_name(t) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+    return std::string(what) + " " + weight_type_label(t) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
            " " + v;
 }
 std::string shape(const char* what, WeightType t, size_t rows, size_t cols, Variant v) {
@@ -362,7 +345,7 @@ int main() {
             check_matmul(t, rows, bv == 1 ? 67 : bv * 2, rng);
         }
         check_matmul(t, 5, bv == 1 ? 1024 : (bv == 256 ? 1024 : 2816 / 32 * 32), rng);
-        std::printf("%s: done\n", type_name(t));
+        std::printf("%s: done\n", weight_type_label(t));
     }
     check_dispatch(rng);
     check_special_values();
