@@ -233,7 +233,10 @@ inline constexpr size_t kChunk = kLanes;                // units per pass: one p
 // a and dmin·m_j in b (exact products).
 template <class Isa, WeightType T>
 inline void chunk_scales(const uint8_t* row, size_t g0, size_t nb, typename Isa::V* a, typename Isa::V* b) {
-    if constexpr (T == WeightType::Q4_K) {
+    if constexpr (T == WeightType::Q4_K && requires { Isa::q4_k_scales(row, g0, nb, a, b); }) {
+        // An ISA with a vector unpacking of the scales (the same exact products).
+        Isa::q4_k_scales(row, g0, nb, a, b);
+    } else if constexpr (T == WeightType::Q4_K) {
         // The eight 6-bit scales and mins of a super-block (blocks::q4_k_scale_min) as bytes, four at a time
         // from the 12 scale bytes read as little-endian words; then d·sc and dmin·m, exact products.
         constexpr size_t kPer = blocks::kQ4_KValues / kUnit;

@@ -59,6 +59,48 @@ struct Avx512Isa {
     static V u8_16(uint64_t lo, uint64_t hi) {
         return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(int64_t(hi), int64_t(lo))));
     }
+    // q4_K's d·sc_j and dmin·m_j for the one or two super-blocks of a chunk (nb 8 or 16), unpacked in vector
+    // registers rather than byte by byte (generic::chunk_scales has the scalar form): a byte shuffle puts each
+    // 6-bit field's low and high source bytes side by side, then masks and shifts assemble the fields.
+    static void q4_k_scales(const uint8_t* row, size_t g0, size_t nb, V* a, V* b) {
+        const uint8_t* blk = row + (g0 / 8) * blocks::kQ4_KBytes;
+        const bool two = nb > 8;
+        // Lane 0: the 12 scale bytes of the first super-block (16 loaded, inside the block); lane 1: the second's.
+        const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));
+        const __m128i s1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + blocks::kQ4_KBytes + 4))
+                               : _mm_setzero_si128();
+        const __m256i s = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
+        // Per lane, bytes 0..7 the scales j = 0..7, bytes 8..15 the mins. lo: the byte with the field's low
+        // bits (sc: s[j] for j < 4, s[j + 4] after; m: s[j + 4]); hi: the byte whose top two bits are bits 4-5
+        // (sc: s[j − 4], m: s[j], both for j ≥ 4; zero for j < 4).
+        const __m256i lo_idx = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11);
+        const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7,
+                                                -1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+        const __m256i lo = _mm256_shuffle_epi8(s, lo_idx), hi = _mm256_shuffle_epi8(s, hi_idx);
+        // Low bits: & 63 for j < 4; for j ≥ 4 the scale's low nibble, the min's high nibble.
+        const __m256i keep = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0,
+                                              63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
+        const __m256i min_hi = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15,
+                                                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
+        const __m256i low = _mm256_or_si256(_mm256_and_si256(lo, keep), _mm256_and_si256(_mm256_srli_epi16(lo, 4), min_hi));
+        // (byte >> 6) << 4 is (byte >> 2) & 0x30; the 16-bit shift's spill from the next byte is masked off.
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hi, 2), _mm256_set1_epi8(0x30));
+        // qwords [sc0, m0, sc1, m1] -> [sc0, sc1, m0, m1]
+        const __m256i f = _mm256_permute4x64_epi64(_mm256_or_si256(low, top), 0xD8);
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(f)));
+        const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(f, 1)));
+        // [d0, dmin0, d1, dmin1] (the second pair 0 for one super-block), each broadcast over its 8 lanes.
+        uint32_t w0, w1 = 0;
+        std::memcpy(&w0, blk, 4);
+        if (two) std::memcpy(&w1, blk + blocks::kQ4_KBytes, 4);
+        const __m512 dd = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(uint64_t(w0) | uint64_t(w1) << 32))));
+        const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), dd);
+        const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), dd);
+        *a = _mm512_mul_ps(d, sc);
+        *b = _mm512_mul_ps(dmin, mn);
+    }
+
     // Integer path (canonical.h, 2b). A register holds two units (64 bytes); u8 × s8 products summed in
     // groups of four into 16 i32 lanes, lanes 0..7 the first unit, 8..15 the second. Without VNNI:
     // vpmaddubsw (pairs to i16, at most 2·128·127 = 32512: no saturation) and vpmaddwd with ones.
@@ -118,12 +160,6 @@ struct Avx512Isa {
             }
         }
     }
-    // Adjacent lanes of a (lanes 0..7) and of b (lanes 8..15) summed.
-    static __m512i pairsum(__m512i a, __m512i b) {
-        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b), _mm512_permutex2var_epi32(a, odd, b));
-    }
     template <WeightType T>
     static V isums(const Chunk& c, size_t, const int8_t* qx, const int32_t* sx) {
         __m512i p[8];
@@ -133,9 +169,7 @@ struct Avx512Isa {
             if constexpr (T == WeightType::Q8_0 && !kVnni) x = _mm512_mask_sub_epi8(x, c.neg[m], _mm512_setzero_si512(), x);
             p[m] = dot_u8s8(c.p[m], x);
         }
-        const __m512i q0 = pairsum(p[0], p[1]), q1 = pairsum(p[2], p[3]);
-        const __m512i q2 = pairsum(p[4], p[5]), q3 = pairsum(p[6], p[7]);
-        __m512i s = pairsum(pairsum(q0, q1), pairsum(q2, q3));  // lane k: unit g0 + k
+        __m512i s = reduce<false>(p);  // lane k: unit g0 + k
         if constexpr (T == WeightType::Q8_0 && kVnni) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 7));
         if constexpr (T == WeightType::Q4_0) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));
         return _mm512_cvtepi32_ps(s);
