@@ -306,6 +306,115 @@ struct Avx512Isa {
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) y[r * ystride] = sum_lanes(acc[r]);
     }
+    // ---- matmul (several vectors) for q4_K ----
+    // Four units per register instead of two, so that a chunk's 16 unit sums take half the reduction: a
+    // 64-byte load of codes holds units u0..u3 of a super-block quarter (u0/u1 the low/high nibbles of its
+    // first 32 bytes, u2/u3 of the last 32); of the nibble registers lo = [u0a u0b u2a u2b] and
+    // hi = [u1a u1b u3a u3b] (a, b the first and last 16 values of a unit, 128 bits each), A = [u0a u2a u1a
+    // u3a] and B = [u0b u2b u1b u3b] put both halves of each unit in the same four i32 lanes, so one
+    // accumulator takes both products. The shuffles are done once per chunk for all the block's vectors; the
+    // activations are permuted to match once per call. The integers are the same, so are the bits.
+    struct Q4KPairs {
+        __m512i a[4], b[4];
+    };
+    static void prepare_q4k(const uint8_t* row, size_t g0, size_t nb, Q4KPairs& c) {
+        const uint8_t* q = row + (g0 / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
+        const __m512i lo4 = _mm512_set1_epi8(0x0F);
+        #pragma GCC unroll 4
+        for (size_t i = 0; i < 4; ++i) {
+            if (i >= 2 && nb <= 8) {
+                c.a[i] = c.b[i] = _mm512_setzero_si512();
+                continue;
+            }
+            const __m512i z = _mm512_loadu_si512(q + (i / 2) * blocks::kQ4_KBytes + (i % 2) * 64);
+            const __m512i lo = _mm512_and_si512(z, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+            c.a[i] = _mm512_shuffle_i64x2(lo, hi, 0x88);  // 128-bit parts 0, 2 of lo, then of hi
+            c.b[i] = _mm512_shuffle_i64x2(lo, hi, 0xDD);  // parts 1, 3
+        }
+    }
+    // float(isum) of the chunk's 16 units; qx in the order of prepare_q4k (permute_q4k below).
+    static V isums_q4k(const Q4KPairs& c, const int8_t* qx) {
+        __m512i acc[4];
+        #pragma GCC unroll 4
+        for (size_t i = 0; i < 4; ++i) {
+            const __m512i xa = _mm512_loadu_si512(qx + 128 * i), xb = _mm512_loadu_si512(qx + 128 * i + 64);
+            if constexpr (kVnni) acc[i] = _mm512_dpbusd_epi32(dot_u8s8(c.a[i], xa), c.b[i], xb);
+            else acc[i] = _mm512_add_epi32(dot_u8s8(c.a[i], xa), dot_u8s8(c.b[i], xb));
+        }
+        // Register i's lanes 4k..4k+3 hold unit 4i + (0, 2, 1, 3)[k]; after the pairwise fold, unit u's two
+        // partial sums are at i1[u] and i1[u] + 2 of (e, f).
+        const __m512i e = fold<1>(acc[0], acc[1]), f = fold<1>(acc[2], acc[3]);
+        const __m512i i1 = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 16, 24, 20, 28, 17, 25, 21, 29);
+        const __m512i i2 = _mm512_add_epi32(i1, _mm512_set1_epi32(2));
+        return _mm512_cvtepi32_ps(
+            _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f)));
+    }
+    // Every 4 units [u0 u1 u2 u3] of the activations as [u0a u2a u1a u3a u0b u2b u1b u3b] (16 bytes each).
+    static const int8_t* permute_q4k(const canonical::QuantizedActivations& qa, size_t n) {
+        thread_local std::vector<int8_t> perm;
+        const size_t units = n * qa.stride;  // each vector's stride a multiple of 16 units
+        if (perm.size() < units * 32) perm.resize(units * 32);
+        for (size_t u = 0; u < units; u += 4) {
+            const int8_t* s = qa.q + u * 32;
+            int8_t* d = perm.data() + u * 32;
+            constexpr size_t order[4] = {0, 2, 1, 3};
+            for (size_t k = 0; k < 4; ++k) {
+                const __m128i* src = reinterpret_cast<const __m128i*>(s + 32 * order[k]);
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * k), _mm_loadu_si128(src));
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64 + 16 * k), _mm_loadu_si128(src + 1));
+            }
+        }
+        return perm.data();
+    }
+    // One row against vectors v0 .. v0 + N − 1: generic::qdot_vectors<…, Q4_K, N>'s float operations.
+    template <size_t N>
+    static void qdot_q4k(const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px, size_t v0,
+                         float* y, size_t ldy) {
+        V acc[N];
+        #pragma GCC unroll 8
+        for (size_t i = 0; i < N; ++i) acc[i] = zero();
+        for (size_t g0 = 0; g0 < qa.blocks; g0 += 16) {
+            const size_t nb = qa.blocks - g0 < 16 ? qa.blocks - g0 : 16;
+            V a, b;
+            q4_k_scales(row, g0, nb, &a, &b);
+            Q4KPairs wc;
+            prepare_q4k(row, g0, nb, wc);
+            #pragma GCC unroll 8
+            for (size_t i = 0; i < N; ++i) {
+                const size_t at = (v0 + i) * qa.stride + g0;
+                const V is = isums_q4k(wc, px + at * 32);
+                const V dx = load(qa.d + at);
+                acc[i] = fma(is, mul(a, dx), acc[i]);
+                acc[i] = fma(load(qa.nsum + at), mul(b, dx), acc[i]);
+            }
+        }
+        #pragma GCC unroll 8
+        for (size_t i = 0; i < N; ++i) y[i * ldy] = sum_lanes(acc[i]);
+    }
+    template <size_t N>
+    static void qdot_q4k_rest(size_t n, const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px,
+                              size_t v0, float* y, size_t ldy) {
+        if constexpr (N > 0) {
+            if (n == N) return qdot_q4k<N>(row, qa, px, v0, y, ldy);
+            qdot_q4k_rest<N - 1>(n, row, qa, px, v0, y, ldy);
+        }
+    }
+    static void qmatmul_q4k(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy, size_t row_begin,
+                            size_t row_end) {
+        constexpr size_t N = kMatmulVectors;
+        const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, n);
+        const int8_t* px = permute_q4k(qa, n);
+        const size_t stride = row_bytes(WeightType::Q4_K, cols);
+        const auto* base = static_cast<const uint8_t*>(w);
+        for (size_t r = row_begin; r < row_end; ++r) {
+            float* yr = y + (r - row_begin);
+            const uint8_t* row = base + r * stride;
+            size_t i = 0;
+            for (; i + N <= n; i += N) qdot_q4k<N>(row, qa, px, i, yr + i * ldy, ldy);
+            qdot_q4k_rest<N - 1>(n - i, row, qa, px, i, yr + i * ldy, ldy);
+        }
+    }
+
     template <WeightType T>
     static void qmatvec(const void* w, size_t cols, const float* x, float* y, size_t row_begin, size_t row_end) {
         // Rows side by side: two for q4_K (its chains are longer: two FMAs and the scale unpacking per chunk),
@@ -365,6 +474,7 @@ constexpr KernelSet make_avx512_set() {
     s.matvec[size_t(WeightType::Q8_0)] = Isa::template qmatvec<WeightType::Q8_0>;
     s.matvec[size_t(WeightType::Q4_K)] = Isa::template qmatvec<WeightType::Q4_K>;
     s.matvec[size_t(WeightType::Q4_0)] = Isa::template qmatvec<WeightType::Q4_0>;
+    s.matmul[size_t(WeightType::Q4_K)] = Isa::qmatmul_q4k;
     return s;
 }
 
