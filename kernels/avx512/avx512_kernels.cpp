@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu_info.h"
@@ -332,7 +333,7 @@ struct Avx512Isa {
             c.b[i] = _mm512_shuffle_i64x2(lo, hi, 0xDD);  // parts 1, 3
         }
     }
-    // float(isum) of the chunk's 16 units; qx in the order of prepare_q4k (permute_q4k below).
+    // float(isum) of the chunk's 16 units; qx in the order of prepare_q4k (permute_halves<0, 2, 1, 3>).
     static V isums_q4k(const Q4KPairs& c, const int8_t* qx) {
         __m512i acc[4];
         #pragma GCC unroll 4
@@ -349,15 +350,69 @@ struct Avx512Isa {
         return _mm512_cvtepi32_ps(
             _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f)));
     }
-    // Every 4 units [u0 u1 u2 u3] of the activations as [u0a u2a u1a u3a u0b u2b u1b u3b] (16 bytes each).
-    static const int8_t* permute_q4k(const canonical::QuantizedActivations& qa, size_t n) {
+    // q8_0 in the same layout: A = the first 16 bytes of four consecutive blocks, B their last 16; lanes
+    // 4k..4k+3 of register i hold unit 4i + k. VNNI takes w + 128 (the −128·Σx per unit comes after); without
+    // VNNI |w|, with w's negative bytes moved onto x (neg).
+    struct Q8Pairs {
+        __m512i a[4], b[4];
+        __mmask64 na[4], nb[4];
+    };
+    static __m512i q8_halves(const uint8_t* row, size_t g, size_t nb, size_t half) {
+        __m512i z = _mm512_setzero_si512();
+        const auto piece = [&](size_t k) {
+            return g + k < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + (g + k) * blocks::kQ8_0Bytes + 2 + 16 * half))
+                              : _mm_setzero_si128();
+        };
+        z = _mm512_inserti32x4(z, piece(0), 0);
+        z = _mm512_inserti32x4(z, piece(1), 1);
+        z = _mm512_inserti32x4(z, piece(2), 2);
+        return _mm512_inserti32x4(z, piece(3), 3);
+    }
+    static __m512i q8_operand(__m512i w, __mmask64* neg) {
+        if constexpr (kVnni) return _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
+        *neg = _mm512_movepi8_mask(w);
+        return _mm512_abs_epi8(w);
+    }
+    static void prepare_q8(const uint8_t* row, size_t g0, size_t nb, Q8Pairs& c) {
+        const uint8_t* r = row + g0 * blocks::kQ8_0Bytes;
+        const size_t left = nb;  // units of the chunk that exist
+        #pragma GCC unroll 4
+        for (size_t i = 0; i < 4; ++i) {
+            c.na[i] = c.nb[i] = 0;
+            c.a[i] = q8_operand(q8_halves(r, 4 * i, left, 0), &c.na[i]);
+            c.b[i] = q8_operand(q8_halves(r, 4 * i, left, 1), &c.nb[i]);
+        }
+    }
+    static V isums_q8(const Q8Pairs& c, const int8_t* qx, const int32_t* sx) {
+        __m512i acc[4];
+        #pragma GCC unroll 4
+        for (size_t i = 0; i < 4; ++i) {
+            __m512i xa = _mm512_loadu_si512(qx + 128 * i), xb = _mm512_loadu_si512(qx + 128 * i + 64);
+            if constexpr (kVnni) {
+                acc[i] = _mm512_dpbusd_epi32(dot_u8s8(c.a[i], xa), c.b[i], xb);
+            } else {
+                xa = _mm512_mask_sub_epi8(xa, c.na[i], _mm512_setzero_si512(), xa);
+                xb = _mm512_mask_sub_epi8(xb, c.nb[i], _mm512_setzero_si512(), xb);
+                acc[i] = _mm512_add_epi32(dot_u8s8(c.a[i], xa), dot_u8s8(c.b[i], xb));
+            }
+        }
+        const __m512i e = fold<1>(acc[0], acc[1]), f = fold<1>(acc[2], acc[3]);
+        const __m512i i1 = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 16, 20, 24, 28, 17, 21, 25, 29);
+        const __m512i i2 = _mm512_add_epi32(i1, _mm512_set1_epi32(2));
+        __m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f));
+        if constexpr (kVnni) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 7));
+        return _mm512_cvtepi32_ps(s);
+    }
+    // Every 4 units [u0 u1 u2 u3] of the activations as the first 16 bytes of each in `order`, then the last 16.
+    template <size_t o0, size_t o1, size_t o2, size_t o3>
+    static const int8_t* permute_halves(const canonical::QuantizedActivations& qa, size_t n) {
         thread_local std::vector<int8_t> perm;
         const size_t units = n * qa.stride;  // each vector's stride a multiple of 16 units
         if (perm.size() < units * 32) perm.resize(units * 32);
+        constexpr size_t order[4] = {o0, o1, o2, o3};
         for (size_t u = 0; u < units; u += 4) {
             const int8_t* s = qa.q + u * 32;
             int8_t* d = perm.data() + u * 32;
-            constexpr size_t order[4] = {0, 2, 1, 3};
             for (size_t k = 0; k < 4; ++k) {
                 const __m128i* src = reinterpret_cast<const __m128i*>(s + 32 * order[k]);
                 _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * k), _mm_loadu_si128(src));
@@ -366,52 +421,56 @@ struct Avx512Isa {
         }
         return perm.data();
     }
-    // One row against vectors v0 .. v0 + N − 1: generic::qdot_vectors<…, Q4_K, N>'s float operations.
-    template <size_t N>
-    static void qdot_q4k(const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px, size_t v0,
-                         float* y, size_t ldy) {
+    // One row against vectors v0 .. v0 + N − 1: generic::qdot_vectors<…, T, N>'s float operations.
+    template <WeightType T, size_t N>
+    static void qdot_mm(const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px, size_t v0,
+                        float* y, size_t ldy) {
         V acc[N];
         #pragma GCC unroll 8
         for (size_t i = 0; i < N; ++i) acc[i] = zero();
         for (size_t g0 = 0; g0 < qa.blocks; g0 += 16) {
             const size_t nb = qa.blocks - g0 < 16 ? qa.blocks - g0 : 16;
             V a, b;
-            q4_k_scales(row, g0, nb, &a, &b);
-            Q4KPairs wc;
-            prepare_q4k(row, g0, nb, wc);
+            generic::chunk_scales<Avx512Isa, T>(row, g0, nb, &a, &b);
+            std::conditional_t<T == WeightType::Q4_K, Q4KPairs, Q8Pairs> wc;
+            if constexpr (T == WeightType::Q4_K) prepare_q4k(row, g0, nb, wc);
+            else prepare_q8(row, g0, nb, wc);
             #pragma GCC unroll 8
             for (size_t i = 0; i < N; ++i) {
                 const size_t at = (v0 + i) * qa.stride + g0;
-                const V is = isums_q4k(wc, px + at * 32);
+                V is;
+                if constexpr (T == WeightType::Q4_K) is = isums_q4k(wc, px + at * 32);
+                else is = isums_q8(wc, px + at * 32, qa.sum + at);
                 const V dx = load(qa.d + at);
                 acc[i] = fma(is, mul(a, dx), acc[i]);
-                acc[i] = fma(load(qa.nsum + at), mul(b, dx), acc[i]);
+                if constexpr (T == WeightType::Q4_K) acc[i] = fma(load(qa.nsum + at), mul(b, dx), acc[i]);
             }
         }
         #pragma GCC unroll 8
         for (size_t i = 0; i < N; ++i) y[i * ldy] = sum_lanes(acc[i]);
     }
-    template <size_t N>
-    static void qdot_q4k_rest(size_t n, const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px,
-                              size_t v0, float* y, size_t ldy) {
+    template <WeightType T, size_t N>
+    static void qdot_mm_rest(size_t n, const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px,
+                             size_t v0, float* y, size_t ldy) {
         if constexpr (N > 0) {
-            if (n == N) return qdot_q4k<N>(row, qa, px, v0, y, ldy);
-            qdot_q4k_rest<N - 1>(n, row, qa, px, v0, y, ldy);
+            if (n == N) return qdot_mm<T, N>(row, qa, px, v0, y, ldy);
+            qdot_mm_rest<T, N - 1>(n, row, qa, px, v0, y, ldy);
         }
     }
-    static void qmatmul_q4k(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy, size_t row_begin,
-                            size_t row_end) {
+    template <WeightType T>
+    static void qmatmul(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy, size_t row_begin,
+                        size_t row_end) {
         constexpr size_t N = kMatmulVectors;
         const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, n);
-        const int8_t* px = permute_q4k(qa, n);
-        const size_t stride = row_bytes(WeightType::Q4_K, cols);
+        const int8_t* px = T == WeightType::Q4_K ? permute_halves<0, 2, 1, 3>(qa, n) : permute_halves<0, 1, 2, 3>(qa, n);
+        const size_t stride = row_bytes(T, cols);
         const auto* base = static_cast<const uint8_t*>(w);
         for (size_t r = row_begin; r < row_end; ++r) {
             float* yr = y + (r - row_begin);
             const uint8_t* row = base + r * stride;
             size_t i = 0;
-            for (; i + N <= n; i += N) qdot_q4k<N>(row, qa, px, i, yr + i * ldy, ldy);
-            qdot_q4k_rest<N - 1>(n - i, row, qa, px, i, yr + i * ldy, ldy);
+            for (; i + N <= n; i += N) qdot_mm<T, N>(row, qa, px, i, yr + i * ldy, ldy);
+            qdot_mm_rest<T, N - 1>(n - i, row, qa, px, i, yr + i * ldy, ldy);
         }
     }
 
@@ -474,7 +533,8 @@ constexpr KernelSet make_avx512_set() {
     s.matvec[size_t(WeightType::Q8_0)] = Isa::template qmatvec<WeightType::Q8_0>;
     s.matvec[size_t(WeightType::Q4_K)] = Isa::template qmatvec<WeightType::Q4_K>;
     s.matvec[size_t(WeightType::Q4_0)] = Isa::template qmatvec<WeightType::Q4_0>;
-    s.matmul[size_t(WeightType::Q4_K)] = Isa::qmatmul_q4k;
+    s.matmul[size_t(WeightType::Q4_K)] = Isa::template qmatmul<WeightType::Q4_K>;
+    s.matmul[size_t(WeightType::Q8_0)] = Isa::template qmatmul<WeightType::Q8_0>;
     return s;
 }
 
