@@ -215,8 +215,11 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
         }
         for (uint32_t h = 0; h < n_heads; ++h) rope(q + size_t(h) * hd, inv_freq, hd, position_ + t);
         for (uint32_t h = 0; h < n_kv; ++h) rope(k + size_t(h) * hd, inv_freq, hd, position_ + t);
-        std::copy(k, k + kv_dim, kc + size_t(position_ + t) * kv_dim);
-        std::copy(v, v + kv_dim, vc + size_t(position_ + t) * kv_dim);
+        for (uint32_t h = 0; h < n_kv; ++h) {
+            const size_t at = (size_t(h) * context_ + position_ + t) * hd;
+            std::copy_n(k + size_t(h) * hd, hd, kc + at);
+            std::copy_n(v + size_t(h) * hd, hd, vc + at);
+        }
     }
 
     // Causal attention of every (token, head) pair over the positions up to the token's own. The pairs are
@@ -235,17 +238,15 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
                 const float* q = q_.data() + t * q_dim + h * hd;
                 const size_t kvh = h / group;
-                for (uint32_t p = 0; p < n_pos; ++p) {
-                    const float* k = kc + size_t(p) * kv_dim + kvh * hd;
-                    float dot = 0.0f;
-                    for (uint32_t i = 0; i < hd; ++i) dot += q[i] * k[i];
-                    sc[p] = dot * scale;
-                }
+                // The head's keys are n_pos contiguous rows of hd floats: one f32 matvec of the kernels
+                // (SIMD, canonical order: the same bits for every variant and thread count).
+                kernels::matvec_rows(WeightType::F32, kc + kvh * context_ * hd, hd, q, sc, 0, n_pos);
+                for (uint32_t p = 0; p < n_pos; ++p) sc[p] *= scale;
                 softmax(sc, n_pos);
                 float* out = att_.data() + t * q_dim + h * hd;
                 std::fill(out, out + hd, 0.0f);
                 for (uint32_t p = 0; p < n_pos; ++p) {
-                    const float* v = vc + size_t(p) * kv_dim + kvh * hd;
+                    const float* v = vc + (kvh * context_ + p) * hd;
                     const float a = sc[p];
                     for (uint32_t i = 0; i < hd; ++i) out[i] += a * v[i];
                 }
