@@ -11,7 +11,7 @@
 #   LLAMA_CPP_DIR   a llama.cpp source tree (convert_hf_to_gguf.py, gguf-py)
 #   LLAMA_QUANTIZE  llama-quantize built from it
 # The GGUF side needs /usr/bin/python3 with Debian's python3-numpy, python3-sentencepiece, python3-torch,
-# python3-regex and python3-yaml (tools/gguf_testdata/README: the converter runs unchanged with stand-ins).
+# python3-regex, python3-yaml and python3-tqdm (the converter runs unchanged with stand-ins, tools/gguf_testdata).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
