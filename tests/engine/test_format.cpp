@@ -307,8 +307,11 @@ private slots:
     // Back-to-back jobs of changing sizes (as decode issues them): every index exactly once per job, and no
     // job seeing another's ranges.
     void thread_pool_back_to_back_jobs() {
+        // spin 0: every hand-off sleeps and wakes; 1 µs: polling gives way to sleeping all the time (where a
+        // lost wake-up would hang); 300 µs: the default, threads poll between jobs.
+        for (const auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(1), std::chrono::microseconds(300)})
         for (unsigned threads : {2u, 3u, 4u}) {
-            ThreadPool pool(threads);
+            ThreadPool pool(threads, spin);
             std::vector<std::atomic<int>> hits(4096);
             for (int job = 0; job < 3000; ++job) {
                 const size_t n = 1 + (size_t(job) * 2654435761u) % hits.size();
@@ -321,11 +324,31 @@ private slots:
             }
         }
         // After a pause (workers asleep) a new job still wakes them.
-        ThreadPool pool(2);
+        ThreadPool pool(2, std::chrono::microseconds(300));
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         std::atomic<size_t> covered{0};
         pool.parallel_for(100, 1, [&](size_t b, size_t e) { covered += e - b; });
         QCOMPARE(covered.load(), size_t(100));
+    }
+
+    void thread_pool_spin_time_from_environment() {
+        const QByteArray saved = qgetenv("COLIBRI_SPIN_US");
+        qunsetenv("COLIBRI_SPIN_US");
+        QCOMPARE(ThreadPool::default_spin_time().count(), 300);
+        qputenv("COLIBRI_SPIN_US", "0");
+        QCOMPARE(ThreadPool::default_spin_time().count(), 0);
+        qputenv("COLIBRI_SPIN_US", "50");
+        QCOMPARE(ThreadPool::default_spin_time().count(), 50);
+        qputenv("COLIBRI_SPIN_US", "fast");  // not a number: the default
+        QCOMPARE(ThreadPool::default_spin_time().count(), 300);
+        qputenv("COLIBRI_SPIN_US", "-5");
+        QCOMPARE(ThreadPool::default_spin_time().count(), 300);
+        // More threads than cores never poll (a polling thread would take a working one's core).
+        const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+        QCOMPARE(ThreadPool(cores + 1, std::chrono::microseconds(300)).spin_time().count(), 0);
+        QCOMPARE(ThreadPool(1, std::chrono::microseconds(300)).spin_time().count(), 300);
+        if (saved.isNull()) qunsetenv("COLIBRI_SPIN_US");
+        else qputenv("COLIBRI_SPIN_US", saved);
     }
 };
 
