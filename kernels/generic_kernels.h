@@ -12,11 +12,9 @@
 // Chunk&) (units g0 .. g0 + nb − 1 of a row, nb ≤ 16, decoded once into a form ready for the integer dot
 // product) and isums<T>(const Chunk&, nb, qx, sx): the 16 lanes float(isum_g) of those units (lanes ≥ nb
 // are +0), qx the quantised activations from unit g0 on, sx their block sums (both zero-padded to 16 units).
+// Optional: kMatmulRows (float matmul register block), q4_k_scales (chunk_scales for q4_K in vector code) and
+// matmul_activations<T>(qa, n) (the activations permuted to the unit order of the ISA's Chunk, once per call).
 #pragma once
-#ifndef MODE
-#define MODE 1
-#define PF 1
-#endif
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -271,13 +269,15 @@ inline void chunk_scales(const uint8_t* row, size_t g0, size_t nb, typename Isa:
     }
 }
 
-// One row against vectors v0 .. v0 + N − 1 of qa; y[i·ldy]. The weight scales of a chunk are worked out once
-// for all N vectors; every vector's arithmetic is exactly what it would be alone.
+// One row against vectors v0 .. v0 + N − 1 of qa; y[i·ldy]. qx: qa.q in the order the ISA's isums reads
+// (matmul_activations). The weight scales of a chunk are worked out once for all N vectors; every vector's
+// arithmetic is exactly what it would be alone.
 template <class Isa, WeightType T, size_t N>
-inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivations& qa, size_t v0, float* y,
-                         size_t ldy) {
+inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* qx, size_t v0,
+                         float* y, size_t ldy) {
     using V = typename Isa::V;
     V acc[N];
+    #pragma GCC unroll 8
     for (size_t i = 0; i < N; ++i) acc[i] = Isa::zero();
     for (size_t g0 = 0; g0 < qa.blocks; g0 += kChunk) {
         const size_t nb = qa.blocks - g0 < kChunk ? qa.blocks - g0 : kChunk;
@@ -288,13 +288,25 @@ inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivatio
         #pragma GCC unroll 8
         for (size_t i = 0; i < N; ++i) {
             const size_t at = (v0 + i) * qa.stride + g0;
-            const V is = Isa::template isums<T>(wc, nb, qa.q + at * kUnit, qa.sum + at);
+            const V is = Isa::template isums<T>(wc, nb, qx + at * kUnit, qa.sum + at);
             const V dx = Isa::load(qa.d + at);
             acc[i] = Isa::fma(is, Isa::mul(a, dx), acc[i]);
             if constexpr (T == WeightType::Q4_K) acc[i] = Isa::fma(Isa::load(qa.nsum + at), Isa::mul(b, dx), acc[i]);
         }
     }
+    #pragma GCC unroll 8
     for (size_t i = 0; i < N; ++i) y[i * ldy] = Isa::sum_lanes(acc[i]);
+}
+
+// The quantised activations as the ISA's prepare/isums pair reads them: an ISA whose weight registers hold
+// units in another order permutes the activations to match, once per call (matmul_activations<T>(qa, n));
+// otherwise qa.q as it is.
+template <class Isa, WeightType T>
+inline const int8_t* matmul_activations(const canonical::QuantizedActivations& qa, size_t n) {
+    if constexpr (requires { Isa::template matmul_activations<T>(qa, n); })
+        return Isa::template matmul_activations<T>(qa, n);
+    else
+        return qa.q;
 }
 
 template <class Isa, WeightType T>
@@ -302,16 +314,17 @@ void qmatvec(const void* w, size_t cols, const float* x, float* y, size_t row_be
     const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1);
     const size_t stride = row_bytes(T, cols);
     const auto* base = static_cast<const uint8_t*>(w);
-    for (size_t r = row_begin; r < row_end; ++r) qdot_vectors<Isa, T, 1>(base + r * stride, qa, 0, y + (r - row_begin), 1);
+    const int8_t* qx = matmul_activations<Isa, T>(qa, 1);
+    for (size_t r = row_begin; r < row_end; ++r) qdot_vectors<Isa, T, 1>(base + r * stride, qa, qx, 0, y + (r - row_begin), 1);
 }
 
 // The last n < kMatmulVectors vectors with a compile-time count.
 template <class Isa, WeightType T, size_t N>
-inline void qdot_vectors_rest(size_t n, const uint8_t* row, const canonical::QuantizedActivations& qa, size_t v0,
-                              float* y, size_t ldy) {
+inline void qdot_vectors_rest(size_t n, const uint8_t* row, const canonical::QuantizedActivations& qa,
+                              const int8_t* qx, size_t v0, float* y, size_t ldy) {
     if constexpr (N > 0) {
-        if (n == N) return qdot_vectors<Isa, T, N>(row, qa, v0, y, ldy);
-        qdot_vectors_rest<Isa, T, N - 1>(n, row, qa, v0, y, ldy);
+        if (n == N) return qdot_vectors<Isa, T, N>(row, qa, qx, v0, y, ldy);
+        qdot_vectors_rest<Isa, T, N - 1>(n, row, qa, qx, v0, y, ldy);
     }
 }
 
@@ -320,14 +333,15 @@ void qmatmul(const void* w, size_t cols, const float* x, size_t n, float* y, siz
              size_t row_end) {
     constexpr size_t N = Isa::kMatmulVectors;
     const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, n);  // once per call
+    const int8_t* qx = matmul_activations<Isa, T>(qa, n);
     const size_t stride = row_bytes(T, cols);
     const auto* base = static_cast<const uint8_t*>(w);
     for (size_t r = row_begin; r < row_end; ++r) {
         float* yr = y + (r - row_begin);
         const uint8_t* row = base + r * stride;
         size_t i = 0;
-        for (; i + N <= n; i += N) qdot_vectors<Isa, T, N>(row, qa, i, yr + i * ldy, ldy);
-        qdot_vectors_rest<Isa, T, N - 1>(n - i, row, qa, i, yr + i * ldy, ldy);
+        for (; i + N <= n; i += N) qdot_vectors<Isa, T, N>(row, qa, qx, i, yr + i * ldy, ldy);
+        qdot_vectors_rest<Isa, T, N - 1>(n - i, row, qa, qx, i, yr + i * ldy, ldy);
     }
 }
 

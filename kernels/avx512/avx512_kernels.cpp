@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu_info.h"
@@ -110,26 +109,31 @@ struct Avx512Isa {
         else return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
     }
     static __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-    // Units 2m and 2m + 1 of the chunk in p[m] (zeros past nb), as the unsigned operand: q8_0 with VNNI
-    // w + 128 (w xor 0x80; the −128·Σx is applied per unit afterwards), without VNNI |w| (−128 gives 0x80 =
-    // 128) with w's negative bytes in neg[m]; q4_0 the nibbles (−8·Σx afterwards); q4_K the codes.
+    // The weight side of a chunk for the generic matmul (generic::qdot_vectors), as the unsigned operand of
+    // the u8 × s8 products: q8_0 with VNNI w + 128 (w xor 0x80; the −128·Σx is applied per unit afterwards),
+    // without VNNI |w| (−128 gives 0x80 = 128) with w's negative bytes in neg; q4_0 the nibbles (−8·Σx
+    // afterwards); q4_K the codes. Zeros past nb.
+    // q8_0 and q4_K: four units per register pair, so that a chunk's 16 unit sums take half the reduction.
+    // p[2i] = A holds the first 16 values of units u0..u3 of quarter i, p[2i + 1] = B their last 16, in the
+    // same 128-bit positions, so one accumulator takes both products of a unit (four i32 lanes per unit). q8_0:
+    // u0..u3 are four consecutive blocks, in order. q4_K: the 64 code bytes of a super-block quarter hold
+    // u0/u1 as the low/high nibbles of its first 32 bytes and u2/u3 of the last 32; of the nibble registers
+    // lo = [u0a u0b u2a u2b] and hi = [u1a u1b u3a u3b] (a, b the two halves of a unit), A = [u0a u2a u1a u3a]
+    // and B = [u0b u2b u1b u3b], one vshufi64x2 each. matmul_activations permutes the activations to match.
+    // q4_0: units 2m and 2m + 1 in p[m] (two per register).
     struct Chunk {
         __m512i p[8];
         __mmask64 neg[8];
     };
+    // q8_0 and q4_0 units g and (if two) g + 1 in one register, lanes 0..7 and 8..15.
     template <WeightType T>
     static __m512i pair(const uint8_t* row, size_t g, bool two, __mmask64* neg) {
         if constexpr (T == WeightType::Q8_0) {
             const __m256i lo = load256(row + g * blocks::kQ8_0Bytes + 2);
             const __m256i hi = two ? load256(row + (g + 1) * blocks::kQ8_0Bytes + 2) : _mm256_setzero_si256();
-            const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-            if constexpr (kVnni) {
-                return _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
-            } else {
-                *neg = _mm512_movepi8_mask(w);
-                return _mm512_abs_epi8(w);
-            }
-        } else if constexpr (T == WeightType::Q4_0) {
+            return q8_operand(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), neg);
+        } else {
+            static_assert(T == WeightType::Q4_0);
             const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * blocks::kQ4_0Bytes + 2));
             const __m128i b = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + (g + 1) * blocks::kQ4_0Bytes + 2))
                                   : _mm_setzero_si128();
@@ -139,19 +143,50 @@ struct Avx512Isa {
             z = _mm512_srlv_epi16(z, _mm512_set_epi32(0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0, 0x40004, 0x40004,
                                                       0x40004, 0x40004, 0, 0, 0, 0));
             return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
-        } else {
-            // Sub-blocks g (even) and g + 1 share 32 bytes: low nibbles, then high nibbles.
-            const size_t j = g % 8;
-            const __m256i c = load256(row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes + (j / 2) * 32);
-            __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(c), c, 1);
-            z = _mm512_srlv_epi16(z, _mm512_set_epi32(0x40004, 0x40004, 0x40004, 0x40004, 0x40004, 0x40004, 0x40004,
-                                                      0x40004, 0, 0, 0, 0, 0, 0, 0, 0));
-            return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
         }
+    }
+    static __m512i q8_operand(__m512i w, __mmask64* neg) {
+        if constexpr (kVnni) return _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
+        *neg = _mm512_movepi8_mask(w);
+        return _mm512_abs_epi8(w);
+    }
+    // Half `half` (16 bytes) of q8_0 blocks g .. g + 3 in the four 128-bit parts; zeros for blocks ≥ nb.
+    static __m512i q8_halves(const uint8_t* row, size_t g, size_t nb, size_t half) {
+        __m512i z = _mm512_setzero_si512();
+        const auto piece = [&](size_t k) {
+            return g + k < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + (g + k) * blocks::kQ8_0Bytes + 2 + 16 * half))
+                              : _mm_setzero_si128();
+        };
+        z = _mm512_inserti32x4(z, piece(0), 0);
+        z = _mm512_inserti32x4(z, piece(1), 1);
+        z = _mm512_inserti32x4(z, piece(2), 2);
+        return _mm512_inserti32x4(z, piece(3), 3);
     }
     template <WeightType T>
     static void prepare(const uint8_t* row, size_t g0, size_t nb, Chunk& c) {
-        if (nb == 16) {
+        if constexpr (T == WeightType::Q8_0) {
+            const uint8_t* r = row + g0 * blocks::kQ8_0Bytes;
+            #pragma GCC unroll 4
+            for (size_t i = 0; i < 4; ++i) {
+                c.neg[2 * i] = c.neg[2 * i + 1] = 0;
+                c.p[2 * i] = q8_operand(q8_halves(r, 4 * i, nb, 0), &c.neg[2 * i]);
+                c.p[2 * i + 1] = q8_operand(q8_halves(r, 4 * i, nb, 1), &c.neg[2 * i + 1]);
+            }
+        } else if constexpr (T == WeightType::Q4_K) {
+            const uint8_t* q = row + (g0 / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
+            const __m512i lo4 = _mm512_set1_epi8(0x0F);
+            #pragma GCC unroll 4
+            for (size_t i = 0; i < 4; ++i) {
+                if (i >= 2 && nb <= 8) {
+                    c.p[2 * i] = c.p[2 * i + 1] = _mm512_setzero_si512();
+                    continue;
+                }
+                const __m512i z = _mm512_loadu_si512(q + (i / 2) * blocks::kQ4_KBytes + (i % 2) * 64);
+                const __m512i lo = _mm512_and_si512(z, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+                c.p[2 * i] = _mm512_shuffle_i64x2(lo, hi, 0x88);      // 128-bit parts 0, 2 of lo, then of hi
+                c.p[2 * i + 1] = _mm512_shuffle_i64x2(lo, hi, 0xDD);  // parts 1, 3
+            }
+        } else if (nb == 16) {
             #pragma GCC unroll 8
             for (size_t m = 0; m < 8; ++m) c.p[m] = pair<T>(row, g0 + 2 * m, true, &c.neg[m]);
         } else {
@@ -161,18 +196,44 @@ struct Avx512Isa {
             }
         }
     }
+    // The activations in prepare's unit order, once per call: every 4 units [u0 u1 u2 u3] as the first 16
+    // bytes of each (q8_0 in order, q4_K as u0 u2 u1 u3), then their last 16. q4_0 reads qa.q as it is.
+    template <WeightType T>
+    static const int8_t* matmul_activations(const canonical::QuantizedActivations& qa, size_t n) {
+        if constexpr (T == WeightType::Q8_0) return permute_halves<0, 1, 2, 3>(qa, n);
+        else if constexpr (T == WeightType::Q4_K) return permute_halves<0, 2, 1, 3>(qa, n);
+        else return qa.q;
+    }
     template <WeightType T>
     static V isums(const Chunk& c, size_t, const int8_t* qx, const int32_t* sx) {
-        __m512i p[8];
-        #pragma GCC unroll 8
-        for (size_t m = 0; m < 8; ++m) {
-            __m512i x = _mm512_loadu_si512(qx + 64 * m);
-            if constexpr (T == WeightType::Q8_0 && !kVnni) x = _mm512_mask_sub_epi8(x, c.neg[m], _mm512_setzero_si512(), x);
-            p[m] = dot_u8s8(c.p[m], x);
+        __m512i s;
+        if constexpr (T == WeightType::Q4_0) {
+            __m512i p[8];
+            #pragma GCC unroll 8
+            for (size_t m = 0; m < 8; ++m) p[m] = dot_u8s8(c.p[m], _mm512_loadu_si512(qx + 64 * m));
+            s = _mm512_sub_epi32(reduce<false>(p), _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));  // lane k: unit g0 + k
+        } else {
+            __m512i acc[4];
+            #pragma GCC unroll 4
+            for (size_t i = 0; i < 4; ++i) {
+                __m512i xa = _mm512_loadu_si512(qx + 128 * i), xb = _mm512_loadu_si512(qx + 128 * i + 64);
+                if constexpr (T == WeightType::Q8_0 && !kVnni) {
+                    xa = _mm512_mask_sub_epi8(xa, c.neg[2 * i], _mm512_setzero_si512(), xa);
+                    xb = _mm512_mask_sub_epi8(xb, c.neg[2 * i + 1], _mm512_setzero_si512(), xb);
+                }
+                if constexpr (kVnni) acc[i] = _mm512_dpbusd_epi32(dot_u8s8(c.p[2 * i], xa), c.p[2 * i + 1], xb);
+                else acc[i] = _mm512_add_epi32(dot_u8s8(c.p[2 * i], xa), dot_u8s8(c.p[2 * i + 1], xb));
+            }
+            // Register i's lanes 4k..4k+3 hold unit 4i + order[k] (q8_0: 0 1 2 3, q4_K: 0 2 1 3); after the
+            // pairwise fold, unit u's two partial sums are at i1[u] and i1[u] + 2 of (e, f).
+            const __m512i e = fold<1>(acc[0], acc[1]), f = fold<1>(acc[2], acc[3]);
+            const __m512i i1 = T == WeightType::Q8_0
+                                   ? _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 16, 20, 24, 28, 17, 21, 25, 29)
+                                   : _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 16, 24, 20, 28, 17, 25, 21, 29);
+            const __m512i i2 = _mm512_add_epi32(i1, _mm512_set1_epi32(2));
+            s = _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f));
+            if constexpr (T == WeightType::Q8_0 && kVnni) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 7));
         }
-        __m512i s = reduce<false>(p);  // lane k: unit g0 + k
-        if constexpr (T == WeightType::Q8_0 && kVnni) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 7));
-        if constexpr (T == WeightType::Q4_0) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));
         return _mm512_cvtepi32_ps(s);
     }
 
@@ -307,102 +368,6 @@ struct Avx512Isa {
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) y[r * ystride] = sum_lanes(acc[r]);
     }
-    // ---- matmul (several vectors) for q4_K ----
-    // Four units per register instead of two, so that a chunk's 16 unit sums take half the reduction: a
-    // 64-byte load of codes holds units u0..u3 of a super-block quarter (u0/u1 the low/high nibbles of its
-    // first 32 bytes, u2/u3 of the last 32); of the nibble registers lo = [u0a u0b u2a u2b] and
-    // hi = [u1a u1b u3a u3b] (a, b the first and last 16 values of a unit, 128 bits each), A = [u0a u2a u1a
-    // u3a] and B = [u0b u2b u1b u3b] put both halves of each unit in the same four i32 lanes, so one
-    // accumulator takes both products. The shuffles are done once per chunk for all the block's vectors; the
-    // activations are permuted to match once per call. The integers are the same, so are the bits.
-    struct Q4KPairs {
-        __m512i a[4], b[4];
-    };
-    static void prepare_q4k(const uint8_t* row, size_t g0, size_t nb, Q4KPairs& c) {
-        const uint8_t* q = row + (g0 / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
-        const __m512i lo4 = _mm512_set1_epi8(0x0F);
-        #pragma GCC unroll 4
-        for (size_t i = 0; i < 4; ++i) {
-            if (i >= 2 && nb <= 8) {
-                c.a[i] = c.b[i] = _mm512_setzero_si512();
-                continue;
-            }
-            const __m512i z = _mm512_loadu_si512(q + (i / 2) * blocks::kQ4_KBytes + (i % 2) * 64);
-            const __m512i lo = _mm512_and_si512(z, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
-            c.a[i] = _mm512_shuffle_i64x2(lo, hi, 0x88);  // 128-bit parts 0, 2 of lo, then of hi
-            c.b[i] = _mm512_shuffle_i64x2(lo, hi, 0xDD);  // parts 1, 3
-        }
-    }
-    // float(isum) of the chunk's 16 units; qx in the order of prepare_q4k (permute_halves<0, 2, 1, 3>).
-    static V isums_q4k(const Q4KPairs& c, const int8_t* qx) {
-        __m512i acc[4];
-        #pragma GCC unroll 4
-        for (size_t i = 0; i < 4; ++i) {
-            const __m512i xa = _mm512_loadu_si512(qx + 128 * i), xb = _mm512_loadu_si512(qx + 128 * i + 64);
-            if constexpr (kVnni) acc[i] = _mm512_dpbusd_epi32(dot_u8s8(c.a[i], xa), c.b[i], xb);
-            else acc[i] = _mm512_add_epi32(dot_u8s8(c.a[i], xa), dot_u8s8(c.b[i], xb));
-        }
-        // Register i's lanes 4k..4k+3 hold unit 4i + (0, 2, 1, 3)[k]; after the pairwise fold, unit u's two
-        // partial sums are at i1[u] and i1[u] + 2 of (e, f).
-        const __m512i e = fold<1>(acc[0], acc[1]), f = fold<1>(acc[2], acc[3]);
-        const __m512i i1 = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 16, 24, 20, 28, 17, 25, 21, 29);
-        const __m512i i2 = _mm512_add_epi32(i1, _mm512_set1_epi32(2));
-        return _mm512_cvtepi32_ps(
-            _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f)));
-    }
-    // q8_0 in the same layout: A = the first 16 bytes of four consecutive blocks, B their last 16; lanes
-    // 4k..4k+3 of register i hold unit 4i + k. VNNI takes w + 128 (the −128·Σx per unit comes after); without
-    // VNNI |w|, with w's negative bytes moved onto x (neg).
-    struct Q8Pairs {
-        __m512i a[4], b[4];
-        __mmask64 na[4], nb[4];
-    };
-    static __m512i q8_halves(const uint8_t* row, size_t g, size_t nb, size_t half) {
-        __m512i z = _mm512_setzero_si512();
-        const auto piece = [&](size_t k) {
-            return g + k < nb ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + (g + k) * blocks::kQ8_0Bytes + 2 + 16 * half))
-                              : _mm_setzero_si128();
-        };
-        z = _mm512_inserti32x4(z, piece(0), 0);
-        z = _mm512_inserti32x4(z, piece(1), 1);
-        z = _mm512_inserti32x4(z, piece(2), 2);
-        return _mm512_inserti32x4(z, piece(3), 3);
-    }
-    static __m512i q8_operand(__m512i w, __mmask64* neg) {
-        if constexpr (kVnni) return _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
-        *neg = _mm512_movepi8_mask(w);
-        return _mm512_abs_epi8(w);
-    }
-    static void prepare_q8(const uint8_t* row, size_t g0, size_t nb, Q8Pairs& c) {
-        const uint8_t* r = row + g0 * blocks::kQ8_0Bytes;
-        const size_t left = nb;  // units of the chunk that exist
-        #pragma GCC unroll 4
-        for (size_t i = 0; i < 4; ++i) {
-            c.na[i] = c.nb[i] = 0;
-            c.a[i] = q8_operand(q8_halves(r, 4 * i, left, 0), &c.na[i]);
-            c.b[i] = q8_operand(q8_halves(r, 4 * i, left, 1), &c.nb[i]);
-        }
-    }
-    static V isums_q8(const Q8Pairs& c, const int8_t* qx, const int32_t* sx) {
-        __m512i acc[4];
-        #pragma GCC unroll 4
-        for (size_t i = 0; i < 4; ++i) {
-            __m512i xa = _mm512_loadu_si512(qx + 128 * i), xb = _mm512_loadu_si512(qx + 128 * i + 64);
-            if constexpr (kVnni) {
-                acc[i] = _mm512_dpbusd_epi32(dot_u8s8(c.a[i], xa), c.b[i], xb);
-            } else {
-                xa = _mm512_mask_sub_epi8(xa, c.na[i], _mm512_setzero_si512(), xa);
-                xb = _mm512_mask_sub_epi8(xb, c.nb[i], _mm512_setzero_si512(), xb);
-                acc[i] = _mm512_add_epi32(dot_u8s8(c.a[i], xa), dot_u8s8(c.b[i], xb));
-            }
-        }
-        const __m512i e = fold<1>(acc[0], acc[1]), f = fold<1>(acc[2], acc[3]);
-        const __m512i i1 = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 16, 20, 24, 28, 17, 21, 25, 29);
-        const __m512i i2 = _mm512_add_epi32(i1, _mm512_set1_epi32(2));
-        __m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f));
-        if constexpr (kVnni) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 7));
-        return _mm512_cvtepi32_ps(s);
-    }
     // Every 4 units [u0 u1 u2 u3] of the activations as the first 16 bytes of each in `order`, then the last 16.
     template <size_t o0, size_t o1, size_t o2, size_t o3>
     static const int8_t* permute_halves(const canonical::QuantizedActivations& qa, size_t n) {
@@ -420,58 +385,6 @@ struct Avx512Isa {
             }
         }
         return perm.data();
-    }
-    // One row against vectors v0 .. v0 + N − 1: generic::qdot_vectors<…, T, N>'s float operations.
-    template <WeightType T, size_t N>
-    static void qdot_mm(const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px, size_t v0,
-                        float* y, size_t ldy) {
-        V acc[N];
-        #pragma GCC unroll 8
-        for (size_t i = 0; i < N; ++i) acc[i] = zero();
-        for (size_t g0 = 0; g0 < qa.blocks; g0 += 16) {
-            const size_t nb = qa.blocks - g0 < 16 ? qa.blocks - g0 : 16;
-            V a, b;
-            generic::chunk_scales<Avx512Isa, T>(row, g0, nb, &a, &b);
-            std::conditional_t<T == WeightType::Q4_K, Q4KPairs, Q8Pairs> wc;
-            if constexpr (T == WeightType::Q4_K) prepare_q4k(row, g0, nb, wc);
-            else prepare_q8(row, g0, nb, wc);
-            #pragma GCC unroll 8
-            for (size_t i = 0; i < N; ++i) {
-                const size_t at = (v0 + i) * qa.stride + g0;
-                V is;
-                if constexpr (T == WeightType::Q4_K) is = isums_q4k(wc, px + at * 32);
-                else is = isums_q8(wc, px + at * 32, qa.sum + at);
-                const V dx = load(qa.d + at);
-                acc[i] = fma(is, mul(a, dx), acc[i]);
-                if constexpr (T == WeightType::Q4_K) acc[i] = fma(load(qa.nsum + at), mul(b, dx), acc[i]);
-            }
-        }
-        #pragma GCC unroll 8
-        for (size_t i = 0; i < N; ++i) y[i * ldy] = sum_lanes(acc[i]);
-    }
-    template <WeightType T, size_t N>
-    static void qdot_mm_rest(size_t n, const uint8_t* row, const canonical::QuantizedActivations& qa, const int8_t* px,
-                             size_t v0, float* y, size_t ldy) {
-        if constexpr (N > 0) {
-            if (n == N) return qdot_mm<T, N>(row, qa, px, v0, y, ldy);
-            qdot_mm_rest<T, N - 1>(n, row, qa, px, v0, y, ldy);
-        }
-    }
-    template <WeightType T>
-    static void qmatmul(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy, size_t row_begin,
-                        size_t row_end) {
-        constexpr size_t N = kMatmulVectors;
-        const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, n);
-        const int8_t* px = T == WeightType::Q4_K ? permute_halves<0, 2, 1, 3>(qa, n) : permute_halves<0, 1, 2, 3>(qa, n);
-        const size_t stride = row_bytes(T, cols);
-        const auto* base = static_cast<const uint8_t*>(w);
-        for (size_t r = row_begin; r < row_end; ++r) {
-            float* yr = y + (r - row_begin);
-            const uint8_t* row = base + r * stride;
-            size_t i = 0;
-            for (; i + N <= n; i += N) qdot_mm<T, N>(row, qa, px, i, yr + i * ldy, ldy);
-            qdot_mm_rest<T, N - 1>(n - i, row, qa, px, i, yr + i * ldy, ldy);
-        }
     }
 
     template <WeightType T>
@@ -499,18 +412,7 @@ struct Avx512Isa {
         }
         if constexpr (T == WeightType::Q4_0) {
             // Each 4 units as their first 16 values, then their last 16 (isums_mv's q4_0 layout), once per call.
-            thread_local std::vector<int8_t> perm;
-            const size_t units = qa.stride;
-            if (perm.size() < units * 32) perm.resize(units * 32);
-            for (size_t u = 0; u < units; u += 4) {
-                const int8_t* s = qa.q + u * 32;
-                int8_t* d = perm.data() + u * 32;
-                for (size_t k = 0; k < 4; ++k) {
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32 * k)));
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64 + 16 * k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32 * k + 16)));
-                }
-            }
-            qx = perm.data();
+            qx = permute_halves<0, 1, 2, 3>(qa, 1);
         }
         const size_t stride = row_bytes(T, cols);
         const auto* base = static_cast<const uint8_t*>(w);
@@ -533,8 +435,6 @@ constexpr KernelSet make_avx512_set() {
     s.matvec[size_t(WeightType::Q8_0)] = Isa::template qmatvec<WeightType::Q8_0>;
     s.matvec[size_t(WeightType::Q4_K)] = Isa::template qmatvec<WeightType::Q4_K>;
     s.matvec[size_t(WeightType::Q4_0)] = Isa::template qmatvec<WeightType::Q4_0>;
-    s.matmul[size_t(WeightType::Q4_K)] = Isa::template qmatmul<WeightType::Q4_K>;
-    s.matmul[size_t(WeightType::Q8_0)] = Isa::template qmatmul<WeightType::Q8_0>;
     return s;
 }
 
