@@ -39,7 +39,6 @@ void softmax(float* v, size_t n) {
 
 namespace {
 
-
 // Top-k of score by descending value; ties go to the lower index, as a stable selection.
 template <typename Score>
 void select_top_k(const Score* score, uint32_t n, uint32_t k, int32_t* selected) {

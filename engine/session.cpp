@@ -47,7 +47,6 @@ void rope(float* v, const float* inv_freq, uint32_t head_dim, uint32_t position)
     }
 }
 
-
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
