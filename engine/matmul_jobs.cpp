@@ -1,10 +1,10 @@
 #include "matmul_jobs.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
-
 
 namespace colibri {
 
@@ -13,29 +13,56 @@ namespace {
 constexpr size_t kMinUnitsPerTask = 16384;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-}  // namespace
 
-void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
+// Splits the work of `jobs` (rows_of(job) rows of units_per_row(job) units each, jobs one after another)
+// into the pool's parts and calls body(job, lo, hi) for the rows [lo, hi) of each job a part owns. Row r of
+// a job belongs to the part that holds its first unit.
+template <class Job, class RowsOf, class UnitsPerRow, class Body>
+void run_row_ranges(ThreadPool& pool, std::span<const Job> jobs, RowsOf rows_of, UnitsPerRow units_per_row, Body body) {
     size_t total = 0;
-    for (const MatmulJob& j : jobs) total += size_t(j.w->rows) * j.n * j.w->cols;
+    for (const Job& j : jobs) total += rows_of(j) * units_per_row(j);
     pool.parallel_for(total, kMinUnitsPerTask, [&](size_t b, size_t e) {
         size_t start = 0;  // first unit of the current job
-        for (const MatmulJob& j : jobs) {
-            const size_t rows = j.w->rows, cols = j.w->cols, per_row = size_t(j.n) * cols;
-            const size_t end = start + rows * per_row;
-            // Row r belongs to the task that holds its first unit, start + r * per_row.
+        for (const Job& j : jobs) {
+            const size_t rows = rows_of(j), per_row = units_per_row(j);
             const size_t lo = b > start ? ceil_div(b - start, per_row) : 0;
             const size_t hi = e > start ? std::min(rows, ceil_div(e - start, per_row)) : 0;
-            if (lo < hi) {
-                if (j.n == 1)
-                    kernels::matvec_rows(j.w->type, j.w->data, cols, j.x, j.y + lo, lo, hi);
-                else
-                    kernels::matmul_rows(j.w->type, j.w->data, cols, j.x, j.n, j.y + lo, rows, lo, hi);
-            }
-            start = end;
+            if (lo < hi) body(j, lo, hi);
+            start += rows * per_row;
             if (start >= e) break;
         }
     });
+}
+
+// Rows [lo, hi) of w against n vectors: y[i * w.rows + r] for r in [lo, hi).
+void product_rows(const TensorView& w, const float* x, uint32_t n, float* y, size_t lo, size_t hi) {
+    if (n == 1)
+        kernels::matvec_rows(w.type, w.data, w.cols, x, y + lo, lo, hi);
+    else
+        kernels::matmul_rows(w.type, w.data, w.cols, x, n, y + lo, w.rows, lo, hi);
+}
+}  // namespace
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
+    run_row_ranges(
+        pool, jobs, [](const MatmulJob& j) { return size_t(j.w->rows); },
+        [](const MatmulJob& j) { return size_t(j.n) * j.w->cols; },
+        [](const MatmulJob& j, size_t lo, size_t hi) { product_rows(*j.w, j.x, j.n, j.y, lo, hi); });
+}
+
+void run_gated_matmuls(ThreadPool& pool, std::span<const GatedJob> jobs) {
+    run_row_ranges(
+        pool, jobs, [](const GatedJob& j) { return size_t(j.gate->rows); },
+        [](const GatedJob& j) { return 2 * size_t(j.n) * j.gate->cols; },  // both projections
+        [](const GatedJob& j, size_t lo, size_t hi) {
+            const size_t F = j.gate->rows;
+            product_rows(*j.gate, j.x, j.n, j.out, lo, hi);
+            product_rows(*j.up, j.x, j.n, j.up_out, lo, hi);
+            for (size_t i = 0; i < j.n; ++i)
+                for (size_t r = lo; r < hi; ++r) j.out[i * F + r] = silu(j.out[i * F + r]) * j.up_out[i * F + r];
+        });
 }
 
 }  // namespace colibri

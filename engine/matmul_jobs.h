@@ -21,4 +21,22 @@ struct MatmulJob {
 
 void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs);
 
+// The first half of a SwiGLU FFN: the gate and up projections and the activation between them,
+//   out[i * F + r] = silu(gate_r . x_i) * (up_r . x_i)   for i < n, r < F (F = gate->rows = up->rows).
+// A part computes both projections for its rows and then their product, so the activation runs in
+// parallel with no pass (and no hand-off) of its own. up_out is scratch of the same size as out.
+struct GatedJob {
+    const TensorView* gate;
+    const TensorView* up;
+    const float* x;  // n vectors of gate->cols floats
+    uint32_t n;
+    float* out;
+    float* up_out;
+};
+
+void run_gated_matmuls(ThreadPool& pool, std::span<const GatedJob> jobs);
+
+// x / (1 + e^-x), the SwiGLU activation.
+float silu(float x);
+
 }  // namespace colibri

@@ -47,7 +47,6 @@ void rope(float* v, const float* inv_freq, uint32_t head_dim, uint32_t position)
     }
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 bool env_flag(const char* name, bool fallback) {
@@ -106,7 +105,8 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     expert_rows_.resize(n_exp * C);
     expert_count_.resize(n_exp);
     expert_block_.resize(n_exp);
-    jobs_.reserve(2 * n_exp + 3);
+    jobs_.reserve(n_exp + 1);
+    gated_jobs_.reserve(n_exp + 1);
     predicted_.assign(size_t(hp.n_layers) * k, -1);
     logits_.resize(hp.vocab_size);
     if (options_.prefetch_experts) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
@@ -165,7 +165,7 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
         if (w.is_moe) {
             if (Status s = moe(l, w, n); !s) return s;
         } else {
-            ffn(w.dense, hp.dense_ffn, h_.data(), n, moe_out_.data());
+            ffn(w.dense, h_.data(), n, moe_out_.data());
         }
         for (size_t i = 0; i < n * H; ++i) x_[i] += moe_out_[i];
         if (observer_) {
@@ -255,10 +255,9 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     matmul(*w.o, att_.data(), n, proj_.data());
 }
 
-void Session::ffn(const FfnWeights& w, uint32_t ffn_dim, const float* x, uint32_t n, float* out) {
-    const MatmulJob gate_up[2] = {{w.gate, x, n, gate_.data()}, {w.up, x, n, up_.data()}};
-    run_matmuls(pool_, gate_up);
-    for (size_t i = 0; i < size_t(n) * ffn_dim; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+void Session::ffn(const FfnWeights& w, const float* x, uint32_t n, float* out) {
+    const GatedJob gate_up{w.gate, w.up, x, n, gate_.data(), up_.data()};
+    run_gated_matmuls(pool_, std::span<const GatedJob>(&gate_up, 1));
     matmul(*w.down, gate_.data(), n, out);
 }
 
@@ -325,31 +324,27 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
             counters->start(1);
-            ffn(w.experts[e], F, input_of(e), expert_count_[e], ffn_out_.data() + expert_block_[e] * H);
+            ffn(w.experts[e], input_of(e), expert_count_[e], ffn_out_.data() + expert_block_[e] * H);
             observer_->on_counters(CounterRecord{layer, position_, static_cast<int32_t>(e), counters->stop(1)});
         }
         if (shared) {
             matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
-            ffn(w.shared_expert, SF, h_.data(), n, shared_out_.data());
+            ffn(w.shared_expert, h_.data(), n, shared_out_.data());
         }
     } else {
-        // Two hand-offs for all experts: every gate and up projection, then every down projection.
-        jobs_.clear();
+        // Two hand-offs for all experts: every gate and up projection with the activation, then every down
+        // projection. (qwen2_moe's one-row shared-expert gate is too small to split: it runs here.)
+        if (shared) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
+        gated_jobs_.clear();
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
-            const FfnWeights& x = w.experts[e];
-            jobs_.push_back({x.gate, input_of(e), expert_count_[e], gate_.data() + size_t(expert_block_[e]) * F});
-            jobs_.push_back({x.up, input_of(e), expert_count_[e], up_.data() + size_t(expert_block_[e]) * F});
+            const size_t at = size_t(expert_block_[e]) * F;
+            gated_jobs_.push_back({w.experts[e].gate, w.experts[e].up, input_of(e), expert_count_[e], gate_.data() + at,
+                                   up_.data() + at});
         }
-        if (shared) {
-            jobs_.push_back({w.shared_expert.gate, h_.data(), n, shared_gate_up_.data()});
-            jobs_.push_back({w.shared_expert.up, h_.data(), n, shared_gate_up_.data() + size_t(n) * SF});
-            jobs_.push_back({w.shared_expert_gate, h_.data(), n, shared_gate_.data()});
-        }
-        run_matmuls(pool_, jobs_);
-        for (size_t i = 0; i < size_t(block) * F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
         float* sg = shared_gate_up_.data();
-        for (size_t i = 0; shared && i < size_t(n) * SF; ++i) sg[i] = silu(sg[i]) * sg[size_t(n) * SF + i];
+        if (shared) gated_jobs_.push_back({w.shared_expert.gate, w.shared_expert.up, h_.data(), n, sg, sg + size_t(n) * SF});
+        run_gated_matmuls(pool_, gated_jobs_);
         jobs_.clear();
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;

@@ -67,7 +67,7 @@ private:
     void attention(uint32_t layer, const LayerWeights& w, uint32_t n);
     Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
     // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
-    void ffn(const FfnWeights& w, uint32_t ffn_dim, const float* x, uint32_t n, float* out);
+    void ffn(const FfnWeights& w, const float* x, uint32_t n, float* out);
     // y[i * W.rows + r] = row r of W · x_i for i < n: one read of W for all n vectors.
     void matmul(const TensorView& w, const float* x, uint32_t n, float* y);
 
@@ -91,7 +91,8 @@ private:
     // The chunk's tokens grouped by expert: for expert e, expert_rows_[e * capacity_ + r] = token * k + slot.
     std::vector<uint32_t> expert_rows_, expert_count_;
     std::vector<uint32_t> expert_block_;  // first row of expert e's block in expert_in_ / gate_ / up_ / ffn_out_
-    std::vector<MatmulJob> jobs_;         // reserved for every expert's two projections and the shared expert
+    std::vector<MatmulJob> jobs_;         // reserved for every expert's down projection and the shared expert's
+    std::vector<GatedJob> gated_jobs_;    // reserved for every expert's gate/up projections and the shared expert's
     std::vector<int32_t> predicted_;  // [layer][k]: the last token's experts, the guess for the next token
     std::vector<float> logits_;
 };
