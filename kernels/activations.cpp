@@ -31,6 +31,13 @@ void quantize_block(const float* x, int8_t* q, float* d, int32_t* sum) {
     *sum = s;
 }
 
+void quantize_blocks(const float* x, size_t blocks, int8_t* q, float* d, int32_t* sum, float* nsum) {
+    for (size_t b = 0; b < blocks; ++b) {
+        quantize_block(x + b * kActBlock, q + b * kActBlock, d + b, sum + b);
+        nsum[b] = -float(sum[b]);
+    }
+}
+
 void dequantize_activations(const float* x, size_t cols, float* xq, float* dx) {
     for (size_t b = 0; b + kActBlock <= cols; b += kActBlock) {
         int8_t q[kActBlock];
@@ -51,7 +58,7 @@ struct Buffer {
 
 }  // namespace
 
-QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n) {
+QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n, QuantizeBlocksFn quantize) {
     thread_local Buffer buf;
     const size_t blocks = cols / kActBlock;
     const size_t stride = (blocks + kLanes - 1) / kLanes * kLanes;
@@ -68,10 +75,7 @@ QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n)
         float* d = buf.d.data() + i * stride;
         float* nsum = buf.nsum.data() + i * stride;
         int32_t* sum = buf.sum.data() + i * stride;
-        for (size_t b = 0; b < blocks; ++b) {
-            quantize_block(xi + b * kActBlock, q + b * kActBlock, d + b, sum + b);
-            nsum[b] = -float(sum[b]);
-        }
+        quantize(xi, blocks, q, d, sum, nsum);
         const size_t pad = stride - blocks;
         std::memset(q + blocks * kActBlock, 0, pad * kActBlock);
         for (size_t b = blocks; b < stride; ++b) d[b] = 0.0f, nsum[b] = 0.0f, sum[b] = 0;

@@ -12,8 +12,9 @@
 //
 // 2. Block types (q8_0, q4_0, q4_K): the activation vector is quantised to 8 bits per block of 32 values
 //    (as llama.cpp's q8 activation blocks do), then every block's dot product is an exact integer.
-//    a) Activation quantisation of block b (x[32b .. 32b + 31]), quantize_block below, one compiled function
-//       shared by every variant (kernels/activations.cpp, baseline ISA flags):
+//    a) Activation quantisation of block b (x[32b .. 32b + 31]), quantize_block below (kernels/activations.cpp,
+//       the reference; a variant may supply its own vector version of exactly these operations, the
+//       KernelSet's `quantize`, checked byte for byte against it by test_kernels):
 //         amax  = max |x[i]| (f32; a NaN is skipped by the comparison `|x| > amax`);
 //         d_x   = amax / 127            (f32 division);
 //         inv   = amax > 0 ? 127 / amax : 0   (f32 division);
@@ -64,13 +65,20 @@ struct QuantizedActivations {
 // Quantises one block of 32 values as described in 2a.
 void quantize_block(const float* x, int8_t* q, float* d, int32_t* sum);
 
+// Quantises `blocks` consecutive blocks of 32 values: q[32b ..], d[b], sum[b] and nsum[b] = −float(sum[b]).
+// quantize_blocks is the reference (quantize_block per block); a variant's vector version must give the
+// same bytes.
+using QuantizeBlocksFn = void (*)(const float* x, size_t blocks, int8_t* q, float* d, int32_t* sum, float* nsum);
+void quantize_blocks(const float* x, size_t blocks, int8_t* q, float* d, int32_t* sum, float* nsum);
+
 // x as the block types' kernels see it: xq[c] = d_x·q[c] per block of 32 and dx[c] = that block's d_x, for the
 // whole blocks of `cols` (a ragged tail is left as it is). For checking kernels against a reference.
 void dequantize_activations(const float* x, size_t cols, float* xq, float* dx);
 
-// Quantises n vectors of `cols` values (cols a multiple of 32) into a buffer owned by the calling thread;
-// valid until the thread's next call. The buffer only grows (no allocation once it is large enough).
-QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n);
+// Quantises n vectors of `cols` values (cols a multiple of 32) with `quantize` into a buffer owned by the
+// calling thread; valid until the thread's next call. The buffer only grows (no allocation once it is large
+// enough).
+QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n, QuantizeBlocksFn quantize = quantize_blocks);
 
 namespace {  // internal linkage: each ISA's translation unit keeps its own copy (no ODR mixing of flags)
 

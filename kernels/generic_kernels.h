@@ -12,7 +12,8 @@
 // Chunk&) (units g0 .. g0 + nb − 1 of a row, nb ≤ 16, decoded once into a form ready for the integer dot
 // product) and isums<T>(const Chunk&, nb, qx, sx): the 16 lanes float(isum_g) of those units (lanes ≥ nb
 // are +0), qx the quantised activations from unit g0 on, sx their block sums (both zero-padded to 16 units).
-// Optional: kMatmulRows (float matmul register block), q4_k_scales (chunk_scales for q4_K in vector code) and
+// Optional: kMatmulRows (float matmul register block), quantize_blocks (canonical::quantize_blocks in vector
+// code, the same bytes), q4_k_scales (chunk_scales for q4_K in vector code) and
 // matmul_activations<T>(qa, n) (the activations permuted to the unit order of the ISA's Chunk, once per call).
 #pragma once
 #include <cmath>
@@ -298,6 +299,15 @@ inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivatio
     for (size_t i = 0; i < N; ++i) y[i * ldy] = Isa::sum_lanes(acc[i]);
 }
 
+// The ISA's activation quantiser: its vector version when it has one, else the reference.
+template <class Isa>
+constexpr canonical::QuantizeBlocksFn quantizer() {
+    if constexpr (requires { Isa::quantize_blocks; })
+        return Isa::quantize_blocks;
+    else
+        return canonical::quantize_blocks;
+}
+
 // The quantised activations as the ISA's prepare/isums pair reads them: an ISA whose weight registers hold
 // units in another order permutes the activations to match, once per call (matmul_activations<T>(qa, n));
 // otherwise qa.q as it is.
@@ -311,7 +321,7 @@ inline const int8_t* matmul_activations(const canonical::QuantizedActivations& q
 
 template <class Isa, WeightType T>
 void qmatvec(const void* w, size_t cols, const float* x, float* y, size_t row_begin, size_t row_end) {
-    const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1);
+    const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1, quantizer<Isa>());
     const size_t stride = row_bytes(T, cols);
     const auto* base = static_cast<const uint8_t*>(w);
     const int8_t* qx = matmul_activations<Isa, T>(qa, 1);
@@ -332,7 +342,7 @@ template <class Isa, WeightType T>
 void qmatmul(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy, size_t row_begin,
              size_t row_end) {
     constexpr size_t N = Isa::kMatmulVectors;
-    const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, n);  // once per call
+    const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, n, quantizer<Isa>());  // once per call
     const int8_t* qx = matmul_activations<Isa, T>(qa, n);
     const size_t stride = row_bytes(T, cols);
     const auto* base = static_cast<const uint8_t*>(w);
@@ -360,6 +370,7 @@ constexpr KernelSet make_kernel_set() {
     s.matmul[size_t(WeightType::Q8_0)] = qmatmul<Isa, WeightType::Q8_0>;
     s.matmul[size_t(WeightType::Q4_K)] = qmatmul<Isa, WeightType::Q4_K>;
     s.matmul[size_t(WeightType::Q4_0)] = qmatmul<Isa, WeightType::Q4_0>;
+    s.quantize = quantizer<Isa>();
     return s;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 
+#include "canonical.h"
 #include "types.h"
 
 namespace colibri::kernels {
@@ -18,6 +19,9 @@ using MatmulFn = void (*)(const void* w, size_t cols, const float* x, size_t n, 
 struct KernelSet {
     MatvecFn matvec[kWeightTypeCount];
     MatmulFn matmul[kWeightTypeCount];
+    // The block types' activation quantisation this variant's kernels use (canonical::quantize_blocks or a
+    // vector version giving the same bytes).
+    canonical::QuantizeBlocksFn quantize;
 };
 
 }  // namespace colibri::kernels

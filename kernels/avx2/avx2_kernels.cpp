@@ -62,6 +62,42 @@ struct Avx2Isa {
         return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(lo)))),
                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(hi))))};
     }
+    // canonical::quantize_blocks in vector registers: the operations of the reference in its order per value
+    // (see the AVX-512 variant for why max, min and the NaN handling give the same bytes).
+    static void quantize_blocks(const float* x, size_t blocks, int8_t* q, float* d, int32_t* sum, float* nsum) {
+        const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+        const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f), round = _mm256_set1_ps(12582912.0f);
+        for (size_t b = 0; b < blocks; ++b) {
+            const float* xb = x + 32 * b;
+            __m256 m = _mm256_setzero_ps();
+            #pragma GCC unroll 4
+            for (size_t k = 0; k < 4; ++k) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask), m);
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+            d[b] = amax / 127.0f;
+            const __m256 inv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            __m256i qi[4];
+            #pragma GCC unroll 4
+            for (size_t k = 0; k < 4; ++k) {
+                __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xb + 8 * k), inv);
+                v = _mm256_max_ps(lo, _mm256_min_ps(hi, v));
+                v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+                v = _mm256_sub_ps(_mm256_add_ps(v, round), round);
+                qi[k] = _mm256_cvttps_epi32(v);
+            }
+            // i32 -> i8 in order: the packs work within 128-bit halves, the permute puts the quarters back.
+            const __m256i p16 = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
+            const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p8);
+            __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+            sum[b] = _mm_cvtsi128_si32(s4);
+            nsum[b] = -float(sum[b]);
+        }
+    }
     // Integer path (canonical.h, 2b). One unit's 32 products: vpmaddubsw (u8 × s8, adjacent pairs to i16;
     // at most 2·128·127 = 32512, so it never saturates) then vpmaddwd with ones (pairs to i32): 8 partial sums.
     static __m256i dot_u8s8(__m256i u, __m256i s) {

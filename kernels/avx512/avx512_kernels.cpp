@@ -59,6 +59,34 @@ struct Avx512Isa {
     static V u8_16(uint64_t lo, uint64_t hi) {
         return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(int64_t(hi), int64_t(lo))));
     }
+    // canonical::quantize_blocks in vector registers, the same operations in the same order per value (so the
+    // same bytes): max|x| skipping NaN (vmaxps returns its second operand when either is NaN, so a NaN never
+    // replaces the running maximum; all values are ≥ +0, so the order of the maxima does not matter), the
+    // scalar d and inv, then x·inv, min(127, v) and max(−127, v) in the operand order of the reference's
+    // comparisons (a NaN v passes through both), NaN → 0, and the 1.5·2^23 rounding.
+    static void quantize_blocks(const float* x, size_t blocks, int8_t* q, float* d, int32_t* sum, float* nsum) {
+        const __m512 hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f), round = _mm512_set1_ps(12582912.0f);
+        for (size_t b = 0; b < blocks; ++b) {
+            const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+            const __m512 m = _mm512_max_ps(_mm512_abs_ps(x1), _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps()));
+            const float amax = _mm512_reduce_max_ps(m);
+            d[b] = amax / 127.0f;
+            const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            __m512i qi[2];
+            #pragma GCC unroll 2
+            for (size_t h = 0; h < 2; ++h) {
+                __m512 v = _mm512_mul_ps(h ? x1 : x0, inv);
+                v = _mm512_max_ps(lo, _mm512_min_ps(hi, v));
+                v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+                v = _mm512_sub_ps(_mm512_add_ps(v, round), round);
+                qi[h] = _mm512_cvttps_epi32(v);
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16 * h), _mm512_cvtepi32_epi8(qi[h]));
+            }
+            sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(qi[0], qi[1]));
+            nsum[b] = -float(sum[b]);
+        }
+    }
+
     // q4_K's d·sc_j and dmin·m_j for the one or two super-blocks of a chunk (nb 8 or 16), unpacked in vector
     // registers rather than byte by byte (generic::chunk_scales has the scalar form): a byte shuffle puts each
     // 6-bit field's low and high source bytes side by side, then masks and shifts assemble the fields.
@@ -392,7 +420,7 @@ struct Avx512Isa {
         // Rows side by side: two for q4_K (its chains are longer: two FMAs and the scale unpacking per chunk),
         // one for q8_0 and q4_0 (measured no faster with two or four).
         constexpr size_t R = T == WeightType::Q4_K ? 2 : 1;
-        const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1);
+        const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1, quantize_blocks);
         const int8_t* qx = qa.q;
         if constexpr (T == WeightType::Q4_K) {
             // The activations in the registers' unit order (4 units as 0, 2, 1, 3), once per call.

@@ -318,6 +318,56 @@ void check_quantizer() {
     check(std::isinf(d), "quantize_block: Inf gives d = Inf");
 }
 
+// Every variant's activation quantiser (its vector version, if any) gives the reference's bytes: random
+// blocks of several magnitudes, and blocks with NaN, ±Inf, −0, denormals, all zeros, exact ties (values
+// whose x·inv lands on k + 0.5), a value only just under the maximum, and values beyond ±2^22·amax.
+void check_quantizer_variants(std::mt19937& rng) {
+    std::vector<float> x;
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> expo(-40, 40);
+    for (size_t b = 0; b < 200; ++b)
+        for (size_t i = 0; i < 32; ++i) x.push_back(std::ldexp(normal(rng), b % 4 == 0 ? expo(rng) : 0));
+    auto block = [&](auto fill) {
+        const size_t at = x.size();
+        x.resize(at + 32, 0.0f);
+        for (size_t i = 0; i < 32; ++i) fill(&x[at], i);
+    };
+    block([](float* v, size_t i) { v[i] = i == 5 ? NAN : float(i) - 7.0f; });
+    block([](float* v, size_t i) { v[i] = NAN; });
+    block([](float* v, size_t i) { v[i] = i == 0 ? INFINITY : i == 1 ? -INFINITY : 1.0f; });
+    block([](float* v, size_t i) { v[i] = i == 3 ? INFINITY : i == 4 ? NAN : -2.0f; });
+    block([](float* v, size_t i) { v[i] = i % 2 ? -0.0f : 0.0f; });
+    block([](float* v, size_t i) { v[i] = 0.0f; });
+    block([](float* v, size_t i) { v[i] = i % 3 ? 1e-41f : -3e-39f; });
+    block([](float* v, size_t i) { v[i] = float(i) + 0.5f - 16.0f; v[31] = 127.0f; });       // ties, inv = 1
+    block([](float* v, size_t i) { v[i] = std::nextafter(127.0f, 0.0f) - float(i); v[0] = -127.0f; });
+    block([](float* v, size_t i) { v[i] = i == 0 ? 3e38f : 1e-30f * float(i); });
+    block([](float* v, size_t i) { v[i] = i == 0 ? -1.0f : 1e-9f; });
+
+    const size_t blocks = x.size() / 32;
+    std::vector<int8_t> q_ref(x.size()), q(x.size());
+    std::vector<float> d_ref(blocks), d(blocks), ns_ref(blocks), ns(blocks);
+    std::vector<int32_t> s_ref(blocks), s(blocks);
+    canonical::quantize_blocks(x.data(), blocks, q_ref.data(), d_ref.data(), s_ref.data(), ns_ref.data());
+    for (size_t b = 0; b < blocks; ++b) {  // the reference is quantize_block, block by block
+        int8_t q1[32];
+        float d1;
+        int32_t s1;
+        canonical::quantize_block(&x[32 * b], q1, &d1, &s1);
+        check(std::memcmp(q1, &q_ref[32 * b], 32) == 0 && std::memcmp(&d1, &d_ref[b], 4) == 0 && s1 == s_ref[b] &&
+                  ns_ref[b] == -float(s1),
+              "quantize_blocks equals quantize_block, block " + std::to_string(b));
+    }
+    for (const Candidate& c : candidates()) {
+        std::fill(q.begin(), q.end(), int8_t(99));
+        c.set->quantize(x.data(), blocks, q.data(), d.data(), s.data(), ns.data());
+        for (size_t b = 0; b < blocks; ++b)
+            check(std::memcmp(&q[32 * b], &q_ref[32 * b], 32) == 0 && std::memcmp(&d[b], &d_ref[b], 4) == 0 &&
+                      s[b] == s_ref[b] && std::memcmp(&ns[b], &ns_ref[b], 4) == 0,
+                  "activation quantiser of " + c.name + ", block " + std::to_string(b));
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -350,6 +400,7 @@ int main() {
     check_dispatch(rng);
     check_special_values();
     check_quantizer();
+    check_quantizer_variants(rng);
     std::printf("%d checks, %d failures\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }
