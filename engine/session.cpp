@@ -86,7 +86,7 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     sized(v_, C * kv_dim);
     sized(att_, C * q_dim);
     sized(proj_, C * H);
-    sized(scores_, size_t(pool.size()) * context_);
+    sized(scores_, size_t(pool.size()) * (hp.n_heads / std::max(hp.n_kv_heads, 1u)) * context_);
     const size_t ffn = std::max({hp.expert_ffn, hp.shared_expert_ffn, hp.dense_ffn, 1u});
     const size_t n_exp = std::max(hp.n_experts, 1u), k = std::max(hp.n_experts_active, 1u);
     // Routed experts: one row per (token, selected expert); a dense or shared FFN run alone uses the start.
@@ -214,41 +214,42 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
         }
         for (uint32_t h = 0; h < n_heads; ++h) rope(q + size_t(h) * hd, inv_freq, hd, position_ + t);
         for (uint32_t h = 0; h < n_kv; ++h) rope(k + size_t(h) * hd, inv_freq, hd, position_ + t);
+        // Keys transposed ([kv head][dim][position]), values as rows ([kv head][position][dim]): both products
+        // of a head are then weighted_rows over contiguous rows (below).
+        const size_t pos = position_ + t;
         for (uint32_t h = 0; h < n_kv; ++h) {
-            const size_t at = (size_t(h) * context_ + position_ + t) * hd;
-            std::copy_n(k + size_t(h) * hd, hd, kc + at);
-            std::copy_n(v + size_t(h) * hd, hd, vc + at);
+            for (uint32_t i = 0; i < hd; ++i) kc[(size_t(h) * hd + i) * context_ + pos] = k[size_t(h) * hd + i];
+            std::copy_n(v + size_t(h) * hd, hd, vc + (size_t(h) * context_ + pos) * hd);
         }
     }
 
-    // Causal attention of every (token, head) pair over the positions up to the token's own. The pairs are
-    // split into one fixed range per pool part, each with its own score row.
+    // Causal attention of every (token, KV head) pair over the positions up to the token's own, for the
+    // group of query heads that share the KV head: the keys and values are read once for the group. The
+    // pairs are split into one fixed range per pool part, each with its own score rows. Both products are
+    // weighted_rows (kernels/canonical.h, 3: one fma chain per element, the same bits for every variant,
+    // thread count and chunking):
+    //   scores[j][p] = Σ_d q_j[d] · K^T[d][p],   out_j[d] = Σ_p softmax(scores_j · scale)[p] · V[p][d].
     const uint32_t group = n_heads / n_kv;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const size_t pairs = size_t(n) * n_heads;
-    // About 2·hd multiply-adds per pair and position: split only when that pays for the hand-off.
-    const size_t work = pairs * (size_t(position_) + (n + 1) / 2) * hd * 2;
+    const size_t pairs = size_t(n) * n_kv;
+    // About 2·hd multiply-adds per query head and position: split only when that pays for the hand-off.
+    const size_t work = size_t(n) * n_heads * (size_t(position_) + (n + 1) / 2) * hd * 2;
     const size_t parts = std::clamp<size_t>(work / 65536, 1, pool_.size());
     pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
         for (size_t part = part_begin; part < part_end; ++part) {
-            float* sc = scores_.data() + part * context_;
+            float* sc = scores_.data() + part * group * context_;
             for (size_t pair = pairs * part / parts; pair < pairs * (part + 1) / parts; ++pair) {
-                const size_t t = pair / n_heads, h = pair % n_heads;
+                const size_t t = pair / n_kv, kvh = pair % n_kv;
                 const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
-                const float* q = q_.data() + t * q_dim + h * hd;
-                const size_t kvh = h / group;
-                // The head's keys are n_pos contiguous rows of hd floats: one f32 matvec of the kernels
-                // (SIMD, canonical order: the same bits for every variant and thread count).
-                kernels::matvec_rows(WeightType::F32, kc + kvh * context_ * hd, hd, q, sc, 0, n_pos);
-                for (uint32_t p = 0; p < n_pos; ++p) sc[p] *= scale;
-                softmax(sc, n_pos);
-                float* out = att_.data() + t * q_dim + h * hd;
-                std::fill(out, out + hd, 0.0f);
-                for (uint32_t p = 0; p < n_pos; ++p) {
-                    const float* v = vc + (kvh * context_ + p) * hd;
-                    const float a = sc[p];
-                    for (uint32_t i = 0; i < hd; ++i) out[i] += a * v[i];
+                const float* q = q_.data() + t * q_dim + kvh * group * hd;  // the group's query heads, contiguous
+                kernels::weighted_rows(kc + kvh * hd * context_, context_, hd, n_pos, q, hd, group, sc, context_);
+                for (uint32_t j = 0; j < group; ++j) {
+                    float* row = sc + size_t(j) * context_;
+                    for (uint32_t p = 0; p < n_pos; ++p) row[p] *= scale;
+                    softmax(row, n_pos);
                 }
+                kernels::weighted_rows(vc + kvh * context_ * hd, hd, n_pos, hd, sc, context_, group,
+                                       att_.data() + t * q_dim + kvh * group * hd, hd);
             }
         }
     });

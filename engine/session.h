@@ -82,8 +82,9 @@ private:
     std::unique_ptr<ExpertPrefetcher> prefetcher_;
 
     // Per-token rows, capacity_ of each: [token][dim].
-    ActivationBuffer<float> k_cache_, v_cache_;  // [layer][kv head][position][head_dim]
-    ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][context]
+    ActivationBuffer<float> k_cache_;  // [layer][kv head][head_dim][position] (keys transposed)
+    ActivationBuffer<float> v_cache_;  // [layer][kv head][position][head_dim]
+    ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][group head][context]
     ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;
     ActivationBuffer<float> shared_gate_, shared_gate_up_, shared_out_;  // qwen2_moe's shared expert
     std::vector<int32_t> selected_;  // [token][k]

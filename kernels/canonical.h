@@ -42,6 +42,11 @@
 //       group of 16 with zeros (a lane never holds −0, so adding +0·0 changes nothing).
 //    Hence results are identical for every variant, thread split and batch (matmul_rows per vector equals
 //    matvec_rows), but differ from the f32 dot product by the activation rounding (|x − d_x·q| ≤ d_x/2).
+//
+// 3. The transposed product (f32, weighted_rows in matvec.h): out[i][c] = Σ_r a[i][r] · m[r][c] is, for each
+//    output element, one chain acc = fma(a[i][r], m[r][c], acc) over r in increasing order from acc = +0.
+//    The elements are independent, so a vector lane per column needs no reduction and every ISA (and the
+//    scalar std::fma loop) gives the same bits.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -17,4 +17,10 @@ void matmul_rows(WeightType type, const void* w, size_t cols, const float* x, si
     active_matmul(type)(w, cols, x, n, y, ldy, row_begin, row_end);
 }
 
+void weighted_rows(const float* m, size_t ld, size_t rows, size_t cols, const float* a, size_t lda, size_t n,
+                   float* out, size_t ldo) {
+    if (n == 0 || cols == 0) return;
+    active_weighted_rows()(m, ld, rows, cols, a, lda, n, out, ldo);
+}
+
 }  // namespace colibri::kernels

@@ -355,6 +355,83 @@ void qmatmul(const void* w, size_t cols, const float* x, size_t n, float* y, siz
     }
 }
 
+// ---- The transposed product (canonical.h, 3): out[i·ldo + c] = Σ_r a[i·lda + r] · m[r·ld + c] ----
+
+// N vectors of a against G groups of 16 columns: N·G accumulators, each row of m loaded once for all N.
+template <class Isa, size_t N, size_t G>
+inline void weighted_panel(const float* m, size_t ld, size_t rows, const float* a, size_t lda, float* out, size_t ldo) {
+    using V = typename Isa::V;
+    V acc[N][G];
+    #pragma GCC unroll 8
+    for (size_t i = 0; i < N; ++i)
+        #pragma GCC unroll 8
+        for (size_t g = 0; g < G; ++g) acc[i][g] = Isa::zero();
+    for (size_t r = 0; r < rows; ++r) {
+        V mv[G];
+        #pragma GCC unroll 8
+        for (size_t g = 0; g < G; ++g) mv[g] = Isa::load(m + r * ld + g * kLanes);
+        #pragma GCC unroll 8
+        for (size_t i = 0; i < N; ++i) {
+            const float s = a[i * lda + r];
+            const V av = Isa::halves(s, s);
+            #pragma GCC unroll 8
+            for (size_t g = 0; g < G; ++g) acc[i][g] = Isa::fma(av, mv[g], acc[i][g]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (size_t i = 0; i < N; ++i)
+        #pragma GCC unroll 8
+        for (size_t g = 0; g < G; ++g) Isa::store(out + i * ldo + g * kLanes, acc[i][g]);
+}
+
+// N vectors, all columns: panels of 4 groups, then the remaining groups, then a ragged tail in scalar fma.
+template <class Isa, size_t N>
+inline void weighted_vectors(const float* m, size_t ld, size_t rows, size_t cols, const float* a, size_t lda, float* out,
+                             size_t ldo) {
+    constexpr size_t kPanel = 4 * kLanes;
+    size_t c = 0;
+    for (; c + kPanel <= cols; c += kPanel) weighted_panel<Isa, N, 4>(m + c, ld, rows, a, lda, out + c, ldo);
+    switch ((cols - c) / kLanes) {
+        case 3: weighted_panel<Isa, N, 3>(m + c, ld, rows, a, lda, out + c, ldo); c += 3 * kLanes; break;
+        case 2: weighted_panel<Isa, N, 2>(m + c, ld, rows, a, lda, out + c, ldo); c += 2 * kLanes; break;
+        case 1: weighted_panel<Isa, N, 1>(m + c, ld, rows, a, lda, out + c, ldo); c += kLanes; break;
+        default: break;
+    }
+    for (; c < cols; ++c)
+        for (size_t i = 0; i < N; ++i) {
+            float acc = 0.0f;
+            for (size_t r = 0; r < rows; ++r) acc = std::fma(a[i * lda + r], m[r * ld + c], acc);
+            out[i * ldo + c] = acc;
+        }
+}
+
+// Vectors per pass: an ISA with registers to spare sets kWeightedVectors (its N·4 accumulators must fit).
+template <class Isa>
+constexpr size_t weighted_vectors_per_pass() {
+    if constexpr (requires { Isa::kWeightedVectors; })
+        return Isa::kWeightedVectors;
+    else
+        return 1;
+}
+
+template <class Isa, size_t N>
+inline void weighted_rest(size_t n, const float* m, size_t ld, size_t rows, size_t cols, const float* a, size_t lda,
+                          float* out, size_t ldo) {
+    if constexpr (N > 0) {
+        if (n == N) return weighted_vectors<Isa, N>(m, ld, rows, cols, a, lda, out, ldo);
+        weighted_rest<Isa, N - 1>(n, m, ld, rows, cols, a, lda, out, ldo);
+    }
+}
+
+template <class Isa>
+void weighted_rows(const float* m, size_t ld, size_t rows, size_t cols, const float* a, size_t lda, size_t n, float* out,
+                   size_t ldo) {
+    constexpr size_t N = weighted_vectors_per_pass<Isa>();
+    size_t i = 0;
+    for (; i + N <= n; i += N) weighted_vectors<Isa, N>(m, ld, rows, cols, a + i * lda, lda, out + i * ldo, ldo);
+    weighted_rest<Isa, N - 1>(n - i, m, ld, rows, cols, a + i * lda, lda, out + i * ldo, ldo);
+}
+
 template <class Isa>
 constexpr KernelSet make_kernel_set() {
     KernelSet s{};
@@ -371,6 +448,7 @@ constexpr KernelSet make_kernel_set() {
     s.matmul[size_t(WeightType::Q4_K)] = qmatmul<Isa, WeightType::Q4_K>;
     s.matmul[size_t(WeightType::Q4_0)] = qmatmul<Isa, WeightType::Q4_0>;
     s.quantize = quantizer<Isa>();
+    s.weighted_rows = weighted_rows<Isa>;
     return s;
 }
 

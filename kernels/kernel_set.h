@@ -16,12 +16,17 @@ using MatvecFn = void (*)(const void* w, size_t cols, const float* x, float* y, 
 using MatmulFn = void (*)(const void* w, size_t cols, const float* x, size_t n, float* y, size_t ldy,
                           size_t row_begin, size_t row_end);
 
+// out[i * ldo + c] = Σ_{r < rows} a[i * lda + r] · m[r * ld + c] for i < n, c < cols (canonical.h, 3).
+using WeightedRowsFn = void (*)(const float* m, size_t ld, size_t rows, size_t cols, const float* a, size_t lda,
+                                size_t n, float* out, size_t ldo);
+
 struct KernelSet {
     MatvecFn matvec[kWeightTypeCount];
     MatmulFn matmul[kWeightTypeCount];
     // The block types' activation quantisation this variant's kernels use (canonical::quantize_blocks or a
     // vector version giving the same bytes).
     canonical::QuantizeBlocksFn quantize;
+    WeightedRowsFn weighted_rows;
 };
 
 }  // namespace colibri::kernels

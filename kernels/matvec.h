@@ -16,6 +16,13 @@ namespace colibri::kernels {
 void matvec_rows(WeightType type, const void* w, size_t cols, const float* x, float* y,
                  size_t row_begin, size_t row_end);
 
+// The transposed product in f32: out[i * ldo + c] = Σ_{r < rows} a[i * lda + r] · m[r * ld + c] for i < n and
+// c < cols, every element one fma chain over r in increasing order (kernels/canonical.h, 3), so the same bits
+// in every variant. Attention's scores (keys stored transposed) and its weighted sum of the values. Runs in
+// the variant selected for the f32 matvec.
+void weighted_rows(const float* m, size_t ld, size_t rows, size_t cols, const float* a, size_t lda, size_t n,
+                   float* out, size_t ldo);
+
 // Row r of W converted to f32 (for embedding lookups).
 void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, float* out);
 

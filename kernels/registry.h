@@ -54,5 +54,6 @@ const KernelSet* avx512_no_vnni_kernel_set_for_tests();
 // The active functions (what matvec_rows/matmul_rows call).
 MatvecFn active_matvec(WeightType type);
 MatmulFn active_matmul(WeightType type);
+WeightedRowsFn active_weighted_rows();  // the f32 matvec's variant
 
 }  // namespace colibri::kernels

@@ -25,6 +25,7 @@ struct Avx512Isa {
     using V = __m512;
     static constexpr size_t kMatvecRows = 4, kMatmulVectors = 6;
     static constexpr size_t kMatmulRows = 4;  // 4 x 6 accumulators of the 32 zmm registers
+    static constexpr size_t kWeightedVectors = 4;  // 4 x 4 accumulators in weighted_rows
 
     static V zero() { return _mm512_setzero_ps(); }
     static V load(const float* p) { return _mm512_loadu_ps(p); }

@@ -368,6 +368,40 @@ void check_quantizer_variants(std::mt19937& rng) {
     }
 }
 
+// The transposed product (canonical.h, 3): every variant equals the definition, one std::fma chain per
+// element over the rows in order, bit for bit; shapes with ragged column tails, panels of every width, 1..9
+// vectors, a leading dimension wider than the columns, and zero rows (all +0).
+void check_weighted_rows(std::mt19937& rng) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (size_t rows : {0, 1, 5, 64, 200}) {
+        for (size_t cols : {1, 15, 16, 17, 48, 63, 64, 65, 130, 257}) {
+            for (size_t n : {1, 3, 4, 5, 9}) {
+                const size_t ld = cols + 3, lda = rows + 2, ldo = cols + 1;
+                std::vector<float> m(rows * ld + 1), a(n * lda + 1), ref(n * ldo, -1.0f), out(n * ldo, -1.0f);
+                for (float& v : m) v = normal(rng);
+                for (float& v : a) v = normal(rng);
+                for (size_t i = 0; i < n; ++i)
+                    for (size_t c = 0; c < cols; ++c) {
+                        float acc = 0.0f;
+                        for (size_t r = 0; r < rows; ++r) acc = std::fma(a[i * lda + r], m[r * ld + c], acc);
+                        ref[i * ldo + c] = acc;
+                    }
+                for (const Candidate& cand : candidates()) {
+                    std::fill(out.begin(), out.end(), -1.0f);
+                    cand.set->weighted_rows(m.data(), ld, rows, cols, a.data(), lda, n, out.data(), ldo);
+                    check(same_bits(out.data(), ref.data(), out.size()),  // padding columns untouched too
+                          "weighted_rows " + std::to_string(rows) + "x" + std::to_string(cols) + " n " +
+                              std::to_string(n) + " " + cand.name);
+                }
+            }
+        }
+    }
+    // The public entry point runs the f32 matvec's variant.
+    std::vector<float> m(4 * 20, 0.5f), a(4, 2.0f), out(20);
+    weighted_rows(m.data(), 20, 4, 20, a.data(), 4, 1, out.data(), 20);
+    check(out[0] == 4.0f && out[19] == 4.0f, "weighted_rows entry point");
+}
+
 }  // namespace
 
 int main() {
@@ -401,6 +435,7 @@ int main() {
     check_special_values();
     check_quantizer();
     check_quantizer_variants(rng);
+    check_weighted_rows(rng);
     std::printf("%d checks, %d failures\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }
