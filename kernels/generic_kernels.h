@@ -432,6 +432,41 @@ void weighted_rows(const float* m, size_t ld, size_t rows, size_t cols, const fl
     weighted_rest<Isa, N - 1>(n - i, m, ld, rows, cols, a + i * lda, lda, out + i * ldo, ldo);
 }
 
+// ---- Memory-read probe: S sequential streams side by side, each 64-byte line summed as 8 words ----
+template <size_t S>
+uint64_t stream_sum_plain(const uint8_t* p, size_t lines) {
+    uint64_t acc[S][8] = {};
+    for (size_t l = 0; l < lines; ++l)
+        #pragma GCC unroll 4
+        for (size_t s = 0; s < S; ++s)
+            #pragma GCC unroll 8
+            for (size_t k = 0; k < 8; ++k) {
+                uint64_t v;
+                std::memcpy(&v, p + (s * lines + l) * 64 + 8 * k, 8);
+                acc[s][k] += v;
+            }
+    uint64_t t = 0;
+    for (size_t s = 0; s < S; ++s)
+        for (size_t k = 0; k < 8; ++k) t += acc[s][k];
+    return t;
+}
+
+// An ISA may read the lines with its own vector loads (stream_lines<S>(p, lines)); otherwise plain code.
+template <class Isa>
+uint64_t stream_sum(const uint8_t* p, size_t bytes, size_t streams) {
+    const size_t lines = bytes / 64 / streams;
+    auto run = [&]<size_t S>() {
+        if constexpr (requires { Isa::template stream_lines<S>(p, lines); })
+            return Isa::template stream_lines<S>(p, lines);
+        else
+            return stream_sum_plain<S>(p, lines);
+    };
+    uint64_t t = streams >= 4 ? run.template operator()<4>() : streams == 2 ? run.template operator()<2>() : run.template operator()<1>();
+    const size_t done = lines * streams * 64;
+    if (done < bytes) t += stream_sum_plain<1>(p + done, (bytes - done) / 64);
+    return t;
+}
+
 template <class Isa>
 constexpr KernelSet make_kernel_set() {
     KernelSet s{};
@@ -449,6 +484,7 @@ constexpr KernelSet make_kernel_set() {
     s.matmul[size_t(WeightType::Q4_0)] = qmatmul<Isa, WeightType::Q4_0>;
     s.quantize = quantizer<Isa>();
     s.weighted_rows = weighted_rows<Isa>;
+    s.stream_sum = stream_sum<Isa>;
     return s;
 }
 

@@ -1,6 +1,7 @@
 // The function table one kernel variant (scalar, AVX2, ...) provides: matvec and matmul per weight type.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "canonical.h"
 #include "types.h"
@@ -20,6 +21,10 @@ using MatmulFn = void (*)(const void* w, size_t cols, const float* x, size_t n, 
 using WeightedRowsFn = void (*)(const float* m, size_t ld, size_t rows, size_t cols, const float* a, size_t lda,
                                 size_t n, float* out, size_t ldo);
 
+// Σ of the 64-bit words of `bytes` bytes (a multiple of 64) read as `streams` (1, 2 or 4) sequential streams
+// side by side, with the variant's widest loads: the memory-bandwidth probe of `colibri bench`.
+using StreamSumFn = uint64_t (*)(const uint8_t* p, size_t bytes, size_t streams);
+
 struct KernelSet {
     MatvecFn matvec[kWeightTypeCount];
     MatmulFn matmul[kWeightTypeCount];
@@ -27,6 +32,7 @@ struct KernelSet {
     // vector version giving the same bytes).
     canonical::QuantizeBlocksFn quantize;
     WeightedRowsFn weighted_rows;
+    StreamSumFn stream_sum;
 };
 
 }  // namespace colibri::kernels

@@ -63,13 +63,17 @@ struct Dispatch {
     std::atomic<MatvecFn> matvec[kWeightTypeCount];
     std::atomic<MatmulFn> matmul[kWeightTypeCount];
     std::atomic<WeightedRowsFn> weighted_rows;  // follows the f32 matvec
+    std::atomic<StreamSumFn> stream_sum;        // likewise
 
     void set(Op op, size_t type, Variant v) {
         const KernelSet* s = compiled_set(v);
         variant[size_t(op)][type].store(v, std::memory_order_relaxed);
         if (op == Op::Matvec) matvec[type].store(s->matvec[type], std::memory_order_relaxed);
         else matmul[type].store(s->matmul[type], std::memory_order_relaxed);
-        if (op == Op::Matvec && type == size_t(WeightType::F32)) weighted_rows.store(s->weighted_rows, std::memory_order_relaxed);
+        if (op == Op::Matvec && type == size_t(WeightType::F32)) {
+            weighted_rows.store(s->weighted_rows, std::memory_order_relaxed);
+            stream_sum.store(s->stream_sum, std::memory_order_relaxed);
+        }
     }
     void set_all(Variant v) {
         for (size_t op = 0; op < kOpCount; ++op) {
@@ -223,5 +227,6 @@ MatmulFn active_matmul(WeightType type) {
 }
 
 WeightedRowsFn active_weighted_rows() { return dispatch().weighted_rows.load(std::memory_order_relaxed); }
+StreamSumFn active_stream_sum() { return dispatch().stream_sum.load(std::memory_order_relaxed); }
 
 }  // namespace colibri::kernels

@@ -55,5 +55,6 @@ const KernelSet* avx512_no_vnni_kernel_set_for_tests();
 MatvecFn active_matvec(WeightType type);
 MatmulFn active_matmul(WeightType type);
 WeightedRowsFn active_weighted_rows();  // the f32 matvec's variant
+StreamSumFn active_stream_sum();        // likewise
 
 }  // namespace colibri::kernels

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,16 +32,6 @@ uint64_t size_of(const FfnWeights& f) { return size_of(f.gate) + size_of(f.up) +
 
 int32_t argmax(std::span<const float> v) {
     return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-// Sum of 64-bit words with eight independent chains, so the loads, not the adds, set the pace.
-uint64_t sum_words(const uint64_t* p, size_t n) {
-    uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; ++k) a[k] += p[i + k];
-    for (; i < n; ++i) a[0] += p[i];
-    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
 // Drops the file's pages from the page cache (no process may have it mapped for this to take effect).
@@ -118,30 +110,41 @@ size_t bandwidth_buffer_bytes() {
     return std::max<size_t>(bytes, size_t(64) << 20) / 4096 * 4096;
 }
 
-std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes) {
-    const size_t words = buffer_bytes / sizeof(uint64_t);
-    std::unique_ptr<uint64_t[]> buffer(new uint64_t[words]);
+Bandwidth measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes) {
+    buffer_bytes = std::max<size_t>(buffer_bytes / 4096 * 4096, 4096);
+    std::unique_ptr<uint8_t[]> buffer(new uint8_t[buffer_bytes]);
     // Written by the threads that will read it, so its pages are in place before timing.
-    pool.parallel_for(words, 1 << 16, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) buffer[i] = i;
+    pool.parallel_for(buffer_bytes / 4096, 16, [&](size_t b, size_t e) {
+        for (size_t page = b; page < e; ++page) std::memset(buffer.get() + page * 4096, int(page), 4096);
     });
-    std::vector<uint64_t> sums(pool.size());
-    std::vector<double> gbs;
+    const size_t parts = pool.size();
+    std::vector<uint64_t> sums(parts);
+    std::vector<std::vector<double>> gbs(std::size(kBandwidthStreams));
+    // The patterns alternate within each pass, so drift in the machine's load hits them alike.
     for (unsigned p = 0; p < passes; ++p) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const size_t parts = pool.size();
-        pool.parallel_for(parts, 1, [&](size_t pb, size_t pe) {
-            for (size_t part = pb; part < pe; ++part) {
-                const size_t b = words * part / parts, e = words * (part + 1) / parts;
-                sums[part] += sum_words(buffer.get() + b, e - b);
-            }
-        });
-        gbs.push_back(double(words * sizeof(uint64_t)) / seconds_since(t0) / 1e9);
+        for (size_t k = 0; k < std::size(kBandwidthStreams); ++k) {
+            const auto t0 = std::chrono::steady_clock::now();
+            pool.parallel_for(parts, 1, [&](size_t pb, size_t pe) {
+                for (size_t part = pb; part < pe; ++part) {
+                    const size_t b = buffer_bytes * part / parts / 64 * 64, e = buffer_bytes * (part + 1) / parts / 64 * 64;
+                    sums[part] += kernels::stream_sum(buffer.get() + b, e - b, kBandwidthStreams[k]);
+                }
+            });
+            gbs[k].push_back(double(buffer_bytes) / seconds_since(t0) / 1e9);
+        }
     }
     // The sums are data the optimiser cannot prove unused.
     volatile uint64_t sink = 0;
     for (uint64_t s : sums) sink = sink + s;
-    return gbs;
+    Bandwidth bw;
+    for (size_t k = 0; k < std::size(kBandwidthStreams); ++k) {
+        bw.by_streams.emplace_back(kBandwidthStreams[k], Spread::of(gbs[k]));
+        if (k == 0 || bw.by_streams.back().second.median > bw.best.median) {
+            bw.best = bw.by_streams.back().second;
+            bw.best_streams = kBandwidthStreams[k];
+        }
+    }
+    return bw;
 }
 
 Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, const BenchConfig& config) {
@@ -209,7 +212,8 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
 
     report.bandwidth_buffer = config.bandwidth_buffer ? config.bandwidth_buffer / 4096 * 4096 : bandwidth_buffer_bytes();
     if (report.bandwidth_buffer == 0) return error("bandwidth buffer too small");
-    report.bandwidth_gbs = Spread::of(measure_read_bandwidth(pool, report.bandwidth_buffer, 7));
+    report.bandwidth = measure_read_bandwidth(pool, report.bandwidth_buffer, 7);
+    report.bandwidth_gbs = report.bandwidth.best;
     return report;
 }
 
@@ -232,8 +236,12 @@ json bench_json(const BenchReport& r) {
              {"dense_ffn", b.dense_ffn}, {"norms", b.norms}, {"lm_head", b.lm_head}, {"embedding", b.embedding}}},
            {"bandwidth_gb_per_s", spread_json(r.bandwidth_gbs)},
            {"bandwidth_buffer_bytes", r.bandwidth_buffer},
+           {"bandwidth_streams_per_thread", r.bandwidth.best_streams},
            {"roofline_tokens_per_s", r.roofline_tps()},
            {"roofline_fraction", r.roofline_fraction()}};
+    json by = json::object();
+    for (const auto& [streams, spread] : r.bandwidth.by_streams) by[std::to_string(streams)] = spread_json(spread);
+    j["bandwidth_by_streams_per_thread"] = by;
     json k = json::object();
     for (const auto& [type, v] : r.kernels) k[type] = {{"matvec", v.first}, {"matmul", v.second}};
     j["kernels"] = k;
@@ -271,8 +279,15 @@ std::string bench_text(const BenchReport& r) {
          r.bytes.total() / 1e6, r.bytes.attention / 1e6, r.bytes.router / 1e6, r.bytes.experts / 1e6,
          r.bytes.shared_expert / 1e6, r.bytes.dense_ffn / 1e6, r.bytes.lm_head / 1e6, r.bytes.embedding / 1e6,
          r.bytes.norms / 1e6);
-    line("memory bandwidth: %.2f GB/s median (min %.2f, max %.2f; %zu MiB read, %u threads)\n", r.bandwidth_gbs.median,
-         r.bandwidth_gbs.min, r.bandwidth_gbs.max, r.bandwidth_buffer >> 20, r.threads);
+    std::string patterns;
+    for (const auto& [streams, spread] : r.bandwidth.by_streams) {
+        std::snprintf(buf, sizeof buf, "%s%u: %.2f", patterns.empty() ? "" : ", ", streams, spread.median);
+        patterns += buf;
+    }
+    line("memory bandwidth: %.2f GB/s median (min %.2f, max %.2f; %zu MiB read, %u threads, %u streams per thread; "
+         "medians by streams per thread %s)\n",
+         r.bandwidth_gbs.median, r.bandwidth_gbs.min, r.bandwidth_gbs.max, r.bandwidth_buffer >> 20, r.threads,
+         r.bandwidth.best_streams, patterns.c_str());
     line("roofline: %.2f tok/s; decode reaches %.1f%%\n", r.roofline_tps(), 100.0 * r.roofline_fraction());
     return out;
 }

@@ -48,8 +48,18 @@ struct TokenBytes {
 };
 TokenBytes decode_token_bytes(const Model& model);
 
-// Streaming read of a buffer of buffer_bytes over the pool's threads, passes times; GB/s (1e9 bytes) per pass.
-std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes);
+// The machine's read bandwidth: a buffer of buffer_bytes read by the pool's threads (each its own part), passes
+// times in each of the patterns kBandwidthStreams (each part as 1, 2 or 4 sequential streams side by side, with
+// the kernels' widest loads: kernels::stream_sum). GB/s (1e9 bytes) per pass; `best` is the pattern with the
+// highest median, the figure the roofline uses (one stream per thread reads less on some machines than the
+// kernels themselves do, which would overstate the fraction of the roofline they reach).
+inline constexpr unsigned kBandwidthStreams[] = {1, 2, 4};
+struct Bandwidth {
+    Spread best;
+    unsigned best_streams = 1;
+    std::vector<std::pair<unsigned, Spread>> by_streams;
+};
+Bandwidth measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes);
 // A buffer well beyond the last-level cache: max(1 GiB, 4 x LLC), at most a quarter of free memory.
 size_t bandwidth_buffer_bytes();
 
@@ -57,7 +67,8 @@ struct BenchReport {
     std::string model_path;
     unsigned threads = 0;
     BenchConfig config;
-    Spread prompt_tps, decode_tps, bandwidth_gbs;
+    Spread prompt_tps, decode_tps, bandwidth_gbs;  // bandwidth_gbs: the best pattern's (bandwidth.best)
+    Bandwidth bandwidth;
     std::vector<double> cold_tps;  // per cold rep: tokens/s of the first cold_tokens decode steps
     size_t bandwidth_buffer = 0;
     TokenBytes bytes;

@@ -402,6 +402,19 @@ void check_weighted_rows(std::mt19937& rng) {
     check(out[0] == 4.0f && out[19] == 4.0f, "weighted_rows entry point");
 }
 
+// The bandwidth probe reads every word once whatever the stream count (sizes that do not split evenly too).
+void check_stream_sum(std::mt19937& rng) {
+    for (size_t lines : {1, 3, 7, 64, 1001}) {
+        std::vector<uint64_t> words(lines * 8);
+        uint64_t want = 0;
+        for (uint64_t& w : words) want += (w = (uint64_t(rng()) << 32) | rng());
+        for (const Candidate& c : candidates())
+            for (size_t streams : {1, 2, 4})
+                check(c.set->stream_sum(reinterpret_cast<const uint8_t*>(words.data()), lines * 64, streams) == want,
+                      "stream_sum " + std::to_string(lines) + " lines, " + std::to_string(streams) + " streams, " + c.name);
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -436,6 +449,7 @@ int main() {
     check_quantizer();
     check_quantizer_variants(rng);
     check_weighted_rows(rng);
+    check_stream_sum(rng);
     std::printf("%d checks, %d failures\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }
