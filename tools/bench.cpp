@@ -110,35 +110,36 @@ size_t bandwidth_buffer_bytes() {
     return std::max<size_t>(bytes, size_t(64) << 20) / 4096 * 4096;
 }
 
-Bandwidth measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes) {
-    buffer_bytes = std::max<size_t>(buffer_bytes / 4096 * 4096, 4096);
-    std::unique_ptr<uint8_t[]> buffer(new uint8_t[buffer_bytes]);
+BandwidthProbe::BandwidthProbe(ThreadPool& pool, size_t buffer_bytes)
+    : pool_(pool), bytes_(std::max<size_t>(buffer_bytes / 4096 * 4096, 4096)), buffer_(new uint8_t[bytes_]),
+      sums_(pool.size()) {
     // Written by the threads that will read it, so its pages are in place before timing.
-    pool.parallel_for(buffer_bytes / 4096, 16, [&](size_t b, size_t e) {
-        for (size_t page = b; page < e; ++page) std::memset(buffer.get() + page * 4096, int(page), 4096);
+    pool_.parallel_for(bytes_ / 4096, 16, [&](size_t b, size_t e) {
+        for (size_t page = b; page < e; ++page) std::memset(buffer_.get() + page * 4096, int(page), 4096);
     });
-    const size_t parts = pool.size();
-    std::vector<uint64_t> sums(parts);
-    std::vector<std::vector<double>> gbs(std::size(kBandwidthStreams));
-    // The patterns alternate within each pass, so drift in the machine's load hits them alike.
-    for (unsigned p = 0; p < passes; ++p) {
-        for (size_t k = 0; k < std::size(kBandwidthStreams); ++k) {
-            const auto t0 = std::chrono::steady_clock::now();
-            pool.parallel_for(parts, 1, [&](size_t pb, size_t pe) {
-                for (size_t part = pb; part < pe; ++part) {
-                    const size_t b = buffer_bytes * part / parts / 64 * 64, e = buffer_bytes * (part + 1) / parts / 64 * 64;
-                    sums[part] += kernels::stream_sum(buffer.get() + b, e - b, kBandwidthStreams[k]);
-                }
-            });
-            gbs[k].push_back(double(buffer_bytes) / seconds_since(t0) / 1e9);
-        }
+}
+
+void BandwidthProbe::pass() {
+    const size_t parts = pool_.size();
+    for (size_t k = 0; k < std::size(kBandwidthStreams); ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool_.parallel_for(parts, 1, [&](size_t pb, size_t pe) {
+            for (size_t part = pb; part < pe; ++part) {
+                const size_t b = bytes_ * part / parts / 64 * 64, e = bytes_ * (part + 1) / parts / 64 * 64;
+                sums_[part] += kernels::stream_sum(buffer_.get() + b, e - b, kBandwidthStreams[k]);
+            }
+        });
+        gbs_[k].push_back(double(bytes_) / seconds_since(t0) / 1e9);
     }
     // The sums are data the optimiser cannot prove unused.
     volatile uint64_t sink = 0;
-    for (uint64_t s : sums) sink = sink + s;
+    for (uint64_t s : sums_) sink = sink + s;
+}
+
+Bandwidth BandwidthProbe::result() const {
     Bandwidth bw;
     for (size_t k = 0; k < std::size(kBandwidthStreams); ++k) {
-        bw.by_streams.emplace_back(kBandwidthStreams[k], Spread::of(gbs[k]));
+        bw.by_streams.emplace_back(kBandwidthStreams[k], Spread::of(gbs_[k]));
         if (k == 0 || bw.by_streams.back().second.median > bw.best.median) {
             bw.best = bw.by_streams.back().second;
             bw.best_streams = kBandwidthStreams[k];
@@ -175,6 +176,9 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     auto l = open_session(model_path, pool, context, config.session);
     if (!l) return l.status();
     Session& s = *l->session;
+    report.bandwidth_buffer = config.bandwidth_buffer ? config.bandwidth_buffer / 4096 * 4096 : bandwidth_buffer_bytes();
+    if (report.bandwidth_buffer == 0) return error("bandwidth buffer too small");
+    BandwidthProbe probe(pool, report.bandwidth_buffer);
     std::mt19937_64 rng(config.seed);
     std::vector<int32_t> prompt(config.prompt_tokens);
     for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % l->model->hparams().vocab_size);
@@ -197,6 +201,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
         if (r == 0) continue;
         prompt_tps.push_back(config.prompt_tokens / prompt_s);
         decode_tps.push_back(config.decode_tokens / decode_s);
+        probe.pass();  // between repetitions: the same stretch of time as the tokens/s
     }
     report.prompt_tps = Spread::of(prompt_tps);
     report.decode_tps = Spread::of(decode_tps);
@@ -210,9 +215,9 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     l->session.reset();
     l->model.reset();
 
-    report.bandwidth_buffer = config.bandwidth_buffer ? config.bandwidth_buffer / 4096 * 4096 : bandwidth_buffer_bytes();
-    if (report.bandwidth_buffer == 0) return error("bandwidth buffer too small");
-    report.bandwidth = measure_read_bandwidth(pool, report.bandwidth_buffer, 7);
+    constexpr unsigned kMinPasses = 7;
+    while (probe.passes() < kMinPasses) probe.pass();
+    report.bandwidth = probe.result();
     report.bandwidth_gbs = report.bandwidth.best;
     return report;
 }

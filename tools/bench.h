@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <iterator>
+#include <memory>
 #include <vector>
 
 #include "engine/model.h"
@@ -48,8 +50,8 @@ struct TokenBytes {
 };
 TokenBytes decode_token_bytes(const Model& model);
 
-// The machine's read bandwidth: a buffer of buffer_bytes read by the pool's threads (each its own part), passes
-// times in each of the patterns kBandwidthStreams (each part as 1, 2 or 4 sequential streams side by side, with
+// The machine's read bandwidth: a buffer of buffer_bytes read by the pool's threads (each its own part) in each
+// of the patterns kBandwidthStreams (each part as 1, 2 or 4 sequential streams side by side, with
 // the kernels' widest loads: kernels::stream_sum). GB/s (1e9 bytes) per pass; `best` is the pattern with the
 // highest median, the figure the roofline uses (one stream per thread reads less on some machines than the
 // kernels themselves do, which would overstate the fraction of the roofline they reach).
@@ -59,7 +61,23 @@ struct Bandwidth {
     unsigned best_streams = 1;
     std::vector<std::pair<unsigned, Spread>> by_streams;
 };
-Bandwidth measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, unsigned passes);
+// The buffer is paged in once; each pass() reads it in every pattern (alternating, so drift in the machine's
+// load hits them alike). run_bench interleaves the passes with the repetitions, so the bandwidth is measured
+// in the same stretch of time as the tokens/s it is compared with.
+class BandwidthProbe {
+public:
+    BandwidthProbe(ThreadPool& pool, size_t buffer_bytes);
+    void pass();
+    size_t passes() const { return gbs_[0].size(); }
+    Bandwidth result() const;
+
+private:
+    ThreadPool& pool_;
+    size_t bytes_;
+    std::unique_ptr<uint8_t[]> buffer_;
+    std::vector<uint64_t> sums_;
+    std::vector<double> gbs_[std::size(kBandwidthStreams)];
+};
 // A buffer well beyond the last-level cache: max(1 GiB, 4 x LLC), at most a quarter of free memory.
 size_t bandwidth_buffer_bytes();
 
