@@ -23,8 +23,8 @@ void weighted_rows(const float* m, size_t ld, size_t rows, size_t cols, const fl
     active_weighted_rows()(m, ld, rows, cols, a, lda, n, out, ldo);
 }
 
-uint64_t stream_sum(const void* p, size_t bytes, size_t streams) {
-    return active_stream_sum()(static_cast<const uint8_t*>(p), bytes, streams);
+uint64_t stream_sum(const void* p, size_t bytes, size_t streams, bool prefetch) {
+    return active_stream_sum()(static_cast<const uint8_t*>(p), bytes, streams, prefetch);
 }
 
 }  // namespace colibri::kernels

@@ -433,37 +433,45 @@ void weighted_rows(const float* m, size_t ld, size_t rows, size_t cols, const fl
 }
 
 // ---- Memory-read probe: S sequential streams side by side, each 64-byte line summed as 8 words ----
-template <size_t S>
+template <size_t S, bool kPrefetch>
 uint64_t stream_sum_plain(const uint8_t* p, size_t lines) {
     uint64_t acc[S][8] = {};
     for (size_t l = 0; l < lines; ++l)
         #pragma GCC unroll 4
-        for (size_t s = 0; s < S; ++s)
+        for (size_t s = 0; s < S; ++s) {
+            if constexpr (kPrefetch) __builtin_prefetch(p + (s * lines + l) * 64 + kStreamPrefetch, 0, 3);
             #pragma GCC unroll 8
             for (size_t k = 0; k < 8; ++k) {
                 uint64_t v;
                 std::memcpy(&v, p + (s * lines + l) * 64 + 8 * k, 8);
                 acc[s][k] += v;
             }
+        }
     uint64_t t = 0;
     for (size_t s = 0; s < S; ++s)
         for (size_t k = 0; k < 8; ++k) t += acc[s][k];
     return t;
 }
 
-// An ISA may read the lines with its own vector loads (stream_lines<S>(p, lines)); otherwise plain code.
+// An ISA may read the lines with its own vector loads (stream_lines<S, kPrefetch>(p, lines)); otherwise plain code.
+// (A prefetch past the end of the buffer is harmless: prefetches never fault.)
 template <class Isa>
-uint64_t stream_sum(const uint8_t* p, size_t bytes, size_t streams) {
+uint64_t stream_sum(const uint8_t* p, size_t bytes, size_t streams, bool prefetch) {
     const size_t lines = bytes / 64 / streams;
-    auto run = [&]<size_t S>() {
-        if constexpr (requires { Isa::template stream_lines<S>(p, lines); })
-            return Isa::template stream_lines<S>(p, lines);
+    auto run = [&]<size_t S, bool kPrefetch>() {
+        if constexpr (requires { Isa::template stream_lines<S, kPrefetch>(p, lines); })
+            return Isa::template stream_lines<S, kPrefetch>(p, lines);
         else
-            return stream_sum_plain<S>(p, lines);
+            return stream_sum_plain<S, kPrefetch>(p, lines);
     };
-    uint64_t t = streams >= 4 ? run.template operator()<4>() : streams == 2 ? run.template operator()<2>() : run.template operator()<1>();
+    auto with = [&]<bool kPrefetch>() {
+        return streams >= 4    ? run.template operator()<4, kPrefetch>()
+               : streams == 2 ? run.template operator()<2, kPrefetch>()
+                              : run.template operator()<1, kPrefetch>();
+    };
+    uint64_t t = prefetch ? with.template operator()<true>() : with.template operator()<false>();
     const size_t done = lines * streams * 64;
-    if (done < bytes) t += stream_sum_plain<1>(p + done, (bytes - done) / 64);
+    if (done < bytes) t += stream_sum_plain<1, false>(p + done, (bytes - done) / 64);
     return t;
 }
 

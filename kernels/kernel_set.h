@@ -22,8 +22,10 @@ using WeightedRowsFn = void (*)(const float* m, size_t ld, size_t rows, size_t c
                                 size_t n, float* out, size_t ldo);
 
 // Σ of the 64-bit words of `bytes` bytes (a multiple of 64) read as `streams` (1, 2 or 4) sequential streams
-// side by side, with the variant's widest loads: the memory-bandwidth probe of `colibri bench`.
-using StreamSumFn = uint64_t (*)(const uint8_t* p, size_t bytes, size_t streams);
+// side by side, with the variant's widest loads and, with `prefetch`, a software prefetch kStreamPrefetch bytes
+// ahead in each stream: the memory-bandwidth probe of `colibri bench`.
+using StreamSumFn = uint64_t (*)(const uint8_t* p, size_t bytes, size_t streams, bool prefetch);
+inline constexpr size_t kStreamPrefetch = 1024;
 
 struct KernelSet {
     MatvecFn matvec[kWeightTypeCount];

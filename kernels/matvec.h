@@ -24,9 +24,10 @@ void weighted_rows(const float* m, size_t ld, size_t rows, size_t cols, const fl
                    float* out, size_t ldo);
 
 // Σ of the 64-bit words of [p, p + bytes) (bytes a multiple of 64) read as `streams` (1, 2 or 4) sequential
-// streams side by side with the widest loads of the f32 matvec's variant: the probe `colibri bench` measures
-// the machine's read bandwidth with (the kernels read their weights as several streams too).
-uint64_t stream_sum(const void* p, size_t bytes, size_t streams);
+// streams side by side with the widest loads of the f32 matvec's variant, with `prefetch` also prefetching
+// kStreamPrefetch bytes ahead in each stream: the probe `colibri bench` measures the machine's read bandwidth
+// with (the kernels read their weights as several streams too).
+uint64_t stream_sum(const void* p, size_t bytes, size_t streams, bool prefetch);
 
 // Row r of W converted to f32 (for embedding lookups).
 void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, float* out);

@@ -121,12 +121,12 @@ BandwidthProbe::BandwidthProbe(ThreadPool& pool, size_t buffer_bytes)
 
 void BandwidthProbe::pass() {
     const size_t parts = pool_.size();
-    for (size_t k = 0; k < std::size(kBandwidthStreams); ++k) {
+    for (size_t k = 0; k < std::size(kReadPatterns); ++k) {
         const auto t0 = std::chrono::steady_clock::now();
         pool_.parallel_for(parts, 1, [&](size_t pb, size_t pe) {
             for (size_t part = pb; part < pe; ++part) {
                 const size_t b = bytes_ * part / parts / 64 * 64, e = bytes_ * (part + 1) / parts / 64 * 64;
-                sums_[part] += kernels::stream_sum(buffer_.get() + b, e - b, kBandwidthStreams[k]);
+                sums_[part] += kernels::stream_sum(buffer_.get() + b, e - b, kReadPatterns[k].streams, kReadPatterns[k].prefetch);
             }
         });
         gbs_[k].push_back(double(bytes_) / seconds_since(t0) / 1e9);
@@ -138,11 +138,11 @@ void BandwidthProbe::pass() {
 
 Bandwidth BandwidthProbe::result() const {
     Bandwidth bw;
-    for (size_t k = 0; k < std::size(kBandwidthStreams); ++k) {
-        bw.by_streams.emplace_back(kBandwidthStreams[k], Spread::of(gbs_[k]));
-        if (k == 0 || bw.by_streams.back().second.median > bw.best.median) {
-            bw.best = bw.by_streams.back().second;
-            bw.best_streams = kBandwidthStreams[k];
+    for (size_t k = 0; k < std::size(kReadPatterns); ++k) {
+        bw.by_pattern.emplace_back(kReadPatterns[k], Spread::of(gbs_[k]));
+        if (k == 0 || bw.by_pattern.back().second.median > bw.best.median) {
+            bw.best = bw.by_pattern.back().second;
+            bw.best_pattern = kReadPatterns[k];
         }
     }
     return bw;
@@ -241,12 +241,12 @@ json bench_json(const BenchReport& r) {
              {"dense_ffn", b.dense_ffn}, {"norms", b.norms}, {"lm_head", b.lm_head}, {"embedding", b.embedding}}},
            {"bandwidth_gb_per_s", spread_json(r.bandwidth_gbs)},
            {"bandwidth_buffer_bytes", r.bandwidth_buffer},
-           {"bandwidth_streams_per_thread", r.bandwidth.best_streams},
+           {"bandwidth_pattern", r.bandwidth.best_pattern.name()},
            {"roofline_tokens_per_s", r.roofline_tps()},
            {"roofline_fraction", r.roofline_fraction()}};
     json by = json::object();
-    for (const auto& [streams, spread] : r.bandwidth.by_streams) by[std::to_string(streams)] = spread_json(spread);
-    j["bandwidth_by_streams_per_thread"] = by;
+    for (const auto& [pattern, spread] : r.bandwidth.by_pattern) by[pattern.name()] = spread_json(spread);
+    j["bandwidth_by_pattern"] = by;
     json k = json::object();
     for (const auto& [type, v] : r.kernels) k[type] = {{"matvec", v.first}, {"matmul", v.second}};
     j["kernels"] = k;
@@ -285,14 +285,14 @@ std::string bench_text(const BenchReport& r) {
          r.bytes.shared_expert / 1e6, r.bytes.dense_ffn / 1e6, r.bytes.lm_head / 1e6, r.bytes.embedding / 1e6,
          r.bytes.norms / 1e6);
     std::string patterns;
-    for (const auto& [streams, spread] : r.bandwidth.by_streams) {
-        std::snprintf(buf, sizeof buf, "%s%u: %.2f", patterns.empty() ? "" : ", ", streams, spread.median);
+    for (const auto& [pattern, spread] : r.bandwidth.by_pattern) {
+        std::snprintf(buf, sizeof buf, "%s%s: %.2f", patterns.empty() ? "" : ", ", pattern.name().c_str(), spread.median);
         patterns += buf;
     }
-    line("memory bandwidth: %.2f GB/s median (min %.2f, max %.2f; %zu MiB read, %u threads, %u streams per thread; "
-         "medians by streams per thread %s)\n",
+    line("memory bandwidth: %.2f GB/s median (min %.2f, max %.2f; %zu MiB read, %u threads, streams per thread %s; "
+         "medians by pattern %s)\n",
          r.bandwidth_gbs.median, r.bandwidth_gbs.min, r.bandwidth_gbs.max, r.bandwidth_buffer >> 20, r.threads,
-         r.bandwidth.best_streams, patterns.c_str());
+         r.bandwidth.best_pattern.name().c_str(), patterns.c_str());
     line("roofline: %.2f tok/s; decode reaches %.1f%%\n", r.roofline_tps(), 100.0 * r.roofline_fraction());
     return out;
 }

@@ -4,9 +4,9 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
-#include <string>
 #include <iterator>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/model.h"
@@ -51,15 +51,21 @@ struct TokenBytes {
 TokenBytes decode_token_bytes(const Model& model);
 
 // The machine's read bandwidth: a buffer of buffer_bytes read by the pool's threads (each its own part) in each
-// of the patterns kBandwidthStreams (each part as 1, 2 or 4 sequential streams side by side, with
-// the kernels' widest loads: kernels::stream_sum). GB/s (1e9 bytes) per pass; `best` is the pattern with the
-// highest median, the figure the roofline uses (one stream per thread reads less on some machines than the
-// kernels themselves do, which would overstate the fraction of the roofline they reach).
-inline constexpr unsigned kBandwidthStreams[] = {1, 2, 4};
+// of the patterns kReadPatterns (each part as 1, 2 or 4 sequential streams side by side, with the kernels' widest
+// loads, with or without software prefetch: kernels::stream_sum). GB/s (1e9 bytes) per pass; `best` is the
+// pattern with the highest median, the figure the roofline uses. (On a Zen 5 guest one stream per thread read
+// 45 GB/s, two 56-65 and four with prefetch 80-85: a single pattern would overstate the fraction of the
+// roofline the kernels reach.)
+struct ReadPattern {
+    unsigned streams;  // per thread
+    bool prefetch;     // software prefetch kernels::kStreamPrefetch bytes ahead in each stream
+    std::string name() const { return std::to_string(streams) + (prefetch ? "+prefetch" : ""); }
+};
+inline constexpr ReadPattern kReadPatterns[] = {{1, false}, {2, false}, {4, false}, {2, true}, {4, true}};
 struct Bandwidth {
     Spread best;
-    unsigned best_streams = 1;
-    std::vector<std::pair<unsigned, Spread>> by_streams;
+    ReadPattern best_pattern{1, false};
+    std::vector<std::pair<ReadPattern, Spread>> by_pattern;
 };
 // The buffer is paged in once; each pass() reads it in every pattern (alternating, so drift in the machine's
 // load hits them alike). run_bench interleaves the passes with the repetitions, so the bandwidth is measured
@@ -76,7 +82,7 @@ private:
     size_t bytes_;
     std::unique_ptr<uint8_t[]> buffer_;
     std::vector<uint64_t> sums_;
-    std::vector<double> gbs_[std::size(kBandwidthStreams)];
+    std::vector<double> gbs_[std::size(kReadPatterns)];
 };
 // A buffer well beyond the last-level cache: max(1 GiB, 4 x LLC), at most a quarter of free memory.
 size_t bandwidth_buffer_bytes();

@@ -63,7 +63,7 @@ struct Avx2Isa {
                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(hi))))};
     }
     // The memory-read probe (generic::stream_sum): two 32-byte loads per line and stream.
-    template <size_t S>
+    template <size_t S, bool kPrefetch>
     static uint64_t stream_lines(const uint8_t* p, size_t lines) {
         __m256i acc[S];
         #pragma GCC unroll 4
@@ -72,6 +72,7 @@ struct Avx2Isa {
             #pragma GCC unroll 4
             for (size_t s = 0; s < S; ++s) {
                 const uint8_t* q = p + (s * lines + l) * 64;
+                if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(q + kStreamPrefetch), _MM_HINT_T0);
                 acc[s] = _mm256_add_epi64(acc[s], _mm256_add_epi64(load256(q), load256(q + 32)));
             }
         for (size_t s = 1; s < S; ++s) acc[0] = _mm256_add_epi64(acc[0], acc[s]);

@@ -410,8 +410,10 @@ void check_stream_sum(std::mt19937& rng) {
         for (uint64_t& w : words) want += (w = (uint64_t(rng()) << 32) | rng());
         for (const Candidate& c : candidates())
             for (size_t streams : {1, 2, 4})
-                check(c.set->stream_sum(reinterpret_cast<const uint8_t*>(words.data()), lines * 64, streams) == want,
-                      "stream_sum " + std::to_string(lines) + " lines, " + std::to_string(streams) + " streams, " + c.name);
+                for (bool prefetch : {false, true})
+                    check(c.set->stream_sum(reinterpret_cast<const uint8_t*>(words.data()), lines * 64, streams, prefetch) == want,
+                          "stream_sum " + std::to_string(lines) + " lines, " + std::to_string(streams) + " streams, " +
+                              (prefetch ? "prefetch, " : "") + c.name);
     }
 }
 

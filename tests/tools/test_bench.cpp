@@ -47,17 +47,18 @@ private slots:
         check_spread(j, "bandwidth_gb_per_s");
         check_spread(j, "cold_tokens_per_s");
         QCOMPARE(j["bandwidth_buffer_bytes"].toDouble(), 64.0 * 1024 * 1024);
-        // The bandwidth of every read pattern (streams per thread), and the roofline's figure is the best median.
-        const QJsonObject by = j["bandwidth_by_streams_per_thread"].toObject();
-        QCOMPARE(by.keys(), QStringList({"1", "2", "4"}));
+        // The bandwidth of every read pattern (streams per thread, software prefetch), and the roofline's figure
+        // is the best median.
+        const QJsonObject by = j["bandwidth_by_pattern"].toObject();
+        QCOMPARE(by.keys(), QStringList({"1", "2", "2+prefetch", "4", "4+prefetch"}));
         double best = 0;
         for (const QString& k : by.keys()) {
             check_spread(by, k.toUtf8().constData());
             best = std::max(best, by[k].toObject()["median"].toDouble());
         }
-        const int streams = j["bandwidth_streams_per_thread"].toInt();
-        QVERIFY(streams == 1 || streams == 2 || streams == 4);
-        QCOMPARE(by[QString::number(streams)].toObject()["median"].toDouble(), best);
+        const QString pattern = j["bandwidth_pattern"].toString();
+        QVERIFY2(by.contains(pattern), qPrintable(pattern));
+        QCOMPARE(by[pattern].toObject()["median"].toDouble(), best);
         QCOMPARE(j["bandwidth_gb_per_s"].toObject()["median"].toDouble(), best);
         // The variant running each weight type's kernels: q8_0 matrices, f32 norms and router.
         for (const char* type : {"q8_0", "f32"}) {
