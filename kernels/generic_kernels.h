@@ -108,17 +108,35 @@ inline float finish(typename Isa::V acc, const uint8_t* row, size_t cols, const 
 // The loops over rows, vectors and registers have compile-time bounds and are unrolled (#pragma GCC unroll)
 // so that the accumulators live in registers rather than in an indexed array on the stack.
 
+// Bytes ahead of the read position that the float matvec prefetches in each of its streams (0: none); an ISA
+// sets kMatvecPrefetch.
+template <class Isa>
+constexpr size_t matvec_prefetch() {
+    if constexpr (requires { Isa::kMatvecPrefetch; })
+        return Isa::kMatvecPrefetch;
+    else
+        return 0;
+}
+
 // R rows against one vector, side by side so their FMA chains overlap; y[k·ystride] for row0 + k·stride.
 template <class Isa, WeightType T, size_t R>
 inline void dot_rows(const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y, size_t ystride = 1) {
     using D = Decoder<Isa, T>;
     using V = typename Isa::V;
     constexpr size_t kV = D::kGroup / kLanes;
+    constexpr size_t kPrefetch = matvec_prefetch<Isa>();
+    constexpr size_t kGroupBytes = T == WeightType::F32 ? 4 * D::kGroup : 2 * D::kGroup;
     V acc[R];
     typename D::State st[R];
     for (size_t r = 0; r < R; ++r) acc[r] = Isa::zero();
     const size_t groups = cols / D::kGroup;
     for (size_t g = 0; g < groups; ++g) {
+        if constexpr (kPrefetch > 0) {
+            // One prefetch per 64-byte line of each stream; past a row's end it reaches the stream's next row.
+            if (kGroupBytes >= 64 || (g * kGroupBytes) % 64 == 0)
+                #pragma GCC unroll 16
+                for (size_t r = 0; r < R; ++r) __builtin_prefetch(row0 + r * stride + g * kGroupBytes + kPrefetch, 0, 3);
+        }
         V xv[kV];
         #pragma GCC unroll 16
         for (size_t v = 0; v < kV; ++v) xv[v] = Isa::load(x + g * D::kGroup + v * kLanes);

@@ -16,6 +16,7 @@ struct Avx2Isa {
         __m256 lo, hi;
     };
     static constexpr size_t kMatvecRows = 4, kMatmulVectors = 4;
+    static constexpr size_t kMatvecPrefetch = 2048;  // as the AVX-512 variant (generic::dot_rows)
 
     static V zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
     static V load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
