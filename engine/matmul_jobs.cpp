@@ -1,8 +1,8 @@
 #include "matmul_jobs.h"
 
 #include <algorithm>
-#include <cmath>
 
+#include "fast_exp.h"
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
 
@@ -43,8 +43,6 @@ void product_rows(const TensorView& w, const float* x, uint32_t n, float* y, siz
 }
 }  // namespace
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
 void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
     run_row_ranges(
         pool, jobs, [](const MatmulJob& j) { return size_t(j.w->rows); },
@@ -60,8 +58,7 @@ void run_gated_matmuls(ThreadPool& pool, std::span<const GatedJob> jobs) {
             const size_t F = j.gate->rows;
             product_rows(*j.gate, j.x, j.n, j.out, lo, hi);
             product_rows(*j.up, j.x, j.n, j.up_out, lo, hi);
-            for (size_t i = 0; i < j.n; ++i)
-                for (size_t r = lo; r < hi; ++r) j.out[i * F + r] = silu(j.out[i * F + r]) * j.up_out[i * F + r];
+            for (size_t i = 0; i < j.n; ++i) silu_mul(j.out + i * F + lo, j.up_out + i * F + lo, hi - lo);
         });
 }
 

@@ -36,7 +36,4 @@ struct GatedJob {
 
 void run_gated_matmuls(ThreadPool& pool, std::span<const GatedJob> jobs);
 
-// x / (1 + e^-x), the SwiGLU activation.
-float silu(float x);
-
 }  // namespace colibri

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <shared_mutex>
 
+#include "fast_exp.h"
 #include "kernels/matvec.h"
 #include "matmul_jobs.h"
 
@@ -48,6 +49,20 @@ void rope(float* v, const float* inv_freq, uint32_t head_dim, uint32_t position)
 }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// Softmax of one head's scaled scores: the exponentials (fast_exp) in a loop of their own, which the compiler
+// vectorises, then the sum in position order and the division.
+void attention_softmax(float* v, uint32_t n, float scale) {
+    float mx = v[0] * scale;
+    for (uint32_t p = 0; p < n; ++p) {
+        v[p] *= scale;
+        mx = std::max(mx, v[p]);
+    }
+    for (uint32_t p = 0; p < n; ++p) v[p] = fast_exp(v[p] - mx);
+    float sum = 0.0f;
+    for (uint32_t p = 0; p < n; ++p) sum += v[p];
+    for (uint32_t p = 0; p < n; ++p) v[p] /= sum;
+}
 
 bool env_flag(const char* name, bool fallback) {
     const char* v = std::getenv(name);
@@ -243,11 +258,7 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
                 const float* q = q_.data() + t * q_dim + kvh * group * hd;  // the group's query heads, contiguous
                 kernels::weighted_rows(kc + kvh * hd * context_, context_, hd, n_pos, q, hd, group, sc, context_);
-                for (uint32_t j = 0; j < group; ++j) {
-                    float* row = sc + size_t(j) * context_;
-                    for (uint32_t p = 0; p < n_pos; ++p) row[p] *= scale;
-                    softmax(row, n_pos);
-                }
+                for (uint32_t j = 0; j < group; ++j) attention_softmax(sc + size_t(j) * context_, n_pos, scale);
                 kernels::weighted_rows(vc + kvh * context_ * hd, hd, n_pos, hd, sc, context_, group,
                                        att_.data() + t * q_dim + kvh * group * hd, hd);
             }

@@ -1,9 +1,13 @@
 // Session state: truncating the KV cache and continuing equals evaluating afresh, bit for bit (the chat
 // loop relies on this to reuse the cached prefix), and the observer sees every MoE layer of every token.
 #include <QTemporaryDir>
+#include <cmath>
+#include <cstring>
+#include <vector>
 #include <QtTest>
 
 #include "../test_support.h"
+#include "engine/fast_exp.h"
 #include "engine/model.h"
 #include "engine/session.h"
 
@@ -30,6 +34,56 @@ class TestSession : public QObject {
     std::vector<int32_t> ids_;
 
 private slots:
+    // fast_exp against the correctly rounded e^x (from double precision): within 2 ulp over [−87.3, 88.3],
+    // every float of the range visited in steps of 2^12 representations plus the neighbourhoods of 0 and the
+    // ends; the clamps beyond, NaN, and silu at a few points.
+    void fast_exp_accuracy() {
+        auto ulps = [](float got, double want_d) {
+            const float want = float(want_d);
+            int32_t a, b;
+            std::memcpy(&a, &got, 4);
+            std::memcpy(&b, &want, 4);
+            return std::abs(int64_t(a) - int64_t(b));
+        };
+        int64_t worst = 0;
+        float worst_x = 0;
+        auto visit = [&](float x) {
+            const int64_t u = ulps(fast_exp(x), std::exp(double(x)));
+            if (u > worst) worst = u, worst_x = x;
+        };
+        for (const float end : {-87.3f, 88.3f}) {  // from the end down to ±0 in magnitude
+            uint32_t bits;
+            std::memcpy(&bits, &end, 4);
+            const uint32_t sign = bits & 0x80000000u;
+            for (int64_t m = bits & 0x7FFFFFFF; m >= 0; m -= 1 << 12) {
+                const uint32_t b = sign | uint32_t(m);
+                float x;
+                std::memcpy(&x, &b, 4);
+                visit(x);
+            }
+        }
+        for (float x = -1e-3f; x < 1e-3f; x += 1e-7f) visit(x);
+        for (float x = -87.3f; x < -87.0f; x += 1e-4f) visit(x);
+        for (float x = 88.0f; x < 88.3f; x += 1e-4f) visit(x);
+        QVERIFY2(worst <= 2, qPrintable(QString("%1 ulp at x = %2").arg(worst).arg(double(worst_x), 0, 'g', 9)));
+        QCOMPARE(fast_exp(0.0f), 1.0f);
+        QCOMPARE(fast_exp(-1000.0f), std::ldexp(1.0f, -126));  // clamped: the smallest normal, not 0
+        QVERIFY(std::isfinite(fast_exp(1000.0f)) && fast_exp(1000.0f) > 1e38f);
+        QVERIFY(std::isfinite(fast_exp(-INFINITY)) && std::isfinite(fast_exp(INFINITY)));
+        QVERIFY(std::isnan(fast_exp(NAN)));
+        // silu_mul over more than one block, against x / (1 + e^−x) · u in double precision.
+        std::vector<float> g(600), u(600);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = float(i) * 0.05f - 15.0f, u[i] = 0.5f + float(i % 7);
+        g[0] = 0.0f, g[1] = -200.0f, g[2] = 200.0f;
+        std::vector<float> want(g.size());
+        for (size_t i = 0; i < g.size(); ++i) want[i] = float(double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i]);
+        silu_mul(g.data(), u.data(), g.size());
+        QCOMPARE(g[0], 0.0f);
+        QVERIFY(std::fabs(g[1]) < 1e-30f && g[2] == 200.0f * u[2]);
+        for (size_t i = 3; i < g.size(); ++i)
+            QVERIFY2(std::fabs(g[i] - want[i]) <= 4e-7f * std::fabs(want[i]) + 1e-30f, qPrintable(QString::number(i)));
+    }
+
     void initTestCase() {
         const QString path = dir_.filePath("olmoe.bin");
         QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", path, "-q"}).exit_code, 0);
