@@ -63,25 +63,6 @@ struct Avx2Isa {
         return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(lo)))),
                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(hi))))};
     }
-    // The memory-read probe (generic::stream_sum): two 32-byte loads per line and stream.
-    template <size_t S, bool kPrefetch>
-    static uint64_t stream_lines(const uint8_t* p, size_t lines) {
-        __m256i acc[S];
-        #pragma GCC unroll 4
-        for (size_t s = 0; s < S; ++s) acc[s] = _mm256_setzero_si256();
-        for (size_t l = 0; l < lines; ++l)
-            #pragma GCC unroll 4
-            for (size_t s = 0; s < S; ++s) {
-                const uint8_t* q = p + (s * lines + l) * 64;
-                if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(q + kStreamPrefetch), _MM_HINT_T0);
-                acc[s] = _mm256_add_epi64(acc[s], _mm256_add_epi64(load256(q), load256(q + 32)));
-            }
-        for (size_t s = 1; s < S; ++s) acc[0] = _mm256_add_epi64(acc[0], acc[s]);
-        alignas(32) uint64_t w[4];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w), acc[0]);
-        return w[0] + w[1] + w[2] + w[3];
-    }
-
     // canonical::quantize_blocks in vector registers: the operations of the reference in its order per value
     // (see the AVX-512 variant for why max, min and the NaN handling give the same bytes).
     static void quantize_blocks(const float* x, size_t blocks, int8_t* q, float* d, int32_t* sum, float* nsum) {
