@@ -84,23 +84,6 @@ struct Avx512Isa {
     static V u8_16(uint64_t lo, uint64_t hi) {
         return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(int64_t(hi), int64_t(lo))));
     }
-    // The memory-read probe (generic::stream_sum): one 64-byte load per line and stream.
-    template <size_t S, bool kPrefetch>
-    static uint64_t stream_lines(const uint8_t* p, size_t lines) {
-        __m512i acc[S];
-        #pragma GCC unroll 4
-        for (size_t s = 0; s < S; ++s) acc[s] = _mm512_setzero_si512();
-        for (size_t l = 0; l < lines; ++l)
-            #pragma GCC unroll 4
-            for (size_t s = 0; s < S; ++s) {
-                const uint8_t* q = p + (s * lines + l) * 64;
-                if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(q + kStreamPrefetch), _MM_HINT_T0);
-                acc[s] = _mm512_add_epi64(acc[s], _mm512_loadu_si512(q));
-            }
-        for (size_t s = 1; s < S; ++s) acc[0] = _mm512_add_epi64(acc[0], acc[s]);
-        return uint64_t(_mm512_reduce_add_epi64(acc[0]));
-    }
-
     // canonical::quantize_blocks in vector registers, the same operations in the same order per value (so the
     // same bytes): max|x| skipping NaN (vmaxps returns its second operand when either is NaN, so a NaN never
     // replaces the running maximum; all values are ≥ +0, so the order of the maxima does not matter), the
