@@ -4,6 +4,7 @@
 //   build/bench/bench_kernels --benchmark_filter='matvec/q8_0/.*/2816x1024/t2'
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -92,6 +93,58 @@ void run(benchmark::State& state, Op op, WeightType type, Variant variant, size_
                                                    benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+constexpr size_t kDramBytes = size_t(256) << 20;
+
+// Distinct copies of one expert-shaped matrix, kDramBytes in all, so that consecutive iterations never find
+// their weights in cache.
+const std::vector<uint8_t>& dram_matrices(WeightType type, size_t rows, size_t cols, size_t* copies) {
+    static std::map<int, std::unique_ptr<Matrix>> cache;
+    const std::vector<uint8_t>& one = matrix(type, rows, cols);
+    *copies = std::max<size_t>(1, kDramBytes / one.size());
+    auto& slot = cache[int(type)];
+    if (!slot) {
+        slot = std::make_unique<Matrix>();
+        slot->bytes.resize(one.size() * *copies);
+        for (size_t c = 0; c < *copies; ++c) std::memcpy(slot->bytes.data() + c * one.size(), one.data(), one.size());
+    }
+    return slot->bytes;
+}
+
+void run_dram(benchmark::State& state, WeightType type, Variant variant, unsigned threads) {
+    constexpr size_t rows = 2816, cols = 1024;
+    size_t copies = 0;
+    const std::vector<uint8_t>& all = dram_matrices(type, rows, cols, &copies);
+    const size_t bytes = all.size() / copies;
+    const KernelSet* k = kernel_set(variant);
+    std::vector<float> x(cols, 0.5f), y(rows);
+    ThreadPool& p = pool(threads);
+    size_t next = 0;
+    for (auto _ : state) {
+        const uint8_t* w = all.data() + next * bytes;
+        next = (next + 1) % copies;
+        p.parallel_for(rows, 16, [&](size_t b, size_t e) { k->matvec[size_t(type)](w, cols, x.data(), y.data() + b, b, e); });
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes));
+}
+
+void run_read(benchmark::State& state, size_t streams, bool prefetch, unsigned threads) {
+    static std::vector<uint8_t> buffer(kDramBytes, 1);
+    ThreadPool& p = pool(threads);
+    std::vector<uint64_t> sums(threads);
+    for (auto _ : state) {
+        p.parallel_for(threads, 1, [&](size_t pb, size_t pe) {
+            for (size_t part = pb; part < pe; ++part) {
+                const size_t b = kDramBytes * part / threads / 64 * 64, e = kDramBytes * (part + 1) / threads / 64 * 64;
+                sums[part] += stream_sum(buffer.data() + b, e - b, streams, prefetch);
+            }
+        });
+        benchmark::DoNotOptimize(sums.data());
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kDramBytes));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +168,20 @@ int main(int argc, char** argv) {
             }
         }
     }
+    for (WeightType t : types)
+        for (Variant v : supported_variants()) {
+            const std::string name = std::string("matvec_dram/") + weight_type_label(t) + "/" + variant_name(v) + "/t2";
+            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { run_dram(s, t, v, 2); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMicrosecond);
+        }
+    for (size_t streams : {1, 2, 4})
+        for (bool prefetch : {false, true}) {
+            const std::string name = "read/" + std::to_string(streams) + (prefetch ? "+prefetch" : "") + "/t2";
+            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { run_read(s, streams, prefetch, 2); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();
