@@ -156,7 +156,8 @@ inline void dot_rows(const uint8_t* row0, size_t stride, size_t cols, const floa
 // FMAs per RB decodes and N loads (a 1-row block is load-bound: one load per FMA). Every element keeps its
 // own accumulator and the canonical order, so the blocking never changes a result.
 template <class Isa, WeightType T, size_t RB, size_t N>
-inline void dot_block(const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y, size_t ldy) {
+inline void dot_block(const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y, size_t ldy,
+                      const uint8_t* pf = nullptr, size_t pf_lines = 0, const uint8_t* pf_end = nullptr) {
     using D = Decoder<Isa, T>;
     using V = typename Isa::V;
     constexpr size_t kV = D::kGroup / kLanes;
@@ -168,6 +169,10 @@ inline void dot_block(const uint8_t* row0, size_t stride, size_t cols, const flo
         for (size_t i = 0; i < N; ++i) acc[r][i] = Isa::zero();
     const size_t groups = cols / D::kGroup;
     for (size_t g = 0; g < groups; ++g) {
+        if (pf) {
+            for (size_t k = 0; k < pf_lines; ++k, pf += 64)
+                if (pf < pf_end) __builtin_prefetch(pf, 0, 3);
+        }
         V w[RB][kV];
         #pragma GCC unroll 16
         for (size_t r = 0; r < RB; ++r) D::decode(st[r], row0 + r * stride, g, w[r]);
@@ -190,10 +195,10 @@ inline void dot_block(const uint8_t* row0, size_t stride, size_t cols, const flo
 // The last n < N vectors of a block: a compile-time count for each keeps the accumulators in registers.
 template <class Isa, WeightType T, size_t RB, size_t N>
 inline void dot_block_rest(size_t n, const uint8_t* row0, size_t stride, size_t cols, const float* x, float* y,
-                           size_t ldy) {
+                           size_t ldy, const uint8_t* pf, size_t pf_lines, const uint8_t* pf_end) {
     if constexpr (N > 0) {
-        if (n == N) return dot_block<Isa, T, RB, N>(row0, stride, cols, x, y, ldy);
-        dot_block_rest<Isa, T, RB, N - 1>(n, row0, stride, cols, x, y, ldy);
+        if (n == N) return dot_block<Isa, T, RB, N>(row0, stride, cols, x, y, ldy, pf, pf_lines, pf_end);
+        dot_block_rest<Isa, T, RB, N - 1>(n, row0, stride, cols, x, y, ldy, pf, pf_lines, pf_end);
     }
 }
 
@@ -223,13 +228,23 @@ void matvec(const void* w, size_t cols, const float* x, float* y, size_t row_beg
         dot_rows<Isa, T, 1>(base + r * stride, stride, cols, x, y + (r - row_begin));
 }
 
+// The passes over one block of RB adjacent rows (N vectors each). While they run, the next block's rows (next,
+// RB·stride bytes; nullptr for none) are prefetched a few lines per group, spread over all the passes: the
+// first pass over a block would otherwise wait for memory, and the passes after it are compute-bound.
 template <class Isa, WeightType T, size_t RB>
 void matmul_rows_block(const uint8_t* row0, size_t stride, size_t cols, const float* x, size_t n, float* yr,
-                       size_t ldy) {
+                       size_t ldy, const uint8_t* next = nullptr) {
     constexpr size_t N = Isa::kMatmulVectors;
+    using D = Decoder<Isa, T>;
+    const size_t passes = (n + N - 1) / N, groups = cols / D::kGroup;
+    const size_t lines = (RB * stride + 63) / 64;
+    const size_t per_group = next && groups ? (lines + passes * groups - 1) / (passes * groups) : 0;
+    const uint8_t* pf = next;
+    const uint8_t* pf_end = next ? next + RB * stride : nullptr;
     size_t i = 0;
-    for (; i + N <= n; i += N) dot_block<Isa, T, RB, N>(row0, stride, cols, x + i * cols, yr + i * ldy, ldy);
-    dot_block_rest<Isa, T, RB, N - 1>(n - i, row0, stride, cols, x + i * cols, yr + i * ldy, ldy);
+    for (; i + N <= n; i += N, pf += per_group * groups * 64)
+        dot_block<Isa, T, RB, N>(row0, stride, cols, x + i * cols, yr + i * ldy, ldy, pf, per_group, pf_end);
+    dot_block_rest<Isa, T, RB, N - 1>(n - i, row0, stride, cols, x + i * cols, yr + i * ldy, ldy, pf, per_group, pf_end);
 }
 
 template <class Isa, WeightType T>
@@ -240,7 +255,8 @@ void matmul(const void* w, size_t cols, const float* x, size_t n, float* y, size
     const auto* base = static_cast<const uint8_t*>(w);
     size_t r = row_begin;
     for (; r + RB <= row_end; r += RB)
-        matmul_rows_block<Isa, T, RB>(base + r * stride, stride, cols, x, n, y + (r - row_begin), ldy);
+        matmul_rows_block<Isa, T, RB>(base + r * stride, stride, cols, x, n, y + (r - row_begin), ldy,
+                                      r + 2 * RB <= row_end ? base + (r + RB) * stride : nullptr);
     for (; r < row_end; ++r) matmul_rows_block<Isa, T, 1>(base + r * stride, stride, cols, x, n, y + (r - row_begin), ldy);
 }
 
