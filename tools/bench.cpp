@@ -218,7 +218,6 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     constexpr unsigned kMinPasses = 7;
     while (probe.passes() < kMinPasses) probe.pass();
     report.bandwidth = probe.result();
-    report.bandwidth_gbs = report.bandwidth.best;
     return report;
 }
 
@@ -239,7 +238,7 @@ json bench_json(const BenchReport& r) {
            {"bytes_per_token_detail",
             {{"attention", b.attention}, {"router", b.router}, {"experts", b.experts}, {"shared_expert", b.shared_expert},
              {"dense_ffn", b.dense_ffn}, {"norms", b.norms}, {"lm_head", b.lm_head}, {"embedding", b.embedding}}},
-           {"bandwidth_gb_per_s", spread_json(r.bandwidth_gbs)},
+           {"bandwidth_gb_per_s", spread_json(r.bandwidth.best)},
            {"bandwidth_buffer_bytes", r.bandwidth_buffer},
            {"bandwidth_pattern", r.bandwidth.best_pattern.name()},
            {"roofline_tokens_per_s", r.roofline_tps()},
@@ -291,7 +290,7 @@ std::string bench_text(const BenchReport& r) {
     }
     line("memory bandwidth: %.2f GB/s median (min %.2f, max %.2f; %zu MiB read, %u threads, streams per thread %s; "
          "medians by pattern %s)\n",
-         r.bandwidth_gbs.median, r.bandwidth_gbs.min, r.bandwidth_gbs.max, r.bandwidth_buffer >> 20, r.threads,
+         r.bandwidth.best.median, r.bandwidth.best.min, r.bandwidth.best.max, r.bandwidth_buffer >> 20, r.threads,
          r.bandwidth.best_pattern.name().c_str(), patterns.c_str());
     line("roofline: %.2f tok/s; decode reaches %.1f%%\n", r.roofline_tps(), 100.0 * r.roofline_fraction());
     return out;

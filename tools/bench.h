@@ -91,14 +91,14 @@ struct BenchReport {
     std::string model_path;
     unsigned threads = 0;
     BenchConfig config;
-    Spread prompt_tps, decode_tps, bandwidth_gbs;  // bandwidth_gbs: the best pattern's (bandwidth.best)
-    Bandwidth bandwidth;
+    Spread prompt_tps, decode_tps;
+    Bandwidth bandwidth;  // bandwidth.best is the figure the roofline uses
     std::vector<double> cold_tps;  // per cold rep: tokens/s of the first cold_tokens decode steps
     size_t bandwidth_buffer = 0;
     TokenBytes bytes;
     // Per weight type of the model's tensors: the kernel variant of matvec and of matmul (kernels/registry.h).
     std::vector<std::pair<std::string, std::pair<std::string, std::string>>> kernels;
-    double roofline_tps() const { return bandwidth_gbs.median * 1e9 / double(bytes.total()); }
+    double roofline_tps() const { return bandwidth.best.median * 1e9 / double(bytes.total()); }
     double roofline_fraction() const { return decode_tps.median / roofline_tps(); }
 };
 
