@@ -13,7 +13,8 @@
 // product) and isums<T>(const Chunk&, nb, qx, sx): the 16 lanes float(isum_g) of those units (lanes ≥ nb
 // are +0), qx the quantised activations from unit g0 on, sx their block sums (both zero-padded to 16 units).
 // Optional: kMatmulRows (float matmul register block), quantize_blocks (canonical::quantize_blocks in vector
-// code, the same bytes), q4_k_scales (chunk_scales for q4_K in vector code) and
+// code, the same bytes), q4_k_scales (chunk_scales for q4_K in vector code), q8_0_scales(p) (the 16 scales of
+// a whole q8_0 chunk at p) and
 // matmul_activations<T>(qa, n) (the activations permuted to the unit order of the ISA's Chunk, once per call).
 #pragma once
 #include <cmath>
@@ -299,7 +300,12 @@ inline void chunk_scales(const uint8_t* row, size_t g0, size_t nb, typename Isa:
         *b = Isa::mul(Isa::halves(dmin0, dmin1), Isa::u8_16(mn0, mn1));
     } else {
         constexpr size_t bytes = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes : blocks::kQ4_0Bytes;
-        *a = Isa::f16_strided(row + g0 * bytes, bytes, nb);
+        if constexpr (T == WeightType::Q8_0 && requires { Isa::q8_0_scales(row); }) {
+            // An ISA with a whole-chunk way to the 16 q8_0 scales (the same values as f16_strided).
+            *a = nb == kChunk ? Isa::q8_0_scales(row + g0 * bytes) : Isa::f16_strided(row + g0 * bytes, bytes, nb);
+        } else {
+            *a = Isa::f16_strided(row + g0 * bytes, bytes, nb);
+        }
         *b = Isa::zero();
     }
 }

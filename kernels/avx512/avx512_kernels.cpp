@@ -45,7 +45,6 @@ struct Avx512Isa {
     // The f16 at p + k·stride (k < nb), gathered as 32-bit words (the 2 bytes after a block scale are still
     // inside the block) and cut to their low halves.
     static V f16_strided(const uint8_t* p, size_t stride, size_t nb) {
-        if (stride == blocks::kQ8_0Bytes && nb == 16) return q8_0_scales(p);
         const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                _mm512_set1_epi32(int(stride)));
         const __mmask16 m = __mmask16((1u << nb) - 1);
