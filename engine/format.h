@@ -11,8 +11,15 @@
 namespace colibri::format {
 
 inline constexpr char kMagic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', '\x1a'};
-inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMajor = 2;
 inline constexpr uint16_t kVersionMinor = 0;
+// Format 1 differs from 2 only in the order of q4_K's codes (ggml's; 2 interleaves them, kernels/types.h), so a
+// 1.x file without q4_K tensors reads as it is, and one with them is refused (q4_k_needs_reconversion).
+inline constexpr uint16_t kOldestReadableMajor = 1;
+inline bool version_readable(uint16_t major) { return major >= kOldestReadableMajor && major <= kVersionMajor; }
+inline bool q4_k_needs_reconversion(uint16_t major, uint32_t weight_type) {
+    return major < 2 && weight_type == static_cast<uint32_t>(WeightType::Q4_K);
+}
 inline constexpr uint64_t kSectionAlignment = 4096;  // each section is its own run of pages
 inline constexpr uint64_t kTensorAlignment = 64;     // tensors inside a section, for SIMD loads
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;

@@ -55,10 +55,10 @@ bool range_fits(uint64_t offset, uint64_t size, uint64_t limit) {
 Status ModelFile::validate() {
     std::memcpy(&header_, image_.data(), sizeof(FileHeader));
     if (std::memcmp(header_.magic, kMagic, sizeof(kMagic)) != 0) return error("not a colibri model file (wrong magic)");
-    if (header_.version_major != kVersionMajor) {
+    if (!version_readable(header_.version_major)) {
         return error("unsupported format version " + std::to_string(header_.version_major) + "." +
-                     std::to_string(header_.version_minor) + " (this build reads " + std::to_string(kVersionMajor) +
-                     ".x)");
+                     std::to_string(header_.version_minor) + " (this build reads " + std::to_string(kOldestReadableMajor) +
+                     ".x to " + std::to_string(kVersionMajor) + ".x)");
     }
     if (header_.file_size != image_.size()) {
         return error((image_.size() < header_.file_size ? "truncated file: " : "file size mismatch: ") +
@@ -123,6 +123,9 @@ Status ModelFile::validate() {
         std::string name(t.name, name_len);
         if (!weight_type_is_known(t.weight_type))
             return error("tensor " + name + " has unknown weight type " + std::to_string(t.weight_type));
+        if (q4_k_needs_reconversion(header_.version_major, t.weight_type))
+            return error("tensor " + name + " is q4_k in format " + std::to_string(header_.version_major) +
+                         ".x, whose q4_k code order this build no longer reads: convert the model again");
         if (t.n_dims != 1 && t.n_dims != 2) return error("tensor " + name + " has " + std::to_string(t.n_dims) + " dims");
         const uint64_t rows = t.dims[0];
         const uint64_t cols = t.n_dims == 2 ? t.dims[1] : 1;

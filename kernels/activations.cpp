@@ -83,4 +83,21 @@ QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n,
     return {buf.q.data(), buf.d.data(), buf.sum.data(), buf.nsum.data(), blocks, stride};
 }
 
+const int8_t* q4_k_activations(const QuantizedActivations& qa, size_t n) {
+    thread_local std::vector<int8_t> buf;
+    const size_t units = n * qa.stride;  // a multiple of 16: whole super-blocks, padding included
+    if (buf.size() < units * kActBlock) buf.resize(units * kActBlock);
+    // In 4-byte groups: out group 32·(p / 2) + 16·h + 8·(p % 2) + j of a super-block is its source group
+    // 8j + 4h + p (values 16h + 4p .. 16h + 4p + 3 of unit j).
+    for (size_t u = 0; u < units; u += 8) {
+        const int8_t* src = qa.q + u * kActBlock;
+        int8_t* dst = buf.data() + u * kActBlock;
+        for (size_t p = 0; p < 4; ++p)
+            for (size_t h = 0; h < 2; ++h)
+                for (size_t j = 0; j < 8; ++j)
+                    std::memcpy(dst + 4 * (32 * (p / 2) + 16 * h + 8 * (p % 2) + j), src + 4 * (8 * j + 4 * h + p), 4);
+    }
+    return buf.data();
+}
+
 }  // namespace colibri::kernels::canonical

@@ -28,7 +28,8 @@
 //       quantisation of the vector's other blocks is unaffected.
 //    b) Per 32-column unit g of a row (a q8_0/q4_0 block, a q4_K sub-block), an exact int32 sum
 //         isum_g = Σ_i wq[i] · q[i]  with  q8_0: wq = the stored i8;  q4_0: wq = nibble − 8;
-//                                          q4_K: wq = the 4-bit code 0..15 (the min is applied below);
+//                                          q4_K: wq = the 4-bit code 0..15 of value i (the min is applied
+//                                          below; blocks::q4_k_code says where it is stored);
 //       any ISA may compute it any way it likes (VNNI with an offset and −128·s_x, pmaddubsw, ...): it is
 //       an integer, |isum| < 2^20, so float(isum) is exact.
 //    c) The float combination, 16 lanes, lane = g mod 16, units in increasing g:
@@ -84,6 +85,14 @@ void dequantize_activations(const float* x, size_t cols, float* xq, float* dx);
 // calling thread; valid until the thread's next call. The buffer only grows (no allocation once it is large
 // enough).
 QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n, QuantizeBlocksFn quantize = quantize_blocks);
+
+// q4_K's activation order for the SIMD kernels (the codes' order is blocks::q4_k_code_byte, kernels/types.h):
+// per 8 units (one super-block, 256 bytes), byte 128·(p / 2) + 64·h + 32·(p % 2) + 4j + b holds value
+// 16h + 4p + b of unit j (p = 0..3, h = 0..1, j = 0..7, b = 0..3). The activations that a register of codes
+// multiplies (the low or high nibbles of one 32-byte piece, or of two consecutive ones) are then one contiguous
+// load, lane j against lane j. Vector i of qa at result + i·stride·32 (its zero padding stays zero); into a
+// buffer owned by the calling thread, valid until the thread's next call; grows only.
+const int8_t* q4_k_activations(const QuantizedActivations& qa, size_t n);
 
 namespace {  // internal linkage: each ISA's translation unit keeps its own copy (no ODR mixing of flags)
 

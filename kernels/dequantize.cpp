@@ -50,10 +50,8 @@ void dequantize_q4_k(const uint8_t* row, size_t cols, float* out) {
             uint8_t sc, mn;
             q4_k_scale_min(scales, j, &sc, &mn);
             const float step = d * float(sc), offset = dmin * float(mn);
-            const uint8_t* q = qs + (j / 2) * kQ4_KSubBlock;
-            const int shift = (j % 2) * 4;
             float* o = out + b * kQ4_KValues + j * kQ4_KSubBlock;
-            for (size_t i = 0; i < kQ4_KSubBlock; ++i) o[i] = step * float((q[i] >> shift) & 0x0F) - offset;
+            for (size_t e = 0; e < kQ4_KSubBlock; ++e) o[e] = step * float(q4_k_code(qs, j, e)) - offset;
         }
     }
 }

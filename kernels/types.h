@@ -1,5 +1,6 @@
 // Weight storage types known to the kernels. The numeric values are part of the .bin format; the block layouts
-// (docs/FORMAT.md, "Weight types") are byte-identical to ggml's, so GGUF tensors of these types carry over as is.
+// (docs/FORMAT.md, "Weight types") follow ggml's, with one difference: q4_K keeps its codes in an interleaved
+// order (q4_k_code_byte below), so a GGUF q4_K tensor is re-laid out (by re-quantising) on conversion.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +33,19 @@ inline void q4_k_scale_min(const uint8_t* s, size_t j, uint8_t* sc, uint8_t* mn)
         *sc = static_cast<uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
         *mn = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
     }
+}
+
+// The 128 code bytes of a q4_K super-block (format 1.1; docs/FORMAT.md): four pieces of 32 bytes; byte 4j + b of
+// piece p holds code 4p + b of sub-block j in its low nibble and code 16 + 4p + b in its high nibble
+// (j = 0..7, b = 0..3). ggml instead stores sub-blocks 2i and 2i + 1 as the low and high nibbles of 32
+// consecutive bytes. Why: a vector register loaded from this layout holds, in its 32-bit lane j, four codes
+// of sub-block j, so one dot-product instruction per register (VNNI, pmaddubsw, NEON) accumulates every
+// sub-block in its own lane, and the kernels need no horizontal reduction per sub-block (about a quarter of
+// the q4_K matvec's instructions in ggml's order). The values and the arithmetic are the same.
+inline constexpr size_t q4_k_code_byte(size_t j, size_t e) { return 32 * ((e % 16) / 4) + 4 * j + e % 4; }
+inline constexpr unsigned q4_k_code_shift(size_t e) { return e < 16 ? 0 : 4; }
+inline uint8_t q4_k_code(const uint8_t* qs, size_t j, size_t e) {
+    return static_cast<uint8_t>((qs[q4_k_code_byte(j, e)] >> q4_k_code_shift(e)) & 0x0F);
 }
 }  // namespace blocks
 

@@ -141,9 +141,9 @@ private:
         }
         report_.version_major = h_.version_major;
         report_.version_minor = h_.version_minor;
-        if (h_.version_major != kVersionMajor) {
+        if (!version_readable(h_.version_major)) {
             fatal("unsupported format version " + std::to_string(h_.version_major) + "." + std::to_string(h_.version_minor) +
-                  " (this build reads " + std::to_string(kVersionMajor) + ".x)");
+                  " (this build reads " + std::to_string(kOldestReadableMajor) + ".x to " + std::to_string(kVersionMajor) + ".x)");
             return false;
         }
         const auto fam = static_cast<Family>(h_.family);
@@ -291,6 +291,8 @@ private:
             };
             if (len == 0 || len == kTensorNameBytes) bad("bad name (empty or not NUL-terminated)");
             if (!known) bad("unknown weight type " + std::to_string(t.weight_type));
+            if (q4_k_needs_reconversion(h_.version_major, t.weight_type))
+                bad("q4_k in format " + std::to_string(h_.version_major) + ".x (ggml's code order): convert the model again");
             if (t.n_dims != 1 && t.n_dims != 2) bad(std::to_string(t.n_dims) + " dims (1 or 2 allowed)");
             if (known && (t.n_dims == 1 || t.n_dims == 2)) {
                 uint64_t expected = 0;

@@ -283,10 +283,11 @@ void write_super_block(const SuperBlock& sb, uint8_t* out) {
         s[j + 4] = static_cast<uint8_t>(sb.mn[j] | ((sb.mn[j + 4] >> 4) << 6));
         s[j + 8] = static_cast<uint8_t>((sb.sc[j + 4] & 0x0F) | ((sb.mn[j + 4] & 0x0F) << 4));
     }
-    uint8_t* qs = s + kQ4_KScaleBytes;
-    for (size_t k = 0; k < kSubs / 2; ++k)
-        for (size_t i = 0; i < kSub; ++i)
-            qs[k * kSub + i] = static_cast<uint8_t>(sb.q[2 * k * kSub + i] | (sb.q[(2 * k + 1) * kSub + i] << 4));
+    uint8_t* qs = s + kQ4_KScaleBytes;  // the interleaved code order (blocks::q4_k_code_byte)
+    std::memset(qs, 0, kQ4_KValues / 2);
+    for (size_t j = 0; j < kSubs; ++j)
+        for (size_t e = 0; e < kSub; ++e)
+            qs[q4_k_code_byte(j, e)] |= static_cast<uint8_t>(sb.q[j * kSub + e] << q4_k_code_shift(e));
 }
 
 }  // namespace

@@ -125,12 +125,24 @@ struct Avx2Isa {
                 const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * blocks::kQ4_0Bytes + 2));
                 c.u[k] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
             } else {
-                const size_t j = g % 8;
-                __m256i q = load256(row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes + (j / 2) * 32);
-                if (j % 2) q = _mm256_srli_epi16(q, 4);
-                c.u[k] = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+                // q4_K: register 8s + 2p + h the low (h = 0) or high nibbles of code piece p of super-block s
+                // (blocks::q4_k_code_byte): lane j holds four codes of sub-block j. Register k's activations are
+                // at q4_k_x_offset(k) (canonical::q4_k_activations' order).
+                const uint8_t* q = row + (g0 / 8 + k / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
+                __m256i v = load256(q + 32 * ((k % 8) / 2));
+                if (k % 2) v = _mm256_srli_epi16(v, 4);
+                c.u[k] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
             }
         }
+    }
+    static constexpr size_t q4_k_x_offset(size_t k) {
+        const size_t p = (k % 8) / 2, h = k % 2;
+        return 256 * (k / 8) + 128 * (p / 2) + 64 * h + 32 * (p % 2);
+    }
+    template <WeightType T>
+    static const int8_t* matmul_activations(const canonical::QuantizedActivations& qa, size_t n) {
+        if constexpr (T == WeightType::Q4_K) return canonical::q4_k_activations(qa, n);
+        else return qa.q;
     }
     // 8 vectors of 8 partial sums → the 8 totals, in order.
     static __m256i reduce8(const __m256i* p) {
@@ -141,6 +153,14 @@ struct Avx2Isa {
     }
     template <WeightType T>
     static __m256 isums8(const Chunk& c, size_t k0, const int8_t* qx, const int32_t* sx) {
+        if constexpr (T == WeightType::Q4_K) {
+            // The 8 registers' pair sums added as i16 (each at most 2·15·127 = 3810, eight of them 30480: no
+            // overflow), then once to i32: lane j is the sum of sub-block j. qx: this super-block's 256 bytes.
+            __m256i acc = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (size_t k = 0; k < 8; ++k) acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(c.u[k0 + k], load256(qx + q4_k_x_offset(k))));
+            return _mm256_cvtepi32_ps(_mm256_madd_epi16(acc, _mm256_set1_epi16(1)));
+        }
         __m256i p[8];
         #pragma GCC unroll 8
         for (size_t k = 0; k < 8; ++k) {

@@ -165,13 +165,12 @@ struct Avx512Isa {
     // the u8 × s8 products: q8_0 with VNNI w + 128 (w xor 0x80; the −128·Σx is applied per unit afterwards),
     // without VNNI |w| (−128 gives 0x80 = 128) with w's negative bytes in neg; q4_0 the nibbles (−8·Σx
     // afterwards); q4_K the codes. Zeros past nb.
-    // q8_0 and q4_K: four units per register pair, so that a chunk's 16 unit sums take half the reduction.
-    // p[2i] = A holds the first 16 values of units u0..u3 of quarter i, p[2i + 1] = B their last 16, in the
-    // same 128-bit positions, so one accumulator takes both products of a unit (four i32 lanes per unit). q8_0:
-    // u0..u3 are four consecutive blocks, in order. q4_K: the 64 code bytes of a super-block quarter hold
-    // u0/u1 as the low/high nibbles of its first 32 bytes and u2/u3 of the last 32; of the nibble registers
-    // lo = [u0a u0b u2a u2b] and hi = [u1a u1b u3a u3b] (a, b the two halves of a unit), A = [u0a u2a u1a u3a]
-    // and B = [u0b u2b u1b u3b], one vshufi64x2 each. matmul_activations permutes the activations to match.
+    // q8_0: four units per register pair, so that a chunk's 16 unit sums take half the reduction. p[2i] = A
+    // holds the first 16 values of blocks 4i..4i + 3, p[2i + 1] = B their last 16, in the same 128-bit
+    // positions, so one accumulator takes both products of a unit (four i32 lanes per unit).
+    // q4_K (codes interleaved, blocks::q4_k_code_byte): p[4s + 2i + h] the low (h = 0) or high nibbles of the
+    // 64 code bytes 64i.. of super-block s; lanes j and 8 + j hold codes of sub-block j, and the activations
+    // they multiply are at 64·m in canonical::q4_k_activations' order, so no reduction per unit is needed.
     // q4_0: units 2m and 2m + 1 in p[m] (two per register).
     struct Chunk {
         __m512i p[8];
@@ -226,17 +225,13 @@ struct Avx512Isa {
             }
         } else if constexpr (T == WeightType::Q4_K) {
             const uint8_t* q = row + (g0 / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
-            const __m512i lo4 = _mm512_set1_epi8(0x0F);
             #pragma GCC unroll 4
             for (size_t i = 0; i < 4; ++i) {
                 if (i >= 2 && nb <= 8) {
                     c.p[2 * i] = c.p[2 * i + 1] = _mm512_setzero_si512();
                     continue;
                 }
-                const __m512i z = _mm512_loadu_si512(q + (i / 2) * blocks::kQ4_KBytes + (i % 2) * 64);
-                const __m512i lo = _mm512_and_si512(z, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
-                c.p[2 * i] = _mm512_shuffle_i64x2(lo, hi, 0x88);      // 128-bit parts 0, 2 of lo, then of hi
-                c.p[2 * i + 1] = _mm512_shuffle_i64x2(lo, hi, 0xDD);  // parts 1, 3
+                q4_k_codes(q + (i / 2) * blocks::kQ4_KBytes + (i % 2) * 64, &c.p[2 * i]);
             }
         } else if (nb == 16) {
             #pragma GCC unroll 8
@@ -248,22 +243,50 @@ struct Avx512Isa {
             }
         }
     }
-    // The activations in prepare's unit order, once per call: every 4 units [u0 u1 u2 u3] as the first 16
-    // bytes of each (q8_0 in order, q4_K as u0 u2 u1 u3), then their last 16. q4_0 reads qa.q as it is.
+    // The activations in prepare's order, once per call: q8_0 every 4 units [u0 u1 u2 u3] as the first 16
+    // bytes of each, then their last 16; q4_K canonical::q4_k_activations; q4_0 reads qa.q as it is.
     template <WeightType T>
     static const int8_t* matmul_activations(const canonical::QuantizedActivations& qa, size_t n) {
         if constexpr (T == WeightType::Q8_0) return permute_halves<0, 1, 2, 3>(qa, n);
-        else if constexpr (T == WeightType::Q4_K) return permute_halves<0, 2, 1, 3>(qa, n);
+        else if constexpr (T == WeightType::Q4_K) return canonical::q4_k_activations(qa, n);
         else return qa.q;
     }
+    // q4_K: the 64 code bytes at q as their low and high nibbles (out[0], out[1]).
+    static void q4_k_codes(const uint8_t* q, __m512i* out) {
+        const __m512i lo4 = _mm512_set1_epi8(0x0F), z = _mm512_loadu_si512(q);
+        out[0] = _mm512_and_si512(z, lo4);
+        out[1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+    }
+    // q4_K: one super-block's four code registers against their activations (x, 256 bytes in
+    // canonical::q4_k_activations' order): lanes j and 8 + j are partial sums of sub-block j. Two chains.
+    static __m512i q4_k_super_block(const __m512i* c, const int8_t* x) {
+        const auto xl = [&](size_t m) { return _mm512_loadu_si512(x + 64 * m); };
+        if constexpr (kVnni) {
+            const __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c[0], xl(0)), c[2], xl(2));
+            const __m512i b = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c[1], xl(1)), c[3], xl(3));
+            return _mm512_add_epi32(a, b);
+        } else {
+            // The pair sums added as i16 (at most 4·2·15·127 = 15240: no overflow), then once to i32.
+            const __m512i a = _mm512_add_epi16(_mm512_maddubs_epi16(c[0], xl(0)), _mm512_maddubs_epi16(c[2], xl(2)));
+            const __m512i b = _mm512_add_epi16(_mm512_maddubs_epi16(c[1], xl(1)), _mm512_maddubs_epi16(c[3], xl(3)));
+            return _mm512_madd_epi16(_mm512_add_epi16(a, b), _mm512_set1_epi16(1));
+        }
+    }
+    // Two super-blocks' partial sums (s0, s1 as q4_k_super_block gives them) → lane k the sum of unit k.
+    static __m512i q4_k_units(__m512i s0, __m512i s1) {
+        return _mm512_add_epi32(_mm512_shuffle_i64x2(s0, s1, 0x44), _mm512_shuffle_i64x2(s0, s1, 0xEE));
+    }
     template <WeightType T>
-    static V isums(const Chunk& c, size_t, const int8_t* qx, const int32_t* sx) {
+    static V isums(const Chunk& c, size_t nb, const int8_t* qx, const int32_t* sx) {
         __m512i s;
-        if constexpr (T == WeightType::Q4_0) {
+        if constexpr (T == WeightType::Q4_K) {
+            const __m512i s0 = q4_k_super_block(c.p, qx);
+            s = q4_k_units(s0, nb > 8 ? q4_k_super_block(c.p + 4, qx + 256) : _mm512_setzero_si512());
+        } else if constexpr (T == WeightType::Q4_0) {
             __m512i p[8];
             #pragma GCC unroll 8
             for (size_t m = 0; m < 8; ++m) p[m] = dot_u8s8(c.p[m], _mm512_loadu_si512(qx + 64 * m));
-            s = _mm512_sub_epi32(reduce<false>(p), _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));  // lane k: unit g0 + k
+            s = _mm512_sub_epi32(reduce(p), _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));  // lane k: unit g0 + k
         } else {
             __m512i acc[4];
             #pragma GCC unroll 4
@@ -276,12 +299,10 @@ struct Avx512Isa {
                 if constexpr (kVnni) acc[i] = _mm512_dpbusd_epi32(dot_u8s8(c.p[2 * i], xa), c.p[2 * i + 1], xb);
                 else acc[i] = _mm512_add_epi32(dot_u8s8(c.p[2 * i], xa), dot_u8s8(c.p[2 * i + 1], xb));
             }
-            // Register i's lanes 4k..4k+3 hold unit 4i + order[k] (q8_0: 0 1 2 3, q4_K: 0 2 1 3); after the
-            // pairwise fold, unit u's two partial sums are at i1[u] and i1[u] + 2 of (e, f).
+            // Register i's lanes 4k..4k+3 hold unit 4i + k; after the pairwise fold, unit u's two partial sums
+            // are at i1[u] and i1[u] + 2 of (e, f).
             const __m512i e = fold<1>(acc[0], acc[1]), f = fold<1>(acc[2], acc[3]);
-            const __m512i i1 = T == WeightType::Q8_0
-                                   ? _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 16, 20, 24, 28, 17, 21, 25, 29)
-                                   : _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 16, 24, 20, 28, 17, 25, 21, 29);
+            const __m512i i1 = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 16, 20, 24, 28, 17, 21, 25, 29);
             const __m512i i2 = _mm512_add_epi32(i1, _mm512_set1_epi32(2));
             s = _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f));
             if constexpr (T == WeightType::Q8_0 && kVnni) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 7));
@@ -304,37 +325,29 @@ struct Avx512Isa {
                                        : _mm512_setr_epi32(2, 3, 16, 17, 6, 7, 20, 21, 10, 11, 24, 25, 14, 15, 28, 29);
         return _mm512_add_epi32(_mm512_mask_blend_epi32(m, a, b), _mm512_permutex2var_epi32(a, idx, b));
     }
-    // kQ4KOrder: register 2i holds units 4i and 4i + 2, register 2i + 1 units 4i + 1 and 4i + 3 (q4_K's low
-    // and high nibbles of 64 bytes); otherwise register m holds units 2m and 2m + 1.
-    template <bool kQ4KOrder>
+    // Register m holds units 2m and 2m + 1.
     static __m512i reduce(const __m512i* p) {
         const __m512i e = fold<2>(fold<1>(p[0], p[1]), fold<1>(p[2], p[3]));
         const __m512i f = fold<2>(fold<1>(p[4], p[5]), fold<1>(p[6], p[7]));
-        const __m512i i1 = kQ4KOrder ? _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 16, 17, 24, 25, 18, 19, 26, 27)
-                                     : _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
-        const __m512i i2 = kQ4KOrder ? _mm512_setr_epi32(4, 5, 12, 13, 6, 7, 14, 15, 20, 21, 28, 29, 22, 23, 30, 31)
-                                     : _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31);
+        const __m512i i1 = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
+        const __m512i i2 = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31);
         return _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f));
     }
     // float(isum) of units g0 .. g0 + nb − 1 of a row (lanes ≥ nb +0). qx: the activations from unit g0 on, for
-    // q4_K in the order of kQ4KOrder (each 4 units as 0, 2, 1, 3).
+    // q4_K in canonical::q4_k_activations' order.
     template <WeightType T>
     static V isums_mv(const uint8_t* row, size_t g0, size_t nb, const int8_t* qx, const int32_t* sx) {
         __m512i p[8];
         if constexpr (T == WeightType::Q4_K) {
             const uint8_t* q = row + (g0 / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
-            const __m512i lo4 = _mm512_set1_epi8(0x0F);
-            #pragma GCC unroll 4
-            for (size_t i = 0; i < 4; ++i) {
-                if (i >= 2 && nb <= 8) {
-                    p[2 * i] = p[2 * i + 1] = _mm512_setzero_si512();
-                    continue;
-                }
-                const __m512i z = _mm512_loadu_si512(q + (i / 2) * blocks::kQ4_KBytes + (i % 2) * 64);
-                p[2 * i] = dot_u8s8(_mm512_and_si512(z, lo4), _mm512_loadu_si512(qx + 128 * i));
-                p[2 * i + 1] = dot_u8s8(_mm512_and_si512(_mm512_srli_epi16(z, 4), lo4), _mm512_loadu_si512(qx + 128 * i + 64));
-            }
-            return _mm512_cvtepi32_ps(reduce<true>(p));
+            __m512i c[4];
+            q4_k_codes(q, c);
+            q4_k_codes(q + 64, c + 2);
+            const __m512i s0 = q4_k_super_block(c, qx);
+            if (nb <= 8) return _mm512_cvtepi32_ps(q4_k_units(s0, _mm512_setzero_si512()));
+            q4_k_codes(q + blocks::kQ4_KBytes, c);
+            q4_k_codes(q + blocks::kQ4_KBytes + 64, c + 2);
+            return _mm512_cvtepi32_ps(q4_k_units(s0, q4_k_super_block(c, qx + 256)));
         } else if constexpr (T == WeightType::Q4_0) {
             // Four blocks' 16 bytes in the four 128-bit lanes: the low nibbles are the first 16 values of each
             // unit, the high nibbles the last 16, so both products go into one accumulator whose lane L holds
@@ -377,7 +390,7 @@ struct Avx512Isa {
                 if constexpr (T == WeightType::Q8_0 && !kVnni) x = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
                 p[m] = dot_u8s8(w, x);
             }
-            __m512i s = reduce<false>(p);
+            __m512i s = reduce(p);
             if constexpr (T == WeightType::Q8_0 && kVnni) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 7));
             if constexpr (T == WeightType::Q4_0) s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));
             return _mm512_cvtepi32_ps(s);
@@ -447,22 +460,7 @@ struct Avx512Isa {
         constexpr size_t R = T == WeightType::Q4_K ? 4 : 2;
         const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1, quantize_blocks);
         const int8_t* qx = qa.q;
-        if constexpr (T == WeightType::Q4_K) {
-            // The activations in the registers' unit order (4 units as 0, 2, 1, 3), once per call.
-            thread_local std::vector<int8_t> perm;
-            const size_t units = qa.stride;  // a multiple of 16, zero-padded
-            if (perm.size() < units * 32) perm.resize(units * 32);
-            for (size_t u = 0; u < units; u += 4) {
-                const int8_t* s = qa.q + u * 32;
-                int8_t* d = perm.data() + u * 32;
-                const __m256i u0 = load256(s), u1 = load256(s + 32), u2 = load256(s + 64), u3 = load256(s + 96);
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), u0);
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32), u2);
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64), u1);
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 96), u3);
-            }
-            qx = perm.data();
-        }
+        if constexpr (T == WeightType::Q4_K) qx = canonical::q4_k_activations(qa, 1);  // once per call
         if constexpr (T == WeightType::Q4_0) {
             // Each 4 units as their first 16 values, then their last 16 (isums_mv's q4_0 layout), once per call.
             qx = permute_halves<0, 1, 2, 3>(qa, 1);

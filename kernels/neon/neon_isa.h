@@ -101,24 +101,48 @@ struct NeonIsa {
                 c.w[2 * k] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0F))), eight);
                 c.w[2 * k + 1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), eight);
             } else {
-                const size_t j = g % 8;
-                const uint8_t* q = row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes + (j / 2) * 32;
-                uint8x16_t a = vld1q_u8(q), b = vld1q_u8(q + 16);
-                if (j % 2) {
-                    a = vshrq_n_u8(a, 4);
-                    b = vshrq_n_u8(b, 4);
-                } else {
-                    a = vandq_u8(a, vdupq_n_u8(0x0F));
-                    b = vandq_u8(b, vdupq_n_u8(0x0F));
-                }
-                c.w[2 * k] = vreinterpretq_s8_u8(a);
-                c.w[2 * k + 1] = vreinterpretq_s8_u8(b);
+                // q4_K: the 16 bytes k % 8 of super-block k / 8's codes (piece p = (k % 8) / 2, half k % 2:
+                // sub-blocks 4·(k % 2) .. + 3, four codes each per nibble; blocks::q4_k_code_byte), low nibbles
+                // in w[2k], high in w[2k + 1].
+                const uint8_t* q = row + (g0 / 8 + k / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
+                const uint8x16_t b = vld1q_u8(q + 16 * (k % 8));
+                c.w[2 * k] = vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0F)));
+                c.w[2 * k + 1] = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
             }
         }
     }
     template <WeightType T>
-    static V isums(const Chunk& c, size_t, const int8_t* qx, const int32_t*) {
+    static const int8_t* matmul_activations(const canonical::QuantizedActivations& qa, size_t n) {
+        if constexpr (T == WeightType::Q4_K) return canonical::q4_k_activations(qa, n);
+        else return qa.q;
+    }
+    template <WeightType T>
+    static V isums(const Chunk& c, size_t nb, const int8_t* qx, const int32_t*) {
         V r;
+        if constexpr (T == WeightType::Q4_K) {
+            // Units 4t .. 4t + 3 (super-block t / 2, half t % 2): products as i16 per (unit, code position),
+            // eight each (at most 8·15·128 = 15360: no overflow), then pairwise to the four totals. qx in
+            // canonical::q4_k_activations' order: piece p, nibble h, half sh at 128(p/2) + 64h + 32(p%2) + 16sh.
+            #pragma GCC unroll 4
+            for (size_t t = 0; t < 4; ++t) {
+                if (t >= 2 && nb <= 8) {
+                    r.q[t] = vdupq_n_f32(0.0f);
+                    continue;
+                }
+                const size_t s = t / 2, sh = t % 2;
+                int16x8_t lo = vdupq_n_s16(0), hi = vdupq_n_s16(0);
+                #pragma GCC unroll 8
+                for (size_t m = 0; m < 8; ++m) {
+                    const size_t p = m / 2, h = m % 2;
+                    const int8x16_t w = c.w[2 * (8 * s + 2 * p + sh) + h];
+                    const int8x16_t x = vld1q_s8(qx + 256 * s + 128 * (p / 2) + 64 * h + 32 * (p % 2) + 16 * sh);
+                    lo = vmlal_s8(lo, vget_low_s8(w), vget_low_s8(x));
+                    hi = vmlal_s8(hi, vget_high_s8(w), vget_high_s8(x));
+                }
+                r.q[t] = vcvtq_f32_s32(vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)));
+            }
+            return r;
+        }
         #pragma GCC unroll 4
         for (size_t t = 0; t < 4; ++t) {
             int32x4_t p[4];

@@ -85,10 +85,8 @@ struct ScalarIsa {
                 const uint8_t* qs = row + g * blocks::kQ4_0Bytes + 2;
                 for (size_t i = 0; i < 16; ++i) s += (int32_t(qs[i] & 0x0F) - 8) * x[i] + (int32_t(qs[i] >> 4) - 8) * x[16 + i];
             } else {
-                const size_t j = g % 8;
-                const uint8_t* q = row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes + (j / 2) * 32;
-                const int shift = int(j % 2) * 4;
-                for (size_t i = 0; i < 32; ++i) s += int32_t((q[i] >> shift) & 0x0F) * x[i];
+                const uint8_t* qs = row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
+                for (size_t e = 0; e < 32; ++e) s += int32_t(blocks::q4_k_code(qs, g % 8, e)) * x[e];
             }
             r.v[k] = float(s);
         }

@@ -238,8 +238,9 @@ private slots:
         }
     }
 
-    // The q4_K layout from the spec, byte by byte: d = 1, dmin = 0.5, sub-block j scale j + 1 and min 2j,
-    // q = i % 16. Codes 4..7 need the high-bit packing.
+    // The q4_K layout from the spec (docs/FORMAT.md), byte by byte: d = 1, dmin = 0.5, sub-block j scale j + 1
+    // and min 2j (4..7 need the high-bit packing); code e of sub-block j is (3j + e) % 16, stored in piece
+    // p = (e % 16) / 4, byte 4j + e % 4, low nibble for e < 16, high for the rest.
     void q4_k_layout() {
         uint8_t blk[144] = {};
         const uint16_t one = kernels::f32_to_f16(1.0f), half = kernels::f32_to_f16(0.5f);
@@ -253,15 +254,15 @@ private slots:
             s[j + 4] = uint8_t(mn[j] | ((mn[j + 4] >> 4) << 6));
             s[j + 8] = uint8_t((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
         }
-        for (int k = 0; k < 4; ++k)
-            for (int i = 0; i < 32; ++i) blk[16 + 32 * k + i] = uint8_t((i % 16) | (((i + 5) % 16) << 4));
+        const auto code = [](int j, int e) { return (3 * j + e) % 16; };
+        for (int p = 0; p < 4; ++p)
+            for (int j = 0; j < 8; ++j)
+                for (int b = 0; b < 4; ++b)
+                    blk[16 + 32 * p + 4 * j + b] = uint8_t(code(j, 4 * p + b) | (code(j, 16 + 4 * p + b) << 4));
         std::vector<float> out(256);
         kernels::dequantize_row(WeightType::Q4_K, blk, 256, 0, out.data());
         for (int j = 0; j < 8; ++j)
-            for (int i = 0; i < 32; ++i) {
-                const int q = j % 2 == 0 ? i % 16 : (i + 5) % 16;
-                QCOMPARE(out[j * 32 + i], float(sc[j]) * float(q) - 0.5f * float(mn[j]));
-            }
+            for (int e = 0; e < 32; ++e) QCOMPARE(out[j * 32 + e], float(sc[j]) * float(code(j, e)) - 0.5f * float(mn[j]));
     }
 
     // Unquantisable source values fail the conversion with the tensor, row and column named; nothing is written.

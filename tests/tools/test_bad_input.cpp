@@ -119,11 +119,15 @@ private slots:
     void unknown_major_version() {
         QByteArray b = good_bytes_;
         FileHeader h = header_of(b);
-        h.version_major = 2;
+        h.version_major = 3;
         std::memcpy(b.data(), &h, sizeof(h));
         reseal(b);
         const QString e = expect_failure({"info", write_variant("version.bin", b)});
-        QVERIFY2(e.contains("unsupported format version 2.0"), qPrintable(e));
+        QVERIFY2(e.contains("unsupported format version 3.0 (this build reads 1.x to 2.x)"), qPrintable(e));
+        h.version_major = 0;
+        std::memcpy(b.data(), &h, sizeof(h));
+        reseal(b);
+        QVERIFY(expect_failure({"info", write_variant("version0.bin", b)}).contains("unsupported format version 0.0"));
     }
 
     void unknown_minor_version_is_accepted() {

@@ -524,6 +524,41 @@ private slots:
         QVERIFY(r.bytes_checked < static_cast<uint64_t>(read_all(tokenizer_bin()).size()));
     }
 
+    // Format 1.x differs from 2.x only in q4_K's code order: a 1.x file without q4_K tensors still loads, one with
+    // them is refused by check and by the engine with a one-line reason (the codes would be read wrongly).
+    void format_1_files() {
+        const auto as_format_1 = [&](const QString& type) {
+            BinBytes b(read_all(bin("qwen2_moe", type)));
+            FileHeader h = b.header();
+            h.version_major = 1;
+            b.set_header(h);
+            b.reseal();
+            return write_all(dir_.filePath("v1-" + type + ".bin"), b.bytes());
+        };
+        QCOMPARE(BinBytes(read_all(bin("qwen2_moe", "f16"))).header().version_major, uint16_t(2));  // what the converter writes
+        const QString f16 = as_format_1("f16"), q4k = as_format_1("q4_k");  // qwen2_moe's q4_k has two q4_K tensors
+        QVERIFY(check(f16).valid);
+        CliResult r = run_cli({"info", f16});
+        QCOMPARE(r.exit_code, 0);
+
+        const tools::CheckReport bad = check(q4k);
+        QVERIFY(!bad.valid);
+        QVERIFY2(problems_text(bad).contains("q4_k in format 1.x (ggml's code order): convert the model again"), qPrintable(problems_text(bad)));
+        r = run_cli({"info", q4k});
+        QVERIFY(r.exit_code != 0);
+        QVERIFY2(r.err.contains("whose q4_k code order this build no longer reads: convert the model again") && r.err.count('\n') == 1,
+                 r.err.constData());
+
+        BinBytes future(read_all(bin("qwen2_moe", "f16")));
+        FileHeader h = future.header();
+        h.version_major = 3;
+        future.set_header(h);
+        future.reseal();
+        const tools::CheckReport r3 = check_bytes("v3.bin", future.bytes());
+        QVERIFY(!r3.valid);
+        QVERIFY2(problems_text(r3).contains("unsupported format version 3.0 (this build reads 1.x to 2.x)"), qPrintable(problems_text(r3)));
+    }
+
     void cli_exit_codes_and_output() {
         CliResult r = run_cli({"check", bin("olmoe", "q4_k")});
         QCOMPARE(r.exit_code, 0);
