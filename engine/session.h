@@ -87,6 +87,7 @@ private:
     ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][group head][context]
     ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;
     ActivationBuffer<float> shared_gate_, shared_gate_up_, shared_out_;  // qwen2_moe's shared expert
+    ActivationBuffer<float> rope_cos_, rope_sin_;  // [chunk token][head_dim / 2]: the chunk's rotations, once per eval
     std::vector<int32_t> selected_;  // [token][k]
     std::vector<float> selected_w_;
     // The chunk's tokens grouped by expert: for expert e, expert_rows_[e * capacity_ + r] = token * k + slot.

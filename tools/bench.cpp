@@ -14,6 +14,7 @@
 #include <random>
 
 #include "engine/format.h"
+#include "engine/sampler.h"
 #include "kernels/matvec.h"
 #include "kernels/registry.h"
 
@@ -30,9 +31,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 uint64_t size_of(const TensorView* t) { return t ? t->size : 0; }
 uint64_t size_of(const FfnWeights& f) { return size_of(f.gate) + size_of(f.up) + size_of(f.down); }
 
-int32_t argmax(std::span<const float> v) {
-    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
 
 // Drops the file's pages from the page cache (no process may have it mapped for this to take effect).
 Status drop_page_cache(const std::string& path) {

@@ -1,7 +1,9 @@
 // Sampler: greedy equals argmax, each filter does what it says, and a seed reproduces the same tokens.
 #include <QtTest>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 #include "engine/sampler.h"
 
@@ -46,6 +48,43 @@ private slots:
         cfg.temperature = 0.0f;
         Sampler t(cfg);
         QCOMPARE(t.sample(std::vector<float>{0.1f, 3.0f, -1.0f, 2.9f}, {}), 1);
+    }
+
+    // argmax (vectorised) against its definition, the first index that no later value exceeds: random lengths
+    // around the vector widths and a vocabulary-sized one, with ties, NaNs (also first), ±0, ±inf, all NaN.
+    void argmax_matches_definition() {
+        const auto reference = [](const std::vector<float>& v) {
+            int32_t best = 0;
+            for (size_t i = 1; i < v.size(); ++i)
+                if (v[i] > v[best]) best = static_cast<int32_t>(i);
+            return best;
+        };
+        std::mt19937 rng(7);
+        std::uniform_int_distribution<int> small(-3, 3);
+        const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+        int checks = 0;
+        for (size_t n : {size_t(1), size_t(3), size_t(63), size_t(64), size_t(65), size_t(79), size_t(80), size_t(257), size_t(32000)}) {
+            for (int trial = 0; trial < 200; ++trial) {
+                std::vector<float> v(n);
+                for (float& x : v) x = float(small(rng));  // few distinct values: many ties
+                const int kind = trial % 8;
+                if (kind == 1) v[rng() % n] = nan;
+                if (kind == 2) v[0] = nan;
+                if (kind == 3) std::fill(v.begin(), v.end(), nan);
+                if (kind == 4) for (float& x : v) x = (rng() % 2) ? 0.0f : -0.0f;
+                if (kind == 5) v[rng() % n] = inf, v[rng() % n] = -inf;
+                if (kind == 6) for (float& x : v) x = -inf;
+                if (kind == 7) v[n - 1] = 100.0f;
+                if (kind == 0) {  // distinct values with one NaN in ten: a NaN must never erase a lane's maximum so far
+                    std::normal_distribution<float> normal;
+                    for (float& x : v) x = rng() % 10 == 0 ? nan : normal(rng);
+                }
+                QCOMPARE(argmax(v), reference(v));
+                ++checks;
+            }
+        }
+        QCOMPARE(argmax(std::vector<float>{}), 0);
+        qInfo("%d vectors", checks);
     }
 
     void seed_reproduces_sequence() {
