@@ -100,8 +100,9 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     };
     const size_t C = capacity_, H = hp.hidden_size;
     const size_t kv_dim = size_t(hp.n_kv_heads) * hp.head_dim, q_dim = size_t(hp.n_heads) * hp.head_dim;
-    sized(k_cache_, size_t(hp.n_layers) * context_ * kv_dim);
-    sized(v_cache_, k_cache_.size());
+    key_blocks_ = (context_ + kKeyBlock - 1) / kKeyBlock;
+    sized(k_cache_, size_t(hp.n_layers) * hp.n_kv_heads * key_blocks_ * hp.head_dim * kKeyBlock);
+    sized(v_cache_, size_t(hp.n_layers) * context_ * kv_dim);
     sized(x_, C * H);
     sized(h_, C * H);
     sized(q_, C * q_dim);
@@ -218,7 +219,8 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const size_t q_dim = size_t(n_heads) * hd, kv_dim = size_t(n_kv) * hd;
     const MatmulJob qkv[3] = {{w.q, h_.data(), n, q_.data()}, {w.k, h_.data(), n, k_.data()}, {w.v, h_.data(), n, v_.data()}};
     run_matmuls(pool_, qkv);
-    float* kc = k_cache_.data() + size_t(layer) * context_ * kv_dim;
+    const size_t key_block = size_t(hd) * kKeyBlock;  // floats per (KV head, block of positions)
+    float* kc = k_cache_.data() + size_t(layer) * n_kv * key_blocks_ * key_block;
     float* vc = v_cache_.data() + size_t(layer) * context_ * kv_dim;
     for (uint32_t t = 0; t < n; ++t) {
         float* q = q_.data() + t * q_dim;
@@ -243,11 +245,13 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
         const float* rs = rope_sin_.data() + size_t(t) * (hd / 2);
         for (uint32_t h = 0; h < n_heads; ++h) rope(q + size_t(h) * hd, rc, rs, hd);
         for (uint32_t h = 0; h < n_kv; ++h) rope(k + size_t(h) * hd, rc, rs, hd);
-        // Keys transposed ([kv head][dim][position]), values as rows ([kv head][position][dim]): both products
-        // of a head are then weighted_rows over contiguous rows (below).
+        // Keys transposed in blocks of kKeyBlock positions ([kv head][block][dim][position in block]), values as
+        // rows ([kv head][position][dim]): both products of a head are then weighted_rows (below), and a block's
+        // keys are one contiguous 16 KB (head_dim 64) that the scores read as a whole.
         const size_t pos = position_ + t;
         for (uint32_t h = 0; h < n_kv; ++h) {
-            for (uint32_t i = 0; i < hd; ++i) kc[(size_t(h) * hd + i) * context_ + pos] = k[size_t(h) * hd + i];
+            float* block = kc + (size_t(h) * key_blocks_ + pos / kKeyBlock) * key_block + pos % kKeyBlock;
+            for (uint32_t i = 0; i < hd; ++i) block[size_t(i) * kKeyBlock] = k[size_t(h) * hd + i];
             std::copy_n(v + size_t(h) * hd, hd, vc + (size_t(h) * context_ + pos) * hd);
         }
     }
@@ -271,7 +275,12 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 const size_t t = pair / n_kv, kvh = pair % n_kv;
                 const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
                 const float* q = q_.data() + t * q_dim + kvh * group * hd;  // the group's query heads, contiguous
-                kernels::weighted_rows(kc + kvh * hd * context_, context_, hd, n_pos, q, hd, group, sc, context_);
+                // Per block of positions: rows of kKeyBlock floats side by side instead of rows a context apart
+                // (with rows 16 KB apart every dimension's row fell into the same cache sets, and the 64 rows
+                // were 64 streams; attention took 17-23 µs per layer at 200 positions).
+                for (uint32_t p0 = 0; p0 < n_pos; p0 += kKeyBlock)
+                    kernels::weighted_rows(kc + (kvh * key_blocks_ + p0 / kKeyBlock) * key_block, kKeyBlock, hd,
+                                           std::min<uint32_t>(kKeyBlock, n_pos - p0), q, hd, group, sc + p0, context_);
                 for (uint32_t j = 0; j < group; ++j) attention_softmax(sc + size_t(j) * context_, n_pos, scale);
                 kernels::weighted_rows(vc + kvh * context_ * hd, hd, n_pos, hd, sc, context_, group,
                                        att_.data() + t * q_dim + kvh * group * hd, hd);

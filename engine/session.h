@@ -82,7 +82,9 @@ private:
     std::unique_ptr<ExpertPrefetcher> prefetcher_;
 
     // Per-token rows, capacity_ of each: [token][dim].
-    ActivationBuffer<float> k_cache_;  // [layer][kv head][head_dim][position] (keys transposed)
+    static constexpr uint32_t kKeyBlock = 64;  // positions per block of the transposed keys
+    uint32_t key_blocks_ = 0;                  // blocks per KV head: context rounded up
+    ActivationBuffer<float> k_cache_;  // [layer][kv head][block][head_dim][kKeyBlock] (keys transposed per block)
     ActivationBuffer<float> v_cache_;  // [layer][kv head][position][head_dim]
     ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][group head][context]
     ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;

@@ -114,6 +114,33 @@ private slots:
         QVERIFY(std::equal(c->begin(), c->end(), want.begin()));
     }
 
+    // 200 positions span four blocks of the transposed key cache (64 positions each, the last one partial):
+    // the logits must not depend on the context size (it sets how many blocks a KV head reserves), the prompt
+    // chunk size or the thread count, and evaluating one token at a time must give the same as a whole prompt.
+    void long_sequence_does_not_depend_on_context_or_chunking() {
+        const uint32_t vocab = model_->hparams().vocab_size;
+        std::vector<int32_t> seq(200);
+        for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<int32_t>((uint32_t(ids_[i % ids_.size()]) + 31 * i) % vocab);
+        ThreadPool two(2), one(1);
+        Session whole(*model_, two, 4096);
+        auto a = whole.eval(std::span<const int32_t>(seq));
+        QVERIFY(a.is_ok());
+        const std::vector<float> want(a->begin(), a->end());
+
+        Session stepwise(*model_, one, 200);
+        for (size_t i = 0; i + 1 < seq.size(); ++i) QVERIFY(stepwise.eval(seq[i]).is_ok());
+        auto b = stepwise.eval(seq.back());
+        QVERIFY(b.is_ok());
+        QVERIFY(std::equal(b->begin(), b->end(), want.begin()));
+
+        SessionOptions options;
+        options.chunk = 37;
+        Session chunked(*model_, two, 257, options);
+        auto c = chunked.eval(std::span<const int32_t>(seq));
+        QVERIFY(c.is_ok());
+        QVERIFY(std::equal(c->begin(), c->end(), want.begin()));
+    }
+
     void context_limit_is_an_error() {
         ThreadPool pool(1);
         Session s(*model_, pool, 4);
