@@ -110,7 +110,7 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     sized(v_, C * kv_dim);
     sized(att_, C * q_dim);
     sized(proj_, C * H);
-    sized(scores_, size_t(pool.size()) * (hp.n_heads / std::max(hp.n_kv_heads, 1u)) * context_);
+    sized(scores_, size_t(pool.size()) * (hp.n_heads / std::max(hp.n_kv_heads, 1u)) * key_blocks_ * kKeyBlock);
     const size_t ffn = std::max({hp.expert_ffn, hp.shared_expert_ffn, hp.dense_ffn, 1u});
     const size_t n_exp = std::max(hp.n_experts, 1u), k = std::max(hp.n_experts_active, 1u);
     // Routed experts: one row per (token, selected expert); a dense or shared FFN run alone uses the start.
@@ -270,7 +270,8 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const size_t parts = std::clamp<size_t>(work / 65536, 1, pool_.size());
     pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
         for (size_t part = part_begin; part < part_end; ++part) {
-            float* sc = scores_.data() + part * group * context_;
+            const size_t ls = size_t(key_blocks_) * kKeyBlock;  // a score row: whole blocks (see below)
+            float* sc = scores_.data() + part * group * ls;
             for (size_t pair = pairs * part / parts; pair < pairs * (part + 1) / parts; ++pair) {
                 const size_t t = pair / n_kv, kvh = pair % n_kv;
                 const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
@@ -278,11 +279,16 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 // Per block of positions: rows of kKeyBlock floats side by side instead of rows a context apart
                 // (with rows 16 KB apart every dimension's row fell into the same cache sets, and the 64 rows
                 // were 64 streams; attention took 17-23 µs per layer at 200 positions).
-                for (uint32_t p0 = 0; p0 < n_pos; p0 += kKeyBlock)
-                    kernels::weighted_rows(kc + (kvh * key_blocks_ + p0 / kKeyBlock) * key_block, kKeyBlock, hd,
-                                           std::min<uint32_t>(kKeyBlock, n_pos - p0), q, hd, group, sc + p0, context_);
-                for (uint32_t j = 0; j < group; ++j) attention_softmax(sc + size_t(j) * context_, n_pos, scale);
-                kernels::weighted_rows(vc + kvh * context_ * hd, hd, n_pos, hd, sc, context_, group,
+                // The last block's columns are rounded up to whole vectors of 16: the kernels' ragged tail is a
+                // scalar fma chain per element (2 µs per KV head at 8 leftover columns), and the extra scores,
+                // from key slots not yet written, are never read (softmax and values stop at n_pos).
+                for (uint32_t p0 = 0; p0 < n_pos; p0 += kKeyBlock) {
+                    const uint32_t cols = std::min<uint32_t>(kKeyBlock, (n_pos - p0 + 15) / 16 * 16);
+                    kernels::weighted_rows(kc + (kvh * key_blocks_ + p0 / kKeyBlock) * key_block, kKeyBlock, hd, cols, q,
+                                           hd, group, sc + p0, ls);
+                }
+                for (uint32_t j = 0; j < group; ++j) attention_softmax(sc + size_t(j) * ls, n_pos, scale);
+                kernels::weighted_rows(vc + kvh * context_ * hd, hd, n_pos, hd, sc, ls, group,
                                        att_.data() + t * q_dim + kvh * group * hd, hd);
             }
         }
