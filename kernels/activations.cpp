@@ -54,15 +54,27 @@ struct Buffer {
     std::vector<int8_t> q;
     std::vector<float> d, nsum;
     std::vector<int32_t> sum;
+    // What q holds: the source values (bit for bit), their shape and the quantiser. The products of one hand-off
+    // often share an input (q, k and v; an expert's gate and up), so a thread asked for the same values again
+    // returns them without quantising; memcmp stops at the first difference when they are new.
+    std::vector<float> source;
+    size_t cols = 0, n = 0;
+    QuantizeBlocksFn quantize = nullptr;
+    uint64_t generation = 0;  // bumped when q changes (q4_k_activations' cache key)
 };
+
+thread_local Buffer t_buf;
 
 }  // namespace
 
 QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n, QuantizeBlocksFn quantize) {
-    thread_local Buffer buf;
+    Buffer& buf = t_buf;
     const size_t blocks = cols / kActBlock;
     const size_t stride = (blocks + kLanes - 1) / kLanes * kLanes;
     const size_t total = stride * n;
+    if (buf.quantize == quantize && buf.cols == cols && buf.n == n &&
+        std::memcmp(buf.source.data(), x, n * cols * sizeof(float)) == 0)
+        return {buf.q.data(), buf.d.data(), buf.sum.data(), buf.nsum.data(), blocks, stride};
     if (buf.d.size() < total) {  // grows only; never shrinks
         buf.q.resize(total * kActBlock);
         buf.d.resize(total);
@@ -80,12 +92,25 @@ QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n,
         std::memset(q + blocks * kActBlock, 0, pad * kActBlock);
         for (size_t b = blocks; b < stride; ++b) d[b] = 0.0f, nsum[b] = 0.0f, sum[b] = 0;
     }
+    if (buf.source.size() < n * cols) buf.source.resize(n * cols);
+    std::memcpy(buf.source.data(), x, n * cols * sizeof(float));
+    buf.cols = cols, buf.n = n, buf.quantize = quantize;
+    ++buf.generation;
     return {buf.q.data(), buf.d.data(), buf.sum.data(), buf.nsum.data(), blocks, stride};
+}
+
+QuantizedKey quantized_key(const QuantizedActivations& qa, size_t n) {
+    // A buffer that is not this thread's (a caller's own) gets generation 0, which never matches a real one.
+    return {qa.q, qa.q == t_buf.q.data() ? t_buf.generation : 0, n};
 }
 
 const int8_t* q4_k_activations(const QuantizedActivations& qa, size_t n) {
     thread_local std::vector<int8_t> buf;
+    thread_local QuantizedKey done{};
     const size_t units = n * qa.stride;  // a multiple of 16: whole super-blocks, padding included
+    // The same quantised vectors as last time (quantize_activations returned its cached ones): nothing to do.
+    const QuantizedKey key = quantized_key(qa, n);
+    if (key.generation != 0 && key == done) return buf.data();
     if (buf.size() < units * kActBlock) buf.resize(units * kActBlock);
     // In 4-byte groups: out group 32·(p / 2) + 16·h + 8·(p % 2) + j of a super-block is its source group
     // 8j + 4h + p (values 16h + 4p .. 16h + 4p + 3 of unit j).
@@ -97,6 +122,7 @@ const int8_t* q4_k_activations(const QuantizedActivations& qa, size_t n) {
                 for (size_t j = 0; j < 8; ++j)
                     std::memcpy(dst + 4 * (32 * (p / 2) + 16 * h + 8 * (p % 2) + j), src + 4 * (8 * j + 4 * h + p), 4);
     }
+    done = key;
     return buf.data();
 }
 

@@ -94,6 +94,17 @@ QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n,
 // buffer owned by the calling thread, valid until the thread's next call; grows only.
 const int8_t* q4_k_activations(const QuantizedActivations& qa, size_t n);
 
+// Identifies what quantize_activations last produced on this thread: a permuted copy made from qa (n vectors)
+// may be reused while quantized_key(qa, n) is unchanged. (quantize_activations returns the same buffer, unchanged,
+// when asked for the same values again.)
+struct QuantizedKey {
+    const int8_t* q = nullptr;
+    uint64_t generation = 0;
+    size_t n = 0;
+    bool operator==(const QuantizedKey&) const = default;
+};
+QuantizedKey quantized_key(const QuantizedActivations& qa, size_t n);
+
 namespace {  // internal linkage: each ISA's translation unit keeps its own copy (no ODR mixing of flags)
 
 inline float sum_lanes(float* lane) {

@@ -419,6 +419,46 @@ void check_stream_sum(std::mt19937& rng) {
 
 }  // namespace
 
+// quantize_activations hands back its last result when asked for the same values again (bit for bit): a value
+// changed in place, under the same pointer, must be quantised anew, and so must the q4_K order made from it; the
+// same values at another address may reuse it.
+void check_quantized_reuse(std::mt19937& rng) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const size_t cols = 256, n = 3;
+    std::vector<float> x(cols * n);
+    for (float& v : x) v = normal(rng);
+    const auto expect = [&](const canonical::QuantizedActivations& qa, const std::vector<float>& src, const std::string& what,
+                            size_t n = 3) {
+        for (size_t i = 0; i < n; ++i) {
+            std::vector<int8_t> q(cols);
+            std::vector<float> d(cols / 32), ns(cols / 32);
+            std::vector<int32_t> s(cols / 32);
+            canonical::quantize_blocks(src.data() + i * cols, cols / 32, q.data(), d.data(), s.data(), ns.data());
+            check(std::memcmp(q.data(), qa.q + i * qa.stride * 32, cols) == 0 &&
+                      std::memcmp(d.data(), qa.d + i * qa.stride, d.size() * 4) == 0,
+                  what + ", vector " + std::to_string(i));
+        }
+        // The q4_K order of vector i, unit j: value 16h + 4p + b at 256·(j / 8) + 128(p/2) + 64h + 32(p%2) + 4(j%8) + b.
+        const int8_t* k = canonical::q4_k_activations(qa, n);
+        bool ok = true;
+        for (size_t i = 0; i < n; ++i)
+            for (size_t j = 0; j < cols / 32; ++j)
+                for (size_t e = 0; e < 32; ++e) {
+                    const size_t h = e / 16, p = (e % 16) / 4, b = e % 4;
+                    const size_t at = i * qa.stride * 32 + 256 * (j / 8) + 128 * (p / 2) + 64 * h + 32 * (p % 2) + 4 * (j % 8) + b;
+                    ok = ok && k[at] == qa.q[i * qa.stride * 32 + 32 * j + e];
+                }
+        check(ok, what + ": q4_K activation order");
+    };
+    expect(canonical::quantize_activations(x.data(), cols, n), x, "first quantisation");
+    expect(canonical::quantize_activations(x.data(), cols, n), x, "the same values again");
+    x[cols * 2 + 77] *= -3.0f;  // changed in place
+    expect(canonical::quantize_activations(x.data(), cols, n), x, "a value changed in place");
+    const std::vector<float> copy = x;
+    expect(canonical::quantize_activations(copy.data(), cols, n), copy, "the same values elsewhere");
+    expect(canonical::quantize_activations(x.data(), cols, n - 1), x, "fewer vectors", n - 1);
+}
+
 int main() {
     std::mt19937 rng(20261203);
     std::printf("variants:");
@@ -450,6 +490,7 @@ int main() {
     check_special_values();
     check_quantizer();
     check_quantizer_variants(rng);
+    check_quantized_reuse(rng);
     check_weighted_rows(rng);
     check_stream_sum(rng);
     std::printf("%d checks, %d failures\n", checks, failures);
