@@ -337,7 +337,6 @@ struct Avx512Isa {
     // q4_K in canonical::q4_k_activations' order.
     template <WeightType T>
     static V isums_mv(const uint8_t* row, size_t g0, size_t nb, const int8_t* qx, const int32_t* sx) {
-        __m512i p[8];
         if constexpr (T == WeightType::Q4_K) {
             const uint8_t* q = row + (g0 / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
             __m512i c[4];
@@ -380,6 +379,7 @@ struct Avx512Isa {
             s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));
             return _mm512_cvtepi32_ps(s);
         } else {
+            __m512i p[8];
             #pragma GCC unroll 8
             for (size_t m = 0; m < 8; ++m) {
                 __mmask64 neg = 0;
