@@ -315,7 +315,7 @@ class LogitComparison {
 public:
     void add(std::span<const float> baseline, std::span<const float> model) {
         const size_t vocab = baseline.size();
-        const size_t top_b = argmax(baseline), top_m = argmax(model);
+        const auto top_b = static_cast<size_t>(colibri::argmax(baseline)), top_m = static_cast<size_t>(colibri::argmax(model));
         const double lse_b = log_sum_exp(baseline), lse_m = log_sum_exp(model);
         double kl = 0.0;
         for (size_t i = 0; i < vocab; ++i) {
@@ -344,7 +344,6 @@ public:
     }
 
 private:
-    static size_t argmax(std::span<const float> v) { return size_t(std::max_element(v.begin(), v.end()) - v.begin()); }
     static double log_sum_exp(std::span<const float> v) {
         const double mx = *std::max_element(v.begin(), v.end());
         double sum = 0.0;

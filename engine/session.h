@@ -86,7 +86,7 @@ private:
     uint32_t key_blocks_ = 0;                  // blocks per KV head: context rounded up
     ActivationBuffer<float> k_cache_;  // [layer][kv head][block][head_dim][kKeyBlock] (keys transposed per block)
     ActivationBuffer<float> v_cache_;  // [layer][kv head][position][head_dim]
-    ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][group head][context]
+    ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][group head][whole key blocks]
     ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;
     ActivationBuffer<float> shared_gate_, shared_gate_up_, shared_out_;  // qwen2_moe's shared expert
     ActivationBuffer<float> rope_cos_, rope_sin_;  // [chunk token][head_dim / 2]: the chunk's rotations, once per eval

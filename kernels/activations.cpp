@@ -99,30 +99,30 @@ QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n,
     return {buf.q.data(), buf.d.data(), buf.sum.data(), buf.nsum.data(), blocks, stride};
 }
 
-QuantizedKey quantized_key(const QuantizedActivations& qa, size_t n) {
-    // A buffer that is not this thread's (a caller's own) gets generation 0, which never matches a real one.
-    return {qa.q, qa.q == t_buf.q.data() ? t_buf.generation : 0, n};
+bool permuted_copy_current(QuantizedKey& made_from, const QuantizedActivations& qa, size_t n) {
+    // A buffer that is not this thread's (a caller's own) gets generation 0, which never counts as current.
+    const QuantizedKey key{qa.q, qa.q == t_buf.q.data() ? t_buf.generation : 0, n};
+    if (key.generation != 0 && key == made_from) return true;
+    made_from = key;
+    return false;
 }
 
 const int8_t* q4_k_activations(const QuantizedActivations& qa, size_t n) {
     thread_local std::vector<int8_t> buf;
-    thread_local QuantizedKey done{};
+    thread_local QuantizedKey made_from{};
+    if (permuted_copy_current(made_from, qa, n)) return buf.data();
     const size_t units = n * qa.stride;  // a multiple of 16: whole super-blocks, padding included
-    // The same quantised vectors as last time (quantize_activations returned its cached ones): nothing to do.
-    const QuantizedKey key = quantized_key(qa, n);
-    if (key.generation != 0 && key == done) return buf.data();
     if (buf.size() < units * kActBlock) buf.resize(units * kActBlock);
-    // In 4-byte groups: out group 32·(p / 2) + 16·h + 8·(p % 2) + j of a super-block is its source group
-    // 8j + 4h + p (values 16h + 4p .. 16h + 4p + 3 of unit j).
+    // In 4-byte groups: values 16h + 4p .. 16h + 4p + 3 of unit j (source bytes 32j + 16h + 4p) go to
+    // q4_k_activation_offset(p, h) + 4j.
     for (size_t u = 0; u < units; u += 8) {
         const int8_t* src = qa.q + u * kActBlock;
         int8_t* dst = buf.data() + u * kActBlock;
         for (size_t p = 0; p < 4; ++p)
             for (size_t h = 0; h < 2; ++h)
                 for (size_t j = 0; j < 8; ++j)
-                    std::memcpy(dst + 4 * (32 * (p / 2) + 16 * h + 8 * (p % 2) + j), src + 4 * (8 * j + 4 * h + p), 4);
+                    std::memcpy(dst + q4_k_activation_offset(p, h) + 4 * j, src + 32 * j + 16 * h + 4 * p, 4);
     }
-    done = key;
     return buf.data();
 }
 

@@ -94,18 +94,24 @@ QuantizedActivations quantize_activations(const float* x, size_t cols, size_t n,
 // buffer owned by the calling thread, valid until the thread's next call; grows only.
 const int8_t* q4_k_activations(const QuantizedActivations& qa, size_t n);
 
-// Identifies what quantize_activations last produced on this thread: a permuted copy made from qa (n vectors)
-// may be reused while quantized_key(qa, n) is unchanged. (quantize_activations returns the same buffer, unchanged,
-// when asked for the same values again.)
+// What a thread-local permuted copy of quantised activations was made from. quantize_activations hands back the
+// same buffer, unchanged, when asked for the same values again, so a copy made from it stays good until it
+// quantises anew: permuted_copy_current(made_from, qa, n) says whether the copy made from `made_from` is still
+// qa's first n vectors, and if not records qa as what the caller is about to copy.
 struct QuantizedKey {
     const int8_t* q = nullptr;
-    uint64_t generation = 0;
+    uint64_t generation = 0;  // 0: nothing, or a buffer that is not quantize_activations' (never reused)
     size_t n = 0;
     bool operator==(const QuantizedKey&) const = default;
 };
-QuantizedKey quantized_key(const QuantizedActivations& qa, size_t n);
+bool permuted_copy_current(QuantizedKey& made_from, const QuantizedActivations& qa, size_t n);
 
 namespace {  // internal linkage: each ISA's translation unit keeps its own copy (no ODR mixing of flags)
+
+// Within a super-block's 256 activation bytes in q4_k_activations' order: where the 32 bytes that the low
+// (h = 0) or high (h = 1) nibbles of code piece p (blocks::q4_k_code_byte) multiply begin; byte 4j + b of them
+// is value 16h + 4p + b of unit j.
+constexpr size_t q4_k_activation_offset(size_t p, size_t h) { return 128 * (p / 2) + 64 * h + 32 * (p % 2); }
 
 inline float sum_lanes(float* lane) {
     for (size_t half = kLanes / 2; half > 0; half /= 2) {

@@ -35,7 +35,7 @@ inline void q4_k_scale_min(const uint8_t* s, size_t j, uint8_t* sc, uint8_t* mn)
     }
 }
 
-// The 128 code bytes of a q4_K super-block (format 1.1; docs/FORMAT.md): four pieces of 32 bytes; byte 4j + b of
+// The 128 code bytes of a q4_K super-block (format 2.0; docs/FORMAT.md): four pieces of 32 bytes; byte 4j + b of
 // piece p holds code 4p + b of sub-block j in its low nibble and code 16 + 4p + b in its high nibble
 // (j = 0..7, b = 0..3). ggml instead stores sub-blocks 2i and 2i + 1 as the low and high nibbles of 32
 // consecutive bytes. Why: a vector register loaded from this layout holds, in its 32-bit lane j, four codes

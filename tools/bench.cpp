@@ -31,7 +31,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 uint64_t size_of(const TensorView* t) { return t ? t->size : 0; }
 uint64_t size_of(const FfnWeights& f) { return size_of(f.gate) + size_of(f.up) + size_of(f.down); }
 
-
 // Drops the file's pages from the page cache (no process may have it mapped for this to take effect).
 Status drop_page_cache(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -135,10 +135,7 @@ struct Avx2Isa {
             }
         }
     }
-    static constexpr size_t q4_k_x_offset(size_t k) {
-        const size_t p = (k % 8) / 2, h = k % 2;
-        return 256 * (k / 8) + 128 * (p / 2) + 64 * h + 32 * (p % 2);
-    }
+    static constexpr size_t q4_k_x_offset(size_t k) { return 256 * (k / 8) + canonical::q4_k_activation_offset((k % 8) / 2, k % 2); }
     template <WeightType T>
     static const int8_t* matmul_activations(const canonical::QuantizedActivations& qa, size_t n) {
         if constexpr (T == WeightType::Q4_K) return canonical::q4_k_activations(qa, n);

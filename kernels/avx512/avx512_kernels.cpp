@@ -247,7 +247,7 @@ struct Avx512Isa {
     // bytes of each, then their last 16; q4_K canonical::q4_k_activations; q4_0 reads qa.q as it is.
     template <WeightType T>
     static const int8_t* matmul_activations(const canonical::QuantizedActivations& qa, size_t n) {
-        if constexpr (T == WeightType::Q8_0) return permute_halves<0, 1, 2, 3>(qa, n);
+        if constexpr (T == WeightType::Q8_0) return permute_halves(qa, n);
         else if constexpr (T == WeightType::Q4_K) return canonical::q4_k_activations(qa, n);
         else return qa.q;
     }
@@ -433,23 +433,18 @@ struct Avx512Isa {
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) y[r * ystride] = sum_lanes(acc[r]);
     }
-    // Every 4 units [u0 u1 u2 u3] of the activations as the first 16 bytes of each in `order`, then the last 16.
-    template <size_t o0, size_t o1, size_t o2, size_t o3>
+    // Every 4 units [u0 u1 u2 u3] of the activations as the first 16 bytes of each, then the last 16.
     static const int8_t* permute_halves(const canonical::QuantizedActivations& qa, size_t n) {
         thread_local std::vector<int8_t> perm;
-        thread_local canonical::QuantizedKey done{};
+        thread_local canonical::QuantizedKey made_from{};
+        if (canonical::permuted_copy_current(made_from, qa, n)) return perm.data();
         const size_t units = n * qa.stride;  // each vector's stride a multiple of 16 units
-        // The same quantised vectors as the last call (canonical::quantize_activations reused them): as they were.
-        const canonical::QuantizedKey key = canonical::quantized_key(qa, n);
-        if (key.generation != 0 && key == done) return perm.data();
         if (perm.size() < units * 32) perm.resize(units * 32);
-        done = key;
-        constexpr size_t order[4] = {o0, o1, o2, o3};
         for (size_t u = 0; u < units; u += 4) {
             const int8_t* s = qa.q + u * 32;
             int8_t* d = perm.data() + u * 32;
             for (size_t k = 0; k < 4; ++k) {
-                const __m128i* src = reinterpret_cast<const __m128i*>(s + 32 * order[k]);
+                const __m128i* src = reinterpret_cast<const __m128i*>(s + 32 * k);
                 _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * k), _mm_loadu_si128(src));
                 _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64 + 16 * k), _mm_loadu_si128(src + 1));
             }
@@ -468,7 +463,7 @@ struct Avx512Isa {
         if constexpr (T == WeightType::Q4_K) qx = canonical::q4_k_activations(qa, 1);  // once per call
         if constexpr (T == WeightType::Q4_0) {
             // Each 4 units as their first 16 values, then their last 16 (isums_mv's q4_0 layout), once per call.
-            qx = permute_halves<0, 1, 2, 3>(qa, 1);
+            qx = permute_halves(qa, 1);
         }
         const size_t stride = row_bytes(T, cols);
         const auto* base = static_cast<const uint8_t*>(w);

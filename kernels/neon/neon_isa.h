@@ -122,7 +122,7 @@ struct NeonIsa {
         if constexpr (T == WeightType::Q4_K) {
             // Units 4t .. 4t + 3 (super-block t / 2, half t % 2): products as i16 per (unit, code position),
             // eight each (at most 8·15·128 = 15360: no overflow), then pairwise to the four totals. qx in
-            // canonical::q4_k_activations' order: piece p, nibble h, half sh at 128(p/2) + 64h + 32(p%2) + 16sh.
+            // canonical::q4_k_activations' order (half sh of piece p, nibble h: 16 bytes on from its offset).
             #pragma GCC unroll 4
             for (size_t t = 0; t < 4; ++t) {
                 if (t >= 2 && nb <= 8) {
@@ -135,7 +135,7 @@ struct NeonIsa {
                 for (size_t m = 0; m < 8; ++m) {
                     const size_t p = m / 2, h = m % 2;
                     const int8x16_t w = c.w[2 * (8 * s + 2 * p + sh) + h];
-                    const int8x16_t x = vld1q_s8(qx + 256 * s + 128 * (p / 2) + 64 * h + 32 * (p % 2) + 16 * sh);
+                    const int8x16_t x = vld1q_s8(qx + 256 * s + canonical::q4_k_activation_offset(p, h) + 16 * sh);
                     lo = vmlal_s8(lo, vget_low_s8(w), vget_low_s8(x));
                     hi = vmlal_s8(hi, vget_high_s8(w), vget_high_s8(x));
                 }
