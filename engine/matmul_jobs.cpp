@@ -34,14 +34,14 @@ void run_row_ranges(ThreadPool& pool, std::span<const Job> jobs, RowsOf rows_of,
     });
 }
 
-// Rows [lo, hi) of w against n vectors: y[i * w.rows + r] for r in [lo, hi).
+}  // namespace
+
 void product_rows(const TensorView& w, const float* x, uint32_t n, float* y, size_t lo, size_t hi) {
     if (n == 1)
         kernels::matvec_rows(w.type, w.data, w.cols, x, y + lo, lo, hi);
     else
         kernels::matmul_rows(w.type, w.data, w.cols, x, n, y + lo, w.rows, lo, hi);
 }
-}  // namespace
 
 void run_matmuls(ThreadPool& pool, std::span<const MatmulJob> jobs) {
     run_row_ranges(

@@ -12,6 +12,10 @@
 
 namespace colibri {
 
+// Rows [lo, hi) of w against n vectors: y[i * w.rows + r] for r in [lo, hi), the kernel call every split of a
+// product makes for those rows (so the bits do not depend on who computes them).
+void product_rows(const TensorView& w, const float* x, uint32_t n, float* y, size_t lo, size_t hi);
+
 struct MatmulJob {
     const TensorView* w;  // rows x cols
     const float* x;       // n vectors of w->cols floats

@@ -216,83 +216,112 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
 void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const HyperParams& hp = model_.hparams();
     const uint32_t hd = hp.head_dim, n_heads = hp.n_heads, n_kv = hp.n_kv_heads;
+    const uint32_t group = n_heads / n_kv;
     const size_t q_dim = size_t(n_heads) * hd, kv_dim = size_t(n_kv) * hd;
-    const MatmulJob qkv[3] = {{w.q, h_.data(), n, q_.data()}, {w.k, h_.data(), n, k_.data()}, {w.v, h_.data(), n, v_.data()}};
-    run_matmuls(pool_, qkv);
     const size_t key_block = size_t(hd) * kKeyBlock;  // floats per (KV head, block of positions)
     float* kc = k_cache_.data() + size_t(layer) * n_kv * key_blocks_ * key_block;
     float* vc = v_cache_.data() + size_t(layer) * context_ * kv_dim;
-    for (uint32_t t = 0; t < n; ++t) {
-        float* q = q_.data() + t * q_dim;
-        float* k = k_.data() + t * kv_dim;
-        float* v = v_.data() + t * kv_dim;
-        if (w.q_bias) {
-            for (size_t i = 0; i < q_dim; ++i) q[i] += f32(w.q_bias)[i];
-            for (size_t i = 0; i < kv_dim; ++i) k[i] += f32(w.k_bias)[i];
-            for (size_t i = 0; i < kv_dim; ++i) v[i] += f32(w.v_bias)[i];
-        }
-        if (w.q_norm) {  // olmoe normalises the whole projection, before RoPE
-            rmsnorm(q, f32(w.q_norm), hp.rms_eps, q_dim, q);
-            rmsnorm(k, f32(w.k_norm), hp.rms_eps, kv_dim, k);
-        }
-        if (hp.clip_qkv > 0.0f) {
-            const float c = hp.clip_qkv;
-            for (size_t i = 0; i < q_dim; ++i) q[i] = std::clamp(q[i], -c, c);
-            for (size_t i = 0; i < kv_dim; ++i) k[i] = std::clamp(k[i], -c, c);
-            for (size_t i = 0; i < kv_dim; ++i) v[i] = std::clamp(v[i], -c, c);
-        }
-        const float* rc = rope_cos_.data() + size_t(t) * (hd / 2);
-        const float* rs = rope_sin_.data() + size_t(t) * (hd / 2);
-        for (uint32_t h = 0; h < n_heads; ++h) rope(q + size_t(h) * hd, rc, rs, hd);
-        for (uint32_t h = 0; h < n_kv; ++h) rope(k + size_t(h) * hd, rc, rs, hd);
-        // Keys transposed in blocks of kKeyBlock positions ([kv head][block][dim][position in block]), values as
-        // rows ([kv head][position][dim]): both products of a head are then weighted_rows (below), and a block's
-        // keys are one contiguous 16 KB (head_dim 64) that the scores read as a whole.
-        const size_t pos = position_ + t;
-        for (uint32_t h = 0; h < n_kv; ++h) {
-            float* block = kc + (size_t(h) * key_blocks_ + pos / kKeyBlock) * key_block + pos % kKeyBlock;
-            for (uint32_t i = 0; i < hd; ++i) block[size_t(i) * kKeyBlock] = k[size_t(h) * hd + i];
-            std::copy_n(v + size_t(h) * hd, hd, vc + (size_t(h) * context_ + pos) * hd);
-        }
-    }
 
-    // Causal attention of every (token, KV head) pair over the positions up to the token's own, for the
-    // group of query heads that share the KV head: the keys and values are read once for the group. The
-    // pairs are split into one fixed range per pool part, each with its own score rows. Both products are
-    // weighted_rows (kernels/canonical.h, 3: one fma chain per element, the same bits for every variant,
-    // thread count and chunking):
-    //   scores[j][p] = Σ_d q_j[d] · K^T[d][p],   out_j[d] = Σ_p softmax(scores_j · scale)[p] · V[p][d].
-    const uint32_t group = n_heads / n_kv;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const size_t pairs = size_t(n) * n_kv;
-    // About 2·hd multiply-adds per query head and position: split only when that pays for the hand-off.
-    const size_t work = size_t(n) * n_heads * (size_t(position_) + (n + 1) / 2) * hd * 2;
-    const size_t parts = std::clamp<size_t>(work / 65536, 1, pool_.size());
-    pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
-        for (size_t part = part_begin; part < part_end; ++part) {
-            const size_t ls = size_t(key_blocks_) * kKeyBlock;  // a score row: whole blocks (see below)
-            float* sc = scores_.data() + part * group * ls;
-            for (size_t pair = pairs * part / parts; pair < pairs * (part + 1) / parts; ++pair) {
-                const size_t t = pair / n_kv, kvh = pair % n_kv;
-                const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
-                const float* q = q_.data() + t * q_dim + kvh * group * hd;  // the group's query heads, contiguous
-                // Per block of positions: rows of kKeyBlock floats side by side instead of rows a context apart
-                // (with rows 16 KB apart every dimension's row fell into the same cache sets, and the 64 rows
-                // were 64 streams; attention took 17-23 µs per layer at 200 positions).
-                // The last block's columns are rounded up to whole vectors of 16: the kernels' ragged tail is a
-                // scalar fma chain per element (2 µs per KV head at 8 leftover columns), and the extra scores,
-                // from key slots not yet written, are never read (softmax and values stop at n_pos).
-                for (uint32_t p0 = 0; p0 < n_pos; p0 += kKeyBlock) {
-                    const uint32_t cols = std::min<uint32_t>(kKeyBlock, (n_pos - p0 + 15) / 16 * 16);
-                    kernels::weighted_rows(kc + (kvh * key_blocks_ + p0 / kKeyBlock) * key_block, kKeyBlock, hd, cols, q,
-                                           hd, group, sc + p0, ls);
-                }
-                for (uint32_t j = 0; j < group; ++j) attention_softmax(sc + size_t(j) * ls, n_pos, scale);
-                kernels::weighted_rows(vc + kvh * context_ * hd, hd, n_pos, hd, sc, ls, group,
-                                       att_.data() + t * q_dim + kvh * group * hd, hd);
+    // The projections' rows of KV heads [kv0, kv1) and of their query heads, made ready for attention: bias,
+    // clip and RoPE, then the keys and values stored in the cache. (olmoe's q/k norm needs whole projections.)
+    auto prepare = [&](uint32_t kv0, uint32_t kv1) {
+        const size_t qa = size_t(kv0) * group * hd, qb = size_t(kv1) * group * hd;  // rows of q
+        const size_t ka = size_t(kv0) * hd, kb = size_t(kv1) * hd;                  // rows of k and v
+        for (uint32_t t = 0; t < n; ++t) {
+            float* q = q_.data() + t * q_dim;
+            float* k = k_.data() + t * kv_dim;
+            float* v = v_.data() + t * kv_dim;
+            if (w.q_bias) {
+                for (size_t i = qa; i < qb; ++i) q[i] += f32(w.q_bias)[i];
+                for (size_t i = ka; i < kb; ++i) k[i] += f32(w.k_bias)[i];
+                for (size_t i = ka; i < kb; ++i) v[i] += f32(w.v_bias)[i];
+            }
+            if (w.q_norm) {  // olmoe normalises the whole projection, before RoPE (only with kv0 = 0, kv1 = n_kv)
+                rmsnorm(q, f32(w.q_norm), hp.rms_eps, q_dim, q);
+                rmsnorm(k, f32(w.k_norm), hp.rms_eps, kv_dim, k);
+            }
+            if (hp.clip_qkv > 0.0f) {
+                const float c = hp.clip_qkv;
+                for (size_t i = qa; i < qb; ++i) q[i] = std::clamp(q[i], -c, c);
+                for (size_t i = ka; i < kb; ++i) k[i] = std::clamp(k[i], -c, c);
+                for (size_t i = ka; i < kb; ++i) v[i] = std::clamp(v[i], -c, c);
+            }
+            const float* rc = rope_cos_.data() + size_t(t) * (hd / 2);
+            const float* rs = rope_sin_.data() + size_t(t) * (hd / 2);
+            for (uint32_t h = kv0 * group; h < kv1 * group; ++h) rope(q + size_t(h) * hd, rc, rs, hd);
+            for (uint32_t h = kv0; h < kv1; ++h) rope(k + size_t(h) * hd, rc, rs, hd);
+            // Keys transposed in blocks of kKeyBlock positions ([kv head][block][dim][position in block]), values
+            // as rows ([kv head][position][dim]): both products of a head are then weighted_rows (below), and a
+            // block's keys are one contiguous 16 KB (head_dim 64) that the scores read as a whole.
+            const size_t pos = position_ + t;
+            for (uint32_t h = kv0; h < kv1; ++h) {
+                float* block = kc + (size_t(h) * key_blocks_ + pos / kKeyBlock) * key_block + pos % kKeyBlock;
+                for (uint32_t i = 0; i < hd; ++i) block[size_t(i) * kKeyBlock] = k[size_t(h) * hd + i];
+                std::copy_n(v + size_t(h) * hd, hd, vc + (size_t(h) * context_ + pos) * hd);
             }
         }
-    });
+    };
+
+    // Causal attention of the (token, KV head) pairs [pair_begin, pair_end) (pair = token · n_kv + KV head) over
+    // the positions up to the token's own, for the group of query heads that share the KV head: the keys and
+    // values are read once for the group. `part` picks the score rows. Both products are weighted_rows
+    // (kernels/canonical.h, 3: one fma chain per element, the same bits for every variant, thread count and
+    // chunking):
+    //   scores[j][p] = Σ_d q_j[d] · K^T[d][p],   out_j[d] = Σ_p softmax(scores_j · scale)[p] · V[p][d].
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const size_t ls = size_t(key_blocks_) * kKeyBlock;  // a score row: whole blocks (see below)
+    auto attend = [&](size_t part, size_t t, uint32_t kvh) {
+        float* sc = scores_.data() + part * group * ls;
+        const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
+        const float* q = q_.data() + t * q_dim + size_t(kvh) * group * hd;  // the group's query heads, contiguous
+        // Per block of positions: rows of kKeyBlock floats side by side instead of rows a context apart (with
+        // rows 16 KB apart every dimension's row fell into the same cache sets, and the 64 rows were 64 streams;
+        // attention took 17-23 µs per layer at 200 positions).
+        // The last block's columns are rounded up to whole vectors of 16: the kernels' ragged tail is a scalar
+        // fma chain per element (2 µs per KV head at 8 leftover columns), and the extra scores, from key slots
+        // not yet written, are never read (softmax and values stop at n_pos).
+        for (uint32_t p0 = 0; p0 < n_pos; p0 += kKeyBlock) {
+            const uint32_t cols = std::min<uint32_t>(kKeyBlock, (n_pos - p0 + 15) / 16 * 16);
+            kernels::weighted_rows(kc + (size_t(kvh) * key_blocks_ + p0 / kKeyBlock) * key_block, kKeyBlock, hd, cols, q, hd,
+                                   group, sc + p0, ls);
+        }
+        for (uint32_t j = 0; j < group; ++j) attention_softmax(sc + size_t(j) * ls, n_pos, scale);
+        kernels::weighted_rows(vc + size_t(kvh) * context_ * hd, hd, n_pos, hd, sc, ls, group,
+                               att_.data() + t * q_dim + size_t(kvh) * group * hd, hd);
+    };
+
+    const size_t parts = pool_.size();
+    if (parts > 1 && n_kv % parts == 0 && !w.q_norm) {
+        // One hand-off for projections and attention: each part owns n_kv / parts KV heads, computes their q,
+        // k and v rows (equal work for every part), prepares them and attends over them. A row is the same
+        // kernel call whoever computes it, so the bits are those of the split below.
+        pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
+            for (size_t part = part_begin; part < part_end; ++part) {
+                const uint32_t kv0 = static_cast<uint32_t>(n_kv * part / parts);
+                const uint32_t kv1 = static_cast<uint32_t>(n_kv * (part + 1) / parts);
+                product_rows(*w.q, h_.data(), n, q_.data(), size_t(kv0) * group * hd, size_t(kv1) * group * hd);
+                product_rows(*w.k, h_.data(), n, k_.data(), size_t(kv0) * hd, size_t(kv1) * hd);
+                product_rows(*w.v, h_.data(), n, v_.data(), size_t(kv0) * hd, size_t(kv1) * hd);
+                prepare(kv0, kv1);
+                for (uint32_t t = 0; t < n; ++t)
+                    for (uint32_t kvh = kv0; kvh < kv1; ++kvh) attend(part, t, kvh);
+            }
+        });
+    } else {
+        const MatmulJob qkv[3] = {{w.q, h_.data(), n, q_.data()}, {w.k, h_.data(), n, k_.data()}, {w.v, h_.data(), n, v_.data()}};
+        run_matmuls(pool_, qkv);
+        prepare(0, n_kv);
+        // The pairs split into one fixed range per pool part, each with its own score rows, when the work
+        // (about 2·hd multiply-adds per query head and position) pays for the hand-off.
+        const size_t pairs = size_t(n) * n_kv;
+        const size_t work = size_t(n) * n_heads * (size_t(position_) + (n + 1) / 2) * hd * 2;
+        const size_t split = std::clamp<size_t>(work / 65536, 1, parts);
+        pool_.parallel_for(split, 1, [&](size_t part_begin, size_t part_end) {
+            for (size_t part = part_begin; part < part_end; ++part)
+                for (size_t pair = pairs * part / split; pair < pairs * (part + 1) / split; ++pair)
+                    attend(part, pair / n_kv, static_cast<uint32_t>(pair % n_kv));
+        });
+    }
     matmul(*w.o, att_.data(), n, proj_.data());
 }
 

@@ -141,6 +141,38 @@ private slots:
         QVERIFY(std::equal(c->begin(), c->end(), want.begin()));
     }
 
+    // With two threads and two KV heads, a model without olmoe's whole-projection q/k norm (mixtral) computes
+    // each KV head's q, k and v rows and its attention in one hand-off per part; one thread and three threads
+    // (two heads do not split three ways) take the separate projection and attention hand-offs. Prompt chunks
+    // and single tokens, every split: the same bits.
+    void fused_attention_equals_separate_hand_offs() {
+        const QString path = dir_.filePath("mixtral.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/mixtral/model"), "-o", path, "-q"}).exit_code, 0);
+        auto m = Model::load(path.toStdString());
+        QVERIFY2(m.is_ok(), m.message().c_str());
+        const Model& model = *m.value();
+        QCOMPARE(model.hparams().n_kv_heads, 2u);
+        const uint32_t vocab = model.hparams().vocab_size;
+        std::vector<int32_t> seq(90);
+        for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<int32_t>((17 + 53 * i) % vocab);
+        ThreadPool one(1), two(2), three(3);
+        Session separate(model, one);
+        auto a = separate.eval(std::span<const int32_t>(seq));
+        QVERIFY(a.is_ok());
+        const std::vector<float> want(a->begin(), a->end());
+        for (ThreadPool* pool : {&two, &three}) {
+            Session whole(model, *pool);
+            auto b = whole.eval(std::span<const int32_t>(seq));
+            QVERIFY(b.is_ok());
+            QVERIFY2(std::equal(b->begin(), b->end(), want.begin()), qPrintable(QString("%1 threads, chunked").arg(pool->size())));
+            Session stepwise(model, *pool);
+            for (size_t i = 0; i + 1 < seq.size(); ++i) QVERIFY(stepwise.eval(seq[i]).is_ok());
+            auto c = stepwise.eval(seq.back());
+            QVERIFY(c.is_ok());
+            QVERIFY2(std::equal(c->begin(), c->end(), want.begin()), qPrintable(QString("%1 threads, stepwise").arg(pool->size())));
+        }
+    }
+
     void context_limit_is_an_error() {
         ThreadPool pool(1);
         Session s(*model_, pool, 4);
