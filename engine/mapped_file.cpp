@@ -6,10 +6,47 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 namespace colibri {
+
+namespace {
+// Maps the whole file read-only at an address that is a multiple of 2 MiB, with MADV_HUGEPAGE: the page cache
+// then keeps large files in 2 MiB folios (read ahead 2 MiB at a time on a fault) and the kernel maps each with
+// one page-table entry instead of 512, so streaming the weights walks a fraction of the page tables and the
+// hardware prefetchers are not stopped at every 4 KiB boundary. (With 4 KiB pages q4_k decode measured about
+// 1 % slower on a Zen 5 guest, three copies of the file each way.) Falls back to a plain mapping.
+void* map_file(int fd, uint64_t size) {
+#ifdef MADV_HUGEPAGE
+    constexpr uint64_t kHuge = uint64_t(2) << 20;
+    if (size >= kHuge) {
+        // Reserve size + 2 MiB of address space, put the file at its first 2 MiB boundary, return the rest.
+        const uint64_t reserve = size + kHuge;
+        void* region = mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (region != MAP_FAILED) {
+            const auto base = reinterpret_cast<uintptr_t>(region);
+            const uintptr_t at = (base + kHuge - 1) & ~uintptr_t(kHuge - 1);
+            void* map = mmap(reinterpret_cast<void*>(at), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+            if (map == MAP_FAILED) {
+                const int e = errno;
+                munmap(region, reserve);
+                errno = e;
+                return MAP_FAILED;
+            }
+            const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+            const uintptr_t end = (at + size + page - 1) & ~(page - 1), reserve_end = (base + reserve + page - 1) & ~(page - 1);
+            if (at > base) munmap(region, at - base);
+            if (reserve_end > end) munmap(reinterpret_cast<void*>(end), reserve_end - end);
+            madvise(map, size, MADV_HUGEPAGE);  // advice only: without transparent huge pages nothing changes
+            return map;
+        }
+    }
+#endif
+    return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+}
+}  // namespace
 
 MappedFile::~MappedFile() {
     if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
@@ -43,7 +80,7 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
     MappedFile m;
     m.size_ = static_cast<uint64_t>(st.st_size);
     if (m.size_ > 0) {
-        void* map = mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        void* map = map_file(fd, m.size_);
         const int e = errno;
         if (map == MAP_FAILED) {
             ::close(fd);

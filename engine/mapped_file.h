@@ -1,6 +1,7 @@
 // A whole regular file mapped read-only and private: pages come from the page cache, and a page the model
 // image later unprotects and writes (expert hot-swap) becomes a private copy that never reaches the file.
-// The one place that opens and maps files: model files, safetensors checkpoints and GGUF files.
+// The one place that opens and maps files: model files, safetensors checkpoints and GGUF files. Files of 2 MiB
+// and more are mapped at a 2 MiB boundary with MADV_HUGEPAGE (mapped_file.cpp says why).
 #pragma once
 #include <cstdint>
 #include <string>

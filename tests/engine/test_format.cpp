@@ -1,4 +1,9 @@
 // The .bin writer and reader: round trips, layout guarantees, checksums, atomic output, number formats.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -11,6 +16,7 @@
 #include <set>
 
 #include "engine/bin_writer.h"
+#include "engine/mapped_file.h"
 #include "engine/model_file.h"
 #include "engine/thread_pool.h"
 #include "kernels/canonical.h"
@@ -124,6 +130,26 @@ private slots:
         for (const tools::SectionCheck& c : report.sections) QVERIFY(c.checksum_ok && c.aligned);
     }
 
+    // A committed model file is not left in the page cache by the writer (its small-write pages would be mapped
+    // 4 KiB at a time; read back it comes in large folios): mincore sees none of its pages resident.
+    void committed_file_leaves_the_page_cache() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("m.bin").toStdString();
+        QVERIFY(write_small(path).is_ok());
+        const int fd = ::open(path.c_str(), O_RDONLY);
+        QVERIFY(fd >= 0);
+        struct stat st {};
+        QVERIFY(fstat(fd, &st) == 0 && st.st_size > 0);
+        void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+        ::close(fd);
+        QVERIFY(p != MAP_FAILED);
+        const size_t page = size_t(sysconf(_SC_PAGESIZE)), pages = (size_t(st.st_size) + page - 1) / page;
+        std::vector<unsigned char> resident(pages);
+        QCOMPARE(mincore(p, size_t(st.st_size), resident.data()), 0);
+        munmap(p, size_t(st.st_size));
+        QCOMPARE(size_t(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; })), size_t(0));
+    }
+
     void damaged_section_is_named() {
         QTemporaryDir dir;
         const QString path = dir.filePath("m.bin");
@@ -171,6 +197,43 @@ private slots:
             QVERIFY(!w.value()->finish().is_ok());  // incomplete
         }
         QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), 0);
+    }
+
+    // Files of 2 MiB and more are mapped at a 2 MiB boundary (so the kernel can map whole 2 MiB folios), smaller
+    // ones anywhere; either way the bytes are the file's, up to its last one, and a missing file is an error.
+    void mapped_files_are_huge_page_aligned() {
+        QTemporaryDir dir;
+        for (const size_t size : {size_t(5000), (size_t(3) << 20) + 123}) {
+            const QString path = dir.filePath(QString("f%1").arg(size));
+            QByteArray bytes(qsizetype(size), 0);
+            for (size_t i = 0; i < size; ++i) bytes[qsizetype(i)] = char((i * 131) >> 3);
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            QCOMPARE(f.write(bytes), qint64(size));
+            f.close();
+            auto m = MappedFile::open(path.toStdString());
+            QVERIFY2(m.is_ok(), m.message().c_str());
+            QCOMPARE(m->size(), uint64_t(size));
+            QVERIFY(std::memcmp(m->data(), bytes.constData(), size) == 0);
+            if (size >= (size_t(2) << 20)) {
+                QCOMPARE(reinterpret_cast<uintptr_t>(m->data()) % (uintptr_t(2) << 20), uintptr_t(0));
+                // The mapping carries the huge-page advice: "hg" among its VmFlags in /proc/self/smaps.
+                QFile smaps("/proc/self/smaps");
+                QVERIFY(smaps.open(QIODevice::ReadOnly));
+                const QByteArray start = QByteArray::number(qulonglong(reinterpret_cast<uintptr_t>(m->data())), 16) + "-";
+                bool in_mapping = false, advised = false, found = false;
+                for (const QByteArray& line : smaps.readAll().split('\n')) {
+                    if (line.isEmpty()) continue;
+                    if (!line.split(' ').first().endsWith(':')) in_mapping = line.startsWith(start);  // a mapping's first line
+                    if (in_mapping && line.startsWith("VmFlags:")) found = true, advised = line.split(' ').contains("hg");
+                }
+                QVERIFY2(found, "mapping not in /proc/self/smaps");
+                QVERIFY2(advised, "no MADV_HUGEPAGE on the mapping");
+            }
+            MappedFile moved = std::move(m.value());  // the mapping moves with the object and is unmapped once
+            QCOMPARE(moved.data()[size - 1], uint8_t(bytes[qsizetype(size - 1)]));
+        }
+        QVERIFY(!MappedFile::open(dir.filePath("missing").toStdString()).is_ok());
     }
 
     void f16_round_trips_every_value() {
