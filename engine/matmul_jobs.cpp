@@ -21,6 +21,8 @@ template <class Job, class RowsOf, class UnitsPerRow, class Body>
 void run_row_ranges(ThreadPool& pool, std::span<const Job> jobs, RowsOf rows_of, UnitsPerRow units_per_row, Body body) {
     size_t total = 0;
     for (const Job& j : jobs) total += rows_of(j) * units_per_row(j);
+    // Balanced: a row is the same kernel call whichever part computes it, so the split may follow the threads'
+    // speeds (engine/thread_pool.h).
     pool.parallel_for(total, kMinUnitsPerTask, [&](size_t b, size_t e) {
         size_t start = 0;  // first unit of the current job
         for (const Job& j : jobs) {
@@ -31,7 +33,7 @@ void run_row_ranges(ThreadPool& pool, std::span<const Job> jobs, RowsOf rows_of,
             start += rows * per_row;
             if (start >= e) break;
         }
-    });
+    }, ThreadPool::Split::Balanced);
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ T spin_while_equal(const std::atomic<T>& a, T old, std::chrono::microseconds spi
     }
 }
 
+uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
+
 // Waits until `a` differs from `old`: polls for `spin`, then sleeps on it.
 template <class T>
 T wait_while_equal(const std::atomic<T>& a, T old, std::chrono::microseconds spin) {
@@ -64,6 +68,9 @@ std::chrono::microseconds ThreadPool::default_spin_time() {
 ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_(spin) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     threads = std::min(threads, (1u << kPartBits) - 1);
+    bounds_.assign(threads + 1, 0);
+    part_ns_.assign(threads, 0);
+    speed_.assign(threads, 1.0);
     // More threads than cores: a polling thread would take a core from one with work to do.
     if (const unsigned cores = std::thread::hardware_concurrency(); cores != 0 && threads > cores)
         spin_ = std::chrono::microseconds(0);
@@ -77,7 +84,38 @@ ThreadPool::~ThreadPool() {
     for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn) {
+double ThreadPool::balanced_share(unsigned part) const {
+    double total = 0.0;
+    for (double v : speed_) total += v;
+    return part < speed_.size() ? speed_[part] / total : 0.0;
+}
+
+void ThreadPool::range_of(size_t n, size_t parts, size_t k, bool balanced, size_t* begin, size_t* end) const {
+    if (balanced) {
+        *begin = bounds_[k];
+        *end = bounds_[k + 1];
+    } else {
+        part_range(n, parts, k, begin, end);
+    }
+}
+
+// After a balanced job: each part's speed (items per ns) relative to the parts' mean, folded into speed_ with
+// weight 1/4, so one stretched hand-off (an interrupt, the host taking the vCPU) moves the split little and a
+// slower vCPU shows within a few jobs. A measurement is clamped to [1/2, 2] of the mean.
+void ThreadPool::learn_speeds(size_t parts) {
+    double v[64], mean = 0.0;
+    if (parts > 64) return;
+    for (size_t k = 0; k < parts; ++k) {
+        const double items = double(bounds_[k + 1] - bounds_[k]);
+        v[k] = items / double(std::max<uint64_t>(part_ns_[k], 1));
+        mean += v[k];
+    }
+    mean /= double(parts);
+    if (!(mean > 0.0)) return;
+    for (size_t k = 0; k < parts; ++k) speed_[k] = 0.75 * speed_[k] + 0.25 * std::clamp(v[k] / mean, 0.5, 2.0);
+}
+
+void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split split) {
     if (n == 0) return;
     size_t parts = std::min<size_t>(size(), std::max<size_t>(1, n / std::max<size_t>(1, min_chunk)));
     if (parts <= 1) {
@@ -86,6 +124,19 @@ void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn) {
     }
     // The previous job's workers have all finished (the caller waited for them), so no participant can
     // still be reading these.
+    const bool balanced = split == Split::Balanced && parts == size() && n >= kBalancedMinItems;
+    job_balanced_ = balanced;
+    if (balanced) {
+        double total = 0.0;
+        for (size_t k = 0; k < parts; ++k) total += speed_[k];
+        double at = 0.0;
+        bounds_[0] = 0;
+        for (size_t k = 1; k < parts; ++k) {
+            at += speed_[k - 1];
+            bounds_[k] = std::clamp<size_t>(static_cast<size_t>(double(n) * (at / total)), bounds_[k - 1], n);
+        }
+        bounds_[parts] = n;
+    }
     job_.store(&fn, std::memory_order_relaxed);
     job_n_.store(n, std::memory_order_relaxed);
     pending_.store(static_cast<uint32_t>(parts - 1), std::memory_order_relaxed);
@@ -93,10 +144,13 @@ void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn) {
     generation_.store(counter << kPartBits | parts, std::memory_order_release);
     generation_.notify_all();  // a no-op unless a worker sleeps
     size_t b, e;
-    part_range(n, parts, 0, &b, &e);
+    range_of(n, parts, 0, balanced, &b, &e);
+    const auto t0 = balanced ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     fn(b, e);
+    if (balanced) part_ns_[0] = elapsed_ns(t0);
     for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;)
         left = wait_while_equal(pending_, left, spin_);
+    if (balanced) learn_speeds(parts);
 }
 
 void ThreadPool::worker_loop(unsigned index) {
@@ -108,9 +162,12 @@ void ThreadPool::worker_loop(unsigned index) {
         if (index >= parts) continue;  // not part of this job (the caller does not wait for this thread)
         const RangeFn* job = job_.load(std::memory_order_relaxed);
         const size_t n = job_n_.load(std::memory_order_relaxed);
+        const bool balanced = job_balanced_;
         size_t b, e;
-        part_range(n, parts, index, &b, &e);
+        range_of(n, parts, index, balanced, &b, &e);
+        const auto t0 = balanced ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         (*job)(b, e);
+        if (balanced) part_ns_[index] = elapsed_ns(t0);
         if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
     }
 }

@@ -1,6 +1,9 @@
-// The engine's thread pool. Work is split into contiguous, equal ranges by a fixed rule that depends only on
-// the item count and the thread count, and every output element is produced by exactly one task, so results
-// never depend on timing or on the number of threads.
+// The engine's thread pool. Work is split into contiguous ranges, one per part, and every output element is
+// produced by exactly one task. By default the ranges are equal, by a fixed rule that depends only on the item
+// count and the thread count. Split::Balanced (for jobs whose every item is computed the same way whoever
+// computes it, such as the rows of a matrix product) sizes the ranges by how fast each thread has been: on a
+// shared host one vCPU often runs 5-45 % slower than the other for minutes, and with equal ranges the faster
+// thread waits at every hand-off. Either way results never depend on timing or on the number of threads.
 //
 // Decode makes about forty hand-offs per token, each a few tens of microseconds of work. A sleeping thread
 // takes long to wake: a futex round trip, and on a VM the host must reschedule the halted vCPU (measured
@@ -46,13 +49,23 @@ public:
     // COLIBRI_SPIN_US when set (0 makes idle threads sleep at once, as a plain condition-variable pool).
     static std::chrono::microseconds default_spin_time();
 
+    enum class Split { Equal, Balanced };
     // Calls fn(begin, end) over [0, n) split into at most size() ranges; blocks until all are done.
-    // Ranges shorter than min_chunk are merged so tiny jobs run on the calling thread alone.
+    // Ranges shorter than min_chunk are merged so tiny jobs run on the calling thread alone. Split::Balanced:
+    // ranges in proportion to each part's recent speed (items per second on earlier balanced jobs; equal until
+    // measured, and for jobs of fewer than kBalancedMinItems items).
     // One caller at a time; fn must not call parallel_for on the same pool.
-    void parallel_for(size_t n, size_t min_chunk, RangeFn fn);
+    void parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split split = Split::Equal);
+
+    // Part k's share of the next balanced job (for tests and tracing); 1 / size() each until measured.
+    double balanced_share(unsigned part) const;
+    static constexpr size_t kBalancedMinItems = 1 << 16;
 
 private:
     void worker_loop(unsigned index);
+    // Range of part k of a job of n items in `parts` parts, by the job's rule.
+    void range_of(size_t n, size_t parts, size_t k, bool balanced, size_t* begin, size_t* end) const;
+    void learn_speeds(size_t parts);
 
     std::vector<std::thread> workers_;
     std::chrono::microseconds spin_;
@@ -66,6 +79,12 @@ private:
     std::atomic<size_t> job_n_{0};
     std::atomic<uint64_t> generation_{0};
     std::atomic<uint32_t> pending_{0};  // parts not yet finished by workers
+    // Balanced jobs: written by the caller before the job is announced (bounds_, job_balanced_) or by each part
+    // before it reports done (part_ns_, its own entry), read after the matching acquire.
+    bool job_balanced_ = false;
+    std::vector<size_t> bounds_;      // part k: [bounds_[k], bounds_[k + 1])
+    std::vector<uint64_t> part_ns_;   // time part k took on the current job
+    std::vector<double> speed_;       // relative speed of part k (mean 1), smoothed over balanced jobs
     std::atomic<bool> stop_{false};
 };
 

@@ -394,6 +394,40 @@ private slots:
         QCOMPARE(covered.load(), size_t(100));
     }
 
+    // Split::Balanced: every index exactly once whatever the split, and the ranges follow the threads' speeds.
+    // The calling thread (part 0) is made six times slower per item than the worker; after a few jobs it is
+    // given well under half of the items (a seventh would be fair; a measurement counts at most 1:4). Equal jobs
+    // meanwhile stay equal.
+    void thread_pool_balanced_split_follows_speed() {
+        ThreadPool pool(2);
+        QCOMPARE(pool.balanced_share(0), 0.5);
+        const auto caller = std::this_thread::get_id();
+        const size_t n = ThreadPool::kBalancedMinItems;
+        std::vector<std::atomic<int>> hits(n);
+        std::atomic<uint64_t> sink{0};
+        for (int job = 0; job < 30; ++job) {
+            for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+            size_t first_end = 0;
+            pool.parallel_for(n, 1, [&](size_t b, size_t e) {
+                const int reps = std::this_thread::get_id() == caller ? 60 : 10;
+                if (b == 0) first_end = e;
+                uint64_t acc = 0;
+                for (size_t i = b; i < e; ++i) {
+                    for (int r = 0; r < reps; ++r) acc = acc * 6364136223846793005u + i;
+                    hits[i].fetch_add(1, std::memory_order_relaxed);
+                }
+                sink += acc;
+            }, ThreadPool::Split::Balanced);
+            for (size_t i = 0; i < n; ++i)
+                if (hits[i].load(std::memory_order_relaxed) != 1) QFAIL(qPrintable(QString("job %1 index %2").arg(job).arg(i)));
+            QVERIFY(first_end > 0 && first_end < n);
+        }
+        QVERIFY2(pool.balanced_share(0) < 0.4, qPrintable(QString::number(pool.balanced_share(0))));
+        size_t equal_end = 0;
+        pool.parallel_for(n, 1, [&](size_t b, size_t e) { if (b == 0) equal_end = e; });
+        QCOMPARE(equal_end, n / 2);
+    }
+
     void thread_pool_spin_time_from_environment() {
         const QByteArray saved = qgetenv("COLIBRI_SPIN_US");
         qunsetenv("COLIBRI_SPIN_US");
