@@ -93,6 +93,13 @@ void attention_softmax(float* v, uint32_t n, float scale) {
     for (p = 0; p < n; ++p) v[p] /= sum;
 }
 
+// Hints the cache to fetch [p, p + bytes) (at most 256 KB: a prefetch too large would only evict itself) into
+// L2; returns at once.
+void prefetch_for_read(const void* p, size_t bytes) {
+    const auto* c = static_cast<const char*>(p);
+    for (size_t o = 0; o < std::min<size_t>(bytes, 256 << 10); o += 64) __builtin_prefetch(c + o, 0, 2);
+}
+
 bool env_flag(const char* name, bool fallback) {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') return fallback;
@@ -343,6 +350,10 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                     attend(part, pair / n_kv, static_cast<uint32_t>(pair % n_kv));
         });
     }
+    // The router's weights come right after this projection, on this thread alone and before anything else
+    // of the MoE block: ask for them now, so they arrive in L2 while the projection streams (a cold 32 KB
+    // router took about 1 µs of the serial gap before the experts).
+    if (w.router) prefetch_for_read(w.router->data, w.router->size);
     matmul(*w.o, att_.data(), n, proj_.data());
 }
 
