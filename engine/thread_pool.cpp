@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -65,7 +66,12 @@ std::chrono::microseconds ThreadPool::default_spin_time() {
     return std::chrono::microseconds(300);
 }
 
-ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_(spin) {
+bool ThreadPool::balancing_from_environment() {
+    const char* env = std::getenv("COLIBRI_BALANCE");
+    return env == nullptr || std::string_view(env) != "0";
+}
+
+ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_(spin), balancing_(balancing_from_environment()) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     threads = std::min(threads, (1u << kPartBits) - 1);
     bounds_.assign(threads + 1, 0);
@@ -124,7 +130,7 @@ void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split spli
     }
     // The previous job's workers have all finished (the caller waited for them), so no participant can
     // still be reading these.
-    const bool balanced = split == Split::Balanced && parts == size() && n >= kBalancedMinItems;
+    const bool balanced = balancing_ && split == Split::Balanced && parts == size() && n >= kBalancedMinItems;
     job_balanced_ = balanced;
     if (balanced) {
         double total = 0.0;

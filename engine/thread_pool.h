@@ -4,6 +4,7 @@
 // computes it, such as the rows of a matrix product) sizes the ranges by how fast each thread has been: on a
 // shared host one vCPU often runs 5-45 % slower than the other for minutes, and with equal ranges the faster
 // thread waits at every hand-off. Either way results never depend on timing or on the number of threads.
+// COLIBRI_BALANCE=0 keeps every split equal (a fixed schedule, e.g. to compare per-thread profiles).
 //
 // Decode makes about forty hand-offs per token, each a few tens of microseconds of work. A sleeping thread
 // takes long to wake: a futex round trip, and on a VM the host must reschedule the halted vCPU (measured
@@ -48,6 +49,8 @@ public:
     // 300 µs (longer than the gaps between a token's hand-offs, far shorter than a human pause), or
     // COLIBRI_SPIN_US when set (0 makes idle threads sleep at once, as a plain condition-variable pool).
     static std::chrono::microseconds default_spin_time();
+    // Whether Split::Balanced may size ranges by speed: yes unless COLIBRI_BALANCE is "0" (read per pool).
+    static bool balancing_from_environment();
 
     enum class Split { Equal, Balanced };
     // Calls fn(begin, end) over [0, n) split into at most size() ranges; blocks until all are done.
@@ -81,6 +84,7 @@ private:
     std::atomic<uint32_t> pending_{0};  // parts not yet finished by workers
     // Balanced jobs: written by the caller before the job is announced (bounds_, job_balanced_) or by each part
     // before it reports done (part_ns_, its own entry), read after the matching acquire.
+    bool balancing_ = true;  // balancing_from_environment() at construction
     bool job_balanced_ = false;
     std::vector<size_t> bounds_;      // part k: [bounds_[k], bounds_[k + 1])
     std::vector<uint64_t> part_ns_;   // time part k took on the current job

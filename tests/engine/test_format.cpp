@@ -426,6 +426,25 @@ private slots:
         size_t equal_end = 0;
         pool.parallel_for(n, 1, [&](size_t b, size_t e) { if (b == 0) equal_end = e; });
         QCOMPARE(equal_end, n / 2);
+
+        // COLIBRI_BALANCE=0: balanced jobs keep equal ranges however slow a part is.
+        const QByteArray saved = qgetenv("COLIBRI_BALANCE");
+        qputenv("COLIBRI_BALANCE", "0");
+        ThreadPool fixed(2);
+        if (saved.isNull()) qunsetenv("COLIBRI_BALANCE");
+        else qputenv("COLIBRI_BALANCE", saved);
+        for (int job = 0; job < 10; ++job) {
+            size_t first_end = 0;
+            fixed.parallel_for(n, 1, [&](size_t b, size_t e) {
+                if (b == 0) first_end = e;
+                uint64_t acc = 0;
+                if (std::this_thread::get_id() == caller)
+                    for (size_t i = b; i < e; ++i) acc = acc * 6364136223846793005u + i;
+                sink += acc;
+            }, ThreadPool::Split::Balanced);
+            QCOMPARE(first_end, n / 2);
+        }
+        QCOMPARE(fixed.balanced_share(0), 0.5);
     }
 
     void thread_pool_spin_time_from_environment() {
