@@ -109,16 +109,20 @@ void ThreadPool::range_of(size_t n, size_t parts, size_t k, bool balanced, size_
 // weight 1/4, so one stretched hand-off (an interrupt, the host taking the vCPU) moves the split little and a
 // slower vCPU shows within a few jobs. A measurement is clamped to [1/2, 2] of the mean.
 void ThreadPool::learn_speeds(size_t parts) {
-    double v[64], mean = 0.0;
-    if (parts > 64) return;
-    for (size_t k = 0; k < parts; ++k) {
-        const double items = double(bounds_[k + 1] - bounds_[k]);
-        v[k] = items / double(std::max<uint64_t>(part_ns_[k], 1));
-        mean += v[k];
-    }
+    const auto measured = [&](size_t k) { return double(bounds_[k + 1] - bounds_[k]) / double(std::max<uint64_t>(part_ns_[k], 1)); };
+    double mean = 0.0;
+    for (size_t k = 0; k < parts; ++k) mean += measured(k);
     mean /= double(parts);
     if (!(mean > 0.0)) return;
-    for (size_t k = 0; k < parts; ++k) speed_[k] = 0.75 * speed_[k] + 0.25 * std::clamp(v[k] / mean, 0.5, 2.0);
+    for (size_t k = 0; k < parts; ++k) speed_[k] = 0.75 * speed_[k] + 0.25 * std::clamp(measured(k) / mean, 0.5, 2.0);
+}
+
+void ThreadPool::run_part(size_t index, size_t parts, size_t n, const RangeFn& fn, bool balanced) {
+    size_t b, e;
+    range_of(n, parts, index, balanced, &b, &e);
+    const auto t0 = balanced ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    fn(b, e);
+    if (balanced) part_ns_[index] = elapsed_ns(t0);
 }
 
 void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split split) {
@@ -149,11 +153,7 @@ void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split spli
     const uint64_t counter = (generation_.load(std::memory_order_relaxed) >> kPartBits) + 1;
     generation_.store(counter << kPartBits | parts, std::memory_order_release);
     generation_.notify_all();  // a no-op unless a worker sleeps
-    size_t b, e;
-    range_of(n, parts, 0, balanced, &b, &e);
-    const auto t0 = balanced ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    fn(b, e);
-    if (balanced) part_ns_[0] = elapsed_ns(t0);
+    run_part(0, parts, n, fn, balanced);
     for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;)
         left = wait_while_equal(pending_, left, spin_);
     if (balanced) learn_speeds(parts);
@@ -168,12 +168,7 @@ void ThreadPool::worker_loop(unsigned index) {
         if (index >= parts) continue;  // not part of this job (the caller does not wait for this thread)
         const RangeFn* job = job_.load(std::memory_order_relaxed);
         const size_t n = job_n_.load(std::memory_order_relaxed);
-        const bool balanced = job_balanced_;
-        size_t b, e;
-        range_of(n, parts, index, balanced, &b, &e);
-        const auto t0 = balanced ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        (*job)(b, e);
-        if (balanced) part_ns_[index] = elapsed_ns(t0);
+        run_part(index, parts, n, *job, job_balanced_);
         if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
     }
 }

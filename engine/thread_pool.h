@@ -69,6 +69,8 @@ private:
     // Range of part k of a job of n items in `parts` parts, by the job's rule.
     void range_of(size_t n, size_t parts, size_t k, bool balanced, size_t* begin, size_t* end) const;
     void learn_speeds(size_t parts);
+    // Runs part `index` of the current job (timing it when balanced): the caller's and the workers' one path.
+    void run_part(size_t index, size_t parts, size_t n, const RangeFn& fn, bool balanced);
 
     std::vector<std::thread> workers_;
     std::chrono::microseconds spin_;
