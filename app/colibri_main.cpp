@@ -745,6 +745,8 @@ int main(int argc, char** argv) {
     bench->add_option("-t,--threads", margs.threads, "worker threads (default: all cores)");
     bench->add_option("-p,--prompt-tokens", bargs.config.prompt_tokens, "prompt length in tokens (default 128)");
     bench->add_option("-n,--decode-tokens", bargs.config.decode_tokens, "tokens to decode (default 128)");
+    bench->add_option("-d,--depth", bargs.config.depth,
+                      "tokens of context before the timed prompt and decode (default 0, as llama-bench -d)");
     bench->add_option("-r,--reps", bargs.config.reps, "repetitions (default 5), after one warm-up");
     bench->add_option("--cold", bargs.config.cold_reps, "also time N cold starts (page cache of the file dropped)");
     bench->add_option("--cold-tokens", bargs.config.cold_tokens, "decode steps timed per cold start (default 16)");

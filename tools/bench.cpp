@@ -50,7 +50,7 @@ Result<Loaded> open_session(const std::string& path, ThreadPool& pool, uint32_t 
     auto model = Model::load(path);
     if (!model) return model.status();
     if (context > model.value()->hparams().max_position)
-        return error("prompt + decode tokens (" + std::to_string(context) + ") exceed the model's context of " +
+        return error("the bench's context (" + std::to_string(context) + " tokens) exceeds the model's context of " +
                      std::to_string(model.value()->hparams().max_position));
     Loaded l;
     l.model = std::move(model.value());
@@ -153,7 +153,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     report.model_path = model_path;
     report.threads = pool.size();
     report.config = config;
-    const uint32_t context = config.prompt_tokens + config.decode_tokens + 1;
+    const uint32_t context = config.depth + std::max(config.prompt_tokens, config.decode_tokens) + 1;
 
     // Cold starts first: no mapping of the file may be alive when its pages are dropped.
     for (uint32_t r = 0; r < config.cold_reps; ++r) {
@@ -180,14 +180,30 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     std::vector<int32_t> prompt(config.prompt_tokens);
     for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % l->model->hparams().vocab_size);
 
+    // The context before each timed test: `depth` tokens (the prompt's ids repeated), evaluated untimed.
+    std::vector<int32_t> context_ids(config.depth);
+    for (size_t i = 0; i < context_ids.size(); ++i) context_ids[i] = prompt[i % prompt.size()];
+    const auto start = [&]() -> Status {
+        s.reset();
+        if (context_ids.empty()) return Status::ok();
+        auto logits = s.eval(std::span<const int32_t>(context_ids));
+        return logits ? Status::ok() : logits.status();
+    };
+    const int32_t bos = l->model->tokenizer() ? l->model->tokenizer()->bos_id() : -1;
+    const int32_t first = bos >= 0 ? bos : 1 % static_cast<int32_t>(l->model->hparams().vocab_size);
+
     std::vector<double> prompt_tps, decode_tps;
     for (uint32_t r = 0; r <= config.reps; ++r) {  // rep 0 warms the page cache and the caches
-        s.reset();
+        if (Status st = start(); !st) return st;
+        report.prompt_first_position = s.position();
         auto t0 = std::chrono::steady_clock::now();
         auto logits = s.eval(std::span<const int32_t>(prompt));
         if (!logits) return logits.status();
         const double prompt_s = seconds_since(t0);
-        int32_t next = argmax(logits.value());
+
+        if (Status st = start(); !st) return st;
+        report.decode_first_position = s.position();
+        int32_t next = first;
         t0 = std::chrono::steady_clock::now();
         for (uint32_t i = 0; i < config.decode_tokens; ++i) {
             logits = s.eval(next);
@@ -224,6 +240,9 @@ json bench_json(const BenchReport& r) {
            {"threads", r.threads},
            {"prompt_tokens", r.config.prompt_tokens},
            {"decode_tokens", r.config.decode_tokens},
+           {"depth", r.config.depth},
+           {"prompt_first_position", r.prompt_first_position},
+           {"decode_first_position", r.decode_first_position},
            {"reps", r.config.reps},
            {"router", router_kind_name(r.config.session.router)},
            {"chunk", r.config.session.chunk},
@@ -263,10 +282,12 @@ std::string bench_text(const BenchReport& r) {
     line("model %s, %u threads, router %s, prefetch %s, huge pages %s\n", r.model_path.c_str(), r.threads,
          router_kind_name(r.config.session.router), r.config.session.prefetch_experts ? "on" : "off",
          r.config.session.huge_pages ? "on" : "off");
-    line("prompt  %4u tokens: %8.2f tok/s median (min %.2f, max %.2f) over %u reps\n", r.config.prompt_tokens,
-         r.prompt_tps.median, r.prompt_tps.min, r.prompt_tps.max, r.config.reps);
-    line("decode  %4u tokens: %8.2f tok/s median (min %.2f, max %.2f)\n", r.config.decode_tokens, r.decode_tps.median,
-         r.decode_tps.min, r.decode_tps.max);
+    line("prompt  %4u tokens: %8.2f tok/s median (min %.2f, max %.2f) over %u reps, positions %u..%u\n",
+         r.config.prompt_tokens, r.prompt_tps.median, r.prompt_tps.min, r.prompt_tps.max, r.config.reps,
+         r.prompt_first_position, r.prompt_first_position + r.config.prompt_tokens - 1);
+    line("decode  %4u tokens: %8.2f tok/s median (min %.2f, max %.2f), positions %u..%u\n", r.config.decode_tokens,
+         r.decode_tps.median, r.decode_tps.min, r.decode_tps.max, r.decode_first_position,
+         r.decode_first_position + r.config.decode_tokens - 1);
     if (!r.cold_tps.empty()) {
         const Spread c = Spread::of(r.cold_tps);
         line("cold    %4u tokens: %8.2f tok/s median (min %.2f, max %.2f) over %zu loads\n", r.config.cold_tokens, c.median,

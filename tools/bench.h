@@ -19,6 +19,11 @@ namespace colibri::tools {
 struct BenchConfig {
     uint32_t prompt_tokens = 128;
     uint32_t decode_tokens = 128;
+    // Prompt and decode are timed as llama-bench's pp and tg tests, each from a fresh session: the prompt's
+    // `prompt_tokens` random ids in chunks, and `decode_tokens` single steps whose first token is BOS (or id 1)
+    // and each next the previous step's argmax. depth D (llama-bench -d D) puts D untimed tokens of context
+    // before each: -p 128 -n 128 -d 128 decodes positions 128..255.
+    uint32_t depth = 0;
     uint32_t reps = 5;
     // Cold start: before each of cold_reps loads, the model file's pages are dropped from the page cache
     // (posix_fadvise DONTNEED) and the first cold_tokens decode steps after loading are timed. 0 = skip.
@@ -92,6 +97,8 @@ struct BenchReport {
     unsigned threads = 0;
     BenchConfig config;
     Spread prompt_tps, decode_tps;
+    uint32_t prompt_first_position = 0;  // the session's positions when the timed prompt and decode began
+    uint32_t decode_first_position = 0;
     Bandwidth bandwidth;  // bandwidth.best is the figure the roofline uses
     std::vector<double> cold_tps;  // per cold rep: tokens/s of the first cold_tokens decode steps
     size_t bandwidth_buffer = 0;

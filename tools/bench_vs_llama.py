@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """colibri bench vs llama-bench on the benchmark model (docs/PERFORMANCE.md), side by side in one session.
 
-usage: tools/bench_vs_llama.py COLIBRI LLAMA_BENCH MODEL_DIR [--threads 2] [--rounds 2] [--reps 5] [--types f16,q8_0,q4_k]
+usage: tools/bench_vs_llama.py COLIBRI LLAMA_BENCH MODEL_DIR [--threads 2] [--rounds 2] [--reps 5] [--depth 0]
+                              [--types f16,q8_0,q4_k]
 
 MODEL_DIR holds bench-<type>.bin and bench-<type>.gguf (tools/make-bench-models.sh). For every type the two
-programs run alternately, `rounds` times each, with -p 128 -n 128 and `reps` repetitions per run; every
+programs run alternately, `rounds` times each, with -p 128 -n 128 -d DEPTH and `reps` repetitions per run (both
+time the prompt and the decode from a context of DEPTH tokens, llama-bench's -d; 0 = an empty context); every
 repetition's tokens/s is kept (llama-bench's samples_ts, colibri's "samples") and the table shows medians over
 all of them; a second table has each one's best repetition. The roofline uses colibri's bandwidth measurement of the same run and colibri's count of
 bytes per decoded token (the GGUF files hold the same tensors in the same types).
@@ -31,6 +33,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--depth", type=int, default=0)
     ap.add_argument("--types", default="f16,q8_0,q4_k")
     a = ap.parse_args()
 
@@ -40,9 +43,9 @@ def main():
         s = {"c_pp": [], "c_tg": [], "l_pp": [], "l_tg": [], "bw": [], "bytes": None}
         for r in range(a.rounds):
             lcmd = [a.llama_bench, "-m", gguf, "-t", str(a.threads), "-p", str(a.prompt), "-n", str(a.decode),
-                    "-r", str(a.reps), "-o", "json"]
+                    "-d", str(a.depth), "-r", str(a.reps), "-o", "json"]
             ccmd = [a.colibri, "bench", "-m", binf, "-t", str(a.threads), "-p", str(a.prompt), "-n", str(a.decode),
-                    "--reps", str(a.reps), "--json"]
+                    "--depth", str(a.depth), "--reps", str(a.reps), "--json"]
             # Alternate which one goes first, so drift in the machine's load hits both alike.
             for cmd in ([lcmd, ccmd] if r % 2 == 0 else [ccmd, lcmd]):
                 print(" ".join(cmd), file=sys.stderr, flush=True)

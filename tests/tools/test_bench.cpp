@@ -41,6 +41,10 @@ private slots:
         QCOMPARE(j["prompt_tokens"].toInt(), 12);
         QCOMPARE(j["decode_tokens"].toInt(), 6);
         QCOMPARE(j["reps"].toInt(), 3);
+        // As llama-bench's pp and tg tests: both from an empty context unless --depth says otherwise.
+        QCOMPARE(j["depth"].toInt(), 0);
+        QCOMPARE(j["prompt_first_position"].toInt(), 0);
+        QCOMPARE(j["decode_first_position"].toInt(), 0);
         QCOMPARE(j["router"].toString(), QString("exact"));
         check_spread(j, "prompt_tokens_per_s");
         check_spread(j, "decode_tokens_per_s");
@@ -86,6 +90,23 @@ private slots:
         QVERIFY(std::fabs(j["roofline_fraction"].toDouble() - j["decode_tokens_per_s"].toObject()["median"].toDouble() / roofline) < 1e-9);
     }
 
+    // --depth D (llama-bench -d D): the session holds D tokens when the timed prompt and the timed decode begin.
+    void depth_puts_context_before_both_tests() {
+        const CliResult r = run_cli({"bench", "-m", model_, "-t", "2", "-p", "5", "-n", "3", "--depth", "7", "--reps", "1",
+                                     "--json", "--bandwidth-mib", "64"});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(j["depth"].toInt(), 7);
+        QCOMPARE(j["prompt_first_position"].toInt(), 7);
+        QCOMPARE(j["decode_first_position"].toInt(), 7);
+        check_spread(j, "decode_tokens_per_s");
+
+        const CliResult text = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "2", "-d", "3", "--reps", "1",
+                                        "--bandwidth-mib", "64"});
+        QVERIFY2(text.exit_code == 0, text.err.constData());
+        QVERIFY2(text.out.contains("positions 3..6") && text.out.contains("positions 3..4"), text.out.constData());
+    }
+
     void text_report() {
         const CliResult r = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "4", "--reps", "1", "--bandwidth-mib", "64",
                                      "--router", "lut", "--prefetch", "--huge-pages"});
@@ -104,6 +125,7 @@ private slots:
             {{"bench", "-m", model_, "--reps", "0"}, "at least 1"},
             {{"bench", "-m", model_, "--router", "fast"}, "unknown router"},
             {{"bench", "-m", model_, "-p", "5000", "-n", "10"}, "exceed"},
+            {{"bench", "-m", model_, "-p", "10", "-n", "10", "--depth", "5000"}, "exceed"},
             {{"bench", "-m", dir_.filePath("missing.bin")}, "missing.bin"},
             {{"route", "-m", model_, "--tokens", "1,2", "--router", "fast"}, "unknown router"},
         };
