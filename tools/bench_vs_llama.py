@@ -40,7 +40,7 @@ def main():
     rows = []
     for t in a.types.split(","):
         binf, gguf = f"{a.model_dir}/bench-{t}.bin", f"{a.model_dir}/bench-{t}.gguf"
-        s = {"c_pp": [], "c_tg": [], "l_pp": [], "l_tg": [], "bw": [], "bytes": None}
+        s = {"c_pp": [], "c_tg": [], "l_pp": [], "l_tg": [], "bw": [], "c_frac": [], "bytes": None}
         for r in range(a.rounds):
             lcmd = [a.llama_bench, "-m", gguf, "-t", str(a.threads), "-p", str(a.prompt), "-n", str(a.decode),
                     "-d", str(a.depth), "-r", str(a.reps), "-o", "json"]
@@ -58,6 +58,7 @@ def main():
                     for key, field in (("c_pp", "prompt_tokens_per_s"), ("c_tg", "decode_tokens_per_s")):
                         s[key] += j[field]["samples"]
                     s["bw"].append(j["bandwidth_gb_per_s"]["median"])
+                    s["c_frac"].append(j["roofline_fraction"])  # the run's own: its decode median, its bandwidth
                     s["bytes"] = j["bytes_per_token"]
         med = {k: statistics.median(v) for k, v in s.items() if isinstance(v, list)}
         best = {k: max(v) for k, v in s.items() if isinstance(v, list)}
@@ -79,6 +80,13 @@ def main():
     for t, _, _, _, b in rows:
         print(f"| {t} | {b['c_tg']:.2f} | {b['l_tg']:.2f} | {b['c_tg'] / b['l_tg']:.2f}x | {b['c_pp']:.2f} | {b['l_pp']:.2f} | "
               f"{b['c_pp'] / b['l_pp']:.2f}x |")
+    # Each colibri run on its own (the fraction `colibri bench` reports: that run's decode median against the
+    # bandwidth measured between its repetitions): shows a run that fell into a slow stretch of the host.
+    print()
+    print("| type | colibri runs: bandwidth GB/s | colibri runs: % roofline |")
+    print("|---|---|---|")
+    for t, _, _, s, _ in rows:
+        print(f"| {t} | {' / '.join(f'{b:.1f}' for b in s['bw'])} | {' / '.join(f'{100 * f:.1f}%' for f in s['c_frac'])} |")
     print(json.dumps({t: {k: v for k, v in s.items()} for t, _, _, s, _ in rows}), file=sys.stderr)
 
 
