@@ -418,14 +418,11 @@ struct Avx512Isa {
                 constexpr size_t unit = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes
                                         : T == WeightType::Q4_0 ? blocks::kQ4_0Bytes
                                                                 : blocks::kQ4_KBytes / 8;
+                constexpr auto hint = T == WeightType::Q4_K ? _MM_HINT_NTA : _MM_HINT_T0;
                 const uint8_t* p = pf + g0 * unit;
                 const size_t bytes = nb * unit;
                 for (size_t r = 0; r < R; ++r)
-                    for (size_t o = 0; o < bytes; o += 64) {
-                        const char* line = reinterpret_cast<const char*>(p + r * stride + o);
-                        if constexpr (T == WeightType::Q4_K) _mm_prefetch(line, _MM_HINT_NTA);
-                        else _mm_prefetch(line, _MM_HINT_T0);
-                    }
+                    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + r * stride + o), hint);
             }
             #pragma GCC unroll 4
             for (size_t r = 0; r < R; ++r) {
