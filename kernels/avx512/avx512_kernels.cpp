@@ -113,22 +113,28 @@ struct Avx512Isa {
 
     // q4_K's d·sc_j and dmin·m_j for the one or two super-blocks of a chunk (nb 8 or 16), unpacked in vector
     // registers rather than byte by byte (generic::chunk_scales has the scalar form): a byte shuffle puts each
-    // 6-bit field's low and high source bytes side by side, then masks and shifts assemble the fields.
+    // 6-bit field's low and high source bytes side by side, then masks and shifts assemble the fields. The
+    // same two 16-byte loads (each super-block's d, dmin and 12 scale bytes) give d and dmin: all 16 halves
+    // go through one conversion (the scale bytes read as halves are discarded; the conversion raises no
+    // exception that is unmasked) and two permutes broadcast them, instead of scalar loads and a move to a
+    // vector register per super-block.
     static void q4_k_scales(const uint8_t* row, size_t g0, size_t nb, V* a, V* b) {
         const uint8_t* blk = row + (g0 / 8) * blocks::kQ4_KBytes;
         const bool two = nb > 8;
-        // Lane 0: the 12 scale bytes of the first super-block (16 loaded, inside the block); lane 1: the second's.
-        const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));
-        const __m128i s1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + blocks::kQ4_KBytes + 4))
-                               : _mm_setzero_si128();
-        const __m256i s = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
+        const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+        const __m128i s1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + blocks::kQ4_KBytes)) : _mm_setzero_si128();
+        q4_k_scales_of(_mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1), a, b);
+    }
+    // Lane 0 of s: the first super-block's first 16 bytes (d, dmin, the 12 scale bytes at 4..15); lane 1 the
+    // second's (zero for none).
+    static void q4_k_scales_of(__m256i s, V* a, V* b) {
         // Per lane, bytes 0..7 the scales j = 0..7, bytes 8..15 the mins. lo: the byte with the field's low
         // bits (sc: s[j] for j < 4, s[j + 4] after; m: s[j + 4]); hi: the byte whose top two bits are bits 4-5
-        // (sc: s[j − 4], m: s[j], both for j ≥ 4; zero for j < 4).
-        const __m256i lo_idx = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
-                                                0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11);
-        const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7,
-                                                -1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+        // (sc: s[j − 4], m: s[j], both for j ≥ 4; zero for j < 4). Scale byte i is at 4 + i.
+        const __m256i lo_idx = _mm256_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15,
+                                                4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m256i hi_idx = _mm256_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11,
+                                                -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11);
         const __m256i lo = _mm256_shuffle_epi8(s, lo_idx), hi = _mm256_shuffle_epi8(s, hi_idx);
         // Low bits: & 63 for j < 4; for j ≥ 4 the scale's low nibble, the min's high nibble.
         const __m256i keep = _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0,
@@ -142,13 +148,10 @@ struct Avx512Isa {
         const __m256i f = _mm256_permute4x64_epi64(_mm256_or_si256(low, top), 0xD8);
         const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(f)));
         const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(f, 1)));
-        // [d0, dmin0, d1, dmin1] (the second pair 0 for one super-block), each broadcast over its 8 lanes.
-        uint32_t w0, w1 = 0;
-        std::memcpy(&w0, blk, 4);
-        if (two) std::memcpy(&w1, blk + blocks::kQ4_KBytes, 4);
-        const __m512 dd = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(uint64_t(w0) | uint64_t(w1) << 32))));
-        const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), dd);
-        const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), dd);
+        // Halves 0, 1 are d0, dmin0; 8, 9 d1, dmin1 (0 for one super-block): each broadcast over its 8 lanes.
+        const __m512 h = _mm512_cvtph_ps(s);
+        const __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8), h);
+        const __m512 dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 9, 9, 9, 9, 9, 9), h);
         *a = _mm512_mul_ps(d, sc);
         *b = _mm512_mul_ps(dmin, mn);
     }
@@ -258,7 +261,9 @@ struct Avx512Isa {
         out[1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
     }
     // q4_K: one super-block's four code registers against their activations (x, 256 bytes in
-    // canonical::q4_k_activations' order): lanes j and 8 + j are partial sums of sub-block j. Two chains.
+    // canonical::q4_k_activations' order): lanes j and 8 + j are partial sums of sub-block j. With VNNI one
+    // chain (the sums are integers, so their grouping does not change them; 4 rows × 2 super-blocks of chains
+    // are independent in the matvec), which needs one zeroed accumulator instead of two and no final add.
     static __m512i q4_k_super_block(const __m512i* c, const int8_t* x) {
         const auto xl = [&](size_t m) { return _mm512_loadu_si512(x + 64 * m); };
         if constexpr (kVnni) {
@@ -272,9 +277,10 @@ struct Avx512Isa {
             return _mm512_madd_epi16(_mm512_add_epi16(a, b), _mm512_set1_epi16(1));
         }
     }
-    // Two super-blocks' partial sums (s0, s1 as q4_k_super_block gives them) → lane k the sum of unit k.
+    // Two super-blocks' partial sums (s0, s1 as q4_k_super_block gives them) → lane k the sum of unit k:
+    // [s0 low half, s1 high half] + [s0 high half, s1 low half], a blend and one cross-lane shuffle.
     static __m512i q4_k_units(__m512i s0, __m512i s1) {
-        return _mm512_add_epi32(_mm512_shuffle_i64x2(s0, s1, 0x44), _mm512_shuffle_i64x2(s0, s1, 0xEE));
+        return _mm512_add_epi32(_mm512_mask_blend_epi32(0xFF00, s0, s1), _mm512_shuffle_i64x2(s0, s1, 0x4E));
     }
     template <WeightType T>
     static V isums(const Chunk& c, size_t nb, const int8_t* qx, const int32_t* sx) {
@@ -405,37 +411,43 @@ struct Avx512Isa {
         V acc[R];
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) acc[r] = zero();
-        for (size_t g0 = 0; g0 < qa.blocks; g0 += 16) {
-            const size_t nb = qa.blocks - g0 < 16 ? qa.blocks - g0 : 16;
-            const V dx = load(qa.d + g0);
-            if (pf) {
-                // The same chunk kPrefetchRows rows on in each stream, into L1 (memory-bound shapes: 32000x1024
-                // q8_0 measured about 1.5x faster on a Sapphire Rapids guest, q4_K 1.25x; 1.1-1.3x on Zen 4).
-                // q4_K's as non-temporal prefetches (weights are read once per token): q4_k decode on a Zen 5
-                // guest x1.026 / x1.030 / x1.044 in three sets of paired runs, where a cpu-clock profile had
-                // 15 % of the kernel's samples on the T0 prefetch loop; q8_0 x0.986 / x1.009 (kept T0); T1
-                // x0.926; 3 or 8 rows ahead instead of 4: x0.970 / x0.960.
-                constexpr size_t unit = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes
-                                        : T == WeightType::Q4_0 ? blocks::kQ4_0Bytes
-                                                                : blocks::kQ4_KBytes / 8;
-                constexpr auto hint = T == WeightType::Q4_K ? _MM_HINT_NTA : _MM_HINT_T0;
-                const uint8_t* p = pf + g0 * unit;
-                const size_t bytes = nb * unit;
-                for (size_t r = 0; r < R; ++r)
-                    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + r * stride + o), hint);
-            }
-            #pragma GCC unroll 4
-            for (size_t r = 0; r < R; ++r) {
-                const uint8_t* row = row0 + r * stride;
-                V a, b;
-                generic::chunk_scales<Avx512Isa, T>(row, g0, nb, &a, &b);
-                const V is = isums_mv<T>(row, g0, nb, qx + g0 * 32, qa.sum + g0);
-                acc[r] = fma(is, mul(a, dx), acc[r]);
-                if constexpr (T == WeightType::Q4_K) acc[r] = fma(load(qa.nsum + g0), mul(b, dx), acc[r]);
-            }
-        }
+        // Whole chunks with nb = 16 known at compile time (no tests of nb per row, a fixed prefetch count),
+        // then the partial one.
+        size_t g0 = 0;
+        for (; g0 + 16 <= qa.blocks; g0 += 16) qdot_chunk<T, R>(row0, stride, qa, qx, g0, 16, pf, acc);
+        if (g0 < qa.blocks) qdot_chunk<T, R>(row0, stride, qa, qx, g0, qa.blocks - g0, pf, acc);
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) y[r * ystride] = sum_lanes(acc[r]);
+    }
+    template <WeightType T, size_t R>
+    [[gnu::always_inline]] static inline void qdot_chunk(const uint8_t* row0, size_t stride, const canonical::QuantizedActivations& qa,
+                                                         const int8_t* qx, size_t g0, size_t nb, const uint8_t* pf, V* acc) {
+        const V dx = load(qa.d + g0);
+        if (pf) {
+            // The same chunk kPrefetchRows rows on in each stream, into L1 (memory-bound shapes: 32000x1024
+            // q8_0 measured about 1.5x faster on a Sapphire Rapids guest, q4_K 1.25x; 1.1-1.3x on Zen 4).
+            // q4_K's as non-temporal prefetches (weights are read once per token): q4_k decode on a Zen 5
+            // guest x1.026 / x1.030 / x1.044 in three sets of paired runs, where a cpu-clock profile had
+            // 15 % of the kernel's samples on the T0 prefetch loop; q8_0 x0.986 / x1.009 (kept T0); T1
+            // x0.926; 3 or 8 rows ahead instead of 4: x0.970 / x0.960.
+            constexpr size_t unit = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes
+                                    : T == WeightType::Q4_0 ? blocks::kQ4_0Bytes
+                                                            : blocks::kQ4_KBytes / 8;
+            constexpr auto hint = T == WeightType::Q4_K ? _MM_HINT_NTA : _MM_HINT_T0;
+            const uint8_t* p = pf + g0 * unit;
+            const size_t bytes = nb * unit;
+            for (size_t r = 0; r < R; ++r)
+                for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + r * stride + o), hint);
+        }
+        #pragma GCC unroll 4
+        for (size_t r = 0; r < R; ++r) {
+            const uint8_t* row = row0 + r * stride;
+            V a, b;
+            generic::chunk_scales<Avx512Isa, T>(row, g0, nb, &a, &b);
+            const V is = isums_mv<T>(row, g0, nb, qx + g0 * 32, qa.sum + g0);
+            acc[r] = fma(is, mul(a, dx), acc[r]);
+            if constexpr (T == WeightType::Q4_K) acc[r] = fma(load(qa.nsum + g0), mul(b, dx), acc[r]);
+        }
     }
     // Every 4 units [u0 u1 u2 u3] of the activations as the first 16 bytes of each, then the last 16.
     static const int8_t* permute_halves(const canonical::QuantizedActivations& qa, size_t n) {
