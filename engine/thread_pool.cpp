@@ -74,7 +74,9 @@ bool ThreadPool::balancing_from_environment() {
 ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_(spin), balancing_(balancing_from_environment()) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     threads = std::min(threads, (1u << kPartBits) - 1);
-    bounds_.assign(threads + 1, 0);
+    if (threads > kInlineBounds + 1) inner_overflow_.assign(threads, 0);
+    done_ = std::make_unique<Done[]>(threads);
+    given_.assign(threads, 0);
     part_ns_.assign(threads, 0);
     speed_.assign(threads, 1.0);
     // More threads than cores: a polling thread would take a core from one with work to do.
@@ -84,9 +86,9 @@ ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_
 }
 
 ThreadPool::~ThreadPool() {
-    stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(uint64_t(1) << kPartBits, std::memory_order_release);
-    generation_.notify_all();
+    // Part count 0: stop.
+    job_.generation.store(((job_.generation.load(std::memory_order_relaxed) >> kPartBits) + 1) << kPartBits, std::memory_order_release);
+    job_.generation.notify_all();
     for (std::thread& t : workers_) t.join();
 }
 
@@ -96,10 +98,16 @@ double ThreadPool::balanced_share(unsigned part) const {
     return part < speed_.size() ? speed_[part] / total : 0.0;
 }
 
+size_t ThreadPool::bound(size_t k, size_t parts) const {
+    if (k == 0) return 0;
+    if (k == parts) return job_.n;
+    return inner_overflow_.empty() ? job_.inner[k - 1] : inner_overflow_[k - 1];
+}
+
 void ThreadPool::range_of(size_t n, size_t parts, size_t k, bool balanced, size_t* begin, size_t* end) const {
     if (balanced) {
-        *begin = bounds_[k];
-        *end = bounds_[k + 1];
+        *begin = bound(k, parts);
+        *end = bound(k + 1, parts);
     } else {
         part_range(n, parts, k, begin, end);
     }
@@ -109,7 +117,9 @@ void ThreadPool::range_of(size_t n, size_t parts, size_t k, bool balanced, size_
 // weight 1/4, so one stretched hand-off (an interrupt, the host taking the vCPU) moves the split little and a
 // slower vCPU shows within a few jobs. A measurement is clamped to [1/2, 2] of the mean.
 void ThreadPool::learn_speeds(size_t parts) {
-    const auto measured = [&](size_t k) { return double(bounds_[k + 1] - bounds_[k]) / double(std::max<uint64_t>(part_ns_[k], 1)); };
+    const auto measured = [&](size_t k) {
+        return double(bound(k + 1, parts) - bound(k, parts)) / double(std::max<uint64_t>(part_ns_[k], 1));
+    };
     double mean = 0.0;
     for (size_t k = 0; k < parts; ++k) mean += measured(k);
     mean /= double(parts);
@@ -117,12 +127,16 @@ void ThreadPool::learn_speeds(size_t parts) {
     for (size_t k = 0; k < parts; ++k) speed_[k] = 0.75 * speed_[k] + 0.25 * std::clamp(measured(k) / mean, 0.5, 2.0);
 }
 
-void ThreadPool::run_part(size_t index, size_t parts, size_t n, const RangeFn& fn, bool balanced) {
+uint64_t ThreadPool::run_part(size_t index, size_t parts, size_t n, const RangeFn& fn, bool balanced) const {
     size_t b, e;
     range_of(n, parts, index, balanced, &b, &e);
-    const auto t0 = balanced ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (!balanced) {
+        fn(b, e);
+        return 0;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
     fn(b, e);
-    if (balanced) part_ns_[index] = elapsed_ns(t0);
+    return elapsed_ns(t0);
 }
 
 void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split split) {
@@ -133,43 +147,49 @@ void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split spli
         return;
     }
     // The previous job's workers have all finished (the caller waited for them), so no participant can
-    // still be reading these.
+    // still be reading the job's fields.
     const bool balanced = balancing_ && split == Split::Balanced && parts == size() && n >= kBalancedMinItems;
-    job_balanced_ = balanced;
+    job_.fn = fn;
+    job_.n = n;
+    job_.balanced = balanced;
     if (balanced) {
         double total = 0.0;
         for (size_t k = 0; k < parts; ++k) total += speed_[k];
         double at = 0.0;
-        bounds_[0] = 0;
+        size_t prev = 0;
         for (size_t k = 1; k < parts; ++k) {
             at += speed_[k - 1];
-            bounds_[k] = std::clamp<size_t>(static_cast<size_t>(double(n) * (at / total)), bounds_[k - 1], n);
+            prev = std::clamp<size_t>(static_cast<size_t>(double(n) * (at / total)), prev, n);
+            (inner_overflow_.empty() ? job_.inner[k - 1] : inner_overflow_[k - 1]) = prev;
         }
-        bounds_[parts] = n;
     }
-    job_.store(&fn, std::memory_order_relaxed);
-    job_n_.store(n, std::memory_order_relaxed);
-    pending_.store(static_cast<uint32_t>(parts - 1), std::memory_order_relaxed);
-    const uint64_t counter = (generation_.load(std::memory_order_relaxed) >> kPartBits) + 1;
-    generation_.store(counter << kPartBits | parts, std::memory_order_release);
-    generation_.notify_all();  // a no-op unless a worker sleeps
-    run_part(0, parts, n, fn, balanced);
-    for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;)
-        left = wait_while_equal(pending_, left, spin_);
+    const uint64_t generation = ((job_.generation.load(std::memory_order_relaxed) >> kPartBits) + 1) << kPartBits | parts;
+    job_.generation.store(generation, std::memory_order_release);
+    job_.generation.notify_all();  // a no-op unless a worker sleeps
+    part_ns_[0] = run_part(0, parts, n, fn, balanced);
+    for (size_t k = 1; k < parts; ++k) {
+        // Worker k has finished either every job before this one or this one too: the count is given_ - 1 or
+        // given_, so its wrapping never confuses the two.
+        Done& d = done_[k - 1];
+        const uint32_t expected = ++given_[k - 1];
+        for (uint32_t seen = d.jobs.load(std::memory_order_acquire); seen != expected;)
+            seen = wait_while_equal(d.jobs, seen, spin_);
+        part_ns_[k] = d.ns;
+    }
     if (balanced) learn_speeds(parts);
 }
 
 void ThreadPool::worker_loop(unsigned index) {
     uint64_t seen = 0;  // the value before any job: one published before this thread runs is not "seen"
+    Done& done = done_[index - 1];
     for (;;) {
-        seen = wait_while_equal(generation_, seen, spin_);
-        if (stop_.load(std::memory_order_relaxed)) return;
+        seen = wait_while_equal(job_.generation, seen, spin_);
         const size_t parts = seen & ((uint64_t(1) << kPartBits) - 1);
+        if (parts == 0) return;  // stopping
         if (index >= parts) continue;  // not part of this job (the caller does not wait for this thread)
-        const RangeFn* job = job_.load(std::memory_order_relaxed);
-        const size_t n = job_n_.load(std::memory_order_relaxed);
-        run_part(index, parts, n, *job, job_balanced_);
-        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+        done.ns = run_part(index, parts, job_.n, job_.fn, job_.balanced);
+        done.jobs.store(done.jobs.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        done.jobs.notify_one();  // a no-op unless the caller sleeps
     }
 }
 

@@ -394,6 +394,41 @@ private slots:
         QCOMPARE(covered.load(), size_t(100));
     }
 
+    // Balanced jobs on pools of up to and beyond the job line's inline bounds (4 parts), mixed with small jobs
+    // that leave some workers out: every index exactly once per job, the ranges contiguous and in part order.
+    void thread_pool_balanced_jobs_of_many_parts() {
+        for (unsigned threads : {3u, 4u, 6u}) {
+            ThreadPool pool(threads);
+            const size_t n = ThreadPool::kBalancedMinItems + 123;
+            std::vector<std::atomic<int>> hits(n);
+            for (int job = 0; job < 40; ++job) {
+                if (job % 3 == 2) {  // a small job: fewer parts than threads
+                    std::atomic<size_t> covered{0};
+                    pool.parallel_for(10, 4, [&](size_t b, size_t e) { covered += e - b; }, ThreadPool::Split::Balanced);
+                    QCOMPARE(covered.load(), size_t(10));
+                    continue;
+                }
+                for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+                std::atomic<size_t> ranges{0};
+                pool.parallel_for(n, 1, [&](size_t b, size_t e) {
+                    ++ranges;
+                    uint64_t acc = 0;
+                    for (size_t i = b; i < e; ++i) {
+                        for (int r = 0; r < 4 + int(b % 7); ++r) acc = acc * 6364136223846793005u + i;  // uneven
+                        hits[i].fetch_add(1 + int(acc & 0), std::memory_order_relaxed);
+                    }
+                }, ThreadPool::Split::Balanced);
+                QCOMPARE(ranges.load(), size_t(threads));
+                for (size_t i = 0; i < n; ++i)
+                    if (hits[i].load(std::memory_order_relaxed) != 1)
+                        QFAIL(qPrintable(QString("threads %1 job %2 index %3").arg(threads).arg(job).arg(i)));
+            }
+            double total = 0.0;
+            for (unsigned k = 0; k < threads; ++k) total += pool.balanced_share(k);
+            QVERIFY(std::abs(total - 1.0) < 1e-9);
+        }
+    }
+
     // Split::Balanced: every index exactly once whatever the split, and the ranges follow the threads' speeds.
     // The calling thread (part 0) is made six times slower per item than the worker; after a few jobs it is
     // given well under half of the items (a seventh would be fair; a measurement counts at most 1:4). Equal jobs
