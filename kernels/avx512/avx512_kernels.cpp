@@ -118,7 +118,9 @@ struct Avx512Isa {
     // go through one conversion (the scale bytes read as halves are discarded; the conversion raises no
     // exception that is unmasked) and two permutes broadcast them, instead of scalar loads and a move to a
     // vector register per super-block.
-    static void q4_k_scales(const uint8_t* row, size_t g0, size_t nb, V* a, V* b) {
+    // Always inlined: in a row's partial last chunk (the down projection's 2816 columns end in half a chunk)
+    // GCC otherwise called q4_k_scales_of out of line, passing its two results through memory.
+    [[gnu::always_inline]] static inline void q4_k_scales(const uint8_t* row, size_t g0, size_t nb, V* a, V* b) {
         const uint8_t* blk = row + (g0 / 8) * blocks::kQ4_KBytes;
         const bool two = nb > 8;
         const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
@@ -127,7 +129,7 @@ struct Avx512Isa {
     }
     // Lane 0 of s: the first super-block's first 16 bytes (d, dmin, the 12 scale bytes at 4..15); lane 1 the
     // second's (zero for none).
-    static void q4_k_scales_of(__m256i s, V* a, V* b) {
+    [[gnu::always_inline]] static inline void q4_k_scales_of(__m256i s, V* a, V* b) {
         // Per lane, bytes 0..7 the scales j = 0..7, bytes 8..15 the mins. lo: the byte with the field's low
         // bits (sc: s[j] for j < 4, s[j + 4] after; m: s[j + 4]); hi: the byte whose top two bits are bits 4-5
         // (sc: s[j − 4], m: s[j], both for j ≥ 4; zero for j < 4). Scale byte i is at 4 + i.
