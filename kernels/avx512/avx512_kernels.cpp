@@ -119,17 +119,15 @@ struct Avx512Isa {
     // exception that is unmasked) and two permutes broadcast them, instead of scalar loads and a move to a
     // vector register per super-block.
     // Always inlined: in a row's partial last chunk (the down projection's 2816 columns end in half a chunk)
-    // GCC otherwise called q4_k_scales_of out of line, passing its two results through memory.
+    // GCC otherwise called the unpacking out of line, passing its two results through memory.
     [[gnu::always_inline]] static inline void q4_k_scales(const uint8_t* row, size_t g0, size_t nb, V* a, V* b) {
         const uint8_t* blk = row + (g0 / 8) * blocks::kQ4_KBytes;
         const bool two = nb > 8;
+        // Lane 0: the first super-block's first 16 bytes (d, dmin, the 12 scale bytes at 4..15); lane 1 the
+        // second's (zero for none).
         const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
         const __m128i s1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + blocks::kQ4_KBytes)) : _mm_setzero_si128();
-        q4_k_scales_of(_mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1), a, b);
-    }
-    // Lane 0 of s: the first super-block's first 16 bytes (d, dmin, the 12 scale bytes at 4..15); lane 1 the
-    // second's (zero for none).
-    [[gnu::always_inline]] static inline void q4_k_scales_of(__m256i s, V* a, V* b) {
+        const __m256i s = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
         // Per lane, bytes 0..7 the scales j = 0..7, bytes 8..15 the mins. lo: the byte with the field's low
         // bits (sc: s[j] for j < 4, s[j + 4] after; m: s[j + 4]); hi: the byte whose top two bits are bits 4-5
         // (sc: s[j − 4], m: s[j], both for j ≥ 4; zero for j < 4). Scale byte i is at 4 + i.
@@ -263,9 +261,8 @@ struct Avx512Isa {
         out[1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
     }
     // q4_K: one super-block's four code registers against their activations (x, 256 bytes in
-    // canonical::q4_k_activations' order): lanes j and 8 + j are partial sums of sub-block j. With VNNI one
-    // chain (the sums are integers, so their grouping does not change them; 4 rows × 2 super-blocks of chains
-    // are independent in the matvec), which needs one zeroed accumulator instead of two and no final add.
+    // canonical::q4_k_activations' order): lanes j and 8 + j are partial sums of sub-block j. Two chains (one
+    // chain measured no faster in the matvec).
     static __m512i q4_k_super_block(const __m512i* c, const int8_t* x) {
         const auto xl = [&](size_t m) { return _mm512_loadu_si512(x + 64 * m); };
         if constexpr (kVnni) {
