@@ -74,9 +74,9 @@ bool ThreadPool::balancing_from_environment() {
 ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_(spin), balancing_(balancing_from_environment()) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     threads = std::min(threads, (1u << kPartBits) - 1);
-    if (threads > kInlineBounds + 1) inner_overflow_.assign(threads, 0);
-    done_ = std::make_unique<Done[]>(threads);
-    given_.assign(threads, 0);
+    if (threads > kInlineBounds + 1) inner_overflow_.assign(threads - 1, 0);
+    done_ = std::make_unique<Done[]>(threads - 1);
+    given_.assign(threads - 1, 0);
     part_ns_.assign(threads, 0);
     speed_.assign(threads, 1.0);
     // More threads than cores: a polling thread would take a core from one with work to do.
@@ -87,7 +87,7 @@ ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_
 
 ThreadPool::~ThreadPool() {
     // Part count 0: stop.
-    job_.generation.store(((job_.generation.load(std::memory_order_relaxed) >> kPartBits) + 1) << kPartBits, std::memory_order_release);
+    job_.generation.store(next_generation(0), std::memory_order_release);
     job_.generation.notify_all();
     for (std::thread& t : workers_) t.join();
 }
@@ -101,7 +101,7 @@ double ThreadPool::balanced_share(unsigned part) const {
 size_t ThreadPool::bound(size_t k, size_t parts) const {
     if (k == 0) return 0;
     if (k == parts) return job_.n;
-    return inner_overflow_.empty() ? job_.inner[k - 1] : inner_overflow_[k - 1];
+    return inner()[k - 1];
 }
 
 void ThreadPool::range_of(size_t n, size_t parts, size_t k, bool balanced, size_t* begin, size_t* end) const {
@@ -160,11 +160,10 @@ void ThreadPool::parallel_for(size_t n, size_t min_chunk, RangeFn fn, Split spli
         for (size_t k = 1; k < parts; ++k) {
             at += speed_[k - 1];
             prev = std::clamp<size_t>(static_cast<size_t>(double(n) * (at / total)), prev, n);
-            (inner_overflow_.empty() ? job_.inner[k - 1] : inner_overflow_[k - 1]) = prev;
+            inner()[k - 1] = prev;
         }
     }
-    const uint64_t generation = ((job_.generation.load(std::memory_order_relaxed) >> kPartBits) + 1) << kPartBits | parts;
-    job_.generation.store(generation, std::memory_order_release);
+    job_.generation.store(next_generation(parts), std::memory_order_release);
     job_.generation.notify_all();  // a no-op unless a worker sleeps
     part_ns_[0] = run_part(0, parts, n, fn, balanced);
     for (size_t k = 1; k < parts; ++k) {

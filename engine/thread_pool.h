@@ -110,11 +110,18 @@ private:
     static_assert(sizeof(Job) == 64, "the job must fit one cache line");
     Job job_;
     std::vector<size_t> inner_overflow_;  // inner bounds for pools of more than kInlineBounds + 1 parts
-    std::unique_ptr<Done[]> done_;        // index k - 1 for worker k
+    std::unique_ptr<Done[]> done_;        // index k - 1 for worker k (k = 1 .. size() - 1)
     std::vector<uint32_t> given_;         // index k - 1: jobs given to worker k (wraps, as Done::jobs does)
     std::vector<double> speed_;           // relative speed of part k (mean 1), smoothed over balanced jobs
     std::vector<uint64_t> part_ns_;       // the caller's copy of each part's time on the last balanced job
+    // The current job's inner bounds: in the job line, or inner_overflow_ for pools of more parts.
+    size_t* inner() { return inner_overflow_.empty() ? job_.inner : inner_overflow_.data(); }
+    const size_t* inner() const { return inner_overflow_.empty() ? job_.inner : inner_overflow_.data(); }
     size_t bound(size_t k, size_t parts) const;
+    // The generation word announcing a job of `parts` parts (0: stop) after the current one.
+    uint64_t next_generation(size_t parts) const {
+        return ((job_.generation.load(std::memory_order_relaxed) >> kPartBits) + 1) << kPartBits | parts;
+    }
 };
 
 }  // namespace colibri
