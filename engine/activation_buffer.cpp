@@ -1,8 +1,12 @@
 #include "activation_buffer.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <new>
 
 namespace colibri::activation_memory {
 
@@ -18,6 +22,45 @@ void* allocate(size_t bytes, bool huge_pages) {
     // Advice only: without THP support the buffer simply stays on small pages.
     madvise(p, round_up(bytes), MADV_HUGEPAGE);
     return p;
+}
+
+void* map_zeroed(size_t bytes, bool huge_pages) {
+    if (!use_huge(bytes, huge_pages)) {
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        return p;
+    }
+    // A 2 MiB-aligned start: map a huge page more than needed and give back the ends around the aligned span.
+    const size_t span = round_up(bytes);
+    void* raw = mmap(nullptr, span + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) munmap(raw, aligned - start);
+    if (const size_t tail = start + span + kHugePage - (aligned + span); tail > 0) munmap(reinterpret_cast<void*>(aligned + span), tail);
+    void* p = reinterpret_cast<void*>(aligned);
+    madvise(p, span, MADV_HUGEPAGE);  // advice only, as in allocate()
+    return p;
+}
+
+void unmap_zeroed(void* p, size_t bytes, bool huge_pages) {
+    munmap(p, use_huge(bytes, huge_pages) ? round_up(bytes) : bytes);  // what map_zeroed kept
+}
+
+bool populate(void* p, size_t bytes) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return true;
+    if (errno != EINVAL) return false;  // ENOMEM and the like: touching the pages would only summon the OOM killer
+#endif
+    // Linux before 5.14: fault the pages in one by one, keeping whatever they hold.
+    for (uintptr_t a = begin; a < end; a += page) {
+        volatile unsigned char* b = reinterpret_cast<volatile unsigned char*>(a);
+        *b = *b;
+    }
+    return true;
 }
 
 void release(void* p, size_t bytes, bool huge_pages) {

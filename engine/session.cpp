@@ -128,8 +128,10 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     const size_t C = capacity_, H = hp.hidden_size;
     const size_t kv_dim = size_t(hp.n_kv_heads) * hp.head_dim, q_dim = size_t(hp.n_heads) * hp.head_dim;
     key_blocks_ = (context_ + kKeyBlock - 1) / kKeyBlock;
-    sized(k_cache_, size_t(hp.n_layers) * hp.n_kv_heads * key_blocks_ * hp.head_dim * kKeyBlock);
-    sized(v_cache_, size_t(hp.n_layers) * context_ * kv_dim);
+    // Zero pages on demand: a session's start and resident memory grow with the positions it reaches, not
+    // with the context it may reach.
+    k_cache_ = ZeroPageBuffer<float>(size_t(hp.n_layers) * hp.n_kv_heads * key_blocks_ * hp.head_dim * kKeyBlock, options_.huge_pages);
+    v_cache_ = ZeroPageBuffer<float>(size_t(hp.n_layers) * context_ * kv_dim, options_.huge_pages);
     sized(x_, C * H);
     sized(h_, C * H);
     sized(q_, C * q_dim);
@@ -165,6 +167,23 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     if (options_.prefetch_experts) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
 }
 
+Status Session::populate_kv(uint32_t end) {
+    if (end <= kv_resident_) return Status::ok();
+    const HyperParams& hp = model_.hparams();
+    const uint32_t target = std::min(context_, std::max({end, 2 * kv_resident_, kKvMinStep}));
+    const size_t hd = hp.head_dim, key_block = hd * kKeyBlock;
+    // Whole key blocks: attention reads the last block's columns past the newest position (never using them),
+    // which must not take read faults either.
+    const size_t b0 = kv_resident_ / kKeyBlock, b1 = (target + kKeyBlock - 1) / kKeyBlock;
+    for (size_t lh = 0; lh < size_t(hp.n_layers) * hp.n_kv_heads; ++lh) {  // [layer][kv head] in both caches
+        if (!k_cache_.populate((lh * key_blocks_ + b0) * key_block, (b1 - b0) * key_block) ||
+            !v_cache_.populate((lh * context_ + kv_resident_) * hd, (target - kv_resident_) * hd))
+            return error("out of memory for the KV cache at position " + std::to_string(end));
+    }
+    kv_resident_ = target;
+    return Status::ok();
+}
+
 void Session::matmul(const TensorView& w, const float* x, uint32_t n, float* y) {
     const MatmulJob job{&w, x, n, y};
     run_matmuls(pool_, std::span<const MatmulJob>(&job, 1));
@@ -197,6 +216,7 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     const HyperParams& hp = model_.hparams();
     const size_t H = hp.hidden_size;
     std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
+    if (Status s = populate_kv(position_ + n); !s) return s;
 
     const TensorView& embed = model_.embedding();
     for (uint32_t i = 0; i < n; ++i)

@@ -64,6 +64,10 @@ private:
     // Evaluates tokens [0, n) at positions position_.. (n <= chunk capacity); with_logits computes the
     // logits of the last one.
     Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits);
+    // Makes the KV cache's pages for positions [0, end) resident, in steps that at least double the resident
+    // span (kKvMinStep positions or more), so that no page fault falls inside a chunk's hot loops. An error
+    // when the system has no memory for them (the session stays where it was).
+    Status populate_kv(uint32_t end);
     void attention(uint32_t layer, const LayerWeights& w, uint32_t n);
     Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
     // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
@@ -84,8 +88,10 @@ private:
     // Per-token rows, capacity_ of each: [token][dim].
     static constexpr uint32_t kKeyBlock = 64;  // positions per block of the transposed keys
     uint32_t key_blocks_ = 0;                  // blocks per KV head: context rounded up
-    ActivationBuffer<float> k_cache_;  // [layer][kv head][block][head_dim][kKeyBlock] (keys transposed per block)
-    ActivationBuffer<float> v_cache_;  // [layer][kv head][position][head_dim]
+    static constexpr uint32_t kKvMinStep = 256;
+    uint32_t kv_resident_ = 0;  // positions whose KV cache pages populate_kv has made resident
+    ZeroPageBuffer<float> k_cache_;  // [layer][kv head][block][head_dim][kKeyBlock] (keys transposed per block)
+    ZeroPageBuffer<float> v_cache_;  // [layer][kv head][position][head_dim]
     ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][group head][whole key blocks]
     ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;
     ActivationBuffer<float> shared_gate_, shared_gate_up_, shared_out_;  // qwen2_moe's shared expert

@@ -1,11 +1,14 @@
 // Batched prompt evaluation equals token-by-token evaluation bit for bit: the logits after the prompt and
 // every position's routing record (experts, weights, router logits and probabilities), for every family and
 // weight type, for chunk sizes that do and do not divide the prompt, and for one and two threads. The session
-// options that must not change numbers (expert prefetch, huge pages) do not, and their parts work.
+// options that must not change numbers (expert prefetch, huge pages) do not, and their parts work; the KV
+// cache becomes resident as positions fill, not when a session starts.
+#include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cstring>
 #include <random>
+#include <unistd.h>
 
 #include "../test_support.h"
 #include "engine/activation_buffer.h"
@@ -67,6 +70,14 @@ Run evaluate(const Model& model, const std::vector<int32_t>& ids, uint32_t chunk
     if (r.is_ok()) run.logits.assign(r->begin(), r->end());
     run.trace.sort();
     return run;
+}
+
+// The process's resident memory (/proc/self/statm's second field, in pages).
+size_t resident_bytes() {
+    QFile f("/proc/self/statm");
+    if (!f.open(QIODevice::ReadOnly)) return 0;
+    const QList<QByteArray> fields = f.readAll().split(' ');
+    return fields.size() > 1 ? size_t(fields[1].toULongLong()) * size_t(sysconf(_SC_PAGESIZE)) : 0;
 }
 
 }  // namespace
@@ -193,6 +204,61 @@ private slots:
         ActivationBuffer<float> copy = big;  // the allocator (and its choice) travels with the buffer
         QVERIFY(copy.get_allocator().huge_pages());
         QCOMPARE(copy.size(), big.size());
+    }
+
+    // The KV cache's memory is mapped zero pages that become resident as they are written or populated: a
+    // buffer of 64 MiB adds almost nothing until touched, reads as zeros, and becomes resident when populated
+    // (keeping what it holds) or written; huge-page buffers start on a 2 MiB boundary; a move hands the
+    // mapping over.
+    void zero_page_buffers_fill_on_demand() {
+        const size_t n = size_t(16) << 20;  // floats: 64 MiB
+        const size_t before = resident_bytes();
+        ZeroPageBuffer<float> b(n, false);
+        QCOMPARE(b.size(), n);
+        const size_t mapped = resident_bytes();
+        QVERIFY2(mapped - before < (size_t(4) << 20), qPrintable(QString("resident grew by %1 bytes").arg(mapped - before)));
+        for (size_t i = 0; i < n; i += 4096 / sizeof(float)) QCOMPARE(b.data()[i], 0.0f);
+        b.data()[5] = 7.0f;
+        QVERIFY(b.populate(3, n / 2));  // resident in one call, contents kept
+        QVERIFY(resident_bytes() - before >= (size_t(30) << 20));
+        QCOMPARE(b.data()[5], 7.0f);
+        QCOMPARE(b.data()[n / 2], 0.0f);
+        for (size_t i = 0; i < n; i += 4096 / sizeof(float)) b.data()[i] = float(i);
+        QVERIFY(resident_bytes() - before >= (size_t(60) << 20));
+        ZeroPageBuffer<float> moved = std::move(b);
+        QCOMPARE(moved.size(), n);
+        QCOMPARE(moved.data()[4096], 4096.0f);
+        QVERIFY(b.data() == nullptr && b.size() == 0);
+        ZeroPageBuffer<float> huge(n, true);
+        QCOMPARE(reinterpret_cast<uintptr_t>(huge.data()) % activation_memory::kHugePage, uintptr_t(0));
+        huge.data()[n - 1] = 1.0f;  // the whole span is mapped
+        moved = std::move(huge);    // unmaps the first buffer
+        QCOMPARE(moved.data()[n - 1], 1.0f);
+    }
+
+    // A session's start costs nothing per position of its context: with a context of 128K positions (a 64 MiB
+    // KV cache for this model) constructing it and evaluating a prompt adds a small part of that to resident
+    // memory, and the logits are those of a default-sized session.
+    void long_context_session_does_not_fault_in_its_cache() {
+        auto model = convert("mixtral", "f16");
+        QVERIFY(model);
+        const format::HyperParams& hp = model->hparams();
+        const uint32_t context = 1u << 17;
+        const size_t kv_bytes = 2 * size_t(hp.n_layers) * context * hp.n_kv_heads * hp.head_dim * sizeof(float);
+        QVERIFY(kv_bytes >= (size_t(32) << 20));
+        const std::vector<int32_t> ids = prompt("mixtral", hp.vocab_size);
+        const Run want = evaluate(*model, ids, 1, 1, false);
+        QVERIFY(!want.logits.empty());
+        ThreadPool pool(1);
+        SessionOptions options;
+        options.huge_pages = false;  // huge pages fault in 2 MiB at a time, by design
+        const size_t before = resident_bytes();
+        Session s(*model, pool, context, options);
+        auto r = s.eval(std::span<const int32_t>(ids));
+        const size_t grew = resident_bytes() - before;
+        QVERIFY(r.is_ok());
+        QVERIFY2(grew < kv_bytes / 8, qPrintable(QString("resident grew by %1 of a %2-byte cache").arg(grew).arg(kv_bytes)));
+        QVERIFY(std::memcmp(r->data(), want.logits.data(), want.logits.size() * sizeof(float)) == 0);
     }
 
     void prefetcher_advises_known_experts_only() {
