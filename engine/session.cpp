@@ -316,10 +316,13 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     //   scores[j][p] = Σ_d q_j[d] · K^T[d][p],   out_j[d] = Σ_p softmax(scores_j · scale)[p] · V[p][d].
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const size_t ls = size_t(key_blocks_) * kKeyBlock;  // a score row: whole blocks (see below)
-    auto attend = [&](size_t part, size_t t, uint32_t kvh) {
+    // Query heads [j0, j1) of the group (all of it unless a group is split among parts, below).
+    auto attend = [&](size_t part, size_t t, uint32_t kvh, uint32_t j0, uint32_t j1) {
+        const uint32_t heads = j1 - j0;
         float* sc = scores_.data() + part * group * ls;
         const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
-        const float* q = q_.data() + t * q_dim + size_t(kvh) * group * hd;  // the group's query heads, contiguous
+        const size_t first = size_t(kvh) * group + j0;  // the first query head's index
+        const float* q = q_.data() + t * q_dim + first * hd;  // the heads' queries, contiguous
         // Per block of positions: rows of kKeyBlock floats side by side instead of rows a context apart (with
         // rows 16 KB apart every dimension's row fell into the same cache sets, and the 64 rows were 64 streams;
         // attention took 17-23 µs per layer at 200 positions).
@@ -329,11 +332,10 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
         for (uint32_t p0 = 0; p0 < n_pos; p0 += kKeyBlock) {
             const uint32_t cols = std::min<uint32_t>(kKeyBlock, (n_pos - p0 + 15) / 16 * 16);
             kernels::weighted_rows(kc + (size_t(kvh) * key_blocks_ + p0 / kKeyBlock) * key_block, kKeyBlock, hd, cols, q, hd,
-                                   group, sc + p0, ls);
+                                   heads, sc + p0, ls);
         }
-        for (uint32_t j = 0; j < group; ++j) attention_softmax(sc + size_t(j) * ls, n_pos, scale);
-        kernels::weighted_rows(vc + size_t(kvh) * context_ * hd, hd, n_pos, hd, sc, ls, group,
-                               att_.data() + t * q_dim + size_t(kvh) * group * hd, hd);
+        for (uint32_t j = 0; j < heads; ++j) attention_softmax(sc + size_t(j) * ls, n_pos, scale);
+        kernels::weighted_rows(vc + size_t(kvh) * context_ * hd, hd, n_pos, hd, sc, ls, heads, att_.data() + t * q_dim + first * hd, hd);
     };
 
     const size_t parts = pool_.size();
@@ -350,22 +352,30 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 product_rows(*w.v, h_.data(), n, v_.data(), size_t(kv0) * hd, size_t(kv1) * hd);
                 prepare(kv0, kv1);
                 for (uint32_t t = 0; t < n; ++t)
-                    for (uint32_t kvh = kv0; kvh < kv1; ++kvh) attend(part, t, kvh);
+                    for (uint32_t kvh = kv0; kvh < kv1; ++kvh) attend(part, t, kvh, 0, group);
             }
         });
     } else {
         const MatmulJob qkv[3] = {{w.q, h_.data(), n, q_.data()}, {w.k, h_.data(), n, k_.data()}, {w.v, h_.data(), n, v_.data()}};
         run_matmuls(pool_, qkv);
         prepare(0, n_kv);
-        // The pairs split into one fixed range per pool part, each with its own score rows, when the work
-        // (about 2·hd multiply-adds per query head and position) pays for the hand-off.
+        // The (token, KV head) pairs split into one fixed range per pool part, each with its own score rows,
+        // when the work (about 2·hd multiply-adds per query head and position) pays for the hand-off. With
+        // fewer pairs than parts (a single token's attention over one KV head, as in multi-query attention, or
+        // over fewer KV heads than threads) each pair's query heads split into slices too, which read the same
+        // keys and values: a score or output element is the same fma chain whichever slice computes it.
         const size_t pairs = size_t(n) * n_kv;
         const size_t work = size_t(n) * n_heads * (size_t(position_) + (n + 1) / 2) * hd * 2;
         const size_t split = std::clamp<size_t>(work / 65536, 1, parts);
+        const size_t slices = std::min<size_t>(group, (split + pairs - 1) / pairs);
+        const size_t items = pairs * slices;
         pool_.parallel_for(split, 1, [&](size_t part_begin, size_t part_end) {
             for (size_t part = part_begin; part < part_end; ++part)
-                for (size_t pair = pairs * part / split; pair < pairs * (part + 1) / split; ++pair)
-                    attend(part, pair / n_kv, static_cast<uint32_t>(pair % n_kv));
+                for (size_t item = items * part / split; item < items * (part + 1) / split; ++item) {
+                    const size_t pair = item / slices, slice = item % slices;
+                    attend(part, pair / n_kv, static_cast<uint32_t>(pair % n_kv), static_cast<uint32_t>(group * slice / slices),
+                           static_cast<uint32_t>(group * (slice + 1) / slices));
+                }
         });
     }
     // The router's weights come right after this projection, on this thread alone and before anything else

@@ -141,36 +141,58 @@ private slots:
         QVERIFY(std::equal(c->begin(), c->end(), want.begin()));
     }
 
+    // `tokens` tokens through a session on 1 thread, then on each of `threads`, chunked and token by token: the
+    // same bits.
+    static void same_logits_for_any_split(const Model& model, std::initializer_list<unsigned> threads, size_t tokens) {
+        const uint32_t vocab = model.hparams().vocab_size;
+        std::vector<int32_t> seq(tokens);
+        for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<int32_t>((17 + 53 * i) % vocab);
+        ThreadPool one(1);
+        Session separate(model, one);
+        auto a = separate.eval(std::span<const int32_t>(seq));
+        QVERIFY(a.is_ok());
+        const std::vector<float> want(a->begin(), a->end());
+        for (unsigned t : threads) {
+            ThreadPool pool(t);
+            Session whole(model, pool);
+            auto b = whole.eval(std::span<const int32_t>(seq));
+            QVERIFY(b.is_ok());
+            QVERIFY2(std::equal(b->begin(), b->end(), want.begin()), qPrintable(QString("%1 threads, chunked").arg(t)));
+            Session stepwise(model, pool);
+            for (size_t i = 0; i + 1 < seq.size(); ++i) QVERIFY(stepwise.eval(seq[i]).is_ok());
+            auto c = stepwise.eval(seq.back());
+            QVERIFY(c.is_ok());
+            QVERIFY2(std::equal(c->begin(), c->end(), want.begin()), qPrintable(QString("%1 threads, stepwise").arg(t)));
+        }
+    }
+
     // With two threads and two KV heads, a model without olmoe's whole-projection q/k norm (mixtral) computes
     // each KV head's q, k and v rows and its attention in one hand-off per part; one thread and three threads
-    // (two heads do not split three ways) take the separate projection and attention hand-offs. Prompt chunks
+    // (two heads do not split three ways) take the separate projection and attention hand-offs, and with three
+    // threads a token's two (token, KV head) pairs split their query heads among the parts. Prompt chunks
     // and single tokens, every split: the same bits.
     void fused_attention_equals_separate_hand_offs() {
         const QString path = dir_.filePath("mixtral.bin");
         QCOMPARE(run_cli({"convert", reference("hf/mixtral/model"), "-o", path, "-q"}).exit_code, 0);
         auto m = Model::load(path.toStdString());
         QVERIFY2(m.is_ok(), m.message().c_str());
-        const Model& model = *m.value();
-        QCOMPARE(model.hparams().n_kv_heads, 2u);
-        const uint32_t vocab = model.hparams().vocab_size;
-        std::vector<int32_t> seq(90);
-        for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<int32_t>((17 + 53 * i) % vocab);
-        ThreadPool one(1), two(2), three(3);
-        Session separate(model, one);
-        auto a = separate.eval(std::span<const int32_t>(seq));
-        QVERIFY(a.is_ok());
-        const std::vector<float> want(a->begin(), a->end());
-        for (ThreadPool* pool : {&two, &three}) {
-            Session whole(model, *pool);
-            auto b = whole.eval(std::span<const int32_t>(seq));
-            QVERIFY(b.is_ok());
-            QVERIFY2(std::equal(b->begin(), b->end(), want.begin()), qPrintable(QString("%1 threads, chunked").arg(pool->size())));
-            Session stepwise(model, *pool);
-            for (size_t i = 0; i + 1 < seq.size(); ++i) QVERIFY(stepwise.eval(seq[i]).is_ok());
-            auto c = stepwise.eval(seq.back());
-            QVERIFY(c.is_ok());
-            QVERIFY2(std::equal(c->begin(), c->end(), want.begin()), qPrintable(QString("%1 threads, stepwise").arg(pool->size())));
-        }
+        QCOMPARE(m.value()->hparams().n_kv_heads, 2u);
+        same_logits_for_any_split(*m.value(), {2, 3}, 90);
+    }
+
+    // Multi-query attention (one KV head for eight query heads of 128): a decoded token's attention is one
+    // (token, KV head) pair, and from about 100 positions on (3 threads; 160 for 5) it pays to split it among
+    // the parts by query heads. 2, 3 and 5 threads (5 does not divide 8), 200 tokens: the bits of one thread.
+    void multi_query_attention_splits_query_heads() {
+        const QString hf = dir_.filePath("mqa-hf"), path = dir_.filePath("mqa.bin");
+        QVERIFY(make_model(hf, {"--family", "mixtral", "--vocab", "300", "--hidden", "1024", "--layers", "2", "--heads", "8",
+                                "--kv-heads", "1", "--experts", "4", "--top-k", "2", "--ffn", "64"}));
+        QCOMPARE(run_cli({"convert", hf, "-o", path, "--type", "f16", "-q"}).exit_code, 0);
+        auto m = Model::load(path.toStdString());
+        QVERIFY2(m.is_ok(), m.message().c_str());
+        QCOMPARE(m.value()->hparams().n_kv_heads, 1u);
+        QCOMPARE(m.value()->hparams().head_dim, 128u);
+        same_logits_for_any_split(*m.value(), {2, 3, 5}, 200);
     }
 
     void context_limit_is_an_error() {
