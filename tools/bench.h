@@ -91,6 +91,11 @@ private:
 };
 // A buffer well beyond the last-level cache: max(1 GiB, 4 x LLC), at most a quarter of free memory.
 size_t bandwidth_buffer_bytes();
+// Repetition i's tokens/s (decode_tps[i]) against the mean of the bandwidth passes just before and just after
+// it (pass_gbs[i] and pass_gbs[i + 1], GB/s) as a fraction of that roofline: decode_tps[i] · bytes / bandwidth.
+// Repetitions without a pass on both sides get none.
+std::vector<double> paired_roofline_fractions(const std::vector<double>& decode_tps, const std::vector<double>& pass_gbs,
+                                              uint64_t bytes);
 
 struct BenchReport {
     std::string model_path;
@@ -106,7 +111,15 @@ struct BenchReport {
     // Per weight type of the model's tensors: the kernel variant of matvec and of matmul (kernels/registry.h).
     std::vector<std::pair<std::string, std::pair<std::string, std::string>>> kernels;
     double roofline_tps() const { return bandwidth.best.median * 1e9 / double(bytes.total()); }
-    double roofline_fraction() const { return decode_tps.median / roofline_tps(); }
+    // Each decode repetition against the bandwidth measured on either side of it (paired_roofline_fractions),
+    // in order; the headline fraction is their median. On a host whose bandwidth moves between repetitions,
+    // pooling first (median tokens/s over median bandwidth) would set tokens measured in a fast stretch
+    // against bandwidth measured in a slow one, or the other way round.
+    std::vector<double> roofline_fraction_samples;
+    double roofline_fraction() const {
+        return roofline_fraction_samples.empty() ? roofline_fraction_of_medians() : Spread::of(roofline_fraction_samples).median;
+    }
+    double roofline_fraction_of_medians() const { return decode_tps.median / roofline_tps(); }
 };
 
 // model_path is loaded once for the warm runs (and again per cold rep).
