@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "fast_exp.h"
+#include "elementwise.h"
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
 

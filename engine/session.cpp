@@ -7,7 +7,7 @@
 #include <cstring>
 #include <shared_mutex>
 
-#include "fast_exp.h"
+#include "elementwise.h"
 #include "kernels/matvec.h"
 #include "matmul_jobs.h"
 
@@ -27,37 +27,6 @@ uint64_t now_ns() {
 }
 
 const float* f32(const TensorView* t) { return static_cast<const float*>(t->data); }
-
-// Folds f(v[i]) for i < n with op in a fixed order: 16 interleaved lanes (element i goes to lane i % 16, each
-// lane starting from init), then the lanes combined pairwise (j + 8, j + 4, j + 2, j + 1). The compiler makes
-// the lanes vector registers, so a sum over the hidden size is 64 dependent adds instead of 1024 (about 1 µs
-// each time, twice per layer and again in every attention head's softmax); the order is the code's, so the
-// bits are the same on every run and thread count.
-template <class F, class Op>
-float lane_fold(const float* v, size_t n, float init, F f, Op op) {
-    constexpr size_t kLanes = 16;
-    float acc[kLanes];
-    for (float& a : acc) a = init;
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (size_t j = 0; j < kLanes; ++j) acc[j] = op(acc[j], f(v[i + j]));
-    for (size_t j = 0; i + j < n; ++j) acc[j] = op(acc[j], f(v[i + j]));
-    for (size_t w = kLanes / 2; w > 0; w /= 2)
-        for (size_t j = 0; j < w; ++j) acc[j] = op(acc[j], acc[j + w]);
-    return acc[0];
-}
-
-// lane_fold's operations, as function objects so that they inline.
-constexpr auto add = [](float a, float b) { return a + b; };
-constexpr auto larger = [](float a, float b) { return a > b ? a : b; };
-constexpr auto identity = [](float a) { return a; };
-
-// HF RMSNorm: weight * (x * rsqrt(mean(x^2) + eps)), in f32.
-void rmsnorm(const float* x, const float* weight, float eps, size_t n, float* out) {
-    const float ss = lane_fold(x, n, 0.0f, [](float a) { return a * a; }, add);
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-    for (size_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inv);
-}
 
 // The rotation of position `position`: cos and sin of position · inv_freq[i] for the head_dim / 2 pairs. Worked
 // out once per token for all layers and heads (a decode step used to call sin and cos 5000 times, ~1 % of it).
@@ -80,17 +49,6 @@ void rope(float* v, const float* c, const float* s, uint32_t head_dim) {
 }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-// Softmax of one head's scaled scores: the exponentials (fast_exp) in a loop of their own, which the compiler
-// vectorises, then their lane_fold sum and the division. The maximum is folded in lanes too: any order gives
-// the same maximum (a ±0 tie gives the same differences).
-void attention_softmax(float* v, uint32_t n, float scale) {
-    for (uint32_t p = 0; p < n; ++p) v[p] *= scale;
-    const float mx = lane_fold(v, n, v[0], identity, larger);
-    for (uint32_t p = 0; p < n; ++p) v[p] = fast_exp(v[p] - mx);
-    const float sum = lane_fold(v, n, 0.0f, identity, add);
-    for (uint32_t p = 0; p < n; ++p) v[p] /= sum;
-}
 
 // Hints the cache to fetch [p, p + bytes) (at most 256 KB: a prefetch too large would only evict itself) into
 // L2; returns at once.

@@ -3,10 +3,12 @@
 #include <QTemporaryDir>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 #include <QtTest>
 
 #include "../test_support.h"
+#include "engine/elementwise.h"
 #include "engine/fast_exp.h"
 #include "engine/model.h"
 #include "engine/session.h"
@@ -82,6 +84,43 @@ private slots:
         QVERIFY(std::fabs(g[1]) < 1e-30f && g[2] == 200.0f * u[2]);
         for (size_t i = 3; i < g.size(); ++i)
             QVERIFY2(std::fabs(g[i] - want[i]) <= 4e-7f * std::fabs(want[i]) + 1e-30f, qPrintable(QString::number(i)));
+    }
+
+    // rmsnorm, the softmax and silu_mul run in the widest version the CPU has (x86-64-v4 here, elementwise.h);
+    // each must give the bits of the same formula compiled for the baseline, as this file is: a plain loop,
+    // lane_fold's order, fast_exp. Odd lengths cover the vector loops' remainders.
+    void vector_versions_give_the_baseline_bits() {
+        std::mt19937 rng(5);
+        std::normal_distribution<float> normal(0.0f, 3.0f);
+        const auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+            return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+        };
+        for (size_t n : {1u, 7u, 16u, 17u, 64u, 100u, 1024u, 2816u, 4099u}) {
+            std::vector<float> x(n), w(n), u(n);
+            for (size_t i = 0; i < n; ++i) x[i] = normal(rng), w[i] = 1.0f + 0.1f * normal(rng), u[i] = normal(rng);
+            if (n > 2) x[1] = -200.0f, x[2] = 95.0f;  // fast_exp's clamps
+
+            std::vector<float> got(n), want(n);
+            rmsnorm(x.data(), w.data(), 1e-5f, n, got.data());
+            const float ss = lane_fold(x.data(), n, 0.0f, [](float a) { return a * a; }, [](float a, float b) { return a + b; });
+            const float inv = 1.0f / std::sqrt(ss / float(n) + 1e-5f);
+            for (size_t i = 0; i < n; ++i) want[i] = w[i] * (x[i] * inv);
+            QVERIFY2(same(got, want), qPrintable(QString("rmsnorm, n = %1").arg(n)));
+
+            got = x, want = x;
+            attention_softmax(got.data(), uint32_t(n), 0.125f);
+            for (float& v : want) v *= 0.125f;
+            const float mx = lane_fold(want.data(), n, want[0], [](float a) { return a; }, [](float a, float b) { return a > b ? a : b; });
+            for (float& v : want) v = fast_exp(v - mx);
+            const float sum = lane_fold(want.data(), n, 0.0f, [](float a) { return a; }, [](float a, float b) { return a + b; });
+            for (float& v : want) v /= sum;
+            QVERIFY2(same(got, want), qPrintable(QString("softmax, n = %1").arg(n)));
+
+            got = x, want = x;
+            silu_mul(got.data(), u.data(), n);
+            for (size_t i = 0; i < n; ++i) want[i] = want[i] / (1.0f + fast_exp(-want[i])) * u[i];
+            QVERIFY2(same(got, want), qPrintable(QString("silu_mul, n = %1").arg(n)));
+        }
     }
 
     void initTestCase() {
