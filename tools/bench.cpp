@@ -233,7 +233,6 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     constexpr unsigned kMinPasses = 7;
     while (probe.passes() < kMinPasses) probe.pass();
     report.bandwidth = probe.result();
-    report.roofline_fraction_samples = paired_roofline_fractions(decode_tps, report.bandwidth.best.samples, report.bytes.total());
     return report;
 }
 
@@ -272,7 +271,7 @@ json bench_json(const BenchReport& r) {
            {"bandwidth_pattern", r.bandwidth.best_pattern.name()},
            {"roofline_tokens_per_s", r.roofline_tps()},
            {"roofline_fraction", r.roofline_fraction()},
-           {"roofline_fraction_samples", r.roofline_fraction_samples},
+           {"roofline_fraction_samples", r.roofline_fraction_samples()},
            {"roofline_fraction_of_medians", r.roofline_fraction_of_medians()}};
     json by = json::object();
     for (const auto& [pattern, spread] : r.bandwidth.by_pattern) by[pattern.name()] = spread_json(spread);

@@ -115,9 +115,12 @@ struct BenchReport {
     // in order; the headline fraction is their median. On a host whose bandwidth moves between repetitions,
     // pooling first (median tokens/s over median bandwidth) would set tokens measured in a fast stretch
     // against bandwidth measured in a slow one, or the other way round.
-    std::vector<double> roofline_fraction_samples;
+    std::vector<double> roofline_fraction_samples() const {
+        return paired_roofline_fractions(decode_tps.samples, bandwidth.best.samples, bytes.total());
+    }
     double roofline_fraction() const {
-        return roofline_fraction_samples.empty() ? roofline_fraction_of_medians() : Spread::of(roofline_fraction_samples).median;
+        const std::vector<double> paired = roofline_fraction_samples();
+        return paired.empty() ? roofline_fraction_of_medians() : Spread::of(paired).median;
     }
     double roofline_fraction_of_medians() const { return decode_tps.median / roofline_tps(); }
 };
