@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "mapped_file.h"
+
 namespace colibri::activation_memory {
 
 namespace {
@@ -30,15 +32,9 @@ void* map_zeroed(size_t bytes, bool huge_pages) {
         if (p == MAP_FAILED) throw std::bad_alloc();
         return p;
     }
-    // A 2 MiB-aligned start: map a huge page more than needed and give back the ends around the aligned span.
     const size_t span = round_up(bytes);
-    void* raw = mmap(nullptr, span + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) throw std::bad_alloc();
-    const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-    if (aligned > start) munmap(raw, aligned - start);
-    if (const size_t tail = start + span + kHugePage - (aligned + span); tail > 0) munmap(reinterpret_cast<void*>(aligned + span), tail);
-    void* p = reinterpret_cast<void*>(aligned);
+    void* p = map_anonymous_aligned(span, kHugePage, PROT_READ | PROT_WRITE, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
     madvise(p, span, MADV_HUGEPAGE);  // advice only, as in allocate()
     return p;
 }

@@ -12,6 +12,19 @@
 
 namespace colibri {
 
+void* map_anonymous_aligned(uint64_t bytes, uint64_t align, int prot, int extra_flags) {
+    const uint64_t reserve = bytes + align;
+    void* region = mmap(nullptr, reserve, prot, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+    if (region == MAP_FAILED) return MAP_FAILED;
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto base = reinterpret_cast<uintptr_t>(region);
+    const uintptr_t at = (base + align - 1) & ~uintptr_t(align - 1);
+    const uintptr_t end = (at + bytes + page - 1) & ~(page - 1), reserve_end = (base + reserve + page - 1) & ~(page - 1);
+    if (at > base) munmap(region, at - base);
+    if (reserve_end > end) munmap(reinterpret_cast<void*>(end), reserve_end - end);
+    return reinterpret_cast<void*>(at);
+}
+
 namespace {
 // Maps the whole file read-only at an address that is a multiple of 2 MiB, with MADV_HUGEPAGE: the page cache
 // then keeps large files in 2 MiB folios (read ahead 2 MiB at a time on a fault) and the kernel maps each with
@@ -22,23 +35,16 @@ void* map_file(int fd, uint64_t size) {
 #ifdef MADV_HUGEPAGE
     constexpr uint64_t kHuge = uint64_t(2) << 20;
     if (size >= kHuge) {
-        // Reserve size + 2 MiB of address space, put the file at its first 2 MiB boundary, return the rest.
-        const uint64_t reserve = size + kHuge;
-        void* region = mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        // The file at a 2 MiB boundary of an address-space reservation that holds nothing else.
+        void* region = map_anonymous_aligned(size, kHuge, PROT_NONE, MAP_NORESERVE);
         if (region != MAP_FAILED) {
-            const auto base = reinterpret_cast<uintptr_t>(region);
-            const uintptr_t at = (base + kHuge - 1) & ~uintptr_t(kHuge - 1);
-            void* map = mmap(reinterpret_cast<void*>(at), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+            void* map = mmap(region, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
             if (map == MAP_FAILED) {
                 const int e = errno;
-                munmap(region, reserve);
+                munmap(region, size);
                 errno = e;
                 return MAP_FAILED;
             }
-            const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-            const uintptr_t end = (at + size + page - 1) & ~(page - 1), reserve_end = (base + reserve + page - 1) & ~(page - 1);
-            if (at > base) munmap(region, at - base);
-            if (reserve_end > end) munmap(reinterpret_cast<void*>(end), reserve_end - end);
             madvise(map, size, MADV_HUGEPAGE);  // advice only: without transparent huge pages nothing changes
             return map;
         }

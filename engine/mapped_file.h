@@ -10,6 +10,13 @@
 
 namespace colibri {
 
+// An anonymous private mapping of `bytes` (rounded up to whole pages) starting at a multiple of `align` (a
+// power of two, a multiple of the page size): `align` more is reserved and the ends around the aligned span
+// are given back. prot as for mmap; extra_flags are added to MAP_PRIVATE | MAP_ANONYMOUS. MAP_FAILED (errno
+// set) when the reservation fails. Both 2 MiB-aligned mappings use it: model files (over a PROT_NONE
+// reservation) and huge-page activation memory.
+void* map_anonymous_aligned(uint64_t bytes, uint64_t align, int prot, int extra_flags);
+
 class MappedFile {
 public:
     MappedFile() = default;
