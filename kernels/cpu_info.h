@@ -9,6 +9,7 @@ struct CpuFeatures {
     bool avx2 = false, fma = false, f16c = false;
     bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
     bool neon = false, fp16 = false, dotprod = false;
+    bool amd = false;  // CPUID vendor "AuthenticAMD" (cache behaviour differs: q4_K's prefetch hint, kernels/avx512)
 };
 
 const CpuFeatures& cpu_features();                  // detected once

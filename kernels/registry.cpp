@@ -186,6 +186,13 @@ const KernelSet* avx512_no_vnni_kernel_set_for_tests() {
     return nullptr;
 }
 
+const KernelSet* avx512_other_prefetch_kernel_set_for_tests() {
+#if defined(COLIBRI_KERNELS_HAVE_AVX512)
+    if (variant_supported(Variant::Avx512)) return &avx512_other_prefetch_kernel_set();
+#endif
+    return nullptr;
+}
+
 bool select_variant(Variant v) {
     if (!variant_supported(v)) return false;
     dispatch().set_all(v);

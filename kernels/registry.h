@@ -50,6 +50,9 @@ bool kernel_environment_set();  // COLIBRI_KERNEL is set and not empty: it beats
 // Tests: the AVX-512 variant's path for CPUs without AVX512_VNNI (vpmaddubsw instead of vpdpbusd), so that a
 // VNNI machine checks it too; nullptr unless the AVX-512 variant is supported.
 const KernelSet* avx512_no_vnni_kernel_set_for_tests();
+// Tests: the AVX-512 variant with q4_K's matvec prefetching with the hint this CPU does not get (T0 on AMD,
+// non-temporal elsewhere: kernels/avx512), so that both are checked on any machine; nullptr as above.
+const KernelSet* avx512_other_prefetch_kernel_set_for_tests();
 
 // The active functions (what matvec_rows/matmul_rows call).
 MatvecFn active_matvec(WeightType type);

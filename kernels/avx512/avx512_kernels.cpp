@@ -402,9 +402,10 @@ struct Avx512Isa {
         }
     }
     // R rows side by side (independent chains), row0 + k·stride, y[k·ystride]; each row's float operations
-    // are qdot_vectors<…, 1>'s. pf: where each row's stream is kPrefetchRows rows on (none near the end).
+    // are qdot_vectors<…, 1>'s. pf: where each row's stream is kPrefetchRows rows on (none near the end), with
+    // the locality `Locality` (qmatvec says which).
     static constexpr size_t kPrefetchRows = 4;
-    template <WeightType T, size_t R>
+    template <WeightType T, size_t R, int Locality>
     static void qdot_rows(const uint8_t* row0, size_t stride, const canonical::QuantizedActivations& qa,
                           const int8_t* qx, float* y, size_t ystride, const uint8_t* pf) {
         V acc[R];
@@ -413,30 +414,26 @@ struct Avx512Isa {
         // Whole chunks with nb = 16 known at compile time (no tests of nb per row, a fixed prefetch count),
         // then the partial one.
         size_t g0 = 0;
-        for (; g0 + 16 <= qa.blocks; g0 += 16) qdot_chunk<T, R>(row0, stride, qa, qx, g0, 16, pf, acc);
-        if (g0 < qa.blocks) qdot_chunk<T, R>(row0, stride, qa, qx, g0, qa.blocks - g0, pf, acc);
+        for (; g0 + 16 <= qa.blocks; g0 += 16) qdot_chunk<T, R, Locality>(row0, stride, qa, qx, g0, 16, pf, acc);
+        if (g0 < qa.blocks) qdot_chunk<T, R, Locality>(row0, stride, qa, qx, g0, qa.blocks - g0, pf, acc);
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) y[r * ystride] = sum_lanes(acc[r]);
     }
-    template <WeightType T, size_t R>
+    template <WeightType T, size_t R, int Locality>
     [[gnu::always_inline]] static inline void qdot_chunk(const uint8_t* row0, size_t stride, const canonical::QuantizedActivations& qa,
                                                          const int8_t* qx, size_t g0, size_t nb, const uint8_t* pf, V* acc) {
         const V dx = load(qa.d + g0);
         if (pf) {
             // The same chunk kPrefetchRows rows on in each stream, into L1 (memory-bound shapes: 32000x1024
             // q8_0 measured about 1.5x faster on a Sapphire Rapids guest, q4_K 1.25x; 1.1-1.3x on Zen 4).
-            // q4_K's as non-temporal prefetches (weights are read once per token): q4_k decode on a Zen 5
-            // guest x1.026 / x1.030 / x1.044 in three sets of paired runs, where a cpu-clock profile had
-            // 15 % of the kernel's samples on the T0 prefetch loop; q8_0 x0.986 / x1.009 (kept T0); T1
-            // x0.926; 3 or 8 rows ahead instead of 4: x0.970 / x0.960.
+            // 3 or 8 rows ahead instead of 4: x0.970 / x0.960 (q4_k decode, Zen 5).
             constexpr size_t unit = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes
                                     : T == WeightType::Q4_0 ? blocks::kQ4_0Bytes
                                                             : blocks::kQ4_KBytes / 8;
-            constexpr auto hint = T == WeightType::Q4_K ? _MM_HINT_NTA : _MM_HINT_T0;
             const uint8_t* p = pf + g0 * unit;
             const size_t bytes = nb * unit;
             for (size_t r = 0; r < R; ++r)
-                for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + r * stride + o), hint);
+                for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + r * stride + o, 0, Locality);
         }
         #pragma GCC unroll 4
         for (size_t r = 0; r < R; ++r) {
@@ -467,7 +464,9 @@ struct Avx512Isa {
         return perm.data();
     }
 
-    template <WeightType T>
+    // Locality: __builtin_prefetch's, 3 (prefetcht0) or 0 (prefetchnta), for the prefetch kPrefetchRows rows
+    // ahead (make_avx512_set says which CPU gets which).
+    template <WeightType T, int Locality = 3>
     static void qmatvec(const void* w, size_t cols, const float* x, float* y, size_t row_begin, size_t row_end) {
         // Rows side by side, each its own stream: four for q4_K, two for q8_0 and q4_0 (decode on a Zen 5 guest,
         // paired runs: q4_K x1.055 with four against two and x0.88 with one; q8_0 x1.05 with two against one,
@@ -486,30 +485,48 @@ struct Avx512Isa {
         const size_t q = (row_end - row_begin) / R;
         for (size_t i = 0; i < q; ++i) {
             const uint8_t* row = base + (row_begin + i) * stride;
-            qdot_rows<T, R>(row, q * stride, qa, qx, y + i, q, i + kPrefetchRows < q ? row + kPrefetchRows * stride : nullptr);
+            qdot_rows<T, R, Locality>(row, q * stride, qa, qx, y + i, q, i + kPrefetchRows < q ? row + kPrefetchRows * stride : nullptr);
         }
         for (size_t r = row_begin + q * R; r < row_end; ++r)
-            qdot_rows<T, 1>(base + r * stride, stride, qa, qx, y + (r - row_begin), 1,
+            qdot_rows<T, 1, Locality>(base + r * stride, stride, qa, qx, y + (r - row_begin), 1,
                             r + kPrefetchRows < row_end ? base + (r + kPrefetchRows) * stride : nullptr);
     }
 };
 
-template <bool kVnni>
+// kNtQ4K: q4_K's matvec prefetches with the non-temporal hint rather than T0. Which one is fast depends on the
+// cache design, by a wide margin: on a Zen 5 guest NTA made q4_k decode x1.026 / x1.030 / x1.044 in three sets
+// of paired runs (a cpu-clock profile had had 15 % of the kernel's samples on the T0 prefetch loop; q8_0 was
+// x0.986 / x1.009 with it, so it kept T0); on an Intel Xeon guest with AMX (family 6 model 167) NTA made the
+// same kernel 3.4x slower (bench_kernels matvec_dram/q4_K/avx512/t2 10.1 against 34.4 GB/s; decode 94 against
+// 311 tok/s): there a non-temporal prefetch fills L1 only, past the L2 and its streamer. So AMD CPUs get NTA,
+// every other CPU T0 (the bits are the same either way: test_kernels checks both).
+template <bool kVnni, bool kNtQ4K>
 constexpr KernelSet make_avx512_set() {
     using Isa = Avx512Isa<kVnni>;
     KernelSet s = generic::make_kernel_set<Isa>();
     s.matvec[size_t(WeightType::Q8_0)] = Isa::template qmatvec<WeightType::Q8_0>;
-    s.matvec[size_t(WeightType::Q4_K)] = Isa::template qmatvec<WeightType::Q4_K>;
+    s.matvec[size_t(WeightType::Q4_K)] = Isa::template qmatvec<WeightType::Q4_K, kNtQ4K ? 0 : 3>;
     s.matvec[size_t(WeightType::Q4_0)] = Isa::template qmatvec<WeightType::Q4_0>;
     return s;
 }
 
-constexpr KernelSet kAvx512Vnni = make_avx512_set<true>();
-constexpr KernelSet kAvx512NoVnni = make_avx512_set<false>();
+constexpr KernelSet kAvx512Vnni = make_avx512_set<true, false>();
+constexpr KernelSet kAvx512VnniNt = make_avx512_set<true, true>();
+constexpr KernelSet kAvx512NoVnni = make_avx512_set<false, false>();
+constexpr KernelSet kAvx512NoVnniNt = make_avx512_set<false, true>();
+
+bool q4_k_non_temporal() { return cpu_features().amd; }
 
 }  // namespace
 
-const KernelSet& avx512_kernel_set() { return cpu_features().avx512vnni ? kAvx512Vnni : kAvx512NoVnni; }
-const KernelSet& avx512_no_vnni_kernel_set() { return kAvx512NoVnni; }
+const KernelSet& avx512_kernel_set() {
+    if (cpu_features().avx512vnni) return q4_k_non_temporal() ? kAvx512VnniNt : kAvx512Vnni;
+    return q4_k_non_temporal() ? kAvx512NoVnniNt : kAvx512NoVnni;
+}
+const KernelSet& avx512_no_vnni_kernel_set() { return q4_k_non_temporal() ? kAvx512NoVnniNt : kAvx512NoVnni; }
+const KernelSet& avx512_other_prefetch_kernel_set() {
+    if (cpu_features().avx512vnni) return q4_k_non_temporal() ? kAvx512Vnni : kAvx512VnniNt;
+    return q4_k_non_temporal() ? kAvx512NoVnni : kAvx512NoVnniNt;
+}
 
 }  // namespace colibri::kernels

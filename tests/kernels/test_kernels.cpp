@@ -104,7 +104,8 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng) {
     return x;
 }
 
-// Every kernel set to compare with scalar: the supported variants, plus the AVX-512 variant's non-VNNI path.
+// Every kernel set to compare with scalar: the supported variants, plus the AVX-512 variant's non-VNNI path
+// and its q4_K matvec with the other prefetch hint.
 struct Candidate {
     std::string name;
     const KernelSet* set;
@@ -113,6 +114,7 @@ std::vector<Candidate> candidates() {
     std::vector<Candidate> out;
     for (Variant v : supported_variants()) out.push_back({variant_name(v), kernel_set(v)});
     if (const KernelSet* k = avx512_no_vnni_kernel_set_for_tests()) out.push_back({"avx512 (no VNNI)", k});
+    if (const KernelSet* k = avx512_other_prefetch_kernel_set_for_tests()) out.push_back({"avx512 (other q4_K prefetch)", k});
     return out;
 }
 
