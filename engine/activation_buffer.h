@@ -1,8 +1,8 @@
 // Storage for a Session's activations and KV cache. With huge pages on, every allocation of 2 MiB or more is
 // 2 MiB-aligned and madvise(MADV_HUGEPAGE)d, so the kernel can back it with transparent huge pages (fewer TLB
 // misses when attention sweeps the KV cache); smaller ones, and all of them with huge pages off, come from
-// operator new, 64-byte aligned. The choice is made once, when the buffer is created. The KV cache is a ZeroPageBuffer: zero
-// pages mapped on demand rather than written up front.
+// operator new, 64-byte aligned. The choice is made once, when the buffer is created. The KV cache is a
+// ZeroPageBuffer: zero pages mapped on demand rather than written up front.
 #pragma once
 #include <cstddef>
 #include <new>

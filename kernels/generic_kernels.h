@@ -97,8 +97,9 @@ struct Decoder<Isa, WeightType::BF16> {
 
 // The canonical finish: lanes out of the register, the ragged tail (float types only) into lane c mod 16,
 // then the fixed pairwise sum. Without a tail the sum stays in registers (Isa::sum_lanes, the same additions):
-// a matmul block of 4 rows and 6 vectors finishes 24 sums per 64 groups of 1024 columns, and the store, the
-// reload and the scalar additions took 7 % of an f16 prompt's kernel time on an Intel Xeon guest.
+// a matmul block of 4 rows and 6 vectors finishes 24 sums per 64 groups of 1024 columns, and with the store,
+// the reload and the scalar additions the f16 matmul (2816x1024 against 16 vectors, one core of an Intel Xeon
+// guest) ran at 93 GFLOP/s against 116 with the sums in registers.
 template <class Isa, class D>
 inline float finish(typename Isa::V acc, const uint8_t* row, size_t cols, const float* x) {
     if (cols % D::kGroup == 0) return Isa::sum_lanes(acc);
