@@ -206,6 +206,19 @@ private slots:
         QCOMPARE(copy.size(), big.size());
     }
 
+    // Buffers on small pages start on a 64-byte cache line, whatever their size (operator new's large blocks
+    // begin 16 bytes into a page), so that no 512-bit load of an activation vector straddles two lines.
+    void small_page_buffers_start_on_a_cache_line() {
+        for (size_t n : {size_t(1), size_t(16), size_t(1000), size_t(3) << 20}) {
+            ActivationBuffer<float> b{ActivationAllocator<float>(false)};
+            b.resize(n);
+            QCOMPARE(reinterpret_cast<uintptr_t>(b.data()) % 64, uintptr_t(0));
+            ActivationBuffer<float> huge_allocator_small_buffer{ActivationAllocator<float>(true)};
+            huge_allocator_small_buffer.resize(std::min<size_t>(n, 1000));  // below 2 MiB: operator new too
+            QCOMPARE(reinterpret_cast<uintptr_t>(huge_allocator_small_buffer.data()) % 64, uintptr_t(0));
+        }
+    }
+
     // The KV cache's memory is mapped zero pages that become resident as they are written or populated: a
     // buffer of 64 MiB adds almost nothing until touched, reads as zeros, and becomes resident when populated
     // (keeping what it holds) or written; huge-page buffers start on a 2 MiB boundary; a move hands the
