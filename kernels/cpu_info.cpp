@@ -28,13 +28,7 @@ CpuFeatures detect() {
     f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     unsigned a, b, c, d;
     if (__get_cpuid(1, &a, &b, &c, &d)) f.f16c = (c & bit_F16C) != 0 && f.avx2;  // F16C needs the AVX state
-    if (__get_cpuid(0, &a, &b, &c, &d)) {
-        char vendor[13] = {};
-        std::memcpy(vendor, &b, 4);
-        std::memcpy(vendor + 4, &d, 4);
-        std::memcpy(vendor + 8, &c, 4);
-        f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
-    }
+    f.amd = __builtin_cpu_is("amd");
 #elif defined(__aarch64__)
     f.neon = true;  // Advanced SIMD is mandatory in AArch64
 #if defined(__linux__)

@@ -515,18 +515,16 @@ constexpr KernelSet kAvx512VnniNt = make_avx512_set<true, true>();
 constexpr KernelSet kAvx512NoVnni = make_avx512_set<false, false>();
 constexpr KernelSet kAvx512NoVnniNt = make_avx512_set<false, true>();
 
-bool q4_k_non_temporal() { return cpu_features().amd; }
+// The set for a CPU with or without VNNI whose q4_K prefetch is non-temporal or not.
+const KernelSet& avx512_set(bool vnni, bool non_temporal) {
+    if (vnni) return non_temporal ? kAvx512VnniNt : kAvx512Vnni;
+    return non_temporal ? kAvx512NoVnniNt : kAvx512NoVnni;
+}
 
 }  // namespace
 
-const KernelSet& avx512_kernel_set() {
-    if (cpu_features().avx512vnni) return q4_k_non_temporal() ? kAvx512VnniNt : kAvx512Vnni;
-    return q4_k_non_temporal() ? kAvx512NoVnniNt : kAvx512NoVnni;
-}
-const KernelSet& avx512_no_vnni_kernel_set() { return q4_k_non_temporal() ? kAvx512NoVnniNt : kAvx512NoVnni; }
-const KernelSet& avx512_other_prefetch_kernel_set() {
-    if (cpu_features().avx512vnni) return q4_k_non_temporal() ? kAvx512Vnni : kAvx512VnniNt;
-    return q4_k_non_temporal() ? kAvx512NoVnni : kAvx512NoVnniNt;
-}
+const KernelSet& avx512_kernel_set() { return avx512_set(cpu_features().avx512vnni, cpu_features().amd); }
+const KernelSet& avx512_no_vnni_kernel_set() { return avx512_set(false, cpu_features().amd); }
+const KernelSet& avx512_other_prefetch_kernel_set() { return avx512_set(cpu_features().avx512vnni, !cpu_features().amd); }
 
 }  // namespace colibri::kernels
