@@ -219,6 +219,7 @@ const std::vector<std::pair<std::string, std::string>> kBadTokenizers = {
 
 const std::string kQwenDir = std::string(COLIBRI_REFERENCE_DIR) + "/tokenizers/qwen3";
 const std::string kLlamaDir = std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/llama2";
+const std::string kDemoDir = std::string(COLIBRI_SOURCE_DIR) + "/resources/demo_model";
 
 }  // namespace
 
@@ -251,6 +252,29 @@ private slots:
 
     void llama2_parity() {
         parity(kLlamaDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/llama2_parity.json", {}, false);
+    }
+
+    // The demo model's own tokenizer (trained by tools/demo_model/train.py): the file the build ships.
+    void demo_parity() {
+        parity(kDemoDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/demo_parity.json", {}, true);
+    }
+
+    void demo_basics() {
+        const Tokenizer t = load_or_fail(read_file(kDemoDir + "/tokenizer.json"), read_file(kDemoDir + "/tokenizer_config.json"));
+        QCOMPARE(t.kind(), Tokenizer::Kind::ByteLevelBpe);
+        QCOMPARE(t.vocab_size(), 4096);
+        QCOMPARE(t.eos_id(), t.token_id("<|im_end|>"));
+        // Every digit is its own token, whatever digits surround it: arithmetic is learnable one digit at a time.
+        const std::vector<int32_t> ids = t.encode("What is 23 plus 45? 1234567890");
+        std::string digits;
+        for (int32_t id : ids) {
+            const std::string piece = t.decode_token_bytes(id);
+            if (piece.find_first_of("0123456789") != std::string::npos) {
+                QCOMPARE(piece.size(), size_t(1));
+                digits += piece;
+            }
+        }
+        QCOMPARE(digits, std::string("23451234567890"));
     }
 
     void qwen3_basics() {
