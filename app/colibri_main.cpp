@@ -24,6 +24,7 @@
 #include "engine/session.h"
 #include "engine/utf8_stream.h"
 #include "tools/bench.h"
+#include "tools/chat_eval.h"
 #include "tools/check.h"
 #include "tools/convert.h"
 #include "tools/model_output.h"
@@ -690,6 +691,49 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
     return 0;
 }
 
+// Held-out dialogues through the chat template, greedy; --require SKILL=FRACTION makes it a pass/fail check.
+int cmd_eval(const ModelArgs& args, const std::string& dialogues, int max_tokens, const std::vector<std::string>& require,
+             bool as_json) {
+    std::vector<std::pair<std::string, double>> needs;
+    for (const std::string& r : require) {
+        const size_t eq = r.rfind('=');
+        char* end = nullptr;
+        const double v = eq == std::string::npos ? -1.0 : std::strtod(r.c_str() + eq + 1, &end);
+        if (eq == std::string::npos || eq == 0 || end == r.c_str() + eq + 1 || *end != '\0' || !(v >= 0.0 && v <= 1.0))
+            return fail("eval", "--require '" + r + "' is not SKILL=FRACTION with a fraction in [0, 1]");
+        needs.emplace_back(r.substr(0, eq), v);
+    }
+    auto cases = tools::read_eval_cases(dialogues);
+    if (!cases) return fail("eval", cases.message());
+    auto loaded = load(args);
+    if (!loaded) return fail("eval", loaded.message());
+    Loaded& l = loaded.value();
+    const bool tty = isatty(STDERR_FILENO);
+    auto report = tools::run_chat_eval(*l.model, *l.session, std::move(cases.value()), max_tokens, [tty](size_t done, size_t total) {
+        if (tty) std::fprintf(stderr, "\r%zu / %zu", done, total);
+        return true;
+    });
+    if (tty) std::fprintf(stderr, "\r");
+    if (!report) return fail("eval", report.message());
+    if (as_json)
+        std::printf("%s\n", tools::eval_json(report.value()).dump(1).c_str());
+    else
+        std::fputs(tools::eval_text(report.value()).c_str(), stdout);
+    int status = 0;
+    for (const auto& [skill, need] : needs) {
+        const auto& skills = report->skills;
+        auto it = std::find_if(skills.begin(), skills.end(), [&](const tools::SkillScore& s) { return s.skill == skill; });
+        if (it == skills.end()) {
+            status = fail("eval", "no cases of skill '" + skill + "' in " + dialogues);
+        } else if (it->accuracy() < need) {
+            char msg[200];
+            std::snprintf(msg, sizeof msg, "%s accuracy %.3f is below the required %.3f", skill.c_str(), it->accuracy(), need);
+            status = fail("eval", msg);
+        }
+    }
+    return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -800,6 +844,16 @@ int main(int argc, char** argv) {
     chat->add_flag("--no-prefix-cache", no_prefix_cache, "re-evaluate the whole conversation each turn (for checking)");
     add_sampler_args(chat, sc);
 
+    std::string eval_dialogues;
+    std::vector<std::string> eval_require;
+    int eval_max_tokens = 96;
+    auto* eval = app.add_subcommand("eval", "score greedy replies to held-out dialogues (JSON lines: skill, prompt, expect_regex)");
+    add_model_args(eval, margs, false);
+    eval->add_option("--dialogues", eval_dialogues, "JSON-lines file of cases")->required();
+    eval->add_option("-n,--max-tokens", eval_max_tokens, "longest reply in tokens (default 96)");
+    eval->add_option("--require", eval_require, "SKILL=FRACTION: exit 1 when a skill's accuracy is lower ('all' for every case)");
+    eval->add_flag("--json", as_json, "JSON output with every reply");
+
     bool tune_quick = false;
     auto* tune = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
     tune->add_flag("--json", as_json, "JSON output");
@@ -833,6 +887,7 @@ int main(int argc, char** argv) {
             return cmd_swap(swap_model, swap_layer, swap_expert, swap_donor, swap_from_layer, swap_from_expert, swap_out,
                             zstd_level, quiet);
         if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
+        if (*eval) return cmd_eval(margs, eval_dialogues, eval_max_tokens, eval_require, as_json);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");
     } catch (const std::exception& e) {
