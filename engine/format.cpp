@@ -1,22 +1,18 @@
 #include <string>
 #include "format.h"
+#include "schema.h"
 
 namespace colibri::format {
 
 const char* family_name(Family f) {
-    switch (f) {
-        case Family::Mixtral: return "mixtral";
-        case Family::Qwen2Moe: return "qwen2_moe";
-        case Family::Olmoe: return "olmoe";
-    }
-    return "unknown";
+    const schema::FamilyInfo* info = schema::find_family(static_cast<uint32_t>(f));
+    return info ? info->name : "unknown";
 }
 
 bool family_from_name(std::string_view name, Family* out) {
-    if (name == "mixtral") { *out = Family::Mixtral; return true; }
-    if (name == "qwen2_moe") { *out = Family::Qwen2Moe; return true; }
-    if (name == "olmoe") { *out = Family::Olmoe; return true; }
-    return false;
+    const schema::FamilyInfo* info = schema::find_family(name);
+    if (info) *out = info->id;
+    return info != nullptr;
 }
 
 const char* weight_type_name(WeightType t) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model_file.h"
+#include "schema.h"
 #include "swap_lock.h"
 #include "status.h"
 #include "tokenizer.h"
@@ -70,6 +71,8 @@ public:
 
 private:
     Status bind();
+    // Where a tensor of the schema is bound; nullptr for a role this model has no place for.
+    const TensorView** slot(const schema::TensorSpec& spec);
     std::unique_ptr<ModelFile> file_;
     std::vector<LayerWeights> layers_;
     const TensorView* embed_ = nullptr;
