@@ -10,10 +10,7 @@ using namespace format;
 
 namespace {
 
-bool is_matrix_type(WeightType t) {
-    return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16 || t == WeightType::Q8_0 ||
-           t == WeightType::Q4_K || t == WeightType::Q4_0;
-}
+bool is_matrix_type(WeightType t) { return weight_type_known(static_cast<uint32_t>(t)) && weight_type_info(t).matrix; }
 
 class Binder {
 public:

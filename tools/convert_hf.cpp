@@ -279,9 +279,9 @@ Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vec
             }
             break;
         }
-        case WeightType::Q8_0:
-        case WeightType::Q4_0:
-        case WeightType::Q4_K: return quantize_tensor(src, dst, out);
+        default:
+            if (weight_type_info(dst.type).block_values > 1) return quantize_tensor(src, dst, out);
+            return error(std::string("weight type ") + weight_type_name(dst.type) + " cannot be written by the converter");
     }
     return Status::ok();
 }
@@ -301,7 +301,7 @@ std::string chat_template_from_config(const json& tc) {
 }  // namespace
 
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
-    if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)))
+    if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)) || !weight_type_info(options.type).quantisable)
         return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
     std::error_code ec;
     if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");
