@@ -150,6 +150,15 @@ const TensorView** Model::slot(const schema::TensorSpec& spec) {
     }
 }
 
+void Model::decide_rules() {
+    const HyperParams& hp = hparams();
+    // Mixtral always renormalises its top-k; qwen2_moe and olmoe only with norm_topk_prob.
+    rules_.routing.renormalise = family() == Family::Mixtral || (hp.flags & kNormTopkProb);
+    rules_.attention.qk_norm = (hp.flags & kQkNorm) ? QkNorm::WholeProjection : QkNorm::None;
+    rules_.attention.clip_qkv = hp.clip_qkv;
+    rules_.shared_expert_gated = (hp.flags & kSharedExpert) != 0;
+}
+
 uint32_t Model::moe_layer_count() const {
     uint32_t n = 0;
     for (const LayerWeights& l : layers_) n += l.is_moe ? 1 : 0;
@@ -180,6 +189,7 @@ Status Model::bind() {
         if (!b.status()) return b.status();
     }
     if (hp.flags & kTiedEmbeddings) lm_head_ = embed_;
+    decide_rules();
 
     inv_freq_.resize(hp.head_dim / 2);
     for (uint32_t i = 0; i < hp.head_dim / 2; ++i)  // float32 as transformers computes it
