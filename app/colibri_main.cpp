@@ -747,9 +747,12 @@ int main(int argc, char** argv) {
     auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory or a GGUF file to .bin");
     convert->add_option("source", src, "Hugging Face model directory or .gguf file")->required();
     convert->add_option("-o,--output", out, "output .bin")->required();
-    convert->add_option("--type", type_name,
-                        "weight type: f32, f16, bf16, q8_0, q4_k (or q4) or q4_0; q4_k stores rows that are not "
-                        "a multiple of 256 as q4_0 (see docs/QUANTIZATION.md)");
+    std::string type_help = "weight type:";
+    for (const WeightTypeInfo& w : weight_types())
+        if (w.quantisable) type_help += std::string(" ") + w.name + (w.type == WeightType::Q4_K ? " (or q4)," : ",");
+    type_help.back() = ';';
+    type_help += " a block type stores rows that are not whole blocks in its fallback type (see docs/QUANTIZATION.md)";
+    convert->add_option("--type", type_name, type_help);
     convert->add_flag("--zstd", zstd, "write model.bin.zst: one zstd frame per section (implied by -o *.zst)");
     convert->add_option("--zstd-level", zstd_level, "zstd level 1..22")->check(CLI::Range(1, 22));
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");

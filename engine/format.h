@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kernels/types.h"
+#include "kernels/weight_types.h"
 
 namespace colibri::format {
 

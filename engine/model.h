@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "model_file.h"
+#include "router.h"
+#include "schema.h"
 #include "swap_lock.h"
 #include "status.h"
 #include "tokenizer.h"
@@ -18,6 +20,20 @@ struct FfnWeights {  // SwiGLU: down(silu(gate x) * up x)
     const TensorView* gate = nullptr;
     const TensorView* up = nullptr;
     const TensorView* down = nullptr;
+};
+
+// How the model's attention prepares q and k, decided at load as the routing rules are.
+enum class QkNorm : uint8_t { None, WholeProjection };
+struct AttentionRules {
+    QkNorm qk_norm = QkNorm::None;  // olmoe: RMSNorm over all heads' q (and k) before RoPE
+    float clip_qkv = 0.0f;          // > 0: q, k and v clamped to ±clip_qkv (olmoe)
+};
+
+// Everything the forward pass does differently per family, decided at load (Model::rules()).
+struct ModelRules {
+    RoutingRules routing;
+    AttentionRules attention;
+    bool shared_expert_gated = false;  // the shared expert's output is scaled by sigmoid(gate · x) (qwen2_moe)
 };
 
 struct LayerWeights {
@@ -56,6 +72,7 @@ public:
     const std::string& chat_template() const { return chat_template_; }
     const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
     uint32_t moe_layer_count() const;
+    const ModelRules& rules() const { return rules_; }
 
     // Expert hot-swap: replaces the weights of expert `expert` in `layer` with those of expert
     // (donor_layer, donor_expert) of `donor`, which must have the same tensor types and shapes (and an intact
@@ -70,6 +87,9 @@ public:
 
 private:
     Status bind();
+    void decide_rules();
+    // Where a tensor of the schema is bound; nullptr for a role this model has no place for.
+    const TensorView** slot(const schema::TensorSpec& spec);
     std::unique_ptr<ModelFile> file_;
     std::vector<LayerWeights> layers_;
     const TensorView* embed_ = nullptr;
@@ -78,6 +98,7 @@ private:
     std::optional<Tokenizer> tokenizer_;
     std::string chat_template_;
     std::vector<float> inv_freq_;
+    ModelRules rules_;
     mutable SwapLock swap_lock_;
 };
 

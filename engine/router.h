@@ -20,6 +20,12 @@ enum class RouterKind : uint32_t { Exact = 0, Lut = 1 };
 // rounding is the same everywhere.
 void softmax(float* v, size_t n);
 
+// How a model routes, decided once at load from its family and hyper-parameters (Model::rules()), so that the
+// forward pass, the router tools and the traces read fields instead of re-deriving family rules.
+struct RoutingRules {
+    bool renormalise = false;  // divide the selected experts' weights by their sum
+};
+
 // "exact" or "lut"; nullopt for anything else.
 std::optional<RouterKind> parse_router_kind(std::string_view name);
 const char* router_kind_name(RouterKind kind);

@@ -222,6 +222,7 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const HyperParams& hp = model_.hparams();
     const uint32_t hd = hp.head_dim, n_heads = hp.n_heads, n_kv = hp.n_kv_heads;
     const uint32_t group = n_heads / n_kv;
+    const AttentionRules& rules = model_.rules().attention;
     const size_t q_dim = size_t(n_heads) * hd, kv_dim = size_t(n_kv) * hd;
     const size_t key_block = size_t(hd) * kKeyBlock;  // floats per (KV head, block of positions)
     float* kc = k_cache_.data() + size_t(layer) * n_kv * key_blocks_ * key_block;
@@ -241,12 +242,12 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 for (size_t i = ka; i < kb; ++i) k[i] += f32(w.k_bias)[i];
                 for (size_t i = ka; i < kb; ++i) v[i] += f32(w.v_bias)[i];
             }
-            if (w.q_norm) {  // olmoe normalises the whole projection, before RoPE (only with kv0 = 0, kv1 = n_kv)
+            if (rules.qk_norm == QkNorm::WholeProjection) {  // before RoPE (only with kv0 = 0, kv1 = n_kv)
                 rmsnorm(q, f32(w.q_norm), hp.rms_eps, q_dim, q);
                 rmsnorm(k, f32(w.k_norm), hp.rms_eps, kv_dim, k);
             }
-            if (hp.clip_qkv > 0.0f) {
-                const float c = hp.clip_qkv;
+            if (rules.clip_qkv > 0.0f) {
+                const float c = rules.clip_qkv;
                 for (size_t i = qa; i < qb; ++i) q[i] = std::clamp(q[i], -c, c);
                 for (size_t i = ka; i < kb; ++i) k[i] = std::clamp(k[i], -c, c);
                 for (size_t i = ka; i < kb; ++i) v[i] = std::clamp(v[i], -c, c);
@@ -297,7 +298,7 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     };
 
     const size_t parts = pool_.size();
-    if (parts > 1 && n_kv % parts == 0 && !w.q_norm) {
+    if (parts > 1 && n_kv % parts == 0 && rules.qk_norm != QkNorm::WholeProjection) {
         // One hand-off for projections and attention: each part owns n_kv / parts KV heads, computes their q,
         // k and v rows (equal work for every part), prepares them and attends over them. A row is the same
         // kernel call whoever computes it, so the bits are those of the split below.
@@ -355,8 +356,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const size_t H = hp.hidden_size;
     const uint64_t t0 = observer_ ? now_ns() : 0;
     matmul(*w.router, h_.data(), n, router_logits_.data());
-    // Mixtral always renormalises the top-k; qwen2_moe and olmoe only with norm_topk_prob.
-    const bool renormalise = model_.family() == Family::Mixtral || (hp.flags & kNormTopkProb);
+    const bool renormalise = model_.rules().routing.renormalise;
     for (uint32_t t = 0; t < n; ++t)
         route_token(options_.router, router_logits_.data() + size_t(t) * n_exp, n_exp, k, renormalise,
                     router_probs_.data() + size_t(t) * n_exp, selected_.data() + size_t(t) * k,
@@ -404,7 +404,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         block += expert_count_[e];
     }
     auto input_of = [&](uint32_t e) { return n > 1 ? expert_in_.data() + expert_block_[e] * H : h_.data(); };
-    const bool shared = w.shared_expert.gate != nullptr;
+    const bool shared = w.shared_expert.gate != nullptr, gated = model_.rules().shared_expert_gated;
     const uint32_t SF = hp.shared_expert_ffn;
     CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
     if (counters) {
@@ -416,13 +416,13 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
             observer_->on_counters(CounterRecord{layer, position_, static_cast<int32_t>(e), counters->stop(1)});
         }
         if (shared) {
-            matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
+            if (gated) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
             ffn(w.shared_expert, h_.data(), n, shared_out_.data());
         }
     } else {
         // Two hand-offs for all experts: every gate and up projection with the activation, then every down
         // projection. (qwen2_moe's one-row shared-expert gate is too small to split: it runs here.)
-        if (shared) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
+        if (shared && gated) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
         gated_jobs_.clear();
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
@@ -457,7 +457,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     }
     if (shared) {
         for (uint32_t t = 0; t < n; ++t) {
-            const float s = sigmoid(shared_gate_[t]);
+            const float s = gated ? sigmoid(shared_gate_[t]) : 1.0f;
             float* out = moe_out_.data() + t * H;
             const float* y = shared_out_.data() + t * H;
             for (size_t i = 0; i < H; ++i) out[i] += s * y[i];

@@ -9,6 +9,7 @@
 #include "convert_plan.h"
 #include "engine/bin_writer.h"
 #include "engine/model_file.h"
+#include "engine/schema.h"
 #include "engine/thread_pool.h"
 #include "engine/tokenizer.h"
 #include "kernels/half.h"
@@ -92,12 +93,41 @@ private:
     Status status_;
 };
 
-void add_tensor(Plan& plan, PlannedSection& s, std::string name, std::string source, WeightType type,
-                uint64_t rows, uint64_t cols = 1, uint32_t n_dims = 2) {
-    // Block types need whole blocks per row: q4_k falls back to q4_0, any block type to f16 (quantize.h).
-    if (n_dims == 2) type = storage_type(type, cols);
-    s.tensors.push_back(PlannedTensor{std::move(name), type, n_dims, rows, cols});
-    plan.sources.push_back(std::move(source));
+// The Hugging Face checkpoint's name of a tensor of the schema.
+std::string hf_source_name(Family fam, const schema::TensorSpec& spec) {
+    using schema::Role;
+    const bool mixtral = fam == Family::Mixtral;
+    const std::string layer = "model.layers." + std::to_string(spec.layer) + ".";
+    const std::string attn = layer + "self_attn.", moe = layer + (mixtral ? "block_sparse_moe." : "mlp.");
+    const std::string expert = moe + "experts." + std::to_string(spec.expert) + ".";
+    switch (spec.role) {
+        case Role::Embed: return "model.embed_tokens.weight";
+        case Role::OutputNorm: return "model.norm.weight";
+        case Role::LmHead: return "lm_head.weight";
+        case Role::AttnNorm: return layer + "input_layernorm.weight";
+        case Role::FfnNorm: return layer + "post_attention_layernorm.weight";
+        case Role::Q: return attn + "q_proj.weight";
+        case Role::K: return attn + "k_proj.weight";
+        case Role::V: return attn + "v_proj.weight";
+        case Role::O: return attn + "o_proj.weight";
+        case Role::QBias: return attn + "q_proj.bias";
+        case Role::KBias: return attn + "k_proj.bias";
+        case Role::VBias: return attn + "v_proj.bias";
+        case Role::QNorm: return attn + "q_norm.weight";
+        case Role::KNorm: return attn + "k_norm.weight";
+        case Role::Router: return moe + "gate.weight";
+        case Role::SharedExpertGate: return moe + "shared_expert_gate.weight";
+        case Role::ExpertGate: return expert + (mixtral ? "w1.weight" : "gate_proj.weight");
+        case Role::ExpertUp: return expert + (mixtral ? "w3.weight" : "up_proj.weight");
+        case Role::ExpertDown: return expert + (mixtral ? "w2.weight" : "down_proj.weight");
+        case Role::SharedGate: return moe + "shared_expert.gate_proj.weight";
+        case Role::SharedUp: return moe + "shared_expert.up_proj.weight";
+        case Role::SharedDown: return moe + "shared_expert.down_proj.weight";
+        case Role::DenseGate: return layer + "mlp.gate_proj.weight";
+        case Role::DenseUp: return layer + "mlp.up_proj.weight";
+        case Role::DenseDown: return layer + "mlp.down_proj.weight";
+    }
+    return {};
 }
 
 }  // namespace
@@ -108,7 +138,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     const json* mt = cfg.find("model_type");
     if (mt == nullptr || !mt->is_string()) return error("config.json: missing field 'model_type'");
     if (!family_from_name(mt->get<std::string>(), &plan.family))
-        return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (mixtral, qwen2_moe, olmoe)");
+        return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (" + schema::family_names() + ")");
     const Family fam = plan.family;
     HyperParams& hp = plan.hp;
     hp.hidden_size = cfg.u32("hidden_size");
@@ -178,70 +208,18 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     }
     if (!cfg.status()) return cfg.status();
 
-    const uint64_t H = hp.hidden_size, q_dim = uint64_t(hp.n_heads) * hp.head_dim, kv_dim = uint64_t(hp.n_kv_heads) * hp.head_dim;
-    const WeightType f32 = WeightType::F32;
-    auto section = [&plan](SectionKind kind, uint32_t layer = kNone, uint32_t expert = kNone) -> PlannedSection& {
-        plan.sections.push_back(PlannedSection{kind, layer, expert, {}, {}});
-        return plan.sections.back();
-    };
-    {
-        PlannedSection& s = section(SectionKind::Embedding);
-        add_tensor(plan, s, "embed", "model.embed_tokens.weight", type, hp.vocab_size, H);
-    }
-    const bool mixtral = fam == Family::Mixtral;
-    for (uint32_t l = 0; l < hp.n_layers; ++l) {
-        const std::string hf = "model.layers." + std::to_string(l) + ".";
-        auto name = [l](const char* what) { return tensor_names::layer(l, what); };
-        {
-            PlannedSection& s = section(SectionKind::Attention, l);
-            add_tensor(plan, s, name("attn_norm"), hf + "input_layernorm.weight", f32, H, 1, 1);
-            add_tensor(plan, s, name("attn.q"), hf + "self_attn.q_proj.weight", type, q_dim, H);
-            add_tensor(plan, s, name("attn.k"), hf + "self_attn.k_proj.weight", type, kv_dim, H);
-            add_tensor(plan, s, name("attn.v"), hf + "self_attn.v_proj.weight", type, kv_dim, H);
-            add_tensor(plan, s, name("attn.o"), hf + "self_attn.o_proj.weight", type, H, q_dim);
-            if (hp.flags & kQkvBias) {
-                add_tensor(plan, s, name("attn.q_bias"), hf + "self_attn.q_proj.bias", f32, q_dim, 1, 1);
-                add_tensor(plan, s, name("attn.k_bias"), hf + "self_attn.k_proj.bias", f32, kv_dim, 1, 1);
-                add_tensor(plan, s, name("attn.v_bias"), hf + "self_attn.v_proj.bias", f32, kv_dim, 1, 1);
-            }
-            if (hp.flags & kQkNorm) {
-                add_tensor(plan, s, name("attn.q_norm"), hf + "self_attn.q_norm.weight", f32, q_dim, 1, 1);
-                add_tensor(plan, s, name("attn.k_norm"), hf + "self_attn.k_norm.weight", f32, kv_dim, 1, 1);
-            }
-            add_tensor(plan, s, name("ffn_norm"), hf + "post_attention_layernorm.weight", f32, H, 1, 1);
-        }
-        const std::string moe = hf + (mixtral ? "block_sparse_moe." : "mlp.");
-        if (moe_layer[l]) {
-            {
-                // The router stays f32 whatever the weight type: near-ties must not flip through rounding.
-                PlannedSection& s = section(SectionKind::Router, l);
-                add_tensor(plan, s, name("router"), moe + "gate.weight", f32, hp.n_experts, H);
-                if (hp.flags & kSharedExpert) add_tensor(plan, s, name("shared_expert_gate"), moe + "shared_expert_gate.weight", f32, 1, H);
-            }
-            for (uint32_t e = 0; e < hp.n_experts; ++e) {
-                PlannedSection& s = section(SectionKind::Expert, l, e);
-                const std::string src = moe + "experts." + std::to_string(e) + ".";
-                add_tensor(plan, s, tensor_names::expert(l, e, "gate"), src + (mixtral ? "w1.weight" : "gate_proj.weight"), type, hp.expert_ffn, H);
-                add_tensor(plan, s, tensor_names::expert(l, e, "up"), src + (mixtral ? "w3.weight" : "up_proj.weight"), type, hp.expert_ffn, H);
-                add_tensor(plan, s, tensor_names::expert(l, e, "down"), src + (mixtral ? "w2.weight" : "down_proj.weight"), type, H, hp.expert_ffn);
-            }
-            if (hp.flags & kSharedExpert) {
-                PlannedSection& s = section(SectionKind::SharedExpert, l);
-                add_tensor(plan, s, name("shared_expert.gate"), moe + "shared_expert.gate_proj.weight", type, hp.shared_expert_ffn, H);
-                add_tensor(plan, s, name("shared_expert.up"), moe + "shared_expert.up_proj.weight", type, hp.shared_expert_ffn, H);
-                add_tensor(plan, s, name("shared_expert.down"), moe + "shared_expert.down_proj.weight", type, H, hp.shared_expert_ffn);
-            }
-        } else {
-            PlannedSection& s = section(SectionKind::DenseMlp, l);
-            add_tensor(plan, s, name("mlp.gate"), hf + "mlp.gate_proj.weight", type, hp.dense_ffn, H);
-            add_tensor(plan, s, name("mlp.up"), hf + "mlp.up_proj.weight", type, hp.dense_ffn, H);
-            add_tensor(plan, s, name("mlp.down"), hf + "mlp.down_proj.weight", type, H, hp.dense_ffn);
-        }
-    }
-    {
-        PlannedSection& s = section(SectionKind::Output);
-        add_tensor(plan, s, "output_norm", "model.norm.weight", f32, H, 1, 1);
-        if (!(hp.flags & kTiedEmbeddings)) add_tensor(plan, s, "lm_head", "lm_head.weight", type, hp.vocab_size, H);
+    // The engine's own checks, so that no file is written that would not load.
+    if (const auto problems = schema::hyperparam_problems(static_cast<uint32_t>(fam), hp, moe_layer); !problems.empty())
+        return error("config.json: " + problems.front());
+    // The tensors are the schema's; sections group consecutive tensors of one (kind, layer, expert).
+    for (schema::TensorSpec& spec : schema::tensors(fam, hp, moe_layer)) {
+        if (plan.sections.empty() || plan.sections.back().kind != spec.section || plan.sections.back().layer != spec.layer ||
+            plan.sections.back().expert != spec.expert)
+            plan.sections.push_back(PlannedSection{spec.section, spec.layer, spec.expert, {}, {}});
+        // Norms, biases and the router stay f32 whatever the weight type (the router: near-ties must not flip).
+        const WeightType t = spec.kind == schema::Kind::Matrix ? storage_type(type, spec.cols) : WeightType::F32;
+        plan.sections.back().tensors.push_back(PlannedTensor{spec.name, t, spec.n_dims(), spec.rows, spec.cols});
+        plan.sources.push_back(hf_source_name(fam, spec));
     }
     return plan;
 }
@@ -301,9 +279,9 @@ Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vec
             }
             break;
         }
-        case WeightType::Q8_0:
-        case WeightType::Q4_0:
-        case WeightType::Q4_K: return quantize_tensor(src, dst, out);
+        default:
+            if (weight_type_info(dst.type).block_values > 1) return quantize_tensor(src, dst, out);
+            return error(std::string("weight type ") + weight_type_name(dst.type) + " cannot be written by the converter");
     }
     return Status::ok();
 }
@@ -323,7 +301,7 @@ std::string chat_template_from_config(const json& tc) {
 }  // namespace
 
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
-    if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)))
+    if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)) || !weight_type_info(options.type).quantisable)
         return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
     std::error_code ec;
     if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");

@@ -29,8 +29,7 @@ struct DecisionLog : TraceObserver {
     void on_routing(const RoutingRecord& r) override {
         taken[{r.layer, r.position}] = Decision{{r.experts.begin(), r.experts.end()}, {r.weights.begin(), r.weights.end()}};
         if (!with_also) return;
-        const auto& hp = model->hparams();
-        const bool renormalise = model->family() == format::Family::Mixtral || (hp.flags & format::kNormTopkProb);
+        const bool renormalise = model->rules().routing.renormalise;
         Decision d{std::vector<int32_t>(r.experts.size()), std::vector<float>(r.experts.size())};
         probs.resize(r.router_logits.size());
         route_token(also, r.router_logits.data(), static_cast<uint32_t>(r.router_logits.size()),
