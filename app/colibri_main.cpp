@@ -107,7 +107,7 @@ Result<std::vector<int32_t>> tokens_or_prompt(const Model& model, const std::str
     if (prompt.empty()) return error("give --tokens or --prompt");
     if (model.tokenizer() == nullptr) return error("model has no tokenizer; use --tokens");
     auto ids = model.tokenizer()->encode(prompt, true);
-    if (ids.empty()) return error("prompt encodes to no tokens");
+    if (ids && ids->empty()) return error("prompt encodes to no tokens");
     return ids;
 }
 
@@ -645,13 +645,15 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
             if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
             if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
             auto rendered = render_chat_template(l.model->chat_template(), in);
-            if (!rendered) return fail("chat", "chat template: " + rendered.message());
+            if (!rendered) return fail("chat", rendered.message());  // it begins with "chat template: "
             prompt = rendered.value();
         } else {
             for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
             prompt += "assistant:";
         }
-        std::vector<int32_t> ids = tok->encode(prompt, l.model->chat_template().empty());
+        auto encoded = tok->encode(prompt, l.model->chat_template().empty());
+        if (!encoded) return fail("chat", encoded.message());
+        std::vector<int32_t> ids = std::move(encoded.value());
         // Reuse the KV cache for the common prefix; evaluate only what is new.
         size_t common = 0;
         while (reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;

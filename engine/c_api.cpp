@@ -93,7 +93,9 @@ int32_t colibri_tokenize(const colibri_model* m, const char* text, int add_speci
         if (m == nullptr || text == nullptr) return set_error("null argument"), -1;
         const colibri::Tokenizer* tok = m->model->tokenizer();
         if (tok == nullptr) return set_error("model has no tokenizer"), -1;
-        const std::vector<int32_t> v = tok->encode(text, add_special != 0);
+        auto encoded = tok->encode(text, add_special != 0);
+        if (!encoded) return set_error(encoded.message()), -1;
+        const std::vector<int32_t>& v = encoded.value();
         if (ids != nullptr) std::memcpy(ids, v.data(), std::min(capacity, v.size()) * sizeof(int32_t));
         return static_cast<int32_t>(v.size());
     });
