@@ -84,7 +84,9 @@ Result<EvalReport> run_chat_eval(const Model& model, Session& session, std::vect
         if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
         auto rendered = render_chat_template(model.chat_template(), in);
         if (!rendered) return error("chat template: " + rendered.message());
-        const std::vector<int32_t> ids = tok->encode(rendered.value(), false);
+        auto encoded = tok->encode(rendered.value(), false);
+        if (!encoded) return error("case " + std::to_string(i + 1) + ": " + encoded.message());
+        const std::vector<int32_t>& ids = encoded.value();
         if (ids.size() >= session.context()) return error("case " + std::to_string(i + 1) + ": the prompt does not fit the context");
         GenerateRequest req;
         req.max_tokens = std::min<int32_t>(max_tokens, static_cast<int32_t>(session.context() - ids.size()));
