@@ -1,7 +1,8 @@
 // What the shared transformers references do not cover, against an independent float64 implementation of
 // transformers v5.2.0's modeling code (tools/family_checks/make_checks.py, which first reproduces the shared
 // references within 3e-6): DeepSeek YaRN with mscale / mscale_all_dim, MLA without a low-rank q (V2-Lite), Qwen3's
-// mlp_only_layers, GLM-4.5's q/k norm with two expert groups. Each case in tests/data/families is converted
+// mlp_only_layers, GLM-4.5's q/k norm with two expert groups, and gpt-oss over 140 positions, where a sliding
+// layer's KV ring (128 slots) wraps. Each case in tests/data/families is converted
 // and must give the expected logits (1e-3), experts in the same order with weights and selection scores within
 // 1e-4, the same greedy ids, and the same bits with -t 1 and -t 2.
 #include <QDir>
@@ -27,7 +28,7 @@ private slots:
     void matches_independent_implementation_data() {
         QTest::addColumn<QString>("name");
         const QStringList cases = QDir(QStringLiteral(COLIBRI_TEST_DATA_DIR "/families")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
-        QVERIFY(cases.size() >= 5);
+        QVERIFY(cases.size() >= 6);
         for (const QString& c : cases) QTest::newRow(qPrintable(c)) << c;
     }
 

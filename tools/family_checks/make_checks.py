@@ -4,7 +4,8 @@
 ../shared/reference/hf covers qwen3_moe, gpt_oss, deepseek_v3 and glm4_moe with one configuration each. Real
 checkpoints also use: DeepSeek YaRN with mscale / mscale_all_dim (V3, R1, Kimi-K2), DeepSeek-V2-Lite's MLA
 without a low-rank q path, Qwen3's mlp_only_layers (dense layers among MoE ones), GLM-4.5's q/k norm and group-
-limited routing with more than one group. For each such case this script writes a small random Hugging Face
+limited routing with more than one group, and gpt-oss beyond the span its sliding layers' KV ring holds. For
+each such case this script writes a small random Hugging Face
 model (config.json in the hub's spelling, model.safetensors) and what a float64 numpy implementation of
 transformers v5.2.0's modeling code computes on it (modeling_qwen3_moe.py, modeling_glm4_moe.py,
 modeling_deepseek_v3.py and modeling_rope_utils.py's _compute_yarn_parameters, read, not imported: nothing here
@@ -305,6 +306,49 @@ class DeepseekV3(SigmoidMoe):
         return o.transpose(1, 0, 2).reshape(t, nh * vd) @ self.w(pre + "o_proj.weight").T
 
 
+class GptOss(Model):
+    """modeling_gpt_oss.py: sinks, sliding layers, YaRN on halves, router bias with a softmax over the selected
+    logits, stacked experts with interleaved gate/up, biases and the clamped activation."""
+
+    def attention(self, l, h):
+        cfg, pre = self.cfg, f"model.layers.{l}.self_attn."
+        nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+        t = h.shape[0]
+        q = (h @ self.w(pre + "q_proj.weight").T + self.w(pre + "q_proj.bias")).reshape(t, nh, hd).transpose(1, 0, 2)
+        k = (h @ self.w(pre + "k_proj.weight").T + self.w(pre + "k_proj.bias")).reshape(t, nkv, hd).transpose(1, 0, 2)
+        v = (h @ self.w(pre + "v_proj.weight").T + self.w(pre + "v_proj.bias")).reshape(t, nkv, hd).transpose(1, 0, 2)
+        cos, sin = cos_sin(cfg, hd, np.arange(t))
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        rep = nh // nkv
+        k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)
+        s = (q @ np.swapaxes(k, 1, 2)) * hd ** -0.5
+        i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+        allowed = j <= i
+        if cfg["layer_types"][l] == "sliding_attention":
+            allowed &= j > i - cfg["sliding_window"]
+        s = np.where(allowed, s, -np.inf)
+        sinks = np.broadcast_to(self.w(pre + "sinks")[:, None, None], (nh, t, 1))
+        p = softmax(np.concatenate([s, sinks], axis=-1))[..., :-1]
+        return (p @ v).transpose(1, 0, 2).reshape(t, nh * hd) @ self.w(pre + "o_proj.weight").T + self.w(pre + "o_proj.bias")
+
+    def mlp(self, l, h):
+        cfg, pre = self.cfg, f"model.layers.{l}.mlp."
+        logits = h @ self.w(pre + "router.weight").T + self.w(pre + "router.bias")
+        k, limit = cfg["num_experts_per_tok"], cfg["swiglu_limit"]
+        gate_up, gate_up_b = self.w(pre + "experts.gate_up_proj"), self.w(pre + "experts.gate_up_proj_bias")
+        down, down_b = self.w(pre + "experts.down_proj"), self.w(pre + "experts.down_proj_bias")
+        out, chosen = np.zeros_like(h), []
+        for t in range(h.shape[0]):
+            idx = np.argsort(-logits[t], kind="stable")[:k]
+            w = softmax(logits[t][idx])
+            chosen.append((idx, w, logits[t][idx]))
+            for e, wt in zip(idx, w):
+                gu = h[t] @ gate_up[e] + gate_up_b[e]
+                g, u = np.minimum(gu[::2], limit), np.clip(gu[1::2], -limit, limit)
+                out[t] += wt * (((u + 1) * g * sigmoid(g * 1.702)) @ down[e] + down_b[e])
+        return out, (l, chosen)
+
+
 # ---------------------------------------------------------------------------------------------- random weights
 def init_weights(cfg, family, rng):
     H, V = cfg["hidden_size"], cfg["vocab_size"]
@@ -328,6 +372,17 @@ def init_weights(cfg, family, rng):
         W[pre + "post_attention_layernorm.weight"] = norm_weight(H)
         a = pre + "self_attn."
         nh = cfg["num_attention_heads"]
+        if family == "gpt_oss":
+            hd, nkv, E, F = cfg["head_dim"], cfg["num_key_value_heads"], cfg["num_local_experts"], cfg["intermediate_size"]
+            for name, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
+                W[a + name + "_proj.weight"], W[a + name + "_proj.bias"] = normal(rows, H), 0.05 * rng.normal(size=rows)
+            W[a + "o_proj.weight"], W[a + "o_proj.bias"] = normal(H, nh * hd), 0.05 * rng.normal(size=H)
+            W[a + "sinks"] = 0.05 * rng.normal(size=nh)
+            m = pre + "mlp."
+            W[m + "router.weight"], W[m + "router.bias"] = normal(E, H), 0.05 * rng.normal(size=E)
+            W[m + "experts.gate_up_proj"], W[m + "experts.gate_up_proj_bias"] = normal(E, H, 2 * F), 0.05 * rng.normal(size=(E, 2 * F))
+            W[m + "experts.down_proj"], W[m + "experts.down_proj_bias"] = normal(E, F, H), 0.05 * rng.normal(size=(E, H))
+            continue
         if family == "deepseek_v3":
             nope, rope, vd, lora = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
             if cfg.get("q_lora_rank") is None:
@@ -372,6 +427,15 @@ BASE = {"hidden_size": 64, "vocab_size": 256, "rms_norm_eps": 1e-6, "bos_token_i
         "tie_word_embeddings": False, "max_position_embeddings": 4096}
 
 CASES = {
+    # gpt-oss over 140 positions with a window of 8: the sliding layers' KV ring (window + a chunk of 64, whole
+    # blocks: 128 slots) wraps; YaRN with truncate (the shared reference has it off).
+    "gpt_oss_long_window": ("gpt_oss", GptOss, dict(
+        BASE, model_type="gpt_oss", architectures=["GptOssForCausalLM"], num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=8, num_experts_per_tok=2, experts_per_token=2,
+        intermediate_size=32, layer_types=["sliding_attention", "full_attention"], sliding_window=8, swiglu_limit=7.0,
+        attention_bias=True, rms_norm_eps=1e-5, max_position_embeddings=131072, rope_theta=150000.0,
+        rope_scaling={"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0,
+                      "beta_slow": 1.0, "truncate": True}, positions=140)),
     # Qwen3-MoE with a dense layer among MoE ones (mlp_only_layers), weights not renormalised.
     "qwen3_moe_mlp_only": ("qwen3_moe", Qwen3Moe, dict(
         BASE, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], num_hidden_layers=3, num_attention_heads=4,
@@ -434,7 +498,7 @@ def read_safetensors(path):
 def validate(reference_dir):
     """This implementation against the shared transformers references of the same families (their hub configs)."""
     ok = True
-    for family, cls in (("qwen3_moe", Qwen3Moe), ("glm4_moe", Glm4Moe), ("deepseek_v3", DeepseekV3)):
+    for family, cls in (("qwen3_moe", Qwen3Moe), ("glm4_moe", Glm4Moe), ("deepseek_v3", DeepseekV3), ("gpt_oss", GptOss)):
         d = os.path.join(reference_dir, family)
         cfg = json.load(open(os.path.join(d, "model", "config.hub_style.json")))
         cfg.setdefault("mlp_only_layers", [])
@@ -464,7 +528,7 @@ def main(out_dir):
             json.dump(cfg, f, indent=1)
         write_safetensors(os.path.join(d, "model.safetensors"), W)
         model = cls(cfg, {k: v.astype(np.float64) for k, v in W.items()})
-        ids = [1] + [int(i) for i in rng.integers(3, cfg["vocab_size"], size=11)]
+        ids = [1] + [int(i) for i in rng.integers(3, cfg["vocab_size"], size=cfg.get("positions", 12) - 1)]
         logits, routes = model.forward(np.array(ids))
         logits.astype("<f4").tofile(os.path.join(d, "logits.f32"))
         # Greedy continuation without a cache: the whole sequence again for every new token.
