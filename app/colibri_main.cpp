@@ -16,13 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "chat_command.h"
 #include "tune_command.h"
-#include "engine/chat_template.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
-#include "engine/utf8_stream.h"
 #include "tools/bench.h"
 #include "tools/chat_eval.h"
 #include "tools/check.h"
@@ -574,12 +573,12 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     // With explicit token ids the caller decides when to stop, as HF generate with a fixed length does.
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
-    Utf8Stream stream;
-    auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
-        if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
+    auto out = generate(*l.session, sampler, ids, req, [&](const TokenEvent& e) {
+        if (as_json || !tok) return true;
+        print(e.text);
+        if (e.end_of_turn) print(tok->decode_token_bytes(e.id));  // the end token is shown, as it always was
         return true;
     });
-    if (!as_json && tok) print(stream.flush());
     if (!out) return fail("generate", out.message());
     if (as_json) {
         json j{{"prompt_ids", ids}, {"new_ids", out.value()}};
@@ -614,118 +613,6 @@ int cmd_swap(const std::string& model_path, uint32_t layer, uint32_t expert, con
     if (!quiet)
         std::printf("wrote %s: layer %u expert %u replaced by %s layer %u expert %u\n", out.c_str(), layer, expert,
                     donor_path.c_str(), from_layer, from_expert);
-    return 0;
-}
-
-// Chat's "/swap L E DONOR [DL DE]": swaps an expert of the loaded model in place.
-void chat_swap(Model& model, const std::string& line) {
-    std::istringstream in(line.substr(5));
-    int64_t layer = -1, expert = -1, dl = -1, de = -1;
-    std::string donor_path;
-    in >> layer >> expert >> donor_path;
-    if (layer < 0 || expert < 0 || donor_path.empty()) {
-        std::fprintf(stderr, "usage: /swap LAYER EXPERT DONOR.bin [DONOR_LAYER DONOR_EXPERT]\n");
-        return;
-    }
-    if (!(in >> dl >> de)) dl = layer, de = expert;
-    auto donor = ModelFile::open(donor_path);
-    if (!donor) {
-        std::fprintf(stderr, "colibri: chat: %s\n", donor.message().c_str());
-        return;
-    }
-    const Status s = model.swap_expert(static_cast<uint32_t>(layer), static_cast<uint32_t>(expert), *donor.value(),
-                                       static_cast<uint32_t>(dl), static_cast<uint32_t>(de));
-    if (!s) std::fprintf(stderr, "colibri: chat: %s\n", s.message().c_str());
-    else std::fprintf(stderr, "(layer %lld expert %lld swapped; the conversation so far keeps its cached keys and values)\n",
-                      static_cast<long long>(layer), static_cast<long long>(expert));
-}
-
-int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens,
-             bool reuse_prefix) {
-    auto loaded = load(args);
-    if (!loaded) return fail("chat", loaded.message());
-    Loaded& l = loaded.value();
-    const Tokenizer* tok = l.model->tokenizer();
-    if (tok == nullptr) return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
-    const bool interactive = isatty(STDIN_FILENO);
-    if (interactive)
-        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /reset starts over; /swap L E DONOR swaps an expert; Ctrl-D exits.\n", args.path.c_str(),
-                     format::family_name(l.model->family()));
-    Sampler sampler(sc);
-    std::vector<ChatMessage> messages;
-    if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
-    std::vector<int32_t> cached;  // tokens the session holds
-    const std::vector<int32_t> stops = default_stop_ids(*l.model);
-    std::string line;
-    for (;;) {
-        if (interactive) std::fprintf(stderr, "> ");
-        if (!std::getline(std::cin, line)) break;
-        if (line == "/reset") {
-            messages.erase(messages.begin() + (system_prompt.empty() ? 0 : 1), messages.end());
-            cached.clear();
-            l.session->reset();
-            std::fprintf(stderr, "(conversation reset)\n");
-            continue;
-        }
-        if (line.rfind("/swap", 0) == 0) {
-            chat_swap(*l.model, line);
-            continue;
-        }
-        if (line.empty()) continue;
-        messages.push_back({"user", line});
-        std::string prompt;
-        if (!l.model->chat_template().empty()) {
-            ChatTemplateInput in;
-            in.messages = messages;
-            in.add_generation_prompt = true;
-            if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
-            if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
-            auto rendered = render_chat_template(l.model->chat_template(), in);
-            if (!rendered) return fail("chat", rendered.message());  // it begins with "chat template: "
-            prompt = rendered.value();
-        } else {
-            for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
-            prompt += "assistant:";
-        }
-        auto encoded = tok->encode(prompt, l.model->chat_template().empty());
-        if (!encoded) return fail("chat", encoded.message());
-        std::vector<int32_t> ids = std::move(encoded.value());
-        // Reuse the KV cache for the common prefix; evaluate only what is new.
-        size_t common = 0;
-        while (reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
-        if (common == ids.size() && common > 0) --common;  // at least one token must be fed to get logits
-        l.session->truncate(static_cast<uint32_t>(common));
-        cached.resize(common);
-        if (ids.size() + static_cast<size_t>(max_tokens) > l.session->context()) {
-            // Not fatal: the user can /reset and go on.
-            std::fprintf(stderr, "colibri: chat: conversation would exceed the context of %u tokens; /reset to start over\n",
-                         l.session->context());
-            messages.pop_back();
-            continue;
-        }
-        std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-        GenerateRequest req;
-        req.max_tokens = max_tokens;
-        req.stop_ids = stops;
-        Utf8Stream stream;
-        auto out = generate(*l.session, sampler, fresh, req, [&](int32_t id) {
-            if (std::find(stops.begin(), stops.end(), id) == stops.end()) print(stream.push(tok->decode_token_bytes(id)));
-            return true;
-        });
-        print(stream.flush());
-        std::printf("\n");
-        std::fflush(stdout);
-        if (!out) return fail("chat", out.message());
-        cached = ids;
-        // The session holds the prompt and every generated token except the last one sampled.
-        cached.insert(cached.end(), out->begin(), out->end());
-        cached.resize(l.session->position());
-        std::vector<int32_t> reply_ids;
-        for (int32_t id : out.value())
-            if (std::find(stops.begin(), stops.end(), id) == stops.end()) reply_ids.push_back(id);
-        messages.push_back({"assistant", tok->decode(reply_ids, true)});
-    }
-    if (interactive) std::fprintf(stderr, "\n");
     return 0;
 }
 
@@ -927,7 +814,12 @@ int main(int argc, char** argv) {
         if (*swap)
             return cmd_swap(swap_model, swap_layer, swap_expert, swap_donor, swap_from_layer, swap_from_expert, swap_out,
                             zstd_level, quiet);
-        if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
+        if (*chat) {
+            auto loaded = load(margs);
+            if (!loaded) return fail("chat", loaded.message());
+            colibri::cli::ChatArgs cargs{margs.path, system_prompt, max_tokens, !no_prefix_cache, sc};
+            return colibri::cli::cmd_chat(*loaded->model, *loaded->session, cargs);
+        }
         if (*eval) return cmd_eval(margs, eval_dialogues, eval_max_tokens, eval_require, as_json);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");

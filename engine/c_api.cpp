@@ -1,10 +1,11 @@
-// The C API over Model, Session, Tokenizer and generate(); no C++ exception crosses it.
+// The C API over Model, Session, Tokenizer, generate() and the chat service; no C++ exception crosses it.
 #include "colibri/colibri.h"
 
 #include <cstring>
 #include <memory>
 #include <string>
 
+#include "chat_service.h"
 #include "generate.h"
 #include "model.h"
 #include "session.h"
@@ -31,10 +32,39 @@ struct colibri_session {
     RouteForwarder routes;
 };
 
+struct colibri_chat {
+    colibri_session* session;
+    colibri::ChatService service;
+    std::string reply;  // the last turn's reply, for colibri_chat_reply()
+};
+
 namespace {
 thread_local std::string g_last_error;
 
 void set_error(const std::string& e) { g_last_error = e; }
+
+colibri::SamplerConfig sampler_config(const colibri_sampler_params* params) {
+    const colibri_sampler_params p = params ? *params : colibri_sampler_defaults();
+    colibri::SamplerConfig cfg;
+    cfg.greedy = p.greedy != 0;
+    cfg.temperature = p.temperature;
+    cfg.top_k = p.top_k;
+    cfg.top_p = p.top_p;
+    cfg.min_p = p.min_p;
+    cfg.repetition_penalty = p.repetition_penalty;
+    cfg.seed = p.seed;
+    return cfg;
+}
+
+// Streams a chat turn's text to the caller's callback.
+struct CallbackObserver final : colibri::TurnObserver {
+    colibri_text_callback callback;
+    void* user;
+    CallbackObserver(colibri_text_callback c, void* u) : callback(c), user(u) {}
+    bool on_token(const colibri::TokenEvent& e) override {
+        return callback == nullptr || callback(e.text.c_str(), e.text.size(), e.id, user) != 0;
+    }
+};
 
 template <typename F, typename R>
 R guarded(R on_error, F&& f) {
@@ -189,26 +219,56 @@ int32_t colibri_generate(colibri_session* s, const int32_t* prompt, size_t promp
                          colibri_token_callback callback, void* user) {
     return guarded<>(int32_t(-1), [&]() -> int32_t {
         if (s == nullptr || prompt == nullptr || prompt_count == 0) return set_error("no prompt"), -1;
-        const colibri_sampler_params p = params ? *params : colibri_sampler_defaults();
-        colibri::SamplerConfig cfg;
-        cfg.greedy = p.greedy != 0;
-        cfg.temperature = p.temperature;
-        cfg.top_k = p.top_k;
-        cfg.top_p = p.top_p;
-        cfg.min_p = p.min_p;
-        cfg.repetition_penalty = p.repetition_penalty;
-        cfg.seed = p.seed;
-        colibri::Sampler sampler(cfg);
+        colibri::Sampler sampler(sampler_config(params));
         colibri::GenerateRequest req;
         req.max_tokens = max_tokens;
         req.stop_ids = colibri::default_stop_ids(*s->owner->model);
         auto r = colibri::generate(*s->session, sampler, std::span<const int32_t>(prompt, prompt_count), req,
-                                   [&](int32_t id) { return callback == nullptr || callback(id, user) != 0; });
+                                   [&](const colibri::TokenEvent& e) { return callback == nullptr || callback(e.id, user) != 0; });
         if (!r) return set_error(r.message()), -1;
         const size_t n = std::min(capacity, r->size());
         if (out != nullptr) std::memcpy(out, r->data(), n * sizeof(int32_t));
         return static_cast<int32_t>(n);
     });
 }
+
+colibri_chat* colibri_chat_new(colibri_session* session) {
+    return guarded<>(static_cast<colibri_chat*>(nullptr), [&]() -> colibri_chat* {
+        if (session == nullptr) return set_error("null session"), nullptr;
+        return new colibri_chat{session, colibri::ChatService(*session->owner->model, *session->session), {}};
+    });
+}
+
+void colibri_chat_free(colibri_chat* chat) { delete chat; }
+
+void colibri_chat_reset(colibri_chat* chat) {
+    if (chat) chat->service.reset();
+}
+
+int32_t colibri_chat_turn(colibri_chat* chat, const colibri_chat_message* messages, size_t count, int32_t max_tokens,
+                          const colibri_sampler_params* params, colibri_text_callback callback, void* user) {
+    return guarded<>(int32_t(-1), [&]() -> int32_t {
+        if (chat == nullptr || messages == nullptr || count == 0) return set_error("no messages"), -1;
+        std::vector<colibri::ChatMessage> conversation;
+        for (size_t i = 0; i < count; ++i) {
+            if (messages[i].role == nullptr || messages[i].content == nullptr) return set_error("message without role or content"), -1;
+            conversation.push_back({messages[i].role, messages[i].content});
+        }
+        const colibri::Model& model = chat->service.model();
+        auto ids = colibri::chat_prompt_ids(model, conversation);
+        if (!ids) return set_error(ids.message()), -1;
+        colibri::Sampler sampler(sampler_config(params));
+        colibri::TurnOptions options;
+        options.reply.max_tokens = max_tokens;
+        options.reply.stop_ids = colibri::default_stop_ids(model);
+        CallbackObserver observer(callback, user);
+        auto r = chat->service.run(ids.value(), sampler, options, &observer);
+        if (!r) return set_error(r.message()), -1;
+        chat->reply = r->reply;
+        return static_cast<int32_t>(r->tokens.size());
+    });
+}
+
+const char* colibri_chat_reply(const colibri_chat* chat) { return chat ? chat->reply.c_str() : ""; }
 
 }  // extern "C"

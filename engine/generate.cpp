@@ -1,42 +1,26 @@
 #include "generate.h"
 
-#include <algorithm>
-
 namespace colibri {
 
-Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::span<const int32_t> prompt,
-                                      const GenerateRequest& request, const std::function<bool(int32_t)>& on_token) {
-    auto logits = session.eval(prompt);
-    if (!logits) return logits.status();
-    std::vector<int32_t> history(prompt.begin(), prompt.end());
-    std::vector<int32_t> out;
-    out.reserve(static_cast<size_t>(std::max(0, request.max_tokens)));
-    for (int32_t i = 0; i < request.max_tokens; ++i) {
-        const int32_t next = sampler.sample(logits.value(), history);
-        out.push_back(next);
-        history.push_back(next);
-        const bool stop = std::find(request.stop_ids.begin(), request.stop_ids.end(), next) != request.stop_ids.end();
-        if (on_token && !on_token(next)) break;
-        if (stop || i + 1 == request.max_tokens) break;
-        logits = session.eval(next);
-        if (!logits) return logits.status();
-    }
-    return out;
-}
+namespace {
 
-std::vector<int32_t> default_stop_ids(const Model& model) {
-    std::vector<int32_t> ids;
-    auto add = [&ids](int32_t id) {
-        if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-    };
-    add(model.hparams().eos_id);
-    if (const Tokenizer* tok = model.tokenizer()) {
-        add(tok->eos_id());
-        add(tok->token_id("<|im_end|>"));
-        add(tok->token_id("<|endoftext|>"));
-        add(tok->token_id("<|eot_id|>"));
-    }
-    return ids;
+struct CallbackObserver final : TurnObserver {
+    const std::function<bool(const TokenEvent&)>& on_token_;
+    explicit CallbackObserver(const std::function<bool(const TokenEvent&)>& f) : on_token_(f) {}
+    bool on_token(const TokenEvent& e) override { return !on_token_ || on_token_(e); }
+};
+
+}  // namespace
+
+Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::span<const int32_t> prompt,
+                                      const GenerateRequest& request, const std::function<bool(const TokenEvent&)>& on_token) {
+    TurnOptions options;
+    options.reply.max_tokens = request.max_tokens;
+    options.reply.stop_ids = request.stop_ids;
+    CallbackObserver observer(on_token);
+    auto result = run_reply(session.model(), session, prompt, prompt, sampler, options, &observer);
+    if (!result) return result.status();
+    return std::move(result->tokens);
 }
 
 }  // namespace colibri

@@ -51,6 +51,7 @@ public:
     // Drops everything after n tokens (regenerate from an earlier point).
     void truncate(uint32_t n) { if (n < position_) position_ = n; }
     uint32_t position() const { return position_; }
+    const Model& model() const { return model_; }
     uint32_t context() const { return context_; }
     const SessionOptions& options() const { return options_; }
     void set_router(RouterKind kind) { options_.router = kind; }

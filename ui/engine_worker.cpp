@@ -1,10 +1,8 @@
 #include "ui/engine_worker.h"
 
-#include <QElapsedTimer>
 #include <algorithm>
 
-#include "ui/chat_prompt.h"
-#include "engine/generate.h"
+#include "engine/chat_service.h"
 #include "engine/model.h"
 #include "engine/perf_counters.h"
 #include "engine/session.h"
@@ -58,8 +56,7 @@ void EngineWorker::generate(const GenerationRequest& request) {
 
 void EngineWorker::resetConversation() {
     QMetaObject::invokeMethod(this, [this] {
-        if (session_) session_->reset();
-        cached_.clear();
+        if (chat_) chat_->reset();
     }, Qt::QueuedConnection);
 }
 
@@ -74,14 +71,12 @@ void EngineWorker::requestStop() { cancelled_.store(posted_.load()); }
 
 void EngineWorker::do_unload() {
     // The session refers to the model and the pool; the pool's threads carry the inherited counters.
+    chat_.reset();
     session_.reset();
     collector_.reset();
     pool_.reset();
     model_.reset();
     counters_.reset();
-    cached_.clear();
-    stop_ids_.clear();
-    logits_ = {};
 }
 
 void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
@@ -104,7 +99,7 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     collector_ = std::make_unique<TraceCollector>(counters_.get());
     collector_->set_counting(counting_);
     session_->set_observer(collector_.get());
-    stop_ids_ = default_stop_ids(*model_);
+    chat_ = std::make_unique<ChatService>(*model_, *session_);
 
     ModelSummary summary = summarize(*model_, path);
     summary.context = static_cast<int>(session_->context());
@@ -123,18 +118,36 @@ QString EngineWorker::token_text(int32_t token, std::string& pending) const {
     return QString::fromUtf8(ready.data(), static_cast<qsizetype>(ready.size()));
 }
 
-Status EngineWorker::eval_traced(int32_t token, const QString& text, bool generated) {
-    collector_->begin(static_cast<int>(session_->position()), token, text, generated);
-    auto logits = session_->eval(token);
-    if (!logits) return logits.status();
-    logits_ = logits.value();
-    cached_.push_back(token);
-    emit tokenEvaluated(collector_->take());
-    return Status::ok();
-}
+// The chat service's turn seen from the Studio: every evaluated position becomes a TokenTrace, every sampled
+// token a tokenGenerated signal, and requestStop() cancels between tokens.
+class EngineWorker::TurnSignals final : public TurnObserver {
+public:
+    TurnSignals(EngineWorker& worker, uint64_t id) : w_(worker), id_(id) {}
+    void on_started(uint32_t reused) override { emit w_.generationStarted(static_cast<int>(reused)); }
+    void before_eval(uint32_t position, std::span<const int32_t> tokens, bool generated) override {
+        // One token per step (prompt_step = 1): each position gets its own trace.
+        const QString text = generated ? generated_text_ : w_.token_text(tokens[0], pending_);
+        w_.collector_->begin(static_cast<int>(position), tokens[0], text, generated);
+    }
+    void after_eval(std::span<const float>) override { emit w_.tokenEvaluated(w_.collector_->take()); }
+    bool on_token(const TokenEvent& e) override {
+        const Tokenizer* tok = w_.model_->tokenizer();
+        if (tok == nullptr) generated_text_ = QStringLiteral("[%1] ").arg(e.id);
+        else if (e.end_of_turn) generated_text_ = QString::fromStdString(tok->decode_token_bytes(e.id));
+        else generated_text_ = QString::fromUtf8(e.text.data(), static_cast<qsizetype>(e.text.size()));
+        emit w_.tokenGenerated(static_cast<int>(w_.session_->position()), e.id, generated_text_, e.end_of_turn);
+        return true;
+    }
+    bool cancelled() override { return id_ <= w_.cancelled_.load(); }
+
+private:
+    EngineWorker& w_;
+    uint64_t id_;
+    std::string pending_;  // the prompt's unfinished character
+    QString generated_text_;
+};
 
 void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
-    auto cancelled = [this, id] { return id <= cancelled_.load(); };
     if (!session_) {
         emit generationFailed(tr("no model is loaded"));
         return;
@@ -150,70 +163,33 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
         }
         ids = std::move(rendered.value());
     }
-    for (int32_t t : ids)
-        if (t < 0 || static_cast<uint32_t>(t) >= model_->hparams().vocab_size) {
-            emit generationFailed(tr("token id %1 out of range (vocabulary %2)").arg(t).arg(model_->hparams().vocab_size));
-            return;
-        }
-    const int max_tokens = std::max(0, request.max_tokens);
-    if (ids.size() + static_cast<size_t>(max_tokens) > session_->context()) {
-        emit generationFailed(tr("the conversation would exceed the context of %1 tokens; start a new one").arg(session_->context()));
+    TurnOptions options;
+    options.reply.max_tokens = std::max(0, request.max_tokens);
+    // With explicit ids the caller decides when to stop, as `colibri generate --tokens` does.
+    if (request.token_ids.empty()) options.reply.stop_ids = default_stop_ids(*model_);
+    options.prompt_step = 1;
+    // Every generated token is evaluated, the last one too, so each has its routing and the cache holds the
+    // whole reply for the next turn.
+    options.evaluate_last = true;
+    Sampler sampler(request.sampling);
+    TurnSignals observer(*this, id);
+    auto turn = chat_->run(ids, sampler, options, &observer);
+    if (!turn) {
+        QString message = QString::fromStdString(turn.message());
+        if (message.startsWith(QLatin1String("conversation would exceed"))) message = tr("the %1; start a new one").arg(message);
+        emit generationFailed(message);
         return;
     }
-
-    // Reuse the KV cache for the common prefix, as `colibri chat` does; at least one token must be fed.
-    size_t common = 0;
-    while (common < cached_.size() && common < ids.size() && cached_[common] == ids[common]) ++common;
-    if (common == ids.size()) --common;
-    session_->truncate(static_cast<uint32_t>(common));
-    cached_.resize(common);
-
     GenerationStats stats;
-    stats.reused_tokens = static_cast<int>(common);
+    stats.reused_tokens = static_cast<int>(turn->reused);
+    stats.prompt_tokens = static_cast<int>(turn->prompt_evaluated);
+    stats.generated = static_cast<int>(turn->tokens.size());
+    stats.prompt_seconds = turn->prompt_seconds;
+    stats.decode_seconds = turn->decode_seconds;
+    stats.context_used = static_cast<int>(turn->context_used);
     stats.context_size = static_cast<int>(session_->context());
-    emit generationStarted(static_cast<int>(common));
-    auto fail = [this](const Status& s) { emit generationFailed(QString::fromStdString(s.message())); };
-
-    QElapsedTimer clock;
-    clock.start();
-    std::string pending;
-    for (size_t i = common; i < ids.size(); ++i) {
-        if (cancelled()) {
-            stats.stopped = true;
-            break;
-        }
-        if (Status s = eval_traced(ids[i], token_text(ids[i], pending), false); !s) return fail(s);
-        ++stats.prompt_tokens;
-    }
-    stats.prompt_seconds = static_cast<double>(clock.nsecsElapsed()) * 1e-9;
-
-    // With explicit ids the caller decides when to stop, as `colibri generate --tokens` does.
-    const bool use_stop_ids = request.token_ids.empty();
-    Sampler sampler(request.sampling);
-    std::vector<int32_t> history(ids.begin() + static_cast<std::ptrdiff_t>(common), ids.end());
-    std::vector<int32_t> reply;
-    clock.restart();
-    pending.clear();
-    while (!stats.stopped && stats.generated < max_tokens) {
-        if (cancelled()) {
-            stats.stopped = true;
-            break;
-        }
-        const int32_t next = sampler.sample(logits_, history);
-        history.push_back(next);
-        const bool end = use_stop_ids && std::find(stop_ids_.begin(), stop_ids_.end(), next) != stop_ids_.end();
-        const QString text = token_text(next, pending);
-        emit tokenGenerated(static_cast<int>(session_->position()), next, text, end);
-        ++stats.generated;
-        if (!end) reply.push_back(next);
-        // Every generated token is evaluated, the last one too, so each has its routing and the cache
-        // holds the whole reply for the next turn.
-        if (Status s = eval_traced(next, text, true); !s) return fail(s);
-        if (end) break;
-    }
-    stats.decode_seconds = static_cast<double>(clock.nsecsElapsed()) * 1e-9;
-    stats.context_used = static_cast<int>(session_->position());
-    if (const Tokenizer* tok = model_->tokenizer()) stats.reply = QString::fromStdString(tok->decode(reply, true));
+    stats.stopped = turn->finish == FinishReason::Cancelled;
+    stats.reply = QString::fromStdString(turn->reply);
     emit generationFinished(stats);
 }
 

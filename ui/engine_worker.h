@@ -17,6 +17,7 @@
 #include "ui/token_trace.h"
 
 namespace colibri {
+class ChatService;
 class Model;
 class PerfCounters;
 class Session;
@@ -93,18 +94,15 @@ private:
     void do_load(const QString& path, const LoadOptions& options);
     void do_unload();
     void do_generate(const GenerationRequest& request, uint64_t id);
-    // Evaluates one token with the collector attached and emits its trace.
-    Status eval_traced(int32_t token, const QString& text, bool generated);
     QString token_text(int32_t token, std::string& pending) const;
+    class TurnSignals;
 
     std::unique_ptr<PerfCounters> counters_;
     std::unique_ptr<ThreadPool> pool_;
     std::unique_ptr<Model> model_;
     std::unique_ptr<Session> session_;
     std::unique_ptr<TraceCollector> collector_;
-    std::vector<int32_t> cached_;     // the tokens the session holds, for prefix reuse
-    std::vector<int32_t> stop_ids_;
-    std::span<const float> logits_;   // of the last evaluated position
+    std::unique_ptr<ChatService> chat_;  // the conversation on session_: turns, prefix reuse, stop ids
     bool counting_ = true;
 
     std::atomic<uint64_t> posted_{0};     // generation requests posted so far

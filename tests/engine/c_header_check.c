@@ -3,5 +3,8 @@
 
 int colibri_c_header_check(void) {
     colibri_sampler_params p = colibri_sampler_defaults();
-    return p.top_k >= 0 ? 0 : 1;
+    colibri_chat_message m = {"user", "hi"};
+    colibri_text_callback cb = 0;
+    (void)cb;
+    return p.top_k >= 0 && m.role != 0 ? 0 : 1;
 }

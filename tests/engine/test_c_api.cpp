@@ -135,6 +135,48 @@ private slots:
         colibri_session_free(s);
         colibri_model_close(m);
     }
+
+    void chat_turns_stream_text_and_reuse_the_conversation() {
+        // The chat service through C: text arrives in whole characters, the reply comes back as a message, and
+        // the second turn gives what a fresh chat gives on the same conversation.
+        colibri_model* m = colibri_model_open(COLIBRI_BUILD_DIR "/demo/demo.bin");
+        QVERIFY2(m != nullptr, colibri_last_error());
+        colibri_session* s = colibri_session_new(m, 2, 512);
+        colibri_chat* chat = colibri_chat_new(s);
+        QVERIFY(chat != nullptr);
+        colibri_sampler_params p = colibri_sampler_defaults();
+        p.greedy = 1;
+        struct Shown {
+            std::string text;
+            int tokens = 0;
+        } shown;
+        auto collect = [](const char* text, size_t n, int32_t, void* u) {
+            auto* s = static_cast<Shown*>(u);
+            s->text.append(text, n);
+            ++s->tokens;
+            return 1;
+        };
+        colibri_chat_message first[] = {{"user", "Hello"}};
+        const int32_t n = colibri_chat_turn(chat, first, 1, 6, &p, collect, &shown);
+        QVERIFY2(n > 0 && n <= 6, colibri_last_error());
+        QCOMPARE(shown.tokens, n);
+        const std::string reply = colibri_chat_reply(chat);
+        colibri_chat_message second[] = {{"user", "Hello"}, {"assistant", reply.c_str()}, {"user", "More"}};
+        Shown again, fresh;
+        QVERIFY(colibri_chat_turn(chat, second, 3, 6, &p, collect, &again) > 0);
+        colibri_chat_reset(chat);
+        QVERIFY(colibri_chat_turn(chat, second, 3, 6, &p, collect, &fresh) > 0);
+        QCOMPARE(QString::fromStdString(again.text), QString::fromStdString(fresh.text));
+        // Errors are reported, not crashed on.
+        QCOMPARE(colibri_chat_turn(chat, nullptr, 0, 4, &p, nullptr, nullptr), -1);
+        colibri_chat_message no_role[] = {{nullptr, "x"}};
+        QCOMPARE(colibri_chat_turn(chat, no_role, 1, 4, &p, nullptr, nullptr), -1);
+        QCOMPARE(colibri_chat_turn(chat, first, 1, 100000, &p, nullptr, nullptr), -1);
+        QVERIFY(QString(colibri_last_error()).contains("context"));
+        colibri_chat_free(chat);
+        colibri_session_free(s);
+        colibri_model_close(m);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCApi)

@@ -13,6 +13,7 @@ extern "C" {
 
 typedef struct colibri_model colibri_model;
 typedef struct colibri_session colibri_session;
+typedef struct colibri_chat colibri_chat;
 
 typedef struct colibri_sampler_params {
     int greedy;               /* non-zero: always the most likely token */
@@ -26,6 +27,14 @@ typedef struct colibri_sampler_params {
 
 /* Called for each generated token; return 0 to stop. */
 typedef int (*colibri_token_callback)(int32_t token, void* user);
+/* Called for each generated token of a chat turn with the text it completes (UTF-8, never a partial
+ * character; may be empty, and is empty for the end-of-turn token); return 0 to stop. */
+typedef int (*colibri_text_callback)(const char* text, size_t length, int32_t token, void* user);
+
+typedef struct colibri_chat_message {
+    const char* role;    /* "system", "user", "assistant" */
+    const char* content; /* UTF-8 */
+} colibri_chat_message;
 
 const char* colibri_version(void);
 const char* colibri_last_error(void);
@@ -90,6 +99,22 @@ typedef struct colibri_route {
 typedef void (*colibri_route_callback)(const colibri_route* route, void* user);
 /* Calls callback for every token and MoE layer the session evaluates from now on; NULL stops. Returns 0 or -1. */
 int colibri_session_set_route_callback(colibri_session* session, colibri_route_callback callback, void* user);
+
+/* A conversation on a session (the same chat service as `colibri chat` and the Studio): each turn renders
+ * the whole conversation with the model's chat template, evaluates only what the session does not already
+ * hold, and streams the reply until an end-of-turn token or max_tokens. The chat uses the session; free the
+ * chat before the session. */
+colibri_chat* colibri_chat_new(colibri_session* session);
+void colibri_chat_free(colibri_chat* chat);
+/* Forgets what the session holds: the next turn evaluates from scratch. */
+void colibri_chat_reset(colibri_chat* chat);
+/* messages: the whole conversation so far, ending with the user's message. Returns the number of tokens
+ * generated (the end-of-turn token included), or -1. */
+int32_t colibri_chat_turn(colibri_chat* chat, const colibri_chat_message* messages, size_t count, int32_t max_tokens,
+                          const colibri_sampler_params* params, colibri_text_callback callback, void* user);
+/* The last turn's reply as a message for the next turn (end-of-turn and special tokens removed); valid until
+ * the next turn. */
+const char* colibri_chat_reply(const colibri_chat* chat);
 
 /* Expert hot-swap: replaces the weights of expert `expert` in `layer` with those of expert
  * (donor_layer, donor_expert) of the .bin / .bin.zst at donor_path (same weight types and shapes). Safe while

@@ -1,0 +1,297 @@
+// The chat service (engine/chat_service.h): ReplyStream driven with chosen logits (UTF-8 never split, stop
+// strings cut and never shown in part, end-of-turn ids, max_tokens, log-probabilities), and ChatService on the
+// demo model (prefix reuse gives the tokens a fresh evaluation gives, a refused turn keeps the cache, cancel).
+#include <QtTest>
+
+#include <cmath>
+
+#include "../test_support.h"
+#include "engine/chat_service.h"
+#include "engine/generate.h"
+
+using namespace colibri;
+using namespace colibri::test;
+
+namespace {
+
+const QString kDemo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
+
+bool valid_utf8(const std::string& s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return false;
+        for (size_t k = 1; k < n; ++k)
+            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+        i += n;
+    }
+    return true;
+}
+
+// Logits that make a greedy sampler pick `id`.
+std::vector<float> pick(const Model& m, int32_t id) {
+    std::vector<float> l(m.hparams().vocab_size, 0.0f);
+    l[static_cast<size_t>(id)] = 10.0f;
+    return l;
+}
+
+SamplerConfig greedy() {
+    SamplerConfig c;
+    c.greedy = true;
+    return c;
+}
+
+// A collector of what a turn showed.
+struct Recorder : TurnObserver {
+    std::string shown;
+    std::vector<int32_t> ids;
+    int stop_after = -1;  // cancel once this many tokens were generated
+    bool on_token(const TokenEvent& e) override {
+        shown += e.text;
+        ids.push_back(e.id);
+        return stop_after < 0 || static_cast<int>(ids.size()) < stop_after;
+    }
+};
+
+}  // namespace
+
+class TestChatService : public QObject {
+    Q_OBJECT
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<ThreadPool> pool_;
+
+    // Feeds the ids of `text` through a ReplyStream and returns the events' texts.
+    std::vector<std::string> stream_text(const std::string& text, const ReplyOptions& options, FinishReason* finish = nullptr,
+                                         std::string* rest = nullptr) {
+        auto ids = model_->tokenizer()->encode(text, false);
+        if (!ids) return {};
+        Sampler sampler(greedy());
+        ReplyStream reply(*model_, sampler, options, {});
+        std::vector<std::string> texts;
+        for (int32_t id : ids.value()) {
+            if (reply.done()) break;
+            texts.push_back(reply.next(pick(*model_, id)).text);
+        }
+        if (finish) *finish = reply.finish();
+        if (rest) *rest = reply.done() ? std::string() : reply.flush();
+        return texts;
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY2(QFile::exists(kDemo), "the build did not make the demo model");
+        auto m = Model::load(kDemo.toStdString());
+        QVERIFY2(m, m.message().c_str());
+        model_ = std::move(m.value());
+        QVERIFY(model_->tokenizer() != nullptr);
+        pool_ = std::make_unique<ThreadPool>(2);
+    }
+
+    void characters_are_never_split() {
+        // Emoji and CJK are several byte-level tokens: each event shows only whole characters, and all of them
+        // together are the text.
+        const std::string text = "Hi 🦜🐦 — 蜂鸟 über café";
+        auto ids = model_->tokenizer()->encode(text, false);
+        QVERIFY(ids);
+        QVERIFY2(ids->size() > 6, "the text should take several tokens");
+        ReplyOptions o;
+        o.max_tokens = static_cast<int32_t>(ids->size());
+        std::string all;
+        bool some_token_showed_nothing = false;
+        for (const std::string& t : stream_text(text, o)) {
+            QVERIFY2(valid_utf8(t), t.c_str());
+            some_token_showed_nothing = some_token_showed_nothing || t.empty();
+            all += t;
+        }
+        QCOMPARE(QString::fromStdString(all), QString::fromStdString(text));
+        QVERIFY2(some_token_showed_nothing, "no character spanned two tokens: the case tests nothing");
+    }
+
+    void stop_strings_end_the_reply_and_are_never_shown() {
+        ReplyOptions o;
+        o.max_tokens = 100;
+        o.stop_strings = {"END", "\n\nUser:"};
+        FinishReason finish{};
+        std::string all;
+        for (const std::string& t : stream_text("The answer is 42.\n\nUser: and then", o, &finish)) {
+            QVERIFY2(t.find("\n\n") == std::string::npos, t.c_str());  // the stop string's start never leaks
+            all += t;
+        }
+        QCOMPARE(finish, FinishReason::Stop);
+        QCOMPARE(QString::fromStdString(all), QStringLiteral("The answer is 42."));
+        // A held-back start that turns out not to be a stop string is shown after all.
+        all.clear();
+        std::string rest;
+        for (const std::string& t : stream_text("ENTER the END", o, &finish, &rest)) all += t;
+        QCOMPARE(finish, FinishReason::Stop);
+        QCOMPARE(QString::fromStdString(all), QStringLiteral("ENTER the "));
+        // No stop string at all: a partial match at the very end comes out when max_tokens ends the reply.
+        auto ids = model_->tokenizer()->encode("ab EN", false);
+        o.max_tokens = static_cast<int32_t>(ids->size());
+        all.clear();
+        for (const std::string& t : stream_text("ab EN", o, &finish)) all += t;
+        QCOMPARE(finish, FinishReason::Length);
+        QCOMPARE(QString::fromStdString(all), QStringLiteral("ab EN"));
+    }
+
+    void end_of_turn_ids_and_max_tokens() {
+        const std::vector<int32_t> stops = default_stop_ids(*model_);
+        QVERIFY(!stops.empty());
+        Sampler sampler(greedy());
+        ReplyOptions o;
+        o.max_tokens = 10;
+        o.stop_ids = stops;
+        ReplyStream reply(*model_, sampler, o, {});
+        const auto hi = model_->tokenizer()->encode("Hi", false);
+        QVERIFY(hi && !hi->empty());
+        QCOMPARE(QString::fromStdString(reply.next(pick(*model_, hi->front())).text), QStringLiteral("Hi"));
+        const TokenEvent& end = reply.next(pick(*model_, stops.front()));
+        QVERIFY(end.end_of_turn);
+        QVERIFY(end.text.empty());
+        QCOMPARE(reply.finish(), FinishReason::Stop);
+        QCOMPARE(reply.tokens().size(), size_t(2));
+        QCOMPARE(QString::fromStdString(reply.reply()), QStringLiteral("Hi"));
+
+        ReplyStream two(*model_, sampler, ReplyOptions{2, {}, {}, -1}, {});
+        two.next(pick(*model_, hi->front()));
+        QVERIFY(!two.done());
+        two.next(pick(*model_, hi->front()));
+        QCOMPARE(two.finish(), FinishReason::Length);
+        ReplyStream none(*model_, sampler, ReplyOptions{0, {}, {}, -1}, {});
+        QCOMPARE(none.finish(), FinishReason::Length);
+    }
+
+    void logprobs_are_the_models_log_softmax() {
+        std::vector<float> logits(model_->hparams().vocab_size);
+        for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(float(i) * 0.37f) * 3.0f;
+        logits[77] = 9.0f;
+        logits[5] = 8.5f;
+        double z = 0;
+        for (float l : logits) z += std::exp(double(l));
+        Sampler sampler(greedy());
+        ReplyOptions o;
+        o.top_logprobs = 3;
+        ReplyStream reply(*model_, sampler, o, {});
+        const TokenEvent& e = reply.next(logits);
+        QCOMPARE(e.id, 77);
+        QCOMPARE(e.logprob.id, 77);
+        QVERIFY(std::fabs(e.logprob.logprob - float(9.0 - std::log(z))) < 1e-4f);
+        QCOMPARE(e.top.size(), size_t(3));
+        QCOMPARE(e.top[0].id, 77);
+        QCOMPARE(e.top[1].id, 5);
+        QVERIFY(e.top[1].logprob > e.top[2].logprob);
+        QVERIFY(std::fabs(e.top[1].logprob - float(8.5 - std::log(z))) < 1e-4f);
+    }
+
+    void prefix_reuse_gives_what_a_fresh_evaluation_gives() {
+        // Sampling with a repetition penalty and a seed: the penalty sees the whole conversation whether or not
+        // its prefix was cached, so both give the same tokens turn after turn.
+        SamplerConfig sc;
+        sc.seed = 7;
+        sc.temperature = 0.9f;
+        sc.repetition_penalty = 1.3f;
+        std::vector<std::vector<int32_t>> replies[2];
+        uint32_t reused_second_turn = 0;
+        for (int reuse = 0; reuse < 2; ++reuse) {
+            Session session(*model_, *pool_, 512);
+            ChatService chat(*model_, session);
+            chat.set_reuse_prefix(reuse == 1);
+            std::vector<ChatMessage> messages;
+            for (const char* text : {"Hello there", "Tell me more", "And a third"}) {
+                messages.push_back({"user", text});
+                auto ids = chat_prompt_ids(*model_, messages);
+                QVERIFY(ids);
+                Sampler sampler(sc);
+                TurnOptions o;
+                o.reply.max_tokens = 8;
+                o.reply.stop_ids = default_stop_ids(*model_);
+                auto r = chat.run(ids.value(), sampler, o);
+                QVERIFY2(r, r.message().c_str());
+                if (reuse == 1 && messages.size() == 3) reused_second_turn = r->reused;
+                replies[reuse].push_back(r->tokens);
+                messages.push_back({"assistant", r->reply});
+            }
+        }
+        QCOMPARE(replies[1], replies[0]);
+        QVERIFY(reused_second_turn > 10);
+    }
+
+    void a_refused_turn_keeps_the_cache() {
+        Session session(*model_, *pool_, 64);
+        ChatService chat(*model_, session);
+        auto ids = chat_prompt_ids(*model_, {{"user", "Hi"}});
+        QVERIFY(ids);
+        Sampler sampler(greedy());
+        TurnOptions o;
+        o.reply.max_tokens = 4;
+        QVERIFY(chat.run(ids.value(), sampler, o));
+        const std::vector<int32_t> held(chat.cached().begin(), chat.cached().end());
+        QCOMPARE(held.size(), size_t(session.position()));
+        o.reply.max_tokens = 1000;
+        auto refused = chat.run(ids.value(), sampler, o);
+        QVERIFY(!refused);
+        QVERIFY2(refused.message().find("context of 64 tokens") != std::string::npos, refused.message().c_str());
+        std::vector<int32_t> bad = ids.value();
+        bad.push_back(static_cast<int32_t>(model_->hparams().vocab_size));
+        o.reply.max_tokens = 4;
+        auto out_of_range = chat.run(bad, sampler, o);
+        QVERIFY(!out_of_range);
+        QVERIFY(out_of_range.message().find("out of range") != std::string::npos);
+        QCOMPARE(std::vector<int32_t>(chat.cached().begin(), chat.cached().end()), held);
+        QCOMPARE(session.position(), uint32_t(held.size()));
+    }
+
+    void cancel_and_evaluate_last() {
+        Session session(*model_, *pool_, 256);
+        ChatService chat(*model_, session);
+        auto ids = chat_prompt_ids(*model_, {{"user", "Count to ten"}});
+        QVERIFY(ids);
+        Sampler sampler(greedy());
+        TurnOptions o;
+        o.reply.max_tokens = 50;
+        Recorder rec;
+        rec.stop_after = 3;
+        auto r = chat.run(ids.value(), sampler, o, &rec);
+        QVERIFY(r);
+        QCOMPARE(r->finish, FinishReason::Cancelled);
+        QCOMPARE(r->tokens.size(), size_t(3));
+        QCOMPARE(QString::fromStdString(r->text), QString::fromStdString(rec.shown));
+        // Without evaluate_last the session holds all but the last sampled token; with it, all of them.
+        QCOMPARE(session.position(), uint32_t(ids->size() + 2));
+        chat.reset();
+        o.evaluate_last = true;
+        Recorder all;
+        all.stop_after = 3;
+        r = chat.run(ids.value(), sampler, o, &all);
+        QVERIFY(r);
+        QCOMPARE(session.position(), uint32_t(ids->size() + 3));
+        QCOMPARE(chat.cached().size(), size_t(ids->size() + 3));
+    }
+
+    void generate_streams_the_same_tokens() {
+        // generate() is the same loop: greedy ids equal a ChatService turn's on the same prompt.
+        auto ids = chat_prompt_ids(*model_, {{"user", "Hello"}});
+        QVERIFY(ids);
+        Session a(*model_, *pool_, 128), b(*model_, *pool_, 128);
+        Sampler s1(greedy()), s2(greedy());
+        GenerateRequest req;
+        req.max_tokens = 6;
+        std::string shown;
+        auto g = generate(a, s1, ids.value(), req, [&](const TokenEvent& e) {
+            shown += e.text;
+            return true;
+        });
+        QVERIFY(g);
+        ChatService chat(*model_, b);
+        TurnOptions o;
+        o.reply.max_tokens = 6;
+        auto t = chat.run(ids.value(), s2, o);
+        QVERIFY(t);
+        QCOMPARE(g.value(), t->tokens);
+        QCOMPARE(QString::fromStdString(shown), QString::fromStdString(t->text));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestChatService)
+#include "test_chat_service.moc"
