@@ -170,6 +170,8 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     gated_jobs_.reserve(n_exp + 1);
     predicted_.assign(size_t(hp.n_layers) * k, -1);
     logits_.resize(hp.vocab_size);
+    rows_.resize(C);
+    parts_.reserve(C);
     if (options_.prefetch_experts) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
 }
 
@@ -224,28 +226,59 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
 }
 
 Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) {
-    const HyperParams& hp = model_.hparams();
-    const size_t H = hp.hidden_size;
     std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
     if (Status s = populate_kv(position_ + n); !s) return s;
+    embed(tokens, n, 0);
+    for (uint32_t i = 0; i < n; ++i) rows_[i] = {observer_, position_ + i};
+    observed_ = observer_ != nullptr;
+    const Part self{this, 0, n};
+    if (Status s = layers(std::span<const Part>(&self, 1), n); !s) return s;
+    position_ += n;
+    if (with_logits) logits_of(n - 1, *this);
+    return Status::ok();
+}
 
+void Session::embed(const int32_t* tokens, uint32_t n, uint32_t row) {
+    const size_t H = model_.hparams().hidden_size;
     const TensorView& embed = model_.embedding();
     for (uint32_t i = 0; i < n; ++i)
-        kernels::dequantize_row(embed.type, embed.data, H, static_cast<size_t>(tokens[i]), x_.data() + i * H);
+        kernels::dequantize_row(embed.type, embed.data, H, static_cast<size_t>(tokens[i]), x_.data() + (row + i) * H);
+}
+
+void Session::rope_rows(uint32_t n) {
     const size_t half = model_.rope().inv_freq.size();
     for (uint32_t i = 0; i < n; ++i) rope_angles(model_.rope(), position_ + i, rope_cos_.data() + i * half, rope_sin_.data() + i * half);
+}
 
+void Session::logits_of(uint32_t row, Session& owner) {
+    const HyperParams& hp = model_.hparams();
+    const size_t H = hp.hidden_size;
+    rmsnorm(x_.data() + size_t(row) * H, f32(&model_.output_norm()), hp.rms_eps, H, h_.data());
+    matmul(model_.lm_head(), h_.data(), 1, owner.logits_.data());
+}
+
+Status Session::layers(std::span<const Part> parts, uint32_t n) {
+    // This session's buffers hold the n rows; each part's attention runs in its own session (its cache, its
+    // positions, its rotations), on a copy of its rows when that session is not this one.
+    const HyperParams& hp = model_.hparams();
+    const size_t H = hp.hidden_size;
+    for (const Part& p : parts) p.session->rope_rows(p.count);
     const auto& layers = model_.layers();
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         const LayerWeights& w = layers[l];
         CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
         if (counters) counters->start(0);
-        const uint64_t t0 = observer_ ? now_ns() : 0;
+        const uint64_t t0 = observed_ ? now_ns() : 0;
         for (uint32_t i = 0; i < n; ++i) rmsnorm(x_.data() + i * H, f32(w.attn_norm), hp.rms_eps, H, h_.data() + i * H);
-        if (model_.rules().attention.mla) latent_attention(l, w, n);
-        else attention(l, w, n);
+        for (const Part& p : parts) {
+            Session& s = *p.session;
+            if (&s != this) std::copy_n(h_.data() + p.row * H, p.count * H, s.h_.data());
+            if (model_.rules().attention.mla) s.latent_attention(l, w, p.count);
+            else s.attention(l, w, p.count);
+            if (&s != this) std::copy_n(s.proj_.data(), p.count * H, proj_.data() + p.row * H);
+        }
         for (size_t i = 0; i < n * H; ++i) x_[i] += proj_[i];
-        const uint64_t t1 = observer_ ? now_ns() : 0;
+        const uint64_t t1 = observed_ ? now_ns() : 0;
 
         for (uint32_t i = 0; i < n; ++i) rmsnorm(x_.data() + i * H, f32(w.ffn_norm), hp.rms_eps, H, h_.data() + i * H);
         router_ns_ = 0;
@@ -255,18 +288,64 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
             ffn(w.dense, h_.data(), n, moe_out_.data());
         }
         for (size_t i = 0; i < n * H; ++i) x_[i] += moe_out_[i];
-        if (observer_) {
+        if (observed_) {
             const uint64_t t2 = now_ns();
             for (uint32_t i = 0; i < n; ++i)
-                observer_->on_layer_timing(
-                    LayerTiming{l, position_ + i, (t1 - t0) / n, router_ns_ / n, (t2 - t1 - router_ns_) / n});
+                if (rows_[i].observer)
+                    rows_[i].observer->on_layer_timing(
+                        LayerTiming{l, rows_[i].position, (t1 - t0) / n, router_ns_ / n, (t2 - t1 - router_ns_) / n});
             if (counters) observer_->on_counters(CounterRecord{l, position_, -1, counters->stop(0)});  // [counters]
         }
     }
-    position_ += n;
-    if (with_logits) {
-        rmsnorm(x_.data() + (n - 1) * H, f32(&model_.output_norm()), hp.rms_eps, H, h_.data());
-        matmul(model_.lm_head(), h_.data(), 1, logits_.data());
+    return Status::ok();
+}
+
+Status Session::eval_batch(std::span<const BatchPart> parts) {
+    if (parts.empty()) return error("no sequences to evaluate");
+    Session& lead = *parts.front().session;
+    size_t total = 0;
+    bool counting = false;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const BatchPart& p = parts[i];
+        if (p.session == nullptr || p.tokens.empty()) return error("a batch part without a session or tokens");
+        if (&p.session->model_ != &lead.model_ || &p.session->pool_ != &lead.pool_)
+            return error("the sessions of a batch must share one model and thread pool");
+        for (size_t j = 0; j < i; ++j)
+            if (parts[j].session == p.session) return error("a session appears twice in one batch");
+        if (Status s = p.session->check_input(p.tokens); !s) return s;
+        total += p.tokens.size();
+        counting = counting || (p.session->observer_ && p.session->observer_->counters());
+    }
+    // Counters are sampled per token (see eval): such a batch is evaluated sequence by sequence.
+    if (counting) {
+        for (const BatchPart& p : parts)
+            if (auto r = p.session->eval(p.tokens); !r) return r.status();
+        return Status::ok();
+    }
+    if (total > lead.capacity_)
+        return error("a batch of " + std::to_string(total) + " tokens exceeds the chunk capacity of " + std::to_string(lead.capacity_));
+
+    std::shared_lock weights(lead.model_.swap_lock());  // an expert hot-swap waits for this step
+    for (const BatchPart& p : parts)
+        if (Status s = p.session->populate_kv(p.session->position_ + static_cast<uint32_t>(p.tokens.size())); !s) return s;
+    // Parts' rows in order: the lead's first, at row 0, so that its attention works in place.
+    std::vector<Part>& rows = lead.parts_;
+    rows.clear();
+    uint32_t row = 0;
+    lead.observed_ = false;
+    for (const BatchPart& p : parts) {
+        Session& s = *p.session;
+        const auto m = static_cast<uint32_t>(p.tokens.size());
+        lead.embed(p.tokens.data(), m, row);
+        for (uint32_t i = 0; i < m; ++i) lead.rows_[row + i] = {s.observer_, s.position_ + i};
+        lead.observed_ = lead.observed_ || s.observer_ != nullptr;
+        rows.push_back({&s, row, m});
+        row += m;
+    }
+    if (Status s = lead.layers(rows, row); !s) return s;
+    for (const Part& p : rows) {
+        p.session->position_ += p.count;
+        lead.logits_of(p.row + p.count - 1, *p.session);
     }
     return Status::ok();
 }
@@ -516,7 +595,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
     const uint32_t n_groups = routing.n_group > 1 ? routing.topk_group : 0;
     const size_t H = hp.hidden_size;
-    const uint64_t t0 = observer_ ? now_ns() : 0;
+    const uint64_t t0 = observed_ ? now_ns() : 0;
     matmul(*w.router, h_.data(), n, router_logits_.data());
     if (w.router_bias)
         for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
@@ -526,15 +605,16 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
                     RouteOutput{router_probs_.data() + size_t(t) * n_exp, selected_.data() + size_t(t) * k,
                                 selected_w_.data() + size_t(t) * k, selection_.data() + size_t(t) * k,
                                 groups_.data() + size_t(t) * std::max(n_groups, 1u)});
-    if (observer_) {
+    if (observed_) {
         router_ns_ = now_ns() - t0;
         for (uint32_t t = 0; t < n; ++t)
-            observer_->on_routing(RoutingRecord{layer, position_ + t, std::span<const int32_t>(selected_.data() + t * k, k),
-                                                std::span<const float>(selected_w_.data() + t * k, k),
-                                                std::span<const float>(router_logits_.data() + t * n_exp, n_exp),
-                                                std::span<const float>(router_probs_.data() + t * n_exp, n_exp),
-                                                std::span<const float>(selection_.data() + t * k, k),
-                                                std::span<const uint32_t>(groups_.data() + t * std::max(n_groups, 1u), n_groups)});
+            if (rows_[t].observer)
+                rows_[t].observer->on_routing(RoutingRecord{layer, rows_[t].position, std::span<const int32_t>(selected_.data() + t * k, k),
+                                                            std::span<const float>(selected_w_.data() + t * k, k),
+                                                            std::span<const float>(router_logits_.data() + t * n_exp, n_exp),
+                                                            std::span<const float>(router_probs_.data() + t * n_exp, n_exp),
+                                                            std::span<const float>(selection_.data() + t * k, k),
+                                                            std::span<const uint32_t>(groups_.data() + t * std::max(n_groups, 1u), n_groups)});
     }
 
     // Group the chunk's (token, slot) choices by expert, in token order.

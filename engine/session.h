@@ -47,6 +47,22 @@ public:
     // on an error nothing is evaluated.
     Result<std::span<const float>> eval(std::span<const int32_t> tokens);
 
+    // One sequence's part of a batched step: its session and the tokens it feeds at its own positions.
+    struct BatchPart {
+        Session* session;
+        std::span<const int32_t> tokens;
+    };
+    // Continuous batching: evaluates several sessions' tokens in one forward pass. The router's, the shared
+    // expert's and each selected expert's weights are read once for all the parts' tokens; attention (with its
+    // projections) runs per session, in its own KV cache at its own positions. Afterwards each session's logits() are those after its last
+    // token, bit-identical to what the session's own eval() gives. The sessions share one model and pool and
+    // are distinct; the first one's buffers hold the step, so all tokens together must fit its chunk_capacity().
+    // Checks every part first: on an error nothing is evaluated.
+    static Status eval_batch(std::span<const BatchPart> parts);
+    // The logits after the last evaluated position (vocab floats).
+    std::span<const float> logits() const { return logits_; }
+    uint32_t chunk_capacity() const { return capacity_; }
+
     void reset() { position_ = 0; }
     // Drops everything after n tokens (regenerate from an earlier point).
     void truncate(uint32_t n) { if (n < position_) position_ = n; }
@@ -61,10 +77,22 @@ public:
     void set_observer(TraceObserver* observer) { observer_ = observer; }
 
 private:
+    // A run of rows of one session (a part of a batch, or the whole chunk of eval).
+    struct Part {
+        Session* session;
+        uint32_t row, count;
+    };
     Status check_input(std::span<const int32_t> tokens) const;
     // Evaluates tokens [0, n) at positions position_.. (n <= chunk capacity); with_logits computes the
     // logits of the last one.
     Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits);
+    // The chunk's steps: embeddings into rows [row, row + n) of x_; this session's rotations for n positions;
+    // the layers over n rows (each part's attention in its own session); the logits after one row, into
+    // owner's logits.
+    void embed(const int32_t* tokens, uint32_t n, uint32_t row);
+    void rope_rows(uint32_t n);
+    Status layers(std::span<const Part> parts, uint32_t n);
+    void logits_of(uint32_t row, Session& owner);
     // Makes the KV cache's pages for positions [0, end) resident, in steps that at least double the resident
     // span (kKvMinStep positions or more), so that no page fault falls inside a chunk's hot loops. An error
     // when the system has no memory for them (the session stays where it was).
@@ -90,6 +118,15 @@ private:
     uint32_t capacity_ = 1;  // tokens per chunk the buffers hold
     uint32_t position_ = 0;
     TraceObserver* observer_ = nullptr;
+    // Whose token each row of the current chunk is (its observer and position): this session's, or in
+    // eval_batch each part's session.
+    struct RowOwner {
+        TraceObserver* observer;
+        uint32_t position;
+    };
+    std::vector<RowOwner> rows_;  // capacity_ rows
+    bool observed_ = false;       // some row has an observer
+    std::vector<Part> parts_;  // eval_batch's, reserved for capacity_ parts
     uint64_t router_ns_ = 0;  // router time of the current layer, for LayerTiming
     std::unique_ptr<ExpertPrefetcher> prefetcher_;
 

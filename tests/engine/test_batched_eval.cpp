@@ -146,6 +146,104 @@ private slots:
         }
     }
 
+    void sequences_batched_equal_each_alone_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("type");
+        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
+            for (const char* type : {"f32", "q4_k"})
+                QTest::newRow(qPrintable(QString("%1-%2").arg(family, type))) << QString(family) << QString(type);
+    }
+
+    void sequences_batched_equal_each_alone() {
+        // Continuous batching (Session::eval_batch): three sequences at different points (one decoding after 20
+        // tokens, one in the middle of its prompt, one just starting) go through forward passes together. Each
+        // one's logits and routing are bit for bit what the same tokens give its session alone.
+        QFETCH(QString, family);
+        QFETCH(QString, type);
+        auto model = convert(family, type);
+        QVERIFY(model);
+        const std::vector<int32_t> ids = prompt(family, model->hparams().vocab_size);
+        const std::span<const int32_t> all(ids);
+        // Each sequence's steps: what it feeds at each of three forward passes.
+        struct Plan {
+            std::vector<std::span<const int32_t>> steps;
+        };
+        const Plan plans[3] = {
+            {{all.subspan(0, 20), all.subspan(20, 1), all.subspan(21, 1), all.subspan(22, 1)}},
+            {{all.subspan(0, 5), all.subspan(5, 12), all.subspan(17, 9), all.subspan(26, 1)}},
+            {{all.subspan(30, 1), all.subspan(31, 3), all.subspan(34, 1), all.subspan(35, 1)}},
+        };
+        ThreadPool pool(2);
+        Recorder alone_trace[3], batch_trace[3];
+        std::vector<float> alone_logits[3];
+        for (int q = 0; q < 3; ++q) {
+            Session s(*model, pool);
+            s.set_observer(&alone_trace[q]);
+            for (auto step : plans[q].steps) {
+                auto r = s.eval(step);
+                QVERIFY2(r.is_ok(), r.message().c_str());
+                alone_logits[q].assign(r->begin(), r->end());
+            }
+        }
+        std::vector<std::unique_ptr<Session>> sessions;
+        for (int q = 0; q < 3; ++q) {
+            sessions.push_back(std::make_unique<Session>(*model, pool));
+            sessions.back()->set_observer(&batch_trace[q]);
+        }
+        // The first step is each sequence's own (a long prompt is evaluated before it joins); then together, in
+        // a different order each time so that every sequence is once the lead whose buffers hold the step.
+        for (int q = 0; q < 3; ++q) QVERIFY(sessions[q]->eval(plans[q].steps[0]).is_ok());
+        const int orders[3][3] = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}};
+        for (int step = 1; step < 4; ++step) {
+            std::vector<Session::BatchPart> parts;
+            for (int q : orders[step - 1]) parts.push_back({sessions[q].get(), plans[q].steps[step]});
+            const Status st = Session::eval_batch(parts);
+            QVERIFY2(st.is_ok(), st.message().c_str());
+        }
+        for (int q = 0; q < 3; ++q) {
+            const QByteArray where = QString("sequence %1").arg(q).toUtf8();
+            const std::span<const float> got = sessions[q]->logits();
+            QVERIFY2(bit_equal(std::vector<float>(got.begin(), got.end()), alone_logits[q]), where.constData());
+            alone_trace[q].sort();
+            batch_trace[q].sort();
+            QCOMPARE(batch_trace[q].routing.size(), alone_trace[q].routing.size());
+            for (size_t i = 0; i < alone_trace[q].routing.size(); ++i) {
+                const RoutingCopy &g = batch_trace[q].routing[i], &w = alone_trace[q].routing[i];
+                QCOMPARE(g.position, w.position);
+                QCOMPARE(g.layer, w.layer);
+                QVERIFY2(g.experts == w.experts && bit_equal(g.weights, w.weights) && bit_equal(g.probs, w.probs), where.constData());
+            }
+            QCOMPARE(batch_trace[q].timing.size(), alone_trace[q].timing.size());
+            size_t fed = 0;
+            for (auto step : plans[q].steps) fed += step.size();
+            QCOMPARE(size_t(sessions[q]->position()), fed);
+        }
+    }
+
+    void a_bad_batch_evaluates_nothing() {
+        auto model = convert("olmoe", "f32");
+        QVERIFY(model);
+        ThreadPool pool(1), other_pool(1);
+        SessionOptions options;
+        options.chunk = 4;
+        Session a(*model, pool, 16, options), b(*model, pool, 16, options), c(*model, other_pool, 16, options);
+        const std::vector<int32_t> good{1, 2}, bad{3, int32_t(model->hparams().vocab_size)}, five{1, 2, 3, 4, 5};
+        auto refused = [&](std::vector<Session::BatchPart> parts, const char* why) {
+            const Status s = Session::eval_batch(parts);
+            return !s.is_ok() && QString::fromStdString(s.message()).contains(why) && a.position() == 0 && b.position() == 0 &&
+                   c.position() == 0;
+        };
+        QVERIFY(refused({}, "no sequences"));
+        QVERIFY(refused({{&a, good}, {&b, bad}}, "out of range"));
+        QVERIFY(refused({{&a, good}, {&a, good}}, "twice"));
+        QVERIFY(refused({{&a, good}, {&c, good}}, "share one model and thread pool"));
+        QVERIFY(refused({{&a, good}, {&b, five}}, "chunk capacity of 4"));
+        QVERIFY(refused({{&a, good}, {&b, {}}}, "without a session or tokens"));
+        QVERIFY(Session::eval_batch(std::vector<Session::BatchPart>{{&a, good}, {&b, good}}).is_ok());
+        QCOMPARE(a.position(), 2u);
+        QCOMPARE(b.position(), 2u);
+    }
+
     void batched_continues_after_truncate() {
         auto model = convert("qwen2_moe", "q8_0");
         QVERIFY(model);
