@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "chat_command.h"
+#include "serve_command.h"
 #include "tune_command.h"
 #include "engine/generate.h"
 #include "engine/model.h"
@@ -782,6 +783,24 @@ int main(int argc, char** argv) {
     eval->add_option("--require", eval_require, "SKILL=FRACTION: exit 1 when a skill's accuracy is lower ('all' for every case)");
     eval->add_flag("--json", as_json, "JSON output with every reply");
 
+    colibri::cli::ServeArgs sargs;
+    auto* serve = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching, and a local socket + shared-memory mode (docs/SERVER.md)");
+    serve->add_option("-m,--model", sargs.model_path, "model file (.bin)")->required();
+    serve->add_option("-t,--threads", sargs.threads, "worker threads (default: all cores)");
+    serve->add_option("-c,--context", sargs.context, "context per slot in tokens (default: min(model, 4096))");
+    serve->add_option("--host", sargs.host, "address to listen on, HOST or HOST:PORT (default 127.0.0.1:8080)");
+    serve->add_option("--port", sargs.port, "port (default 8080; 0 picks a free one)");
+    serve->add_option("--slots", sargs.slots, "sequences decoded together, each with its own KV cache (default 4)");
+    serve->add_option("--api-key", sargs.api_key, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY)");
+    serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (with --shm-key)");
+    serve->add_option("--shm-key", sargs.shm_key, "local mode: shared memory /dev/shm/colibri-KEY (with --socket)");
+    serve->add_option("--max-queue", sargs.max_queue, "requests waiting for a slot before 429 (default 64)");
+    serve->add_option("--max-tokens", sargs.max_tokens, "most tokens one request may generate (default: the context)");
+    serve->add_option("--max-body", sargs.max_body, "largest request body in bytes (default 2 MiB)");
+    serve->add_option("--timeout", sargs.timeout_s, "seconds a request may take to arrive, and one read or write to wait (default 10)");
+    serve->add_option("--alias", sargs.aliases, "another name clients may give as \"model\"");
+    serve->add_flag("-q,--quiet", sargs.quiet, "no line per request");
+
     bool tune_quick = false;
     auto* tune = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
     tune->add_flag("--json", as_json, "JSON output");
@@ -821,6 +840,7 @@ int main(int argc, char** argv) {
             return colibri::cli::cmd_chat(*loaded->model, *loaded->session, cargs);
         }
         if (*eval) return cmd_eval(margs, eval_dialogues, eval_max_tokens, eval_require, as_json);
+        if (*serve) return colibri::cli::cmd_serve(sargs);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");
     } catch (const std::exception& e) {

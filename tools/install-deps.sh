@@ -6,11 +6,15 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake ninja-build pkg-config
-  nlohmann-json3-dev libcli11-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
+  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb
   clang libclang-rt-14-dev
   libsimde-dev libbenchmark-dev g++-aarch64-linux-gnu qemu-user
+  curl
 )
+# Node.js runs the openai npm client against colibri serve (tests/server/openai); a Node.js installed some other
+# way (with its own npm) is kept.
+command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)
 # Skip the network when everything is already there.
 missing=()
 for p in "${packages[@]}"; do
@@ -19,4 +23,9 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The test oracle's npm packages, at the versions package-lock.json pins.
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -d "$repo/tests/server/openai/node_modules/openai" ]; then
+  npm ci --prefix "$repo/tests/server/openai" --no-audit --no-fund
 fi

@@ -1,0 +1,155 @@
+#include "serve_command.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "engine/model.h"
+#include "server/http_server.h"
+#include "server/local_server.h"
+#include "server/scheduler.h"
+
+namespace colibri::cli {
+
+namespace {
+
+int fail(const std::string& why) {
+    std::fprintf(stderr, "colibri: serve: %s\n", why.c_str());
+    return 1;
+}
+
+// "HOST", "HOST:PORT" or "[V6]:PORT" into host and port (the port stays as it is when not given).
+bool split_host(const std::string& text, std::string& host, int& port) {
+    std::string h = text, p;
+    if (!h.empty() && h[0] == '[') {
+        const size_t close = h.find(']');
+        if (close == std::string::npos) return false;
+        if (close + 1 < h.size()) {
+            if (h[close + 1] != ':') return false;
+            p = h.substr(close + 2);
+        }
+        h = h.substr(1, close - 1);
+    } else if (std::count(h.begin(), h.end(), ':') == 1) {
+        p = h.substr(h.find(':') + 1);
+        h = h.substr(0, h.find(':'));
+    }
+    if (h.empty()) return false;
+    host = h;
+    if (!p.empty()) {
+        char* end = nullptr;
+        const long v = std::strtol(p.c_str(), &end, 10);
+        if (*end != '\0' || v < 0 || v > 65535) return false;
+        port = static_cast<int>(v);
+    }
+    return true;
+}
+
+// The name clients give as "model": the file's name without .bin / .bin.zst.
+std::string model_id(const std::string& path) {
+    std::string name = std::filesystem::path(path).filename().string();
+    for (const char* suffix : {".zst", ".bin"})
+        if (name.size() > std::strlen(suffix) && name.ends_with(suffix)) name.resize(name.size() - std::strlen(suffix));
+    return name.empty() ? "model" : name;
+}
+
+}  // namespace
+
+int cmd_serve(ServeArgs a) {
+    if (a.model_path.empty()) return fail("no model given (use -m model.bin)");
+    int port = a.port;
+    std::string host;
+    if (!split_host(a.host, host, port)) return fail("--host '" + a.host + "' is not HOST, HOST:PORT or [IPV6]:PORT");
+    if (port < 0) port = 8080;
+    if (a.socket_path.empty() != a.shm_key.empty()) return fail("--socket and --shm-key go together");
+    if (a.slots == 0 || a.slots > 256) return fail("--slots must be between 1 and 256");
+    if (a.api_key.empty())
+        if (const char* k = std::getenv("COLIBRI_API_KEY")) a.api_key = k;
+
+    // Signals go to one thread that stops the server; every other thread (started below) blocks them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    auto model = Model::load(a.model_path);
+    if (!model) return fail(model.message());
+    const uint32_t max_position = model.value()->hparams().max_position;
+    if (a.context > max_position)
+        return fail("context " + std::to_string(a.context) + " exceeds the model's maximum of " + std::to_string(max_position));
+    server::ServedModel served;
+    served.model = model.value().get();
+    served.id = model_id(a.model_path);
+    served.aliases = a.aliases;
+    struct stat st{};
+    if (::stat(a.model_path.c_str(), &st) == 0) served.created = st.st_mtime;
+
+    server::SchedulerOptions so;
+    so.slots = a.slots;
+    so.context = a.context;
+    so.threads = a.threads;
+    so.max_queue = a.max_queue;
+    server::Scheduler scheduler(*served.model, so);
+    server::ApiLimits limits;
+    limits.context = scheduler.context();
+    limits.max_tokens = a.max_tokens;
+
+    server::HttpOptions ho;
+    ho.host = host;
+    ho.port = port;
+    ho.api_key = a.api_key;
+    ho.max_body = a.max_body;
+    ho.request_timeout_s = a.timeout_s;
+    ho.io_timeout_s = a.timeout_s;
+    ho.log_requests = !a.quiet;
+    ho.connection_threads = std::max(64u, 2 * (a.slots + a.max_queue));
+    server::HttpServer http(scheduler, served, limits, ho);
+    auto bound = http.bind();
+    if (!bound) return fail(bound.message());
+    std::unique_ptr<server::LocalServer> local;
+    if (!a.socket_path.empty()) {
+        server::LocalOptions lo;
+        lo.socket_path = a.socket_path;
+        lo.shm_key = a.shm_key;
+        lo.request_timeout_s = a.timeout_s;
+        lo.rings = std::max(16u, a.slots + a.max_queue);
+        server::ApiLimits local_limits = limits;
+        local_limits.require_model = false;
+        local = std::make_unique<server::LocalServer>(scheduler, served, local_limits, lo);
+        if (Status s = local->start(); !s) return fail(s.message());
+    }
+    const bool v6 = host.find(':') != std::string::npos;
+    std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
+                 format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(), v6 ? "]" : "",
+                 bound.value(), a.api_key.empty() ? "" : " (API key required)");
+    if (local)
+        std::fprintf(stderr, "colibri serve: local mode on %s (0660), shared memory /dev/shm/colibri-%s (0600)\n", a.socket_path.c_str(),
+                     a.shm_key.c_str());
+
+    std::atomic<bool> signalled{false};
+    std::thread stopper([&http, &signalled, stop_signals] {
+        int sig = 0;
+        sigwait(&stop_signals, &sig);
+        signalled = true;
+        http.stop();
+    });
+    http.run();
+    // The stopper waits for a signal that never comes when the server ended by itself.
+    if (!signalled) pthread_kill(stopper.native_handle(), SIGTERM);
+    stopper.join();
+    if (local) local->stop();
+    std::fprintf(stderr, "colibri serve: stopped\n");
+    return 0;
+}
+
+}  // namespace colibri::cli

@@ -1,0 +1,30 @@
+// `colibri serve`: the OpenAI-compatible HTTP server and the local socket + shared-memory transport over the
+// batch scheduler (server/).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace colibri::cli {
+
+struct ServeArgs {
+    std::string model_path;
+    unsigned threads = 0;
+    uint32_t context = 0;              // per slot
+    std::string host = "127.0.0.1";    // HOST or HOST:PORT ([::1]:PORT for IPv6)
+    int port = -1;                     // -1: from --host, else 8080; 0: any free port
+    uint32_t slots = 4;
+    std::string api_key;               // also COLIBRI_API_KEY
+    std::string socket_path, shm_key;  // local mode, both or neither
+    uint32_t max_queue = 64;
+    uint32_t max_tokens = 0;           // cap per request; 0: the context
+    size_t max_body = 2u << 20;
+    int timeout_s = 10;
+    std::vector<std::string> aliases;  // other names "model" may use
+    bool quiet = false;                // no line per request
+};
+
+int cmd_serve(ServeArgs args);
+
+}  // namespace colibri::cli

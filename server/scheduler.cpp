@@ -1,0 +1,312 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+
+#include "engine/session.h"
+
+namespace colibri::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return n;
+}
+
+}  // namespace
+
+// One sequence's place in the engine: its session (KV cache), what the cache holds, and the job it serves.
+// As the session's observer it counts expert activations and, when the job asks, keeps each position's trace.
+struct Scheduler::Slot final : TraceObserver {
+    Scheduler& owner;
+    std::unique_ptr<Session> session;
+    std::vector<int32_t> cached;  // tokens the session holds
+
+    std::shared_ptr<Job> job;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<ReplyStream> reply;
+    size_t next_prompt = 0;  // first prompt token not evaluated yet
+    uint32_t reused = 0;
+    std::span<const float> logits;
+    Clock::time_point admitted, first_token;
+    std::vector<PositionTrace> traces;  // positions evaluated since the last event
+
+    Slot(Scheduler& s, std::unique_ptr<Session> sess) : owner(s), session(std::move(sess)) { session->set_observer(this); }
+
+    bool busy() const { return job != nullptr; }
+    bool prefilling() const { return busy() && next_prompt < job->spec().prompt.size(); }
+
+    PositionTrace& trace_at(uint32_t position) {
+        for (auto it = traces.rbegin(); it != traces.rend(); ++it)
+            if (it->position == position) return *it;
+        PositionTrace& t = traces.emplace_back();
+        t.position = position;
+        const std::vector<int32_t>& prompt = job->spec().prompt;
+        t.token = position < prompt.size() ? prompt[position]
+                                           : reply->tokens()[std::min<size_t>(position - prompt.size(), reply->tokens().size() - 1)];
+        return t;
+    }
+    bool tracing() const { return job && job->spec().trace; }
+
+    void on_routing(const RoutingRecord& r) override {
+        const uint32_t n_exp = owner.model_.hparams().n_experts;
+        for (int32_t e : r.experts)
+            owner.expert_counts_[size_t(r.layer) * n_exp + static_cast<uint32_t>(e)].fetch_add(1, std::memory_order_relaxed);
+        if (!tracing()) return;
+        trace_at(r.position).routing.push_back({r.layer, {r.experts.begin(), r.experts.end()}, {r.weights.begin(), r.weights.end()},
+                                                {r.router_probs.begin(), r.router_probs.end()}});
+    }
+    void on_layer_timing(const LayerTiming& t) override {
+        if (tracing()) trace_at(t.position).timings.push_back({t.layer, t.attention_ns, t.router_ns, t.experts_ns});
+    }
+};
+
+Scheduler::Scheduler(const Model& model, const SchedulerOptions& options)
+    : model_(model), options_(options), expert_counts_(size_t(model.hparams().n_layers) * std::max(model.hparams().n_experts, 1u)) {
+    options_.slots = std::max(options_.slots, 1u);
+    options_.prefill_chunk = std::max(options_.prefill_chunk, 1u);
+    pool_ = std::make_unique<ThreadPool>(options_.threads);
+    for (uint32_t i = 0; i < options_.slots; ++i)
+        slots_.push_back(std::make_unique<Slot>(*this, std::make_unique<Session>(model_, *pool_, options_.context)));
+    context_ = slots_.front()->session->context();
+    stats_.slots = options_.slots;
+    stats_.layers = model.hparams().n_layers;
+    stats_.experts = model.hparams().n_experts;
+    thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+bool Scheduler::submit(std::shared_ptr<Job> job) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_ || queue_.size() >= options_.max_queue) return false;
+        queue_.push_back(std::move(job));
+        stats_.queued = static_cast<uint32_t>(queue_.size());
+    }
+    wake_.notify_one();
+    return true;
+}
+
+SchedulerStats Scheduler::stats() const {
+    std::lock_guard lock(mutex_);
+    SchedulerStats s = stats_;
+    if (recent_.size() > 1) {
+        uint64_t tokens = 0;
+        for (size_t i = 1; i < recent_.size(); ++i) tokens += recent_[i].second;
+        const double span = recent_.back().first - recent_.front().first;
+        s.decode_tokens_per_second = span > 0 ? double(tokens) / span : 0.0;
+    }
+    s.expert_activations.resize(expert_counts_.size());
+    for (size_t i = 0; i < expert_counts_.size(); ++i) s.expert_activations[i] = expert_counts_[i].load(std::memory_order_relaxed);
+    return s;
+}
+
+void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error) {
+    const auto now = Clock::now();
+    JobOutcome out;
+    out.finish = reason;
+    out.error = error;
+    out.prompt_tokens = static_cast<uint32_t>(slot.job->spec().prompt.size());
+    out.cached_tokens = slot.reused;
+    out.completion_tokens = slot.reply ? static_cast<uint32_t>(slot.reply->tokens().size()) : 0;
+    out.queued_ms = ms_between(slot.job->submitted, slot.admitted);
+    const bool sampled = out.completion_tokens > 0;
+    out.prompt_ms = ms_between(slot.admitted, sampled ? slot.first_token : now);
+    out.decode_ms = sampled ? ms_between(slot.first_token, now) : 0.0;
+    out.traces = std::move(slot.traces);
+    slot.job->sink().on_finish(std::move(out));
+    {
+        std::lock_guard lock(mutex_);
+        if (!error.empty()) ++stats_.failed;
+        else if (reason == FinishReason::Cancelled) ++stats_.cancelled;
+        else ++stats_.completed;
+    }
+    if (!error.empty()) {
+        // The session may hold part of an evaluation: start its next job from nothing.
+        slot.session->reset();
+        slot.cached.clear();
+    } else {
+        // The session holds the prompt and the generated tokens it evaluated (all but the last sampled one).
+        slot.cached = slot.job->spec().prompt;
+        if (slot.reply) slot.cached.insert(slot.cached.end(), slot.reply->tokens().begin(), slot.reply->tokens().end());
+        slot.cached.resize(std::min<size_t>(slot.cached.size(), slot.session->position()));
+    }
+    slot.job.reset();
+    slot.reply.reset();
+    slot.sampler.reset();
+    slot.traces.clear();
+    slot.logits = {};
+}
+
+void Scheduler::admit_locked() {
+    // Jobs cancelled while they waited leave the queue without touching any slot.
+    std::vector<std::shared_ptr<Job>> dropped;
+    std::erase_if(queue_, [&](const std::shared_ptr<Job>& j) {
+        if (!j->cancelled()) return false;
+        dropped.push_back(j);
+        return true;
+    });
+    for (const auto& j : dropped) {
+        JobOutcome out;
+        out.finish = FinishReason::Cancelled;
+        out.prompt_tokens = static_cast<uint32_t>(j->spec().prompt.size());
+        j->sink().on_finish(std::move(out));
+        ++stats_.cancelled;
+    }
+    while (!queue_.empty()) {
+        // The free slot whose cache shares the longest prefix with the prompt (a conversation's next turn
+        // usually finds its own).
+        std::shared_ptr<Job>& job = queue_.front();
+        Slot* best = nullptr;
+        size_t best_common = 0;
+        for (auto& s : slots_) {
+            if (s->busy()) continue;
+            const size_t common = common_prefix(s->cached, job->spec().prompt);
+            if (best == nullptr || common > best_common) best = s.get(), best_common = common;
+        }
+        if (best == nullptr) break;
+        Slot& slot = *best;
+        slot.job = std::move(job);
+        queue_.pop_front();
+        const JobSpec& spec = slot.job->spec();
+        size_t common = std::min(best_common, spec.prompt.size() - 1);  // at least one token is evaluated
+        slot.session->truncate(static_cast<uint32_t>(common));
+        slot.cached.resize(common);
+        slot.reused = static_cast<uint32_t>(common);
+        slot.next_prompt = common;
+        slot.sampler = std::make_unique<Sampler>(spec.sampling);
+        slot.reply = std::make_unique<ReplyStream>(model_, *slot.sampler, spec.reply, spec.prompt);
+        slot.admitted = Clock::now();
+        slot.traces.clear();
+        ++stats_.admitted;
+        stats_.prompt_tokens += spec.prompt.size();
+        stats_.cached_tokens += common;
+    }
+    stats_.queued = static_cast<uint32_t>(queue_.size());
+}
+
+void Scheduler::run() {
+    for (;;) {
+        {
+            std::unique_lock lock(mutex_);
+            wake_.wait(lock, [&] {
+                return stopping_ || !queue_.empty() || std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
+            });
+            if (stopping_) break;
+            admit_locked();
+            stats_.active = static_cast<uint32_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); }));
+        }
+        try {
+            step();
+        } catch (const std::exception& e) {
+            // Out of memory in the middle of a step: those jobs fail, the server goes on.
+            for (auto& s : slots_)
+                if (s->busy()) finish(*s, FinishReason::None, std::string("engine error: ") + e.what());
+        }
+    }
+    // Shutting down: every job gets an answer.
+    for (auto& s : slots_)
+        if (s->busy()) finish(*s, FinishReason::None, "the server is shutting down");
+    std::lock_guard lock(mutex_);
+    for (auto& j : queue_) {
+        JobOutcome out;
+        out.error = "the server is shutting down";
+        j->sink().on_finish(std::move(out));
+    }
+    queue_.clear();
+}
+
+void Scheduler::step() {
+    // 1. Each slot's input for this step: the next chunk of its prompt, or the token its reply samples now.
+    struct Input {
+        Slot* slot;
+        std::span<const int32_t> tokens;
+    };
+    std::vector<Input> inputs;
+    uint32_t sampled = 0, passes = 0;
+    size_t batched = 0;
+    const auto now = Clock::now();
+    for (auto& sp : slots_) {
+        Slot& s = *sp;
+        if (!s.busy()) continue;
+        if (s.job->cancelled()) {
+            s.reply->cancel();
+            finish(s, FinishReason::Cancelled);
+            continue;
+        }
+        const std::vector<int32_t>& prompt = s.job->spec().prompt;
+        if (s.prefilling()) {
+            const size_t n = std::min<size_t>(options_.prefill_chunk, prompt.size() - s.next_prompt);
+            inputs.push_back({&s, std::span<const int32_t>(prompt).subspan(s.next_prompt, n)});
+            continue;
+        }
+        if (s.reply->tokens().empty()) s.first_token = now;
+        JobEvent event;
+        event.token = s.reply->next(s.logits);
+        event.traces = std::move(s.traces);
+        s.traces.clear();
+        ++sampled;
+        s.job->sink().on_event(std::move(event));
+        if (s.reply->done()) {
+            finish(s, s.reply->finish());
+            continue;
+        }
+        inputs.push_back({&s, std::span<const int32_t>(&s.reply->tokens().back(), 1)});
+    }
+
+    // 2. Evaluate them together: one forward pass (Session::eval_batch) per capacity's worth of tokens, so that
+    // each weight, and each expert's weights, are read once for every token of the step that needs them. A prompt
+    // chunk is cut to the room left; what does not fit waits for the next step.
+    const size_t capacity = slots_.front()->session->chunk_capacity();
+    size_t begin = 0;
+    while (begin < inputs.size()) {
+        batch_.clear();
+        size_t room = capacity, end = begin;
+        for (; end < inputs.size() && room > 0; ++end) {
+            Input& in = inputs[end];
+            if (in.tokens.size() > room) in.tokens = in.tokens.first(room);
+            room -= in.tokens.size();
+            batch_.push_back({in.slot->session.get(), in.tokens});
+        }
+        ++passes;
+        batched += capacity - room;
+        if (Status s = Session::eval_batch(batch_); !s) {
+            // Say which job failed: evaluate them one by one (eval_batch checked before evaluating anything).
+            for (size_t i = begin; i < end; ++i)
+                if (auto r = inputs[i].slot->session->eval(inputs[i].tokens); !r) finish(*inputs[i].slot, FinishReason::None, r.message());
+        }
+        for (size_t i = begin; i < end; ++i) {
+            Slot& slot = *inputs[i].slot;
+            if (!slot.busy()) continue;
+            slot.logits = slot.session->logits();
+            if (slot.prefilling()) slot.next_prompt += inputs[i].tokens.size();
+        }
+        begin = end;
+    }
+
+    std::lock_guard lock(mutex_);
+    ++stats_.steps;
+    stats_.forward_passes += passes;
+    stats_.batched_tokens += batched;
+    stats_.generated_tokens += sampled;
+    if (sampled > 0) {
+        const double t = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+        recent_.emplace_back(t, sampled);
+        while (recent_.size() > 2 && t - recent_.front().first > 10.0) recent_.pop_front();
+    }
+}
+
+}  // namespace colibri::server

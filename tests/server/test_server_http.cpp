@@ -1,0 +1,394 @@
+// `colibri serve` over HTTP, driven by curl (a client no one here wrote) and by hand-written requests on a raw
+// socket: the endpoints, streaming (SSE, [DONE], include_usage), sampling parameters, logprobs, usage and
+// timings, /health and /metrics, the API key, and every malformed request: bad JSON, wrong types, a huge
+// max_tokens, an unknown model, a 10 MB body and a slowloris sender each get their 4xx or a timeout, never a
+// 500 or a crash.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <thread>
+
+#include "../test_support.h"
+#include "server_process.h"
+
+using namespace colibri::test;
+
+namespace {
+
+const QString kDemo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
+
+struct Reply {
+    int status = 0;
+    QByteArray body;
+    QJsonObject json() const { return QJsonDocument::fromJson(body).object(); }
+    QString error_type() const { return json()["error"].toObject()["type"].toString(); }
+    QString error_code() const { return json()["error"].toObject()["code"].toString(); }
+    QString error_param() const { return json()["error"].toObject()["param"].toString(); }
+};
+
+// One curl call; the status is the last line curl writes (-w).
+Reply curl(const QString& url, const QStringList& extra, const QByteArray& body = {}) {
+    QProcess p;
+    QStringList args{"-sS", "-N", "--max-time", "300", "-w", "\n%{http_code}"};
+    if (!body.isNull()) args << "-H" << "Content-Type: application/json" << "--data-binary" << "@-";
+    p.start(QStringLiteral("curl"), args + extra + QStringList{url});
+    p.waitForStarted();
+    if (!body.isNull()) p.write(body);
+    p.closeWriteChannel();
+    p.waitForFinished(330000);
+    QByteArray out = p.readAllStandardOutput();
+    const qsizetype nl = out.lastIndexOf('\n');
+    Reply r;
+    r.status = out.mid(nl + 1).trimmed().toInt();
+    r.body = out.left(nl);
+    return r;
+}
+
+// The data lines of an SSE body, in order.
+QList<QByteArray> events(const QByteArray& body) {
+    QList<QByteArray> out;
+    for (const QByteArray& line : body.split('\n'))
+        if (line.startsWith("data: ")) out << line.mid(6);
+    return out;
+}
+
+}  // namespace
+
+class TestServerHttp : public QObject {
+    Q_OBJECT
+    ServerProcess server_;
+    QTemporaryDir dir_;
+
+    Reply post(const QString& path, const QByteArray& body, const QStringList& extra = {}) { return curl(server_.url() + path, extra, body); }
+    Reply get(const QString& path, const QStringList& extra = {}) { return curl(server_.url() + path, extra); }
+    QByteArray chat(const QString& message, const QString& more = {}) {
+        return QStringLiteral(R"({"model":"demo","messages":[{"role":"user","content":"%1"}]%2})").arg(message, more).toUtf8();
+    }
+
+    int cancelled_count() {
+        static const QRegularExpression cancelled(QStringLiteral("outcome=\"cancelled\"\\} (\\d+)"));
+        const auto m = cancelled.match(QString::fromUtf8(get("/metrics").body));
+        return m.hasMatch() ? m.captured(1).toInt() : -1;
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY2(QFile::exists(kDemo), "the build did not make the demo model");
+        QVERIFY2(QProcess::execute(QStringLiteral("curl"), {"--version"}) == 0, "curl is not installed (tools/install-deps.sh)");
+        QVERIFY2(server_.start({"-m", kDemo, "--slots", "2", "-c", "512", "-t", "2", "--timeout", "3", "--max-body", "1048576"}),
+                 qPrintable(server_.error()));
+    }
+    void cleanupTestCase() { QCOMPARE(server_.stop(), 0); }
+
+    void models_and_health() {
+        const Reply models = get("/v1/models");
+        QCOMPARE(models.status, 200);
+        const QJsonArray data = models.json()["data"].toArray();
+        QCOMPARE(data.size(), 1);
+        QCOMPARE(data[0].toObject()["id"].toString(), QStringLiteral("demo"));
+        QCOMPARE(data[0].toObject()["object"].toString(), QStringLiteral("model"));
+        const Reply health = get("/health");
+        QCOMPARE(health.status, 200);
+        QCOMPARE(health.json()["status"].toString(), QStringLiteral("ok"));
+    }
+
+    void chat_whole_reply_with_usage_and_timings() {
+        const Reply r = post("/v1/chat/completions", chat("Hello", R"(,"max_tokens":6,"seed":3,"temperature":0.8,"top_k":40,"top_p":0.9,"min_p":0.05,"repeat_penalty":1.1)"));
+        QCOMPARE(r.status, 200);
+        const QJsonObject o = r.json();
+        QCOMPARE(o["object"].toString(), QStringLiteral("chat.completion"));
+        QVERIFY(o["id"].toString().startsWith("chatcmpl-"));
+        QCOMPARE(o["model"].toString(), QStringLiteral("demo"));
+        const QJsonObject choice = o["choices"].toArray()[0].toObject();
+        QCOMPARE(choice["message"].toObject()["role"].toString(), QStringLiteral("assistant"));
+        QVERIFY(choice["message"].toObject()["content"].isString());
+        const QString finish = choice["finish_reason"].toString();
+        QVERIFY2(finish == "stop" || finish == "length", qPrintable(finish));
+        const QJsonObject usage = o["usage"].toObject();
+        QVERIFY(usage["prompt_tokens"].toInt() > 0);
+        QVERIFY(usage["completion_tokens"].toInt() >= 1 && usage["completion_tokens"].toInt() <= 6);
+        QCOMPARE(usage["total_tokens"].toInt(), usage["prompt_tokens"].toInt() + usage["completion_tokens"].toInt());
+        const QJsonObject t = o["timings"].toObject();
+        QCOMPARE(t["predicted_n"].toInt(), usage["completion_tokens"].toInt());
+        QVERIFY(t["prompt_ms"].toDouble() > 0);
+        QCOMPARE(t["prompt_n"].toInt() + t["cache_n"].toInt(), usage["prompt_tokens"].toInt());
+    }
+
+    void stream_matches_the_whole_reply() {
+        // The same seeded request, streamed and not: the deltas add up to the whole reply; the stream starts with
+        // the role, ends with a finish_reason chunk, the usage chunk (include_usage) and [DONE].
+        const QByteArray more = R"(,"max_tokens":12,"seed":11)";
+        const Reply whole = post("/v1/chat/completions", chat("Tell me about birds", more));
+        QCOMPARE(whole.status, 200);
+        const Reply stream = post("/v1/chat/completions", chat("Tell me about birds", more + R"(,"stream":true,"stream_options":{"include_usage":true})"));
+        QCOMPARE(stream.status, 200);
+        const QList<QByteArray> ev = events(stream.body);
+        QVERIFY2(ev.size() >= 4, stream.body.constData());
+        QCOMPARE(ev.last(), QByteArray("[DONE]"));
+        const QJsonObject first = QJsonDocument::fromJson(ev[0]).object();
+        QCOMPARE(first["object"].toString(), QStringLiteral("chat.completion.chunk"));
+        QCOMPARE(first["choices"].toArray()[0].toObject()["delta"].toObject()["role"].toString(), QStringLiteral("assistant"));
+        QString text, finish;
+        for (int i = 0; i + 2 < ev.size(); ++i) {
+            const QJsonObject c = QJsonDocument::fromJson(ev[i]).object();
+            QVERIFY2(!c.isEmpty(), ev[i].constData());
+            const QJsonObject choice = c["choices"].toArray()[0].toObject();
+            text += choice["delta"].toObject()["content"].toString();
+            if (!choice["finish_reason"].isNull()) finish = choice["finish_reason"].toString();
+        }
+        const QJsonObject usage_chunk = QJsonDocument::fromJson(ev[ev.size() - 2]).object();
+        QVERIFY(usage_chunk["choices"].toArray().isEmpty());
+        const QJsonObject whole_choice = whole.json()["choices"].toArray()[0].toObject();
+        QCOMPARE(text, whole_choice["message"].toObject()["content"].toString());
+        QCOMPARE(finish, whole_choice["finish_reason"].toString());
+        QCOMPARE(usage_chunk["usage"].toObject()["completion_tokens"].toInt(), whole.json()["usage"].toObject()["completion_tokens"].toInt());
+    }
+
+    void completions_with_text_ids_and_legacy_logprobs() {
+        Reply r = post("/v1/completions", R"({"model":"demo","prompt":"Once upon a time","max_tokens":5,"seed":1,"logprobs":2})");
+        QCOMPARE(r.status, 200);
+        QJsonObject o = r.json();
+        QCOMPARE(o["object"].toString(), QStringLiteral("text_completion"));
+        const QJsonObject choice = o["choices"].toArray()[0].toObject();
+        QVERIFY(choice["text"].isString());
+        const QJsonObject lp = choice["logprobs"].toObject();
+        const QJsonArray tokens = lp["tokens"].toArray(), logprobs = lp["token_logprobs"].toArray(), top = lp["top_logprobs"].toArray();
+        QVERIFY(!tokens.isEmpty());
+        QCOMPARE(logprobs.size(), tokens.size());
+        QCOMPARE(top.size(), tokens.size());
+        for (int i = 0; i < tokens.size(); ++i) {
+            QVERIFY(logprobs[i].toDouble() <= 0.0);
+            QCOMPARE(top[i].toObject().size() <= 2, true);
+        }
+        // A prompt of token ids works without the tokenizer.
+        r = post("/v1/completions", R"({"model":"demo","prompt":[1,2,3,4],"max_tokens":3,"temperature":0})");
+        QCOMPARE(r.status, 200);
+        QVERIFY(r.json()["usage"].toObject()["prompt_tokens"].toInt() == 4);
+    }
+
+    void chat_logprobs_and_top_logprobs() {
+        const Reply r = post("/v1/chat/completions", chat("Hi", R"(,"max_tokens":4,"temperature":0,"logprobs":true,"top_logprobs":3,"ignore_eos":true)"));
+        QCOMPARE(r.status, 200);
+        const QJsonArray content = r.json()["choices"].toArray()[0].toObject()["logprobs"].toObject()["content"].toArray();
+        QCOMPARE(content.size(), 4);
+        for (const auto& v : content) {
+            const QJsonObject e = v.toObject();
+            QVERIFY(e["logprob"].toDouble() <= 0.0);
+            QVERIFY(e["bytes"].isArray());
+            const QJsonArray top = e["top_logprobs"].toArray();
+            QCOMPARE(top.size(), 3);
+            // Greedy: the chosen token is the most likely one.
+            QCOMPARE(top[0].toObject()["logprob"].toDouble(), e["logprob"].toDouble());
+            QVERIFY(top[0].toObject()["logprob"].toDouble() >= top[1].toObject()["logprob"].toDouble());
+        }
+    }
+
+    void seeds_reproduce_and_stop_strings_cut() {
+        const QByteArray body = R"({"model":"demo","prompt":"The hummingbird","max_tokens":24,"seed":5,"ignore_eos":true})";
+        const Reply a = post("/v1/completions", body), b = post("/v1/completions", body);
+        QCOMPARE(a.status, 200);
+        const QString text = a.json()["choices"].toArray()[0].toObject()["text"].toString();
+        QCOMPARE(b.json()["choices"].toArray()[0].toObject()["text"].toString(), text);
+        // A stop string taken from the middle of that reply ends the same request there.
+        QVERIFY2(text.size() >= 6, qPrintable(text));
+        qsizetype at = text.size() / 2;
+        if (text[at].isLowSurrogate()) ++at;
+        qsizetype len = 3;
+        if (text[at + len - 1].isHighSurrogate()) ++len;
+        const QString stop = text.mid(at, len);
+        QJsonObject req = QJsonDocument::fromJson(body).object();
+        req["stop"] = QJsonArray{stop};
+        const QByteArray stopped_body = QJsonDocument(req).toJson(QJsonDocument::Compact);
+        const Reply c = post("/v1/completions", stopped_body);
+        QCOMPARE(c.status, 200);
+        const QJsonObject choice = c.json()["choices"].toArray()[0].toObject();
+        QCOMPARE(choice["finish_reason"].toString(), QStringLiteral("stop"));
+        QCOMPARE(choice["text"].toString(), text.left(text.indexOf(stop)));
+    }
+
+    void metrics_in_prometheus_text() {
+        post("/v1/chat/completions", chat("count", R"(,"max_tokens":2)"));
+        const Reply m = get("/metrics");
+        QCOMPARE(m.status, 200);
+        const QString text = QString::fromUtf8(m.body);
+        for (const char* name : {"colibri_requests_total", "colibri_generated_tokens_total", "colibri_queue_depth", "colibri_decode_tokens_per_second",
+                                 "colibri_expert_activations_total", "colibri_prompt_tokens_total"})
+            QVERIFY2(text.contains(QStringLiteral("# TYPE %1 ").arg(name)), name);
+        QVERIFY(text.contains(QStringLiteral("colibri_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"}")));
+        static const QRegularExpression expert(QStringLiteral("colibri_expert_activations_total\\{model=\"demo\",layer=\"\\d+\",expert=\"\\d+\"\\} [1-9]"));
+        QVERIFY(expert.match(text).hasMatch());
+        // Every sample line is NAME{labels} VALUE or NAME VALUE.
+        static const QRegularExpression sample(QStringLiteral("^[a-z_]+(\\{[^}]*\\})? [-+0-9.eE]+$"));
+        for (const QString& line : text.split('\n', Qt::SkipEmptyParts))
+            if (!line.startsWith('#')) QVERIFY2(sample.match(line).hasMatch(), qPrintable(line));
+    }
+
+    // ---- malformed requests: one test each ----
+
+    void bad_json_is_400() {
+        const Reply r = post("/v1/chat/completions", R"({"model":"demo","messages":[{"role":"user","content":"hi"})");
+        QCOMPARE(r.status, 400);
+        QCOMPARE(r.error_type(), QStringLiteral("invalid_request_error"));
+        QVERIFY(r.json()["error"].toObject()["message"].toString().contains("JSON"));
+        QCOMPARE(post("/v1/chat/completions", "[1,2,3]").status, 400);
+        QCOMPARE(post("/v1/chat/completions", QByteArray(100000, '[')).status, 400);  // nesting bound
+        QCOMPARE(post("/v1/chat/completions", QByteArray("")).status, 400);
+    }
+
+    void wrong_types_are_400_naming_the_field() {
+        struct Case {
+            const char* body;
+            const char* param;
+        };
+        for (const Case& c : {Case{R"({"model":"demo","messages":"hi"})", "messages"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":"hi"}],"max_tokens":"ten"})", "max_tokens"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", "temperature"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":"hi"}],"temperature":5})", "temperature"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":"hi"}],"stream":"yes"})", "stream"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":"hi"}],"stop":[1,2]})", "stop"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":"hi"}],"top_logprobs":50,"logprobs":true})", "top_logprobs"},
+                              Case{R"({"model":"demo","messages":[{"role":"wizard","content":"hi"}]})", "messages[0].role"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":{"a":1}}]})", "messages[0].content"},
+                              Case{R"({"model":"demo","messages":[]})", "messages"},
+                              Case{R"({"model":7,"messages":[{"role":"user","content":"hi"}]})", "model"},
+                              Case{R"({"model":"demo","messages":[{"role":"user","content":"hi"}],"n":3})", "n"},
+                              Case{R"({"model":"demo","prompt":{"x":1}})", "prompt"}}) {
+            const QString path = QByteArray(c.body).contains("prompt") ? "/v1/completions" : "/v1/chat/completions";
+            const Reply r = post(path, c.body);
+            QVERIFY2(r.status == 400, c.body);
+            QCOMPARE(r.error_type(), QStringLiteral("invalid_request_error"));
+            QVERIFY2(r.error_param() == c.param, qPrintable(r.error_param() + " for " + c.body));
+        }
+    }
+
+    void huge_max_tokens_is_400() {
+        for (const char* n : {"1000000", "9000000000000000000", "0", "-5"}) {
+            const Reply r = post("/v1/chat/completions", chat("hi", QStringLiteral(R"(,"max_tokens":%1)").arg(n)));
+            QVERIFY2(r.status == 400, n);
+            QCOMPARE(r.error_param(), QStringLiteral("max_tokens"));
+        }
+        const Reply r = post("/v1/chat/completions", chat("hi", R"(,"max_tokens":1000000)"));
+        QCOMPARE(r.error_code(), QStringLiteral("context_length_exceeded"));
+        QVERIFY(r.json()["error"].toObject()["message"].toString().contains("512"));
+    }
+
+    void unknown_model_is_404() {
+        const Reply r = post("/v1/chat/completions", R"({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]})");
+        QCOMPARE(r.status, 404);
+        QCOMPARE(r.error_code(), QStringLiteral("model_not_found"));
+        QCOMPARE(post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})").status, 400);  // no model
+        const Reply route = get("/v1/engines");
+        QCOMPARE(route.status, 404);
+        QCOMPARE(route.error_type(), QStringLiteral("invalid_request_error"));
+    }
+
+    void body_of_10_mb_is_413() {
+        QByteArray big = R"({"model":"demo","messages":[{"role":"user","content":")";
+        big += QByteArray(10 << 20, 'a');
+        big += R"("}]})";
+        const Reply r = post("/v1/chat/completions", big);
+        QCOMPARE(r.status, 413);
+        QCOMPARE(r.error_type(), QStringLiteral("invalid_request_error"));
+        QCOMPARE(get("/health").status, 200);
+    }
+
+    void slowloris_is_cut_off_and_others_are_served() {
+        // One byte of headers per second: the request must arrive whole within --timeout (3 s), so the server
+        // closes the connection; meanwhile other requests are answered.
+        RawConnection slow(server_.port());
+        QVERIFY(slow.ok());
+        QVERIFY(slow.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
+        QElapsedTimer clock;
+        clock.start();
+        bool closed = false;
+        const std::string trickle = "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        for (size_t i = 0; i < trickle.size() && !closed; ++i) {
+            slow.send(trickle.substr(i, 1));
+            slow.receive(1000, &closed);
+            if (i == 1) QCOMPARE(get("/health").status, 200);
+        }
+        QVERIFY2(closed, "the server kept a slowloris connection open");
+        QVERIFY2(clock.elapsed() < 20000, qPrintable(QString::number(clock.elapsed())));
+        // A client that connects and sends nothing is closed too.
+        RawConnection silent(server_.port());
+        silent.receive(15000, &closed);
+        QVERIFY(closed);
+    }
+
+    void api_key_is_required_when_set() {
+        ServerProcess keyed;
+        QVERIFY2(keyed.start({"-m", kDemo, "--slots", "1", "-c", "256", "-t", "1", "--api-key", "s3cret"}), qPrintable(keyed.error()));
+        const QString url = keyed.url();
+        const QByteArray body = chat("hi", R"(,"max_tokens":1)");
+        Reply r = curl(url + "/v1/chat/completions", {}, body);
+        QCOMPARE(r.status, 401);
+        QCOMPARE(r.error_code(), QStringLiteral("invalid_api_key"));
+        r = curl(url + "/v1/chat/completions", {"-H", "Authorization: Bearer wrong"}, body);
+        QCOMPARE(r.status, 401);
+        QCOMPARE(curl(url + "/v1/models", {}).status, 401);
+        QCOMPARE(curl(url + "/health", {}).status, 200);
+        r = curl(url + "/v1/chat/completions", {"-H", "Authorization: Bearer s3cret"}, body);
+        QCOMPARE(r.status, 200);
+        QCOMPARE(keyed.stop(), 0);
+    }
+
+    void dropped_stream_is_cancelled_and_the_server_goes_on() {
+        // A long stream whose client leaves after the first chunks: the job is cancelled (metrics), and the next
+        // requests are served.
+        RawConnection c(server_.port());
+        QVERIFY(c.ok());
+        const std::string body = R"({"model":"demo","messages":[{"role":"user","content":"go"}],"max_tokens":400,"stream":true,"ignore_eos":true})";
+        QVERIFY(c.send(http_request("POST", "/v1/chat/completions", body)));
+        const std::string head = c.receive(3000);
+        QVERIFY2(head.find("200") != std::string::npos && head.find("data: ") != std::string::npos, head.c_str());
+        c.close();
+        QElapsedTimer clock;
+        clock.start();
+        static const QRegularExpression cancelled(QStringLiteral("outcome=\"cancelled\"\\} ([1-9]\\d*)"));
+        bool seen = false;
+        while (!seen && clock.elapsed() < 60000) {
+            seen = cancelled.match(QString::fromUtf8(get("/metrics").body)).hasMatch();
+            if (!seen) QTest::qWait(200);
+        }
+        QVERIFY2(seen, "the dropped stream was not cancelled");
+        QCOMPARE(post("/v1/chat/completions", chat("still there?", R"(,"max_tokens":2)")).status, 200);
+    }
+
+    void dropped_whole_request_is_cancelled_and_only_it() {
+        // A client that hangs up while it waits for a whole (not streamed) reply: its job is cancelled, and a
+        // seeded request running beside it in the other slot gives what it gives alone.
+        const QByteArray seeded = chat("beside", R"(,"max_tokens":40,"seed":9,"ignore_eos":true)");
+        const Reply alone = post("/v1/chat/completions", seeded);
+        QCOMPARE(alone.status, 200);
+        const int before = cancelled_count();
+        RawConnection c(server_.port());
+        QVERIFY(c.ok());
+        const std::string body = R"({"model":"demo","messages":[{"role":"user","content":"wait"}],"max_tokens":400,"ignore_eos":true})";
+        QVERIFY(c.send(http_request("POST", "/v1/chat/completions", body)));
+        Reply beside;
+        std::thread other([&] { beside = post("/v1/chat/completions", seeded); });
+        QTest::qWait(300);
+        c.close();
+        other.join();
+        QCOMPARE(beside.status, 200);
+        QCOMPARE(beside.json()["choices"].toArray()[0].toObject()["message"].toObject()["content"].toString(),
+                 alone.json()["choices"].toArray()[0].toObject()["message"].toObject()["content"].toString());
+        QElapsedTimer clock;
+        clock.start();
+        while (cancelled_count() == before && clock.elapsed() < 60000) QTest::qWait(200);
+        QCOMPARE(cancelled_count(), before + 1);
+    }
+
+    void no_request_gets_a_500() {
+        // Statuses answered so far, as /metrics counts them: none is a 5xx.
+        const QString text = QString::fromUtf8(get("/metrics").body);
+        static const QRegularExpression five(QStringLiteral("colibri_requests_total\\{[^}]*status=\"5\\d\\d\"\\}"));
+        QVERIFY2(!five.match(text).hasMatch(), qPrintable(text));
+        QVERIFY(server_.running());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestServerHttp)
+#include "test_server_http.moc"
