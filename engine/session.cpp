@@ -173,6 +173,7 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
 Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) {
     const HyperParams& hp = model_.hparams();
     const size_t H = hp.hidden_size;
+    const uint64_t chunk_t0 = observer_ ? now_ns() : 0;
     std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
     if (Status s = populate_kv(position_ + n); !s) return s;
 
@@ -210,10 +211,17 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
             if (counters) observer_->on_counters(CounterRecord{l, position_, -1, counters->stop(0)});  // [counters]
         }
     }
+    const uint32_t first = position_;
     position_ += n;
+    const uint64_t head_t0 = observer_ ? now_ns() : 0;
     if (with_logits) {
         rmsnorm(x_.data() + (n - 1) * H, f32(&model_.output_norm()), hp.rms_eps, H, h_.data());
         matmul(model_.lm_head(), h_.data(), 1, logits_.data());
+    }
+    if (observer_) {
+        const uint64_t end = now_ns(), head = with_logits ? end - head_t0 : 0, body = (head_t0 - chunk_t0) / n;
+        for (uint32_t i = 0; i < n; ++i)
+            observer_->on_token_timing(TokenTiming{first + i, i + 1 == n ? head : 0, body + (i + 1 == n ? head : 0)});
     }
     return Status::ok();
 }
@@ -406,7 +414,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     auto input_of = [&](uint32_t e) { return n > 1 ? expert_in_.data() + expert_block_[e] * H : h_.data(); };
     const bool shared = w.shared_expert.gate != nullptr;
     const uint32_t SF = hp.shared_expert_ffn;
-    CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
+    CounterSource* counters = observer_ && observer_->count_experts() ? observer_->counters() : nullptr;  // [counters]; then n == 1
     if (counters) {
         // One expert at a time, so each one's counters are its own.
         for (uint32_t e = 0; e < n_exp; ++e) {
