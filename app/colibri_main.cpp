@@ -489,6 +489,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
 struct BenchArgs {
     tools::BenchConfig config;
     std::string router = "exact";
+    std::string kernel;  // --kernel: one variant, a list or "all" (a comparison)
     bool no_prefetch = false, prefetch = false, huge_pages = false, no_huge_pages = false;
     size_t bandwidth_mib = 0;
 };
@@ -505,6 +506,23 @@ int cmd_bench(const ModelArgs& args, BenchArgs& ba, bool as_json) {
     if (ba.huge_pages) so.huge_pages = true;
     if (ba.no_huge_pages) so.huge_pages = false;
     ba.config.bandwidth_buffer = ba.bandwidth_mib << 20;
+    ba.config.context = args.context;
+    if (!ba.kernel.empty()) {
+        auto variants = tools::parse_kernel_list(ba.kernel);
+        if (!variants) return fail("bench", variants.message());
+        std::vector<tools::KernelRun> runs;
+        for (kernels::Variant v : variants.value()) {
+            kernels::select_variant(v);  // every op and type, as COLIBRI_KERNEL=v would
+            auto report = tools::run_bench(args.path, args.threads, ba.config);
+            if (!report) return fail("bench", report.message());
+            runs.push_back({v, std::move(report.value())});
+        }
+        if (runs.size() == 1 && !as_json) std::fputs(tools::bench_text(runs.front().report).c_str(), stdout);
+        else if (runs.size() == 1) std::printf("%s\n", tools::bench_json(runs.front().report).dump(2).c_str());
+        else if (as_json) std::printf("%s\n", tools::kernel_comparison_json(runs).dump(2).c_str());
+        else std::fputs(tools::kernel_comparison_text(runs).c_str(), stdout);
+        return 0;
+    }
     auto report = tools::run_bench(args.path, args.threads, ba.config);
     if (!report) return fail("bench", report.message());
     if (as_json)
@@ -743,6 +761,10 @@ int main(int argc, char** argv) {
     auto* bench = app.add_subcommand("bench", "prompt and decode tokens/s, bytes per token, memory bandwidth, roofline");
     bench->add_option("-m,--model", margs.path, "model file (.bin)")->required();
     bench->add_option("-t,--threads", margs.threads, "worker threads (default: all cores)");
+    bench->add_option("-c,--context", margs.context, "KV cache size in tokens (default: what -d, -p and -n need)");
+    bench->add_option("--kernel", bargs.kernel,
+                      "kernel variant for every op and type: scalar, avx2, avx512, neon, neon_translated; a comma "
+                      "list or 'all' runs the bench once per variant and compares them");
     bench->add_option("-p,--prompt-tokens", bargs.config.prompt_tokens, "prompt length in tokens (default 128)");
     bench->add_option("-n,--decode-tokens", bargs.config.decode_tokens, "tokens to decode (default 128)");
     bench->add_option("-d,--depth", bargs.config.depth,
