@@ -10,6 +10,7 @@ packages=(
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb
   clang libclang-rt-14-dev
   libsimde-dev libbenchmark-dev g++-aarch64-linux-gnu qemu-user
+  dpkg-dev appstream desktop-file-utils shared-mime-info
 )
 # Skip the network when everything is already there.
 missing=()
