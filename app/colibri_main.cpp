@@ -24,6 +24,7 @@
 #include "engine/session.h"
 #include "engine/utf8_stream.h"
 #include "tools/bench.h"
+#include "tools/chat_eval.h"
 #include "tools/check.h"
 #include "tools/convert.h"
 #include "tools/model_output.h"
@@ -106,7 +107,7 @@ Result<std::vector<int32_t>> tokens_or_prompt(const Model& model, const std::str
     if (prompt.empty()) return error("give --tokens or --prompt");
     if (model.tokenizer() == nullptr) return error("model has no tokenizer; use --tokens");
     auto ids = model.tokenizer()->encode(prompt, true);
-    if (ids.empty()) return error("prompt encodes to no tokens");
+    if (ids && ids->empty()) return error("prompt encodes to no tokens");
     return ids;
 }
 
@@ -215,6 +216,15 @@ int cmd_check(const std::string& path, bool as_json, bool quiet) {
     return report.valid ? 0 : 1;
 }
 
+// What the model's router does (engine/router.h), for route's JSON.
+json routing_json(const Model& m) {
+    const RoutingRules& r = m.rules().routing;
+    json j{{"scoring", router_scoring_name(r.scoring)}, {"renormalise", r.renormalise}, {"scaling", r.scaling},
+           {"selection_bias", r.selection_bias}, {"top_k", m.hparams().n_experts_active}, {"experts", m.hparams().n_experts}};
+    if (r.n_group > 1) j["n_group"] = r.n_group, j["topk_group"] = r.topk_group;
+    return j;
+}
+
 json info_json(const Model& m) {
     const format::HyperParams& hp = m.hparams();
     json j;
@@ -242,6 +252,17 @@ json info_json(const Model& m) {
     j["clip_qkv"] = hp.clip_qkv;
     j["bos_id"] = hp.bos_id;
     j["eos_id"] = hp.eos_id;
+    // What the family does, as the model decided it at load (format 2.1's hyper-parameters included).
+    const ModelRules& rules = m.rules();
+    j["routing"] = routing_json(m);
+    j["rotary_dim"] = rules.attention.rotary_dim;
+    j["rope_scaling"] = hp.rope_scaling == static_cast<uint8_t>(format::RopeScaling::Yarn) ? "yarn" : "none";
+    if (rules.attention.sliding_window) j["sliding_window"] = rules.attention.sliding_window;
+    if (rules.attention.sinks) j["attention_sinks"] = true;
+    if (rules.attention.mla)
+        j["latent_attention"] = json{{"q_lora_rank", rules.attention.q_lora_rank}, {"kv_lora_rank", rules.attention.kv_lora_rank},
+                                     {"v_head_dim", rules.attention.v_head_dim}};
+    if (rules.swiglu_limit > 0.0f) j["swiglu_limit"] = rules.swiglu_limit;
     std::map<std::string, uint64_t> types;
     for (const TensorView& t : m.file().tensors()) types[format::weight_type_name(t.type)] += t.size;
     j["weight_bytes_by_type"] = types;
@@ -444,14 +465,24 @@ int cmd_compare(const ModelArgs& args, const CompareArgs& c, bool as_json) {
 struct RouteCollector : TraceObserver {
     // per layer: per position
     std::map<uint32_t, std::vector<std::vector<int32_t>>> experts;
-    std::map<uint32_t, std::vector<std::vector<float>>> weights;
-    std::map<uint32_t, std::vector<std::vector<float>>> probs;
+    std::map<uint32_t, std::vector<std::vector<float>>> weights, probs, selection;
+    std::map<uint32_t, std::vector<std::vector<uint32_t>>> groups;
     void on_routing(const RoutingRecord& r) override {
         experts[r.layer].emplace_back(r.experts.begin(), r.experts.end());
         weights[r.layer].emplace_back(r.weights.begin(), r.weights.end());
         probs[r.layer].emplace_back(r.router_probs.begin(), r.router_probs.end());
+        selection[r.layer].emplace_back(r.selection.begin(), r.selection.end());
+        groups[r.layer].emplace_back(r.groups.begin(), r.groups.end());
     }
 };
+
+// The LUT router implements softmax routing only; a front end says so instead of routing otherwise.
+Status check_router_for(const Model& m, RouterKind kind) {
+    if (kind == RouterKind::Lut && !lut_router_supports(m.rules().routing))
+        return error(std::string("the lut router implements softmax routing only; this model's router is ") +
+                     router_scoring_name(m.rules().routing.scoring));
+    return Status::ok();
+}
 
 struct RouteArgs {
     std::string router = "exact";
@@ -466,6 +497,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     if (!loaded) return fail("route", loaded.message());
     Loaded& l = loaded.value();
     const std::vector<int32_t>& ids = l.ids;
+    if (Status s = check_router_for(*l.model, *kind); !s) return fail("route", s.message());
     if (ra.compare) {
         auto a = tools::compare_routers(*l.model, *l.pool, ids, *kind);
         if (!a) return fail("route", a.message());
@@ -478,11 +510,16 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     if (auto r = l.session->eval(std::span<const int32_t>(ids)); !r) return fail("route", r.message());
     json layers = json::array();
     for (const auto& [layer, ex] : collector.experts) {
-        json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}};
+        // Existing fields first; selection_scores (what selected each expert: score + selection bias) and, for
+        // group-limited routers, the groups each token's choice was limited to.
+        json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}, {"selection_scores", collector.selection[layer]}};
+        if (l.model->rules().routing.n_group > 1) e["groups"] = collector.groups[layer];
         if (ra.with_probs) e["probs"] = collector.probs[layer];
         layers.push_back(e);
     }
-    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"layers", layers}}.dump().c_str());
+    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)}, {"layers", layers}}
+                              .dump()
+                              .c_str());
     return 0;
 }
 
@@ -662,13 +699,15 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
             if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
             if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
             auto rendered = render_chat_template(l.model->chat_template(), in);
-            if (!rendered) return fail("chat", "chat template: " + rendered.message());
+            if (!rendered) return fail("chat", rendered.message());  // it begins with "chat template: "
             prompt = rendered.value();
         } else {
             for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
             prompt += "assistant:";
         }
-        std::vector<int32_t> ids = tok->encode(prompt, l.model->chat_template().empty());
+        auto encoded = tok->encode(prompt, l.model->chat_template().empty());
+        if (!encoded) return fail("chat", encoded.message());
+        std::vector<int32_t> ids = std::move(encoded.value());
         // Reuse the KV cache for the common prefix; evaluate only what is new.
         size_t common = 0;
         while (reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
@@ -708,6 +747,49 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
     return 0;
 }
 
+// Held-out dialogues through the chat template, greedy; --require SKILL=FRACTION makes it a pass/fail check.
+int cmd_eval(const ModelArgs& args, const std::string& dialogues, int max_tokens, const std::vector<std::string>& require,
+             bool as_json) {
+    std::vector<std::pair<std::string, double>> needs;
+    for (const std::string& r : require) {
+        const size_t eq = r.rfind('=');
+        char* end = nullptr;
+        const double v = eq == std::string::npos ? -1.0 : std::strtod(r.c_str() + eq + 1, &end);
+        if (eq == std::string::npos || eq == 0 || end == r.c_str() + eq + 1 || *end != '\0' || !(v >= 0.0 && v <= 1.0))
+            return fail("eval", "--require '" + r + "' is not SKILL=FRACTION with a fraction in [0, 1]");
+        needs.emplace_back(r.substr(0, eq), v);
+    }
+    auto cases = tools::read_eval_cases(dialogues);
+    if (!cases) return fail("eval", cases.message());
+    auto loaded = load(args);
+    if (!loaded) return fail("eval", loaded.message());
+    Loaded& l = loaded.value();
+    const bool tty = isatty(STDERR_FILENO);
+    auto report = tools::run_chat_eval(*l.model, *l.session, std::move(cases.value()), max_tokens, [tty](size_t done, size_t total) {
+        if (tty) std::fprintf(stderr, "\r%zu / %zu", done, total);
+        return true;
+    });
+    if (tty) std::fprintf(stderr, "\r");
+    if (!report) return fail("eval", report.message());
+    if (as_json)
+        std::printf("%s\n", tools::eval_json(report.value()).dump(1).c_str());
+    else
+        std::fputs(tools::eval_text(report.value()).c_str(), stdout);
+    int status = 0;
+    for (const auto& [skill, need] : needs) {
+        const auto& skills = report->skills;
+        auto it = std::find_if(skills.begin(), skills.end(), [&](const tools::SkillScore& s) { return s.skill == skill; });
+        if (it == skills.end()) {
+            status = fail("eval", "no cases of skill '" + skill + "' in " + dialogues);
+        } else if (it->accuracy() < need) {
+            char msg[200];
+            std::snprintf(msg, sizeof msg, "%s accuracy %.3f is below the required %.3f", skill.c_str(), it->accuracy(), need);
+            status = fail("eval", msg);
+        }
+    }
+    return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -721,9 +803,12 @@ int main(int argc, char** argv) {
     auto* convert = app.add_subcommand("convert", "convert a Hugging Face directory or a GGUF file to .bin");
     convert->add_option("source", src, "Hugging Face model directory or .gguf file")->required();
     convert->add_option("-o,--output", out, "output .bin")->required();
-    convert->add_option("--type", type_name,
-                        "weight type: f32, f16, bf16, q8_0, q4_k (or q4) or q4_0; q4_k stores rows that are not "
-                        "a multiple of 256 as q4_0 (see docs/QUANTIZATION.md)");
+    std::string type_help = "weight type:";
+    for (const WeightTypeInfo& w : weight_types())
+        if (w.quantisable) type_help += std::string(" ") + w.name + (w.type == WeightType::Q4_K ? " (or q4)," : ",");
+    type_help.back() = ';';
+    type_help += " a block type stores rows that are not whole blocks in its fallback type (see docs/QUANTIZATION.md)";
+    convert->add_option("--type", type_name, type_help);
     convert->add_flag("--zstd", zstd, "write model.bin.zst: one zstd frame per section (implied by -o *.zst)");
     convert->add_option("--zstd-level", zstd_level, "zstd level 1..22")->check(CLI::Range(1, 22));
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");
@@ -822,6 +907,16 @@ int main(int argc, char** argv) {
     chat->add_flag("--no-prefix-cache", no_prefix_cache, "re-evaluate the whole conversation each turn (for checking)");
     add_sampler_args(chat, sc);
 
+    std::string eval_dialogues;
+    std::vector<std::string> eval_require;
+    int eval_max_tokens = 96;
+    auto* eval = app.add_subcommand("eval", "score greedy replies to held-out dialogues (JSON lines: skill, prompt, expect_regex)");
+    add_model_args(eval, margs, false);
+    eval->add_option("--dialogues", eval_dialogues, "JSON-lines file of cases")->required();
+    eval->add_option("-n,--max-tokens", eval_max_tokens, "longest reply in tokens (default 96)");
+    eval->add_option("--require", eval_require, "SKILL=FRACTION: exit 1 when a skill's accuracy is lower ('all' for every case)");
+    eval->add_flag("--json", as_json, "JSON output with every reply");
+
     bool tune_quick = false;
     auto* tune = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
     tune->add_flag("--json", as_json, "JSON output");
@@ -855,6 +950,7 @@ int main(int argc, char** argv) {
             return cmd_swap(swap_model, swap_layer, swap_expert, swap_donor, swap_from_layer, swap_from_expert, swap_out,
                             zstd_level, quiet);
         if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
+        if (*eval) return cmd_eval(margs, eval_dialogues, eval_max_tokens, eval_require, as_json);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");
     } catch (const std::exception& e) {

@@ -165,8 +165,9 @@ void run_handoff(benchmark::State& state, ThreadPool::Split split, unsigned thre
 }  // namespace
 
 int main(int argc, char** argv) {
-    const WeightType types[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
-                                WeightType::Q8_0, WeightType::Q4_K, WeightType::Q4_0};
+    std::vector<WeightType> types;  // the weight-type table's matrix rows
+    for (const WeightTypeInfo& w : weight_types())
+        if (w.matrix) types.push_back(w.type);
     const std::pair<size_t, size_t> shapes[] = {{1024, 1024}, {2816, 1024}, {1024, 2816}, {32000, 1024}};
     for (Op op : {Op::Matvec, Op::Matmul}) {
         for (WeightType t : types) {

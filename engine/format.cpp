@@ -1,34 +1,22 @@
 #include <string>
 #include "format.h"
+#include "schema.h"
 
 namespace colibri::format {
 
 const char* family_name(Family f) {
-    switch (f) {
-        case Family::Mixtral: return "mixtral";
-        case Family::Qwen2Moe: return "qwen2_moe";
-        case Family::Olmoe: return "olmoe";
-    }
-    return "unknown";
+    const schema::FamilyInfo* info = schema::find_family(static_cast<uint32_t>(f));
+    return info ? info->name : "unknown";
 }
 
 bool family_from_name(std::string_view name, Family* out) {
-    if (name == "mixtral") { *out = Family::Mixtral; return true; }
-    if (name == "qwen2_moe") { *out = Family::Qwen2Moe; return true; }
-    if (name == "olmoe") { *out = Family::Olmoe; return true; }
-    return false;
+    const schema::FamilyInfo* info = schema::find_family(name);
+    if (info) *out = info->id;
+    return info != nullptr;
 }
 
 const char* weight_type_name(WeightType t) {
-    switch (t) {
-        case WeightType::F32: return "f32";
-        case WeightType::F16: return "f16";
-        case WeightType::BF16: return "bf16";
-        case WeightType::Q8_0: return "q8_0";
-        case WeightType::Q4_K: return "q4_k";
-        case WeightType::Q4_0: return "q4_0";
-    }
-    return "unknown";
+    return weight_type_known(static_cast<uint32_t>(t)) ? weight_type_info(t).name : "unknown";
 }
 
 bool weight_type_from_name(std::string_view name, WeightType* out) {
@@ -37,13 +25,16 @@ bool weight_type_from_name(std::string_view name, WeightType* out) {
     std::string lower(name);
     for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     if (lower == "q4") lower = "q4_k";
-    for (uint32_t t = 0; t <= kLastWeightType; ++t) {
-        if (lower == weight_type_name(static_cast<WeightType>(t))) { *out = static_cast<WeightType>(t); return true; }
+    for (const WeightTypeInfo& w : weight_types()) {
+        if (lower == w.name) {
+            *out = w.type;
+            return true;
+        }
     }
     return false;
 }
 
-bool weight_type_is_known(uint32_t t) { return t <= kLastWeightType; }
+bool weight_type_is_known(uint32_t t) { return weight_type_known(t); }
 
 const char* section_kind_name(SectionKind k) {
     switch (k) {
@@ -65,26 +56,12 @@ const char* section_kind_name(SectionKind k) {
 bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out) {
     constexpr uint64_t kLimit = uint64_t(1) << 48;  // no real tensor is near this; guards the products
     if (rows == 0 || cols == 0 || rows > kLimit || cols > kLimit || rows * cols > kLimit) return false;
-    const uint64_t n = rows * cols;
-    switch (t) {
-        case WeightType::F32: *out = n * 4; return true;
-        case WeightType::F16:
-        case WeightType::BF16: *out = n * 2; return true;
-        // Block types: whole blocks per row (docs/FORMAT.md, "Weight types").
-        case WeightType::Q8_0:
-            if (cols % blocks::kQ8_0Values != 0) return false;
-            *out = n / blocks::kQ8_0Values * blocks::kQ8_0Bytes;
-            return true;
-        case WeightType::Q4_0:
-            if (cols % blocks::kQ4_0Values != 0) return false;
-            *out = n / blocks::kQ4_0Values * blocks::kQ4_0Bytes;
-            return true;
-        case WeightType::Q4_K:
-            if (cols % blocks::kQ4_KValues != 0) return false;
-            *out = n / blocks::kQ4_KValues * blocks::kQ4_KBytes;
-            return true;
-    }
-    return false;
+    if (!weight_type_known(static_cast<uint32_t>(t))) return false;
+    // Block types: whole blocks per row (docs/FORMAT.md, "Weight types").
+    const WeightTypeInfo& w = weight_type_info(t);
+    if (cols % w.block_values != 0) return false;
+    *out = rows * (cols / w.block_values) * w.block_bytes;
+    return true;
 }
 
 }  // namespace colibri::format

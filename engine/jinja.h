@@ -20,11 +20,15 @@
 namespace colibri::jinja {
 
 // ---------------------------------------------------------------- limits
+// A template comes with the model file, so it is hostile input: every parse and render is bounded in depth
+// (the stack), work (time) and bytes (memory). docs/FORMAT.md, "Threat model", lists these values.
 inline constexpr std::size_t kMaxOutputBytes = 64u << 20;      // rendered text and any string built
 inline constexpr int kMaxValueDepth = 400;                     // nesting of lists/dicts
-inline constexpr int kMaxParseDepth = 200;                     // nesting of expressions/blocks
+inline constexpr int kMaxParseDepth = 200;                     // nesting of blocks, and the height of an expression tree
 inline constexpr int kMaxCallDepth = 100;                      // macro recursion
+inline constexpr int kMaxEvalDepth = 1000;                     // statements and expressions being evaluated, nested
 inline constexpr std::uint64_t kMaxSteps = 10'000'000;         // evaluation steps (guards runaway loops)
+inline constexpr std::uint64_t kMaxWorkBytes = 256ull << 20;   // bytes created, copied, compared or scanned
 inline constexpr std::size_t kMaxListItems = 1'000'000;       // items in one list
 inline constexpr std::int64_t kMaxRange = 100000;              // jinja2 sandbox MAX_RANGE
 
@@ -32,6 +36,45 @@ struct Error {
     std::string message;
 };
 [[noreturn]] void fail(std::string message);
+
+// ---------------------------------------------------------------- work budget
+// The budget of the render running on this thread (render() installs it; outside a render nothing is
+// counted). Value helpers charge it directly, so the cost of a string compared or copied deep inside a
+// builtin is counted without passing the interpreter through every helper.
+struct Budget {
+    std::uint64_t steps = 0;  // statements, loop iterations, items visited
+    std::uint64_t bytes = 0;  // bytes created, copied, compared or scanned
+};
+class BudgetScope {
+public:
+    explicit BudgetScope(Budget& b);
+    ~BudgetScope();
+    BudgetScope(const BudgetScope&) = delete;
+    BudgetScope& operator=(const BudgetScope&) = delete;
+private:
+    Budget* saved_;
+};
+void charge_steps(std::uint64_t n);
+void charge_bytes(std::uint64_t n);
+
+// Immutable text shared by every copy of a Value: copying a Value never copies its string, so what a render
+// holds is bounded by the bytes it creates, each charged to the budget, not multiplied by its copies.
+class Text {
+public:
+    Text() = default;
+    Text(std::string s) : p_(s.empty() ? nullptr : std::make_shared<const std::string>(std::move(s))) {}
+    Text(const char* s) : Text(std::string(s)) {}
+    const std::string& str() const { return p_ ? *p_ : empty_string(); }
+    operator const std::string&() const { return str(); }
+    operator std::string_view() const { return str(); }
+    std::size_t size() const { return p_ ? p_->size() : 0; }
+    bool empty() const { return size() == 0; }
+    friend bool operator==(const Text& a, const Text& b) { return a.p_ == b.p_ || a.str() == b.str(); }
+    friend bool operator==(const Text& a, std::string_view b) { return std::string_view(a.str()) == b; }
+private:
+    static const std::string& empty_string() { static const std::string e; return e; }
+    std::shared_ptr<const std::string> p_;
+};
 
 // ---------------------------------------------------------------- values
 enum class Kind : std::uint8_t { Undefined, None, Bool, Int, Float, String, List, Tuple, Dict, Namespace, Callable };
@@ -51,7 +94,7 @@ struct Value {
     bool b = false;
     std::int64_t i = 0;
     double f = 0;
-    std::string s;  // String text; for Undefined, the hint used in error messages
+    Text s;  // String text; for Undefined, the hint used in error messages
     std::shared_ptr<const ListObj> list;
     std::shared_ptr<const Dict> dict;
     std::shared_ptr<Namespace> ns;
@@ -62,7 +105,8 @@ struct Value {
     static Value boolean(bool v);
     static Value integer(std::int64_t v);
     static Value real(double v);
-    static Value string(std::string v);
+    static Value string(std::string v);  // new text: its bytes are charged to the budget
+    static Value of_text(Text t);         // text that already exists, shared
     static Value make_list(std::vector<Value> items, bool tuple = false);
     static Value make_dict(Dict d);
     static Value callable(std::string name, std::function<Value(Interp&, struct Args&)> fn);
@@ -140,6 +184,9 @@ std::vector<std::string> py_split(std::string_view s, const Value* sep, std::int
 std::vector<std::string> py_rsplit(std::string_view s, const Value* sep, std::int64_t maxsplit);
 std::vector<std::string> py_splitlines(std::string_view s, bool keepends);
 std::string py_replace(std::string_view s, std::string_view old, std::string_view rep, std::int64_t count);
+// Substring search in linear time (glibc's two-way memmem), charged to the budget; npos when absent.
+std::size_t find_text(std::string_view hay, std::string_view needle, std::size_t from = 0);
+std::size_t rfind_text(std::string_view hay, std::string_view needle);  // the last occurrence
 
 // ---------------------------------------------------------------- AST
 struct Expr;
@@ -156,6 +203,7 @@ enum class EK : std::uint8_t {
 struct Expr {
     EK k;
     int line = 0;
+    int height = 1;            // longest path to a leaf, bounded by the parser: evaluation and destruction recurse this deep
     Value lit;                 // Literal
     std::string name;          // Name, attribute, filter/test name, binary operator
     std::vector<ExprP> a;      // operands / positional args (Call: a[0] is the callee; Slice: obj,start,stop,step)
@@ -213,13 +261,10 @@ enum class Flow { Normal, Break, Continue };
 
 class Interp {
 public:
-    std::uint64_t steps = 0;
     int call_depth = 0;
+    int eval_depth = 0;          // nested eval/exec frames: bounds the stack whatever macros recurse into
     std::vector<ScopeP> pinned;  // scopes captured (weakly) by macros: kept alive for the render
-    void step(std::uint64_t n = 1) {
-        steps += n;
-        if (steps > kMaxSteps) fail("template exceeded the evaluation step limit (runaway loop?)");
-    }
+    void step(std::uint64_t n = 1) { charge_steps(n); }
     Value eval(const Expr& e, const ScopeP& scope);
     Value eval_filter_chain(const Expr& e, const Value& root, const ScopeP& scope);
     Value call(const Value& callee, Args& args);

@@ -216,33 +216,34 @@ bool str_case(const std::string& s, bool lower) {
     return cased;
 }
 
-// str.find family on code-point positions
+// Byte offset of code point `cp` in s (s.size() past the end).
+std::size_t cp_offset(const std::string& s, std::int64_t cp) {
+    std::size_t at = 0;
+    for (std::int64_t k = 0; k < cp && at < s.size(); ++k) {
+        ++at;
+        while (at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) ++at;
+    }
+    charge_bytes(at);
+    return at;
+}
+
+// str.find family on code-point positions; the search itself is on bytes (UTF-8 matches on code points).
 std::int64_t find_cp(const std::string& s, const std::string& sub, const Value* start, const Value* end, bool reverse) {
-    auto cps = decode_utf8(s);
-    auto sc = decode_utf8(sub);
-    std::int64_t n = static_cast<std::int64_t>(cps.size());
+    const std::int64_t n = static_cast<std::int64_t>(utf8_length(s));
     auto norm = [&](const Value* v, std::int64_t def) {
         if (!v || v->is_none()) return def;
         std::int64_t x = int_arg(v, def, "str.find");
         if (x < 0) x = std::max<std::int64_t>(0, x + n);
         return std::min(x, n);
     };
-    std::int64_t b = norm(start, 0), e = norm(end, n);
-    std::int64_t m = static_cast<std::int64_t>(sc.size());
+    const std::int64_t b = norm(start, 0), e = norm(end, n);
+    const std::int64_t m = static_cast<std::int64_t>(utf8_length(sub));
     if (e - b < m) return -1;
-    auto match = [&](std::int64_t p) {
-        for (std::int64_t k = 0; k < m; ++k)
-            if (cps[static_cast<std::size_t>(p + k)] != sc[static_cast<std::size_t>(k)]) return false;
-        return true;
-    };
-    if (!reverse) {
-        for (std::int64_t p = b; p + m <= e; ++p)
-            if (match(p)) return p;
-    } else {
-        for (std::int64_t p = e - m; p >= b; --p)
-            if (match(p)) return p;
-    }
-    return -1;
+    const std::size_t bb = cp_offset(s, b), eb = cp_offset(s, e);
+    const std::string_view range = std::string_view(s).substr(bb, eb - bb);
+    const std::size_t at = reverse ? rfind_text(range, sub) : find_text(range, sub);
+    if (at == std::string_view::npos) return -1;
+    return b + static_cast<std::int64_t>(utf8_length(range.substr(0, at)));
 }
 
 // Python str.format with positional/named fields and !s / !r conversions (no format specs).
@@ -490,6 +491,7 @@ Value f_indent(Interp&, const Value& v, Args& a) {
         for (std::size_t k = 0; k < lines.size(); ++k) {
             if (k) rv += "\n" + ind;
             rv += lines[k];
+            check_size(rv.size());
         }
     } else {
         rv = lines.empty() ? "" : lines[0];
@@ -571,11 +573,11 @@ Value f_rejectattr(Interp& in, const Value& v, Args& a) { return select_reject(i
 // Sort key for sort/unique/min/max: attribute path(s), lower-cased strings unless case-sensitive.
 Value sort_key(Interp& in, const Value& item, const Value* attribute, bool cs) {
     if (!attribute || attribute->is_none()) return lower_if_string(item, cs);
-    if (attribute->is_string() && attribute->s.find(',') != std::string::npos) {
+    if (attribute->is_string() && attribute->s.str().find(',') != std::string::npos) {
         std::vector<Value> parts;
         std::vector<std::string> names;
         std::string cur;
-        for (char c : attribute->s) {
+        for (char c : attribute->s.str()) {
             if (c == ',') { names.push_back(cur); cur.clear(); } else cur += c;
         }
         names.push_back(cur);
@@ -839,6 +841,7 @@ bool prefix_match(const std::string& s, const Value& p, bool suffix, const char*
     auto one = [&](const Value& x) {
         if (!x.is_string()) fail(std::string(what) + " first arg must be str or a tuple of str, not " + kind_name(x));
         if (x.s.size() > s.size()) return false;
+        charge_bytes(x.s.size());
         return suffix ? s.compare(s.size() - x.s.size(), x.s.size(), x.s) == 0 : s.compare(0, x.s.size(), x.s) == 0;
     };
     if (p.kind == Kind::Tuple) {
@@ -858,7 +861,7 @@ Value list_of_strings(const std::vector<std::string>& parts) {
 }
 
 Value string_method(const Value& obj, const std::string& name) {
-    const std::string s = obj.s;
+    const Text s = obj.s;  // shared with the bound method, never copied
     const std::string q = "str." + name;
     auto strip = [s, q](bool l, bool r) {
         return method(q, [s, q, l, r](Interp&, Args& a) {
@@ -964,7 +967,7 @@ Value string_method(const Value& obj, const std::string& name) {
             const std::string& sub = b.get(0)->s;
             if (sub.empty()) return Value::integer(static_cast<std::int64_t>(utf8_length(s)) + 1);
             std::int64_t n = 0;
-            for (std::size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
+            for (std::size_t p = find_text(s, sub); p != std::string::npos; p = find_text(s, sub, p + sub.size())) ++n;
             return Value::integer(n);
         });
     auto pred = [&](bool (*fn)(const std::string&)) {
@@ -983,9 +986,11 @@ Value string_method(const Value& obj, const std::string& name) {
             Bound b = bind(q, a, {"affix"}, false);
             if (!b.get(0) || !b.get(0)->is_string()) fail(q + "() argument must be str");
             const std::string& x = b.get(0)->s;
-            if (x.size() <= s.size() && (suffix ? s.compare(s.size() - x.size(), x.size(), x) == 0 : s.compare(0, x.size(), x) == 0))
-                return Value::string(suffix ? s.substr(0, s.size() - x.size()) : s.substr(x.size()));
-            return Value::string(s);
+            const std::string& str = s;
+            charge_bytes(x.size());
+            if (x.size() <= str.size() && (suffix ? str.compare(str.size() - x.size(), x.size(), x) == 0 : str.compare(0, x.size(), x) == 0))
+                return Value::string(suffix ? str.substr(0, str.size() - x.size()) : str.substr(x.size()));
+            return Value::of_text(s);
         });
     }
     if (name == "center" || name == "ljust" || name == "rjust") {
@@ -1013,11 +1018,11 @@ Value string_method(const Value& obj, const std::string& name) {
             Bound b = bind(q, a, {"sep"}, false);
             if (!b.get(0) || !b.get(0)->is_string() || b.get(0)->s.empty()) fail(q + "() needs a non-empty str separator");
             const std::string& sep = b.get(0)->s;
-            std::size_t p = rev ? s.rfind(sep) : s.find(sep);
+            std::size_t p = rev ? rfind_text(s, sep) : find_text(s, sep);
             if (p == std::string::npos)
-                return rev ? Value::make_list({Value::string(""), Value::string(""), Value::string(s)}, true)
-                           : Value::make_list({Value::string(s), Value::string(""), Value::string("")}, true);
-            return Value::make_list({Value::string(s.substr(0, p)), Value::string(sep), Value::string(s.substr(p + sep.size()))}, true);
+                return rev ? Value::make_list({Value::string(""), Value::string(""), Value::of_text(s)}, true)
+                           : Value::make_list({Value::of_text(s), Value::string(""), Value::string("")}, true);
+            return Value::make_list({Value::string(s.str().substr(0, p)), *b.get(0), Value::string(s.str().substr(p + sep.size()))}, true);
         });
     }
     return Value::undefined();
@@ -1069,6 +1074,7 @@ Value list_method(const Value& obj, const std::string& name) {
         return method(q, [l, q](Interp&, Args& a) {
             Bound b = bind(q, a, {"value"}, false);
             if (!b.get(0)) fail(q + "() takes at least 1 argument");
+            charge_steps(l->items.size());
             for (std::size_t k = 0; k < l->items.size(); ++k)
                 if (equals(l->items[k], *b.get(0))) return Value::integer(static_cast<std::int64_t>(k));
             fail(to_repr(*b.get(0)) + " is not in list");
@@ -1078,6 +1084,7 @@ Value list_method(const Value& obj, const std::string& name) {
             Bound b = bind(q, a, {"value"}, false);
             if (!b.get(0)) fail(q + "() takes exactly one argument");
             std::int64_t n = 0;
+            charge_steps(l->items.size());
             for (const auto& x : l->items) n += equals(x, *b.get(0));
             return Value::integer(n);
         });
@@ -1170,6 +1177,7 @@ Value make_global(const std::string& name) {
                 }
             }
             for (auto& kv : a.kw) d.set(kv.first, kv.second);
+            charge_bytes(d.items.size() * sizeof(d.items[0]));  // the copy (a namespace is not built by make_dict)
             if (!is_ns) return Value::make_dict(std::move(d));
             for (const auto& kv : d.items)
                 if (kv.second.kind == Kind::Namespace) fail("unsupported: storing a namespace inside a namespace");
@@ -1195,6 +1203,7 @@ Value make_global(const std::string& name) {
             std::time_t t = std::time(nullptr);
             std::tm tm{};
             localtime_r(&t, &tm);
+            charge_bytes(256 + fmt.size() * 8);  // before the buffer is allocated
             std::string out(256 + fmt.size() * 8, '\0');
             std::size_t n = fmt.empty() ? 0 : std::strftime(out.data(), out.size(), fmt.c_str(), &tm);
             out.resize(n);

@@ -30,6 +30,7 @@ static ScopeP child(const ScopeP& parent) {
 }
 
 static bool contains_namespace(const Value& v) {
+    charge_steps(1);  // a value's items may be shared many times over: each visit counts
     if (v.kind == Kind::Namespace) return true;
     if (v.is_seq()) {
         for (const auto& x : v.list->items)
@@ -172,7 +173,9 @@ std::vector<Value> Interp::iterate(const Value& v) {
     std::vector<Value> out;
     switch (v.kind) {
         case Kind::Undefined: return out;
-        case Kind::List: case Kind::Tuple: return v.list->items;
+        case Kind::List: case Kind::Tuple:
+            charge_bytes(v.list->items.size() * sizeof(Value));  // the copy
+            return v.list->items;
         case Kind::Dict:
             for (const auto& kv : v.dict->items) out.push_back(Value::string(kv.first));
             return out;
@@ -193,7 +196,7 @@ bool Interp::contains(const Value& container, const Value& item) {
         case Kind::String:
             if (item.is_undefined()) fail_undefined(item);
             if (!item.is_string()) fail("'in <string>' requires string as left operand, not " + kind_name(item));
-            return container.s.find(item.s) != std::string::npos;
+            return find_text(container.s, item.s) != std::string::npos;
         case Kind::List: case Kind::Tuple:
             step(container.list->items.size());
             for (const auto& x : container.list->items)
@@ -289,10 +292,11 @@ Value Interp::arith(const std::string& op, const Value& a, const Value& b) {
     if (op == "+") {
         if (a.is_string() && b.is_string()) {
             check_size(a.s.size() + b.s.size());
-            step((a.s.size() + b.s.size()) / 64);
-            return Value::string(a.s + b.s);
+            return Value::string(a.s.str() + b.s.str());
         }
         if (a.kind == b.kind && a.is_seq() && !a.gen && !b.gen) {
+            if (a.list->items.size() + b.list->items.size() > kMaxListItems)
+                fail("list exceeds the size limit of " + std::to_string(kMaxListItems) + " items");
             std::vector<Value> items = a.list->items;
             items.insert(items.end(), b.list->items.begin(), b.list->items.end());
             step(items.size());
@@ -312,12 +316,12 @@ Value Interp::arith(const std::string& op, const Value& a, const Value& b) {
             if (!seq->s.empty() && static_cast<std::uint64_t>(times) > kMaxOutputBytes / seq->s.size()) check_size(kMaxOutputBytes + 1);
             std::string out;
             out.reserve(seq->s.size() * static_cast<std::size_t>(times));
-            for (std::int64_t k = 0; k < times; ++k) out += seq->s;
-            step(out.size() / 64);
+            for (std::int64_t k = 0; k < times; ++k) out += seq->s.str();
             return Value::string(std::move(out));
         }
         const auto& src = seq->list->items;
-        if (!src.empty() && static_cast<std::uint64_t>(times) > kMaxSteps / src.size()) fail("sequence repetition is too large");
+        if (!src.empty() && static_cast<std::uint64_t>(times) > kMaxListItems / src.size())
+            fail("list exceeds the size limit of " + std::to_string(kMaxListItems) + " items");
         std::vector<Value> items;
         for (std::int64_t k = 0; k < times; ++k) items.insert(items.end(), src.begin(), src.end());
         step(items.size());
@@ -347,7 +351,30 @@ static Args eval_args(Interp& in, const Expr& e, std::size_t first, const ScopeP
     return args;
 }
 
+namespace {
+// One level of evaluation recursion: the parser bounds each tree, this bounds their nesting through macro calls.
+struct EvalFrame {
+    Interp& in;
+    explicit EvalFrame(Interp& i) : in(i) {
+        if (in.eval_depth >= kMaxEvalDepth)
+            fail("template evaluation nests deeper than the limit of " + std::to_string(kMaxEvalDepth) + " levels");
+        ++in.eval_depth;
+    }
+    ~EvalFrame() { --in.eval_depth; }
+    EvalFrame(const EvalFrame&) = delete;
+    EvalFrame& operator=(const EvalFrame&) = delete;
+};
+
+// Appends rendered text, counting the copy.
+void emit(std::string& out, std::string_view text) {
+    charge_bytes(text.size());
+    out += text;
+    check_size(out.size());
+}
+}  // namespace
+
 Value Interp::eval_filter_chain(const Expr& e, const Value& root, const ScopeP& scope) {
+    EvalFrame frame(*this);
     step();
     Value input = e.a[0] ? (e.a[0]->k == EK::Filter ? eval_filter_chain(*e.a[0], root, scope) : eval(*e.a[0], scope)) : root;
     Args args = eval_args(*this, e, 1, scope);
@@ -355,6 +382,7 @@ Value Interp::eval_filter_chain(const Expr& e, const Value& root, const ScopeP& 
 }
 
 Value Interp::eval(const Expr& e, const ScopeP& scope) {
+    EvalFrame frame(*this);
     step();
     switch (e.k) {
         case EK::Literal: return e.lit;
@@ -438,7 +466,6 @@ Value Interp::eval(const Expr& e, const ScopeP& scope) {
                 out += to_str(eval(*x, scope));
                 check_size(out.size());
             }
-            step(out.size() / 64);
             return Value::string(std::move(out));
         }
         case EK::CondExpr: {
@@ -552,15 +579,14 @@ Flow Interp::exec(const Body& body, const ScopeP& scope, std::string& out) {
 }
 
 Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
+    EvalFrame frame(*this);
     step();
     switch (s.k) {
         case SK::Output:
-            out += s.text;
-            check_size(out.size());
+            emit(out, s.text);
             return Flow::Normal;
         case SK::Print:
-            out += to_str(eval(*s.expr, scope));
-            check_size(out.size());
+            emit(out, to_str(eval(*s.expr, scope)));
             return Flow::Normal;
         case SK::If:
             for (std::size_t k = 0; k < s.conds.size(); ++k)
@@ -568,16 +594,21 @@ Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
             return exec(s.else_body, scope, out);
         case SK::For: {
             Value seq = eval(*s.expr, scope);
-            std::vector<Value> items = iterate(seq);
+            // A list is immutable and shared: loop over its items in place rather than over a copy.
+            std::vector<Value> copied;
+            if (!seq.is_seq()) copied = iterate(seq);
+            const std::vector<Value>* source = seq.is_seq() ? &seq.list->items : &copied;
             if (s.cond) {
                 std::vector<Value> kept;
-                for (auto& item : items) {
+                for (const auto& item : *source) {
                     ScopeP fs = child(scope);
                     assign(*s.target, item, fs);
-                    if (truthy(eval(*s.cond, fs))) kept.push_back(std::move(item));
+                    if (truthy(eval(*s.cond, fs))) kept.push_back(item);
                 }
-                items = std::move(kept);
+                copied = std::move(kept);
+                source = &copied;
             }
+            const std::vector<Value>& items = *source;
             if (items.empty()) return exec(s.else_body, scope, out);
             const std::int64_t n = static_cast<std::int64_t>(items.size());
             auto changed_last = std::make_shared<std::pair<bool, Value>>(false, Value());
@@ -643,14 +674,12 @@ Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
                 return in.call_macro(*d, cs, a, nullptr);
             });
             args.kw.emplace_back("caller", caller);
-            out += to_str(call(callee, args));
-            check_size(out.size());
+            emit(out, to_str(call(callee, args)));
             return Flow::Normal;
         }
         case SK::FilterBlock: {
             Value v = Value::string(render_body(s.body, child(scope)));
-            out += to_str(eval_filter_chain(*s.cond, v, scope));
-            check_size(out.size());
+            emit(out, to_str(eval_filter_chain(*s.cond, v, scope)));
             return Flow::Normal;
         }
         case SK::With: {
@@ -678,6 +707,8 @@ static std::string one_line(std::string m) {
 
 Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context) {
     try {
+        Budget budget;
+        BudgetScope counting(budget);
         std::shared_ptr<const Program> prog = parse(source);
         if (!context.is_object()) return error("chat template: the context must be a JSON object");
         Interp in;

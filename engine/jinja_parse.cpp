@@ -511,6 +511,20 @@ private:
     }
 
     static ExprP mk(EK k, int line) { auto e = std::make_unique<Expr>(); e->k = k; e->line = line; return e; }
+    // Every composite node passes here once its operands are attached: a left-leaning chain (a + b + c ...,
+    // x|f|g ..., y[0][0] ...) is built by a loop, not by recursion, so the parser's own depth guard cannot see
+    // how tall the tree grows; its height is checked instead.
+    static ExprP seal(ExprP e) {
+        int h = 0;
+        for (const auto& x : e->a)
+            if (x) h = std::max(h, x->height);
+        for (const auto& kv : e->kw)
+            if (kv.second) h = std::max(h, kv.second->height);
+        e->height = h + 1;
+        if (e->height > kMaxParseDepth)
+            syntax(e->line, "expression nesting exceeds the depth limit of " + std::to_string(kMaxParseDepth));
+        return e;
+    }
     static StmtP mks(SK k, int line) { auto s = std::make_unique<Stmt>(); s->k = k; s->line = line; return s; }
 
     // ------------------------------------------------------------ statements
@@ -740,6 +754,7 @@ private:
                 base->name = name;
                 e->a.push_back(std::move(base));
                 e->name = expect_name();
+                e = seal(std::move(e));
             } else {
                 e = mk(EK::Name, line);
                 e->name = name;
@@ -753,7 +768,7 @@ private:
         if (!is_tuple) return std::move(items[0]);
         auto t = mk(EK::Tuple, items[0]->line);
         t->a = std::move(items);
-        return t;
+        return seal(std::move(t));
     }
 
     // ------------------------------------------------------------ expressions
@@ -783,7 +798,7 @@ private:
         }
         auto t = mk(EK::Tuple, line);
         t->a = std::move(args);
-        return t;
+        return seal(std::move(t));
     }
 
     ExprP parse_expression(bool with_condexpr) {
@@ -797,12 +812,15 @@ private:
             int line = next().line;
             ExprP cond = parse_or();
             ExprP other;
-            if (skip_name("else")) other = parse_condexpr();
+            if (skip_name("else")) {
+                DepthGuard g(*this);  // `a if b else c if d else ...` recurses here
+                other = parse_condexpr();
+            }
             auto c = mk(EK::CondExpr, line);
             c->a.push_back(std::move(cond));
             c->a.push_back(std::move(e1));
             c->a.push_back(std::move(other));
-            e1 = std::move(c);
+            e1 = seal(std::move(c));
         }
         return e1;
     }
@@ -812,7 +830,7 @@ private:
         e->name = std::move(op);
         e->a.push_back(std::move(l));
         e->a.push_back(std::move(r));
-        return e;
+        return seal(std::move(e));
     }
 
     ExprP parse_or() {
@@ -831,7 +849,7 @@ private:
             int line = next().line;
             auto e = mk(EK::Not, line);
             e->a.push_back(parse_not());
-            return e;
+            return seal(std::move(e));
         }
         return parse_compare();
     }
@@ -861,7 +879,7 @@ private:
         e->a.push_back(std::move(first));
         for (auto& r : rest) e->a.push_back(std::move(r));
         e->ops = std::move(ops);
-        return e;
+        return seal(std::move(e));
     }
     ExprP parse_math1() {
         ExprP l = parse_concat();
@@ -878,7 +896,7 @@ private:
         auto e = mk(EK::Concat, line);
         e->a.push_back(std::move(first));
         while (skip_op("~")) e->a.push_back(parse_math2());
-        return e;
+        return seal(std::move(e));
     }
     ExprP parse_math2() {
         ExprP l = parse_pow();
@@ -903,9 +921,11 @@ private:
         if (skip_op("-")) {
             node = mk(EK::Neg, line);
             node->a.push_back(parse_unary(false));
+            node = seal(std::move(node));
         } else if (skip_op("+")) {
             node = mk(EK::Pos, line);
             node->a.push_back(parse_unary(false));
+            node = seal(std::move(node));
         } else {
             node = parse_primary();
         }
@@ -969,7 +989,7 @@ private:
                         e->a.push_back(parse_expression(true));
                     }
                     expect_op("]");
-                    return e;
+                    return seal(std::move(e));
                 }
                 if (tk.v == "{") {
                     next();
@@ -982,7 +1002,7 @@ private:
                         e->a.push_back(parse_expression(true));
                     }
                     expect_op("}");
-                    return e;
+                    return seal(std::move(e));
                 }
                 break;
             default:
@@ -1017,7 +1037,7 @@ private:
                 auto e = mk(EK::Getattr, tk.line);
                 e->a.push_back(std::move(node));
                 e->name = at.v;
-                return e;
+                return seal(std::move(e));
             }
             if (at.t != TT::Int) syntax(at.line, "expected name or number after '.'");
             auto e = mk(EK::Getitem, tk.line);
@@ -1025,7 +1045,7 @@ private:
             auto idx = mk(EK::Literal, at.line);
             idx->lit = Value::integer(at.ival);
             e->a.push_back(std::move(idx));
-            return e;
+            return seal(std::move(e));
         }
         std::vector<ExprP> args;
         while (!is_op("]")) {
@@ -1040,9 +1060,9 @@ private:
         } else {
             auto t = mk(EK::Tuple, tk.line);
             t->a = std::move(args);
-            e->a.push_back(std::move(t));
+            e->a.push_back(seal(std::move(t)));
         }
-        return e;
+        return seal(std::move(e));
     }
 
     ExprP parse_subscribed() {
@@ -1067,7 +1087,7 @@ private:
         }
         auto e = mk(EK::Slice, line);
         e->a = std::move(args);
-        return e;
+        return seal(std::move(e));
     }
 
     void parse_call_args(Expr& e) {
@@ -1097,7 +1117,7 @@ private:
         auto e = mk(EK::Call, cur().line);
         e->a.push_back(std::move(node));
         parse_call_args(*e);
-        return e;
+        return seal(std::move(e));
     }
 
     ExprP parse_filter(ExprP node, bool start_inline) {
@@ -1112,7 +1132,7 @@ private:
             e->name = name;
             e->a.push_back(std::move(node));  // may be null (filter block / block set)
             if (is_op("(")) parse_call_args(*e);
-            node = std::move(e);
+            node = seal(std::move(e));
         }
         return node;
     }
@@ -1137,7 +1157,7 @@ private:
             ExprP arg = parse_primary();
             e->a.push_back(parse_postfix(std::move(arg)));
         }
-        return e;
+        return seal(std::move(e));
     }
 };
 

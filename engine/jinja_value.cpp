@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include <utf8proc.h>
@@ -15,23 +16,52 @@ namespace colibri::jinja {
 void fail(std::string message) { throw Error{std::move(message)}; }
 
 void fail_undefined(const Value& v) {
-    fail(v.s.empty() ? std::string("value is undefined") : v.s);
+    fail(v.s.empty() ? std::string("value is undefined") : v.s.str());
 }
 
 void check_size(std::size_t n) {
     if (n > kMaxOutputBytes) fail("template output exceeds the size limit of " + std::to_string(kMaxOutputBytes) + " bytes");
 }
 
+// ---------------------------------------------------------------- work budget
+namespace {
+thread_local Budget* current_budget = nullptr;
+}
+
+BudgetScope::BudgetScope(Budget& b) : saved_(current_budget) { current_budget = &b; }
+BudgetScope::~BudgetScope() { current_budget = saved_; }
+
+void charge_steps(std::uint64_t n) {
+    Budget* b = current_budget;
+    if (!b) return;
+    b->steps += n;
+    if (b->steps > kMaxSteps) fail("template exceeded the evaluation step limit of " + std::to_string(kMaxSteps) + " (runaway loop?)");
+}
+
+void charge_bytes(std::uint64_t n) {
+    Budget* b = current_budget;
+    if (!b) return;
+    b->bytes += n;
+    if (b->bytes > kMaxWorkBytes)
+        fail("template exceeded the work limit of " + std::to_string(kMaxWorkBytes >> 20) + " MiB of string and list bytes processed");
+}
+
 // ---------------------------------------------------------------- construction
-Value Value::undefined(std::string hint) { Value v; v.kind = Kind::Undefined; v.s = std::move(hint); return v; }
+Value Value::undefined(std::string hint) {
+    charge_bytes(hint.size());
+    Value v; v.kind = Kind::Undefined; v.s = std::move(hint); return v;
+}
 Value Value::none() { Value v; v.kind = Kind::None; return v; }
 Value Value::boolean(bool x) { Value v; v.kind = Kind::Bool; v.b = x; return v; }
 Value Value::integer(std::int64_t x) { Value v; v.kind = Kind::Int; v.i = x; return v; }
 Value Value::real(double x) { Value v; v.kind = Kind::Float; v.f = x; return v; }
 Value Value::string(std::string x) {
     check_size(x.size());
+    charge_bytes(x.size());
     Value v; v.kind = Kind::String; v.s = std::move(x); return v;
 }
+
+Value Value::of_text(Text t) { Value v; v.kind = Kind::String; v.s = std::move(t); return v; }
 
 int Value::depth() const {
     if ((kind == Kind::List || kind == Kind::Tuple) && list) return list->depth;
@@ -42,6 +72,7 @@ int Value::depth() const {
 
 Value Value::make_list(std::vector<Value> items, bool tuple) {
     if (items.size() > kMaxListItems) fail("list exceeds the size limit of " + std::to_string(kMaxListItems) + " items");
+    charge_bytes(items.size() * sizeof(Value));
     auto l = std::make_shared<ListObj>();
     int d = 0;
     for (const auto& x : items) d = std::max(d, x.depth());
@@ -52,6 +83,10 @@ Value Value::make_list(std::vector<Value> items, bool tuple) {
 }
 
 Value Value::make_dict(Dict d) {
+    if (d.items.size() > kMaxListItems) fail("dict exceeds the size limit of " + std::to_string(kMaxListItems) + " items");
+    std::uint64_t bytes = d.items.size() * sizeof(d.items[0]);
+    for (const auto& kv : d.items) bytes += kv.first.size();
+    charge_bytes(bytes);
     int depth = 0;
     for (const auto& kv : d.items) depth = std::max(depth, kv.second.depth());
     if (depth + 1 > kMaxValueDepth) fail("value nesting exceeds the depth limit of " + std::to_string(kMaxValueDepth));
@@ -66,12 +101,14 @@ Value Value::callable(std::string name, std::function<Value(Interp&, Args&)> fn)
 }
 
 const Value* Dict::find(std::string_view key) const {
+    charge_steps(items.size() / 16 + 1);  // a linear scan: big dicts cost in proportion
     for (const auto& kv : items)
         if (kv.first == key) return &kv.second;
     return nullptr;
 }
 
 void Dict::set(std::string key, Value v) {
+    charge_steps(items.size() / 16 + 1);
     for (auto& kv : items)
         if (kv.first == key) { kv.second = std::move(v); return; }
     items.emplace_back(std::move(key), std::move(v));
@@ -103,6 +140,7 @@ bool valid_utf8(std::string_view s) {
 }
 
 std::vector<char32_t> decode_utf8(std::string_view s) {
+    charge_bytes(s.size() * 4);  // the code points' vector
     std::vector<char32_t> out;
     out.reserve(s.size());
     std::size_t i = 0, n = s.size();
@@ -144,6 +182,7 @@ std::string encode_utf8(const std::vector<char32_t>& cps) {
 }
 
 std::size_t utf8_length(std::string_view s) {
+    charge_bytes(s.size());
     std::size_t n = 0;
     for (char ch : s)
         if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) ++n;
@@ -247,7 +286,7 @@ std::vector<std::string> py_split(std::string_view s, const Value* sepv, std::in
     if (!ws) {
         std::size_t pos = 0;
         while (maxsplit < 0 || static_cast<std::int64_t>(out.size()) < maxsplit) {
-            std::size_t f = s.find(sep, pos);
+            std::size_t f = find_text(s, sep, pos);
             if (f == std::string_view::npos) break;
             out.emplace_back(s.substr(pos, f - pos));
             pos = f + sep.size();
@@ -277,15 +316,12 @@ std::vector<std::string> py_rsplit(std::string_view s, const Value* sepv, std::i
     std::string sep = sep_arg(sepv, ws);
     std::vector<std::string> out;
     if (!ws) {
-        std::size_t end = s.size();
-        while (maxsplit < 0 || static_cast<std::int64_t>(out.size()) < maxsplit) {
-            if (end < sep.size()) break;
-            std::size_t f = s.rfind(sep, end - sep.size());
-            if (f == std::string_view::npos) break;
-            out.emplace_back(s.substr(f + sep.size(), end - f - sep.size()));
-            end = f;
-        }
-        out.emplace_back(s.substr(0, end));
+        // Splitting from the right is splitting the reversed bytes from the left: one linear pass.
+        charge_bytes(s.size() + sep.size());
+        std::string rs(s.rbegin(), s.rend()), rsep(sep.rbegin(), sep.rend());
+        Value rsepv = Value::string(rsep);
+        out = py_split(rs, &rsepv, maxsplit);
+        for (auto& piece : out) std::reverse(piece.begin(), piece.end());
         std::reverse(out.begin(), out.end());
         return out;
     }
@@ -346,7 +382,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     std::size_t pos = 0;
     std::int64_t done = 0;
     while (count < 0 || done < count) {
-        std::size_t f = s.find(old, pos);
+        std::size_t f = find_text(s, old, pos);
         if (f == std::string_view::npos) break;
         out.append(s.substr(pos, f - pos));
         out.append(rep);
@@ -357,6 +393,24 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     out.append(s.substr(pos));
     check_size(out.size());
     return out;
+}
+
+std::size_t find_text(std::string_view hay, std::string_view needle, std::size_t from) {
+    if (from > hay.size()) return std::string_view::npos;
+    if (needle.empty()) return from;
+    const void* at = memmem(hay.data() + from, hay.size() - from, needle.data(), needle.size());
+    const std::size_t found = at ? static_cast<std::size_t>(static_cast<const char*>(at) - hay.data()) : std::string_view::npos;
+    charge_bytes((at ? found + needle.size() : hay.size()) - from + needle.size());
+    return found;
+}
+
+std::size_t rfind_text(std::string_view hay, std::string_view needle) {
+    if (needle.size() > hay.size()) return std::string_view::npos;
+    if (needle.empty()) return hay.size();
+    charge_bytes(hay.size() + needle.size());
+    const std::string rh(hay.rbegin(), hay.rend()), rn(needle.rbegin(), needle.rend());
+    const std::size_t r = find_text(rh, rn);
+    return r == std::string_view::npos ? r : hay.size() - r - needle.size();
 }
 
 // ---------------------------------------------------------------- str / repr
@@ -443,11 +497,11 @@ static bool py_isprintable(char32_t c) {
     }
 }
 
-static std::string repr_string(std::string_view s) {
+static void repr_string(std::string& out, std::string_view s) {
     bool has_single = s.find('\'') != std::string_view::npos;
     bool has_double = s.find('"') != std::string_view::npos;
     char q = (has_single && !has_double) ? '"' : '\'';
-    std::string out(1, q);
+    out += q;
     for (char32_t c : decode_utf8(s)) {
         if (c == static_cast<char32_t>(q) || c == '\\') { out += '\\'; out += static_cast<char>(c); }
         else if (c == '\t') out += "\\t";
@@ -464,55 +518,68 @@ static std::string repr_string(std::string_view s) {
         }
     }
     out += q;
-    return out;
 }
 
-std::string to_repr(const Value& v) {
+// Appends repr(v): nested values write into one string, so a deep value is not copied once per level.
+static void repr_into(std::string& out, const Value& v) {
+    charge_steps(1);
+    check_size(out.size());
     switch (v.kind) {
-        case Kind::Undefined: return "Undefined";
-        case Kind::None: return "None";
-        case Kind::Bool: return v.b ? "True" : "False";
-        case Kind::Int: return std::to_string(v.i);
-        case Kind::Float: return py_float_repr(v.f);
-        case Kind::String: return repr_string(v.s);
+        case Kind::Undefined: out += "Undefined"; return;
+        case Kind::None: out += "None"; return;
+        case Kind::Bool: out += v.b ? "True" : "False"; return;
+        case Kind::Int: out += std::to_string(v.i); return;
+        case Kind::Float: out += py_float_repr(v.f); return;
+        case Kind::String: repr_string(out, v.s); return;
         case Kind::List:
         case Kind::Tuple: {
             if (v.gen) fail("cannot print a generator object (add '|list')");
-            std::string out = v.kind == Kind::List ? "[" : "(";
+            out += v.kind == Kind::List ? "[" : "(";
             const auto& items = v.list->items;
             for (std::size_t k = 0; k < items.size(); ++k) {
                 if (k) out += ", ";
-                out += to_repr(items[k]);
-                check_size(out.size());
+                repr_into(out, items[k]);
             }
             if (v.kind == Kind::Tuple && items.size() == 1) out += ",";
             out += v.kind == Kind::List ? "]" : ")";
-            return out;
+            return;
         }
         case Kind::Dict: {
-            std::string out = "{";
+            out += "{";
             bool first = true;
             for (const auto& kv : v.dict->items) {
                 if (!first) out += ", ";
                 first = false;
-                out += repr_string(kv.first);
+                repr_string(out, kv.first);
                 out += ": ";
-                out += to_repr(kv.second);
-                check_size(out.size());
+                repr_into(out, kv.second);
             }
-            return out + "}";
+            out += "}";
+            return;
         }
         case Kind::Namespace: {
-            Value d = Value::make_dict(v.ns->attrs);
-            return "<Namespace " + to_repr(d) + ">";
+            out += "<Namespace ";
+            repr_into(out, Value::make_dict(v.ns->attrs));
+            out += ">";
+            return;
         }
         case Kind::Callable: fail("cannot print a function object ('" + v.fn->name + "')");
     }
-    return {};
+}
+
+std::string to_repr(const Value& v) {
+    std::string out;
+    repr_into(out, v);
+    check_size(out.size());
+    charge_bytes(out.size());
+    return out;
 }
 
 std::string to_str(const Value& v) {
-    if (v.kind == Kind::String) return v.s;
+    if (v.kind == Kind::String) {
+        charge_bytes(v.s.size());  // the copy
+        return v.s;
+    }
     if (v.kind == Kind::Undefined) return {};
     return to_repr(v);
 }
@@ -536,18 +603,22 @@ bool equals(const Value& a, const Value& b) {
     if (a.kind != b.kind) return false;
     switch (a.kind) {
         case Kind::Undefined: case Kind::None: return true;
-        case Kind::String: return a.s == b.s;
+        case Kind::String:
+            if (a.s.size() == b.s.size()) charge_bytes(a.s.size());
+            return a.s == b.s;
         case Kind::List: case Kind::Tuple: {
             if (a.gen || b.gen) return a.list == b.list;
             const auto& x = a.list->items;
             const auto& y = b.list->items;
             if (x.size() != y.size()) return false;
+            charge_steps(x.size());
             for (std::size_t k = 0; k < x.size(); ++k)
                 if (!equals(x[k], y[k])) return false;
             return true;
         }
         case Kind::Dict: {
             if (a.dict->items.size() != b.dict->items.size()) return false;
+            charge_steps(a.dict->items.size());
             for (const auto& kv : a.dict->items) {
                 const Value* o = b.dict->find(kv.first);
                 if (!o || !equals(kv.second, *o)) return false;
@@ -572,12 +643,14 @@ int compare(const Value& a, const Value& b, std::string_view op) {
         return da < db ? -1 : da > db ? 1 : 0;
     }
     if (a.kind == Kind::String && b.kind == Kind::String) {
-        int c = a.s.compare(b.s);
+        charge_bytes(std::min(a.s.size(), b.s.size()));
+        int c = a.s.str().compare(b.s.str());
         return c < 0 ? -1 : c > 0 ? 1 : 0;
     }
     if (a.kind == b.kind && a.is_seq() && !a.gen && !b.gen) {
         const auto& x = a.list->items;
         const auto& y = b.list->items;
+        charge_steps(std::min(x.size(), y.size()));
         for (std::size_t k = 0; k < x.size() && k < y.size(); ++k) {
             if (equals(x[k], y[k])) continue;
             return compare(x[k], y[k], op);
@@ -650,10 +723,14 @@ static void json_string(std::string& out, std::string_view s, bool ensure_ascii)
 }
 
 static void json_value(std::string& out, const Value& v, const JsonOptions& o, int level) {
+    charge_steps(1);
     check_size(out.size());
     auto newline = [&](int lvl) {
         out += '\n';
-        for (int k = 0; k < lvl; ++k) out += o.indent;
+        for (int k = 0; k < lvl; ++k) {
+            out += o.indent;
+            check_size(out.size());  // an indent string may be long: stop before the level multiplies it
+        }
     };
     switch (v.kind) {
         case Kind::None: out += "null"; return;
@@ -711,6 +788,7 @@ std::string to_json(const Value& v, const JsonOptions& opt) {
     std::string out;
     json_value(out, v, opt, 0);
     check_size(out.size());
+    charge_bytes(out.size());
     return out;
 }
 

@@ -2,16 +2,15 @@
 
 #include <cmath>
 
+#include "schema.h"
+
 namespace colibri {
 
 using namespace format;
 
 namespace {
 
-bool is_matrix_type(WeightType t) {
-    return t == WeightType::F32 || t == WeightType::F16 || t == WeightType::BF16 || t == WeightType::Q8_0 ||
-           t == WeightType::Q4_K || t == WeightType::Q4_0;
-}
+bool is_matrix_type(WeightType t) { return weight_type_known(static_cast<uint32_t>(t)) && weight_type_info(t).matrix; }
 
 class Binder {
 public:
@@ -35,7 +34,6 @@ public:
         if (t->type != WeightType::F32) return fail(name, "must be f32");
         return t;
     }
-    bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
     // Expert tensors of a .bin.zst are decompressed on first use (Session::moe); everything else the model
     // binds must be readable from the start, whatever section a (hostile) file puts it in.
     void set_lazy(bool lazy) { lazy_ = lazy; }
@@ -67,14 +65,6 @@ private:
     bool lazy_ = false;
 };
 
-FfnWeights bind_ffn(Binder& b, const std::string& prefix, uint64_t hidden, uint64_t ffn) {
-    FfnWeights w;
-    w.gate = b.matrix(prefix + ".gate", ffn, hidden);
-    w.up = b.matrix(prefix + ".up", ffn, hidden);
-    w.down = b.matrix(prefix + ".down", hidden, ffn);
-    return w;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
@@ -92,9 +82,13 @@ Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& dono
     if (layer >= layers_.size() || !layers_[layer].is_moe) return error("layer " + std::to_string(layer) + " has no experts");
     if (expert >= layers_[layer].experts.size()) return error(target + " does not exist");
     const FfnWeights& w = layers_[layer].experts[expert];
-    const std::pair<const char*, const TensorView*> projections[] = {{"gate", w.gate}, {"up", w.up}, {"down", w.down}};
-    const TensorView* sources[3] = {};
-    for (int i = 0; i < 3; ++i) {
+    // The three projections, and gpt_oss's biases with them.
+    const std::pair<const char*, const TensorView*> projections[] = {{"gate", w.gate},           {"up", w.up},
+                                                                     {"down", w.down},           {"gate_bias", w.gate_bias},
+                                                                     {"up_bias", w.up_bias},     {"down_bias", w.down_bias}};
+    const int count = w.gate_bias ? 6 : 3;
+    const TensorView* sources[6] = {};
+    for (int i = 0; i < count; ++i) {
         const auto& [proj, t] = projections[i];
         const std::string name = tensor_names::expert(donor_layer, donor_expert, proj);
         const TensorView* d = donor.find_tensor(name);
@@ -109,7 +103,7 @@ Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& dono
         sources[i] = d;
     }
     std::unique_lock lock(swap_lock_);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < count; ++i) {
         const TensorView* t = projections[i].second;
         COLIBRI_TRY(file_->overwrite_section(t->section, t->offset, sources[i]->data, t->size));
     }
@@ -122,6 +116,82 @@ Status Model::ensure_expert(uint32_t layer, uint32_t expert) const {
     return Status::ok();
 }
 
+const TensorView** Model::slot(const schema::TensorSpec& spec) {
+    using schema::Role;
+    LayerWeights* w = spec.layer < layers_.size() ? &layers_[spec.layer] : nullptr;
+    FfnWeights* expert = w && spec.expert < w->experts.size() ? &w->experts[spec.expert] : nullptr;
+    switch (spec.role) {
+        case Role::Embed: return &embed_;
+        case Role::OutputNorm: return &output_norm_;
+        case Role::LmHead: return &lm_head_;
+        default: break;
+    }
+    if (w == nullptr) return nullptr;
+    switch (spec.role) {
+        case Role::AttnNorm: return &w->attn_norm;
+        case Role::Q: return &w->q;
+        case Role::K: return &w->k;
+        case Role::V: return &w->v;
+        case Role::O: return &w->o;
+        case Role::QBias: return &w->q_bias;
+        case Role::KBias: return &w->k_bias;
+        case Role::VBias: return &w->v_bias;
+        case Role::OBias: return &w->o_bias;
+        case Role::QNorm: return &w->q_norm;
+        case Role::KNorm: return &w->k_norm;
+        case Role::Sinks: return &w->sinks;
+        case Role::QA: return &w->q_a;
+        case Role::QANorm: return &w->q_a_norm;
+        case Role::KvA: return &w->kv_a;
+        case Role::KvANorm: return &w->kv_a_norm;
+        case Role::KB: return &w->k_b;
+        case Role::VB: return &w->v_b;
+        case Role::RouterBias: return &w->router_bias;
+        case Role::SelectionBias: return &w->selection_bias;
+        case Role::ExpertGateBias: return expert ? &expert->gate_bias : nullptr;
+        case Role::ExpertUpBias: return expert ? &expert->up_bias : nullptr;
+        case Role::ExpertDownBias: return expert ? &expert->down_bias : nullptr;
+        case Role::FfnNorm: return &w->ffn_norm;
+        case Role::Router: return &w->router;
+        case Role::SharedExpertGate: return &w->shared_expert_gate;
+        case Role::ExpertGate: return expert ? &expert->gate : nullptr;
+        case Role::ExpertUp: return expert ? &expert->up : nullptr;
+        case Role::ExpertDown: return expert ? &expert->down : nullptr;
+        case Role::SharedGate: return &w->shared_expert.gate;
+        case Role::SharedUp: return &w->shared_expert.up;
+        case Role::SharedDown: return &w->shared_expert.down;
+        case Role::DenseGate: return &w->dense.gate;
+        case Role::DenseUp: return &w->dense.up;
+        case Role::DenseDown: return &w->dense.down;
+        default: return nullptr;
+    }
+}
+
+void Model::decide_rules() {
+    const HyperParams& hp = hparams();
+    // Mixtral always renormalises its top-k; qwen2_moe and olmoe only with norm_topk_prob.
+    RoutingRules& r = rules_.routing;
+    r.renormalise = family() == Family::Mixtral || (hp.flags & kNormTopkProb);
+    r.scoring = static_cast<RouterScoring>(hp.router_scoring);
+    r.scaling = hp.routed_scaling > 0.0f ? hp.routed_scaling : 1.0f;
+    r.n_group = hp.n_group > 1 ? hp.n_group : 1;
+    r.topk_group = hp.n_group > 1 ? hp.topk_group : 1;
+    r.selection_bias = (hp.flags & kSelectionBias) != 0;
+    AttentionRules& a = rules_.attention;
+    a.qk_norm = !(hp.flags & kQkNorm) ? QkNorm::None : (hp.flags & kQkNormPerHead) ? QkNorm::PerHead : QkNorm::WholeProjection;
+    a.clip_qkv = hp.clip_qkv;
+    a.rope_style = (hp.flags & kRopePairs) ? RopeStyle::Pairs : RopeStyle::Halves;
+    a.rotary_dim = hp.rotary_dim ? hp.rotary_dim : hp.head_dim;
+    a.sliding_window = hp.sliding_window;
+    a.sinks = (hp.flags & kAttentionSinks) != 0;
+    a.mla = hp.kv_lora_rank != 0;
+    a.q_lora_rank = hp.q_lora_rank;
+    a.kv_lora_rank = hp.kv_lora_rank;
+    a.v_head_dim = hp.v_head_dim;
+    rules_.shared_expert_gated = (hp.flags & kSharedExpert) && !(hp.flags & kSharedExpertUngated);
+    rules_.swiglu_limit = hp.swiglu_limit;
+}
+
 uint32_t Model::moe_layer_count() const {
     uint32_t n = 0;
     for (const LayerWeights& l : layers_) n += l.is_moe ? 1 : 0;
@@ -130,72 +200,32 @@ uint32_t Model::moe_layer_count() const {
 
 Status Model::bind() {
     const HyperParams& hp = hparams();
-    const Family fam = family();
-    if (fam != Family::Mixtral && fam != Family::Qwen2Moe && fam != Family::Olmoe)
-        return error("unknown architecture family " + std::to_string(file_->header().family));
-    if (hp.hidden_size == 0 || hp.n_heads == 0 || hp.n_kv_heads == 0 || hp.head_dim == 0 || hp.vocab_size == 0)
-        return error("hyper-parameters are incomplete (zero hidden size, heads or vocabulary)");
-    if (hp.n_heads % hp.n_kv_heads != 0) return error("n_heads is not a multiple of n_kv_heads");
-    if (hp.head_dim % 2 != 0) return error("head_dim must be even for RoPE");
-    if (hp.n_experts_active == 0 || hp.n_experts_active > hp.n_experts)
-        return error("active experts (" + std::to_string(hp.n_experts_active) + ") out of range for " +
-                     std::to_string(hp.n_experts) + " experts");
-    if (!(hp.rms_eps > 0.0f) || !(hp.rope_theta > 0.0f)) return error("rms_eps and rope_theta must be positive");
-    if (file_->layers().size() != hp.n_layers) return error("layer table size does not match n_layers");
+    const uint32_t fam = file_->header().family;
+    std::vector<bool> layer_is_moe(file_->layers().size());
+    for (size_t l = 0; l < layer_is_moe.size(); ++l) layer_is_moe[l] = (file_->layers()[l].is_moe & kLayerMoe) != 0;
+    if (const std::vector<std::string> problems = schema::hyperparam_problems(fam, hp, layer_is_moe); !problems.empty())
+        return error("hyper-parameters: " + problems.front());
 
     Binder b(*file_);
-    const uint64_t H = hp.hidden_size, q_dim = uint64_t(hp.n_heads) * hp.head_dim, kv_dim = uint64_t(hp.n_kv_heads) * hp.head_dim;
-    embed_ = b.matrix("embed", hp.vocab_size, H);
-    output_norm_ = b.vector("output_norm", H);
-    lm_head_ = (hp.flags & kTiedEmbeddings) ? embed_ : b.matrix("lm_head", hp.vocab_size, H);
-
     layers_.resize(hp.n_layers);
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
-        LayerWeights& w = layers_[l];
-        auto name = [l](std::string_view what) { return tensor_names::layer(l, what); };
-        w.attn_norm = b.vector(name("attn_norm"), H);
-        w.q = b.matrix(name("attn.q"), q_dim, H);
-        w.k = b.matrix(name("attn.k"), kv_dim, H);
-        w.v = b.matrix(name("attn.v"), kv_dim, H);
-        w.o = b.matrix(name("attn.o"), H, q_dim);
-        if (hp.flags & kQkvBias) {
-            w.q_bias = b.vector(name("attn.q_bias"), q_dim);
-            w.k_bias = b.vector(name("attn.k_bias"), kv_dim);
-            w.v_bias = b.vector(name("attn.v_bias"), kv_dim);
-        }
-        if (hp.flags & kQkNorm) {
-            w.q_norm = b.vector(name("attn.q_norm"), q_dim);
-            w.k_norm = b.vector(name("attn.k_norm"), kv_dim);
-        }
-        w.ffn_norm = b.vector(name("ffn_norm"), H);
-        w.is_moe = file_->layers()[l].is_moe != 0;
-        if (w.is_moe) {
-            w.router = b.matrix(name("router"), hp.n_experts, H);
-            w.experts.resize(hp.n_experts);
-            b.set_lazy(true);
-            for (uint32_t e = 0; e < hp.n_experts; ++e)
-                w.experts[e] = bind_ffn(b, "layers." + std::to_string(l) + ".experts." + std::to_string(e), H, hp.expert_ffn);
-            b.set_lazy(false);
-            if (hp.flags & kSharedExpert) {
-                w.shared_expert = bind_ffn(b, name("shared_expert"), H, hp.shared_expert_ffn);
-                w.shared_expert_gate = b.matrix(name("shared_expert_gate"), 1, H);
-            }
-        } else {
-            if (hp.dense_ffn == 0) return error("layer " + std::to_string(l) + " is dense but dense_ffn is 0");
-            w.dense = bind_ffn(b, name("mlp"), H, hp.dense_ffn);
-        }
-        if (!b.status()) break;
+        layers_[l].is_moe = layer_is_moe[l];
+        layers_[l].sliding = (file_->layers()[l].is_moe & kLayerSliding) != 0;
+        if (layer_is_moe[l]) layers_[l].experts.resize(hp.n_experts);
     }
-    if (!b.status()) return b.status();
-    // Sizes that no bound tensor vouches for must be zero: the session sizes its buffers from them.
-    bool any_dense = false;
-    for (const LayerWeights& w : layers_) any_dense |= !w.is_moe;
-    if (!any_dense && hp.dense_ffn != 0) return error("dense_ffn is set but no layer is dense");
-    if (!(hp.flags & kSharedExpert) && hp.shared_expert_ffn != 0) return error("shared_expert_ffn is set but there is no shared expert");
+    for (const schema::TensorSpec& spec : schema::tensors(family(), hp, layer_is_moe)) {
+        // Expert tensors of a .bin.zst are decompressed on first use (Session::moe); everything else must be
+        // readable from the start, whatever section a (hostile) file puts it in.
+        b.set_lazy(spec.section == SectionKind::Expert);
+        const TensorView** place = slot(spec);
+        if (place == nullptr) return error("tensor " + spec.name + " has no place in the model");
+        *place = spec.kind == schema::Kind::Vector ? b.vector(spec.name, spec.rows) : b.matrix(spec.name, spec.rows, spec.cols);
+        if (!b.status()) return b.status();
+    }
+    if (hp.flags & kTiedEmbeddings) lm_head_ = embed_;
+    decide_rules();
 
-    inv_freq_.resize(hp.head_dim / 2);
-    for (uint32_t i = 0; i < hp.head_dim / 2; ++i)  // float32 as transformers computes it
-        inv_freq_[i] = 1.0f / std::pow(hp.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hp.head_dim));
+    rope_ = rope_table(hp, rules_.attention.rotary_dim);
 
     const std::string_view tok_json = file_->section_text(SectionKind::TokenizerJson);
     if (!tok_json.empty()) {

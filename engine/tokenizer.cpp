@@ -26,6 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_depth.h"
+
 namespace colibri {
 namespace {
 
@@ -36,6 +38,21 @@ struct LoadError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 [[noreturn]] void fail(const std::string& what) { throw LoadError(what); }
+
+// A bound hit while a text is processed (regex work, growth of the text): encode turns it into an error,
+// from_json (normalising the added tokens) too. Never a silently shortened result.
+struct LimitError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A tokenizer.json comes with the model file, so it is hostile input; docs/FORMAT.md, "Threat model".
+constexpr int kMaxComponentDepth = 16;          // Sequence nesting of normalizers, pre-tokenizers, ...
+constexpr uint64_t kRegexWorkPerByte = 512;     // regex work units allowed per byte of the text encoded
+constexpr uint64_t kRegexWorkBase = 1u << 20;   // ... plus this much for every text
+constexpr size_t kRegexFirstWindow = 32;        // bytes a regex search may look at before it must ask for more
+constexpr uint32_t kRegexFirstLimit = 64;      // backtracking allowed to a search before it must ask for more
+constexpr uint32_t kRegexMatchLimit = 10'000'000;  // the most backtracking one search may do (PCRE2's default)
+
 
 // ---------------------------------------------------------------------------------------------
 // UTF-8
@@ -302,6 +319,7 @@ struct MatchScratch {
     pcre2_match_data* md = nullptr;
     pcre2_match_context* mc = nullptr;
     pcre2_jit_stack* js = nullptr;
+    uint64_t work_left = UINT64_MAX;  // regex work units left to the text being processed (RegexBudget)
     MatchScratch() {
         md = pcre2_match_data_create(1, nullptr);
         mc = pcre2_match_context_create(nullptr);
@@ -322,10 +340,33 @@ MatchScratch& match_scratch() {
     return s;
 }
 
+// The regex work one text may cost, in proportion to its size: installed for an encode (and for the added
+// tokens at load), so that a pattern which backtracks over the whole text at every position stops with an
+// error after a bounded time instead of running for minutes.
+class RegexBudget {
+public:
+    explicit RegexBudget(size_t text_bytes) : saved_(match_scratch().work_left) {
+        match_scratch().work_left = kRegexWorkBase + kRegexWorkPerByte * static_cast<uint64_t>(text_bytes);
+    }
+    ~RegexBudget() { match_scratch().work_left = saved_; }
+    RegexBudget(const RegexBudget&) = delete;
+    RegexBudget& operator=(const RegexBudget&) = delete;
+
+private:
+    uint64_t saved_;
+};
+
+std::string shown_pattern(const std::string& pattern) {
+    std::string shown;  // one line, and not too long
+    for (char c : pattern.substr(0, 80)) shown += (c == '\n') ? std::string("\\n") : (c == '\r') ? std::string("\\r") : std::string(1, c);
+    return pattern.size() > 80 ? shown + "..." : shown;
+}
+
 class Regex {
 public:
     explicit Regex(const std::string& pattern, bool onig = true) {
         const std::string pat = onig ? translate_onig_pattern(pattern) : pattern;
+        shown_ = shown_pattern(pattern);
         int err = 0;
         PCRE2_SIZE off = 0;
         code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.data()), pat.size(),
@@ -338,24 +379,23 @@ public:
             fail("cannot compile regex '" + shown + "': " + reinterpret_cast<const char*>(buf) + " at offset " +
                  std::to_string(off));
         }
-        pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when unavailable
+        // Complete and partial (windowed searches, below); falls back to the interpreter when unavailable.
+        pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);
     }
     ~Regex() { pcre2_code_free(code_); }
     Regex(const Regex&) = delete;
     Regex& operator=(const Regex&) = delete;
 
     // Matches as Oniguruma's find_iter yields them (an empty match right at the end of the previous
-    // match is skipped by moving one character on). `s` must be valid UTF-8.
+    // match is skipped by moving one character on). `s` must be valid UTF-8. Throws LimitError when the
+    // search needs more work than the budget allows or PCRE2 gives up: the text is never silently cut short.
     void find_iter(std::string_view s, std::vector<std::pair<size_t, size_t>>& out) const {
         MatchScratch& ms = match_scratch();
         size_t last_end = 0;
         size_t last_match_end = SIZE_MAX;
-        const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
         while (last_end <= s.size()) {
-            int rc = pcre2_match(code_, subject, s.size(), last_end, PCRE2_NO_UTF_CHECK, ms.md, ms.mc);
-            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)  // e.g. JIT stack exhausted: retry interpreted
-                rc = pcre2_match(code_, subject, s.size(), last_end, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, ms.md, ms.mc);
-            if (rc < 0) break;
+            const int rc = search(s, last_end, ms);
+            if (rc == PCRE2_ERROR_NOMATCH) break;
             const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(ms.md);
             const size_t st = ov[0], en = ov[1];
             if (en < st) break;  // \K oddities
@@ -371,7 +411,54 @@ public:
     }
 
 private:
+    // One search from `from`, with the result of searching the whole of s. It first looks at a short window of
+    // the text (a partial-hard match: PCRE2 says when the outcome could depend on what lies past the window)
+    // with a small backtracking limit, and doubles the window or quadruples the limit while either is too small.
+    // So each search costs about what it inspects and backtracks, and that is charged: a pattern that rescans
+    // the rest of the text from every position, or backtracks heavily everywhere, runs out of budget quickly.
+    int search(std::string_view s, size_t from, MatchScratch& ms) const {
+        const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+        size_t window = kRegexFirstWindow;
+        uint32_t limit = kRegexFirstLimit;
+        while (true) {
+            size_t end = from + window;
+            if (end >= s.size()) {
+                end = s.size();
+            } else {
+                while (end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) ++end;  // whole characters
+            }
+            const uint64_t cost = end - from + limit;
+            if (cost > ms.work_left)
+                throw LimitError("the regex '" + shown_ + "' needs more work than allowed on this text (" +
+                                 std::to_string(kRegexWorkPerByte) + " units per byte): it backtracks too much");
+            ms.work_left -= cost;
+            const uint32_t options = PCRE2_NO_UTF_CHECK | (end < s.size() ? PCRE2_PARTIAL_HARD : 0);
+            pcre2_set_match_limit(ms.mc, limit);
+            int rc = pcre2_match(code_, subject, end, from, options, ms.md, ms.mc);
+            if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep recursion in JIT code: the interpreter keeps it on the heap
+                rc = pcre2_match(code_, subject, end, from, options | PCRE2_NO_JIT, ms.md, ms.mc);
+            if (rc == PCRE2_ERROR_PARTIAL) {
+                window *= 2;
+                continue;
+            }
+            if (rc == PCRE2_ERROR_MATCHLIMIT && limit < kRegexMatchLimit) {
+                limit = std::min<uint32_t>(kRegexMatchLimit, limit * 4);
+                continue;
+            }
+            if (rc == PCRE2_ERROR_NOMATCH && end < s.size()) {  // no match starts inside the window
+                from = end;
+                window = kRegexFirstWindow;
+                continue;
+            }
+            if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH) return rc;
+            PCRE2_UCHAR buf[256];
+            pcre2_get_error_message(rc, buf, sizeof buf);
+            throw LimitError("the regex '" + shown_ + "' failed on this text: " + reinterpret_cast<const char*>(buf));
+        }
+    }
+
     pcre2_code* code_ = nullptr;
+    std::string shown_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -410,7 +497,10 @@ struct Pattern {
             for (auto [st, en] : ms) emit(st, en);
         } else {
             size_t pos = 0;
-            while ((pos = s.find(literal, pos)) != std::string_view::npos) {
+            while (pos + literal.size() <= s.size()) {  // memmem: linear whatever the literal (std::find is not)
+                const void* at = memmem(s.data() + pos, s.size() - pos, literal.data(), literal.size());
+                if (!at) break;
+                pos = static_cast<size_t>(static_cast<const char*>(at) - s.data());
                 emit(pos, pos + literal.size());
                 pos += literal.size();
             }
@@ -529,7 +619,10 @@ struct Normalizer {
     std::string content;
     bool left = false, right = false;
 
-    void apply(std::string& s) const {
+    // A text may grow (NFKD, Replace, Prepend) but a chain of Replace steps must not double it 30 times over.
+    void apply(std::string& s) const { apply(s, 64 * s.size() + 65536); }
+
+    void apply(std::string& s, size_t max_bytes) const {
         switch (type) {
             case Type::NFC:
                 if (!is_ascii(s)) s = utf8proc_transform(s, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
@@ -597,6 +690,7 @@ struct Normalizer {
                 for (const auto& g : segs) {
                     if (g.m) out += content;
                     else out.append(s, g.b, g.e - g.b);
+                    if (out.size() > max_bytes) throw LimitError("the normalizer's Replace grows the text past its limit");
                 }
                 s.swap(out);
                 break;
@@ -608,9 +702,10 @@ struct Normalizer {
                 s = byte_level_encode(s);
                 break;
             case Type::Sequence:
-                for (const auto& c : children) c.apply(s);
+                for (const auto& c : children) c.apply(s, max_bytes);
                 break;
         }
+        if (s.size() > max_bytes) throw LimitError("the normalizer grows the text past its limit (64 times its size)");
     }
 };
 
@@ -641,7 +736,12 @@ std::string type_of(const json& j, const char* what) {
     return it->get<std::string>();
 }
 
-Normalizer parse_normalizer(const json& j) {
+[[noreturn]] void too_deep(const char* what) {
+    fail(std::string(what) + " Sequence nesting exceeds the depth limit of " + std::to_string(kMaxComponentDepth));
+}
+
+Normalizer parse_normalizer(const json& j, int depth = 0) {
+    if (depth > kMaxComponentDepth) too_deep("normalizer");
     const std::string t = type_of(j, "normalizer");
     Normalizer n;
     using T = Normalizer::Type;
@@ -666,7 +766,7 @@ Normalizer parse_normalizer(const json& j) {
         n.content = get_string(j, "prepend", "");
     } else if (t == "Sequence") {
         n.type = T::Sequence;
-        for (const auto& c : get_array(j, "normalizers", "Sequence normalizer")) n.children.push_back(parse_normalizer(c));
+        for (const auto& c : get_array(j, "normalizers", "Sequence normalizer")) n.children.push_back(parse_normalizer(c, depth + 1));
     } else {
         fail("unsupported normalizer type '" + t + "'");
     }
@@ -847,7 +947,8 @@ Prepend parse_prepend_scheme(const json& j) {
     return p;
 }
 
-PreTokenizer parse_pre_tokenizer(const json& j) {
+PreTokenizer parse_pre_tokenizer(const json& j, int depth = 0) {
+    if (depth > kMaxComponentDepth) too_deep("pre_tokenizer");
     const std::string t = type_of(j, "pre_tokenizer");
     PreTokenizer p;
     using T = PreTokenizer::Type;
@@ -883,7 +984,7 @@ PreTokenizer parse_pre_tokenizer(const json& j) {
     } else if (t == "Sequence") {
         p.type = T::Sequence;
         for (const auto& c : get_array(j, "pretokenizers", "Sequence pre-tokenizer"))
-            p.children.push_back(parse_pre_tokenizer(c));
+            p.children.push_back(parse_pre_tokenizer(c, depth + 1));
     } else {
         fail("unsupported pre_tokenizer type '" + t + "'");
     }
@@ -1094,7 +1195,7 @@ struct Bpe {
 int32_t json_id(const json& v, const std::string& what) {
     if (!v.is_number_integer()) fail(what + " must be an integer id");
     const auto id = v.get<int64_t>();
-    if (id < 0 || id > 0x7FFFFFFF) fail(what + " has an out-of-range id " + std::to_string(id));
+    if (id < 0 || id >= 0x7FFFFFFF) fail(what + " has an out-of-range id " + std::to_string(id));  // id + 1 fits int32
     return static_cast<int32_t>(id);
 }
 
@@ -1307,7 +1408,10 @@ struct PostProcessor {
     std::vector<int32_t> cls, sep;
     std::vector<PostProcessor> children;
 
-    void apply(std::vector<int32_t>& ids) const {
+    // Special tokens around the text, not copies of it: a chain of templates repeating $A must not multiply it.
+    void apply(std::vector<int32_t>& ids) const { apply(ids, 2 * ids.size() + 4096); }
+
+    void apply(std::vector<int32_t>& ids, size_t max_ids) const {
         switch (type) {
             case Type::ByteLevel:
                 break;
@@ -1317,6 +1421,7 @@ struct PostProcessor {
                 for (const auto& [is_a, special] : single) {
                     if (is_a) out.insert(out.end(), ids.begin(), ids.end());
                     else out.insert(out.end(), special.begin(), special.end());
+                    if (out.size() > max_ids) throw LimitError("the post-processor multiplies the text's tokens past its limit");
                 }
                 ids.swap(out);
                 break;
@@ -1326,13 +1431,14 @@ struct PostProcessor {
                 ids.insert(ids.end(), sep.begin(), sep.end());
                 break;
             case Type::Sequence:
-                for (const auto& c : children) c.apply(ids);
+                for (const auto& c : children) c.apply(ids, max_ids);
                 break;
         }
     }
 };
 
-PostProcessor parse_post_processor(const json& j) {
+PostProcessor parse_post_processor(const json& j, int depth = 0) {
+    if (depth > kMaxComponentDepth) too_deep("post_processor");
     const std::string t = type_of(j, "post_processor");
     PostProcessor p;
     using T = PostProcessor::Type;
@@ -1401,7 +1507,7 @@ PostProcessor parse_post_processor(const json& j) {
         p.sep = {pair_id("sep")};
     } else if (t == "Sequence") {
         p.type = T::Sequence;
-        for (const auto& c : get_array(j, "processors", "Sequence post-processor")) p.children.push_back(parse_post_processor(c));
+        for (const auto& c : get_array(j, "processors", "Sequence post-processor")) p.children.push_back(parse_post_processor(c, depth + 1));
     } else {
         fail("unsupported post_processor type '" + t + "'");
     }
@@ -1417,12 +1523,17 @@ std::string cleanup_spaces(std::string s) {
         {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
         {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
     for (const auto& [from, to] : kRules) {
-        const size_t fl = std::strlen(from), tl = std::strlen(to);
+        if (s.find(from) == std::string::npos) continue;
+        const size_t fl = std::strlen(from);
+        std::string out;  // rebuilt in one pass: replacing in place moves the tail once per match
+        out.reserve(s.size());
         size_t pos = 0;
-        while ((pos = s.find(from, pos)) != std::string::npos) {
-            s.replace(pos, fl, to);
-            pos += tl;
+        for (size_t f; (f = s.find(from, pos)) != std::string::npos; pos = f + fl) {
+            out.append(s, pos, f - pos);
+            out += to;
         }
+        out.append(s, pos, std::string::npos);
+        s.swap(out);
     }
     return s;
 }
@@ -1588,7 +1699,8 @@ struct Decoder {
     }
 };
 
-Decoder parse_decoder(const json& j) {
+Decoder parse_decoder(const json& j, int depth = 0) {
+    if (depth > kMaxComponentDepth) too_deep("decoder");
     const std::string t = type_of(j, "decoder");
     Decoder d;
     using T = Decoder::Type;
@@ -1602,6 +1714,9 @@ Decoder parse_decoder(const json& j) {
         d.type = T::Replace;
         if (!j.contains("pattern")) fail("Replace decoder needs a pattern");
         d.pattern = parse_pattern(j["pattern"], "Replace decoder");
+        // Decoding has no error to give (it streams tokens as they come), so it runs no regex: real tokenizers
+        // replace a String ("▁" by " ").
+        if (d.pattern.is_regex) fail("unsupported: a Replace decoder with a Regex pattern (only String)");
         d.content = get_string(j, "content", "");
     } else if (t == "ByteFallback") {
         d.type = T::ByteFallback;
@@ -1626,7 +1741,7 @@ Decoder parse_decoder(const json& j) {
         d.cleanup = get_bool(j, "cleanup", true);
     } else if (t == "Sequence") {
         d.type = T::Sequence;
-        for (const auto& c : get_array(j, "decoders", "Sequence decoder")) d.children.push_back(parse_decoder(c));
+        for (const auto& c : get_array(j, "decoders", "Sequence decoder")) d.children.push_back(parse_decoder(c, depth + 1));
     } else {
         fail("unsupported decoder type '" + t + "'");
     }
@@ -1725,6 +1840,8 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
     try {
         if (tokenizer_json.find_first_not_of(" \t\r\n") == std::string_view::npos)
             return error("tokenizer.json is empty");
+        if (json_too_deep(tokenizer_json, kMaxJsonDepth))
+            return error("tokenizer.json nests deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels");
         json root;
         try {
             root = json::parse(tokenizer_json.begin(), tokenizer_json.end());
@@ -1749,6 +1866,7 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
         int32_t max_id = static_cast<int32_t>(im.bpe.vocab_r.size()) - 1;
         if (const json* at = optional_part("added_tokens")) {
             if (!at->is_array()) fail("'added_tokens' must be an array");
+            RegexBudget budget(tokenizer_json.size());  // normalising the added tokens runs the normalizer's regexes
             for (const auto& e : *at) {
                 if (!e.is_object()) fail("an added token is not an object");
                 AddedToken t;
@@ -1769,6 +1887,9 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
                 }
                 max_id = std::max(max_id, t.id);
             }
+            if (max_id >= 0 && static_cast<size_t>(max_id) > im.bpe.vocab_r.size() + 4 * im.added.size() + (1u << 20))
+                fail("added token ids are far from the vocabulary (largest id " + std::to_string(max_id) + " for " +
+                     std::to_string(im.bpe.vocab_r.size()) + " pieces)");
             for (size_t i = 0; i < im.added.size(); ++i) {
                 const AddedToken& t = im.added[i];
                 im.added_by_content[t.content] = t.id;
@@ -1790,6 +1911,8 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
         stage = "tokenizer_config.json";
         json cfg = json::object();
         if (tokenizer_config_json.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+            if (json_too_deep(tokenizer_config_json, kMaxJsonDepth))
+                return error("tokenizer_config.json nests deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels");
             try {
                 cfg = json::parse(tokenizer_config_json.begin(), tokenizer_config_json.end());
             } catch (const json::parse_error& e) {
@@ -1826,24 +1949,29 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
     return tok;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_special) const {
     std::vector<int32_t> ids;
     if (!impl_) return ids;
     const Impl& im = *impl_;
-    if (is_valid_utf8(text)) {
-        im.encode_text(text, ids);
-    } else {
-        const std::string clean = utf8_lossy(text);
-        im.encode_text(clean, ids);
-    }
-    if (add_special) {
-        if (im.post_processor) {
-            im.post_processor->apply(ids);
+    try {
+        RegexBudget budget(text.size());
+        if (is_valid_utf8(text)) {
+            im.encode_text(text, ids);
         } else {
-            // No post-processor: follow tokenizer_config.json's add_bos_token / add_eos_token.
-            if (im.cfg_add_bos && im.bos >= 0) ids.insert(ids.begin(), im.bos);
-            if (im.cfg_add_eos && im.eos >= 0) ids.push_back(im.eos);
+            const std::string clean = utf8_lossy(text);
+            im.encode_text(clean, ids);
         }
+        if (add_special) {
+            if (im.post_processor) {
+                im.post_processor->apply(ids);
+            } else {
+                // No post-processor: follow tokenizer_config.json's add_bos_token / add_eos_token.
+                if (im.cfg_add_bos && im.bos >= 0) ids.insert(ids.begin(), im.bos);
+                if (im.cfg_add_eos && im.eos >= 0) ids.push_back(im.eos);
+            }
+        }
+    } catch (const LimitError& e) {
+        return error(std::string("tokenizer: ") + e.what());
     }
     return ids;
 }

@@ -20,7 +20,9 @@ public:
 
     // Encode text. Special/added tokens in the text are matched as in HF (split_special_tokens = false).
     // add_special adds what the tokenizer's post-processor adds (e.g. BOS for Llama), as HF encode() does by default.
-    std::vector<int32_t> encode(std::string_view text, bool add_special = true) const;
+    // Fails (never returns a shortened encoding) when the tokenizer's regexes need more work on this text than
+    // its size allows, or its normalizer or post-processor would grow it without bound (a hostile tokenizer.json).
+    Result<std::vector<int32_t>> encode(std::string_view text, bool add_special = true) const;
     // Decode ids to UTF-8 text (HF decode with skip_special_tokens = false unless asked).
     std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
     // The raw vocabulary piece for an id (as stored in tokenizer.json), empty if out of range.

@@ -6,6 +6,7 @@
 
 #include "kernels/half.h"
 #include "kernels/matvec.h"
+#include "kernels/weight_types.h"
 
 namespace colibri::kernels {
 namespace {
@@ -58,17 +59,7 @@ void dequantize_q4_k(const uint8_t* row, size_t cols, float* out) {
 
 }  // namespace
 
-size_t row_bytes(WeightType type, size_t cols) {
-    switch (type) {
-        case WeightType::F32: return cols * 4;
-        case WeightType::F16:
-        case WeightType::BF16: return cols * 2;
-        case WeightType::Q8_0: return cols / kQ8_0Values * kQ8_0Bytes;
-        case WeightType::Q4_0: return cols / kQ4_0Values * kQ4_0Bytes;
-        case WeightType::Q4_K: return cols / kQ4_KValues * kQ4_KBytes;
-    }
-    return 0;
-}
+size_t row_bytes(WeightType type, size_t cols) { return weight_row_bytes(type, cols); }
 
 void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, float* out) {
     const auto* base = static_cast<const uint8_t*>(w) + row * row_bytes(type, cols);

@@ -5,10 +5,11 @@
 
 #include "canonical.h"
 #include "types.h"
+#include "weight_types.h"
 
 namespace colibri::kernels {
 
-inline constexpr size_t kWeightTypeCount = kLastWeightType + 1;
+using colibri::kWeightTypeCount;  // rows of the weight-type table
 
 // y[r - row_begin] = dot(row r, x) for r in [row_begin, row_end).
 using MatvecFn = void (*)(const void* w, size_t cols, const float* x, float* y, size_t row_begin,

@@ -140,17 +140,7 @@ bool variant_from_name(std::string_view name, Variant* out) {
 
 const char* op_name(Op op) { return op == Op::Matvec ? "matvec" : "matmul"; }
 
-const char* weight_type_label(WeightType type) {
-    switch (type) {
-        case WeightType::F32: return "f32";
-        case WeightType::F16: return "f16";
-        case WeightType::BF16: return "bf16";
-        case WeightType::Q8_0: return "q8_0";
-        case WeightType::Q4_K: return "q4_K";
-        case WeightType::Q4_0: return "q4_0";
-    }
-    return "unknown";
-}
+const char* weight_type_label(WeightType type) { return weight_type_info(type).label; }
 
 bool op_from_name(std::string_view name, Op* out) {
     if (name == "matvec") *out = Op::Matvec;

@@ -24,7 +24,7 @@ const char* variant_name(Variant v);          // "scalar", "avx2", "avx512", "ne
 const char* variant_display_name(Variant v);  // "Scalar", "AVX2", "AVX-512", "NEON", "NEON (translated)"
 bool variant_from_name(std::string_view name, Variant* out);
 const char* op_name(Op op);  // "matvec", "matmul"
-const char* weight_type_label(WeightType type);  // "f32", "f16", "bf16", "q8_0", "q4_K", "q4_0"
+const char* weight_type_label(WeightType type);  // the table's label: "f32", ..., "q4_K" (kernels/weight_types.h)
 bool op_from_name(std::string_view name, Op* out);
 
 bool variant_compiled(Variant v);   // built into this binary (CMake options, target architecture)

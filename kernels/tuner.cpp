@@ -28,8 +28,17 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
-                                 WeightType::Q8_0, WeightType::Q4_K, WeightType::Q4_0};
+// The types the kernels multiply with: the weight-type table's matrix rows.
+const std::vector<WeightType>& kernel_types() {
+    static const std::vector<WeightType> types = [] {
+        std::vector<WeightType> v;
+        for (const WeightTypeInfo& w : weight_types())
+            if (w.matrix) v.push_back(w.type);
+        return v;
+    }();
+    return types;
+}
+
 
 // A cycle-rate counter where the CPU has one readable from user space, calibrated against steady_clock.
 struct Timer {
@@ -148,7 +157,7 @@ json choice_to_json(const TuneChoice& c) {
     json j = json::object();
     for (size_t op = 0; op < kOpCount; ++op) {
         json& per_type = j[op_name(Op(op))];
-        for (WeightType t : kTypes) per_type[weight_type_label(t)] = variant_name(c.variant[op][size_t(t)]);
+        for (WeightType t : kernel_types()) per_type[weight_type_label(t)] = variant_name(c.variant[op][size_t(t)]);
     }
     return j;
 }
@@ -177,10 +186,10 @@ TuneReport run_tuner(const TuneOptions& options, const TuneProgress& progress) {
     }
     const size_t reps = options.reps ? options.reps : (options.quick ? 3 : 7);
     const size_t n = std::max<size_t>(1, options.matmul_vectors);
-    const size_t total = std::size(kTypes) * shapes.size() * variants.size() * kOpCount;
+    const size_t total = kernel_types().size() * shapes.size() * variants.size() * kOpCount;
 
     Random rng{0x9E3779B97F4A7C15ULL};
-    for (WeightType type : kTypes) {
+    for (WeightType type : kernel_types()) {
         for (const TuneShape& s : shapes) {
             const std::vector<uint8_t> w = make_matrix(type, s.rows, s.cols, rng);
             std::vector<float> x(s.cols * n), y(s.rows * n);
@@ -207,7 +216,7 @@ TuneReport run_tuner(const TuneOptions& options, const TuneProgress& progress) {
 
     // Per (op, type): the variant with the smallest geometric mean time over the shapes.
     for (size_t op = 0; op < kOpCount; ++op) {
-        for (WeightType type : kTypes) {
+        for (WeightType type : kernel_types()) {
             double best_score = INFINITY;
             for (Variant v : variants) {
                 double score = 0;
@@ -304,7 +313,7 @@ bool load_tune_cache(const std::string& path, const std::string& model, const st
         for (size_t op = 0; op < kOpCount; ++op) {
             const json* per_type = e["choice"].contains(op_name(Op(op))) ? &e["choice"][op_name(Op(op))] : nullptr;
             if (per_type == nullptr || !per_type->is_object()) return false;
-            for (WeightType t : kTypes) {
+            for (WeightType t : kernel_types()) {
                 Variant v;
                 const auto it = per_type->find(weight_type_label(t));
                 // A variant this build or CPU cannot run makes the entry stale: the CPUID default stays.
@@ -327,7 +336,7 @@ bool configure_kernels(std::string* error, std::string* warning) {
     std::string cache_error;
     if (load_tune_cache(tune_cache_path(), cpu_model(), library_version(), &choice, &cache_error)) {
         for (size_t op = 0; op < kOpCount; ++op) {
-            for (WeightType t : kTypes) select_variant(Op(op), t, choice.variant[op][size_t(t)]);
+            for (WeightType t : kernel_types()) select_variant(Op(op), t, choice.variant[op][size_t(t)]);
         }
     }
     // A broken cache only costs the tuned choice: the CPUID default gives the same results.

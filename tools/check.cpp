@@ -146,8 +146,7 @@ private:
                   " (this build reads " + std::to_string(kOldestReadableMajor) + ".x to " + std::to_string(kVersionMajor) + ".x)");
             return false;
         }
-        const auto fam = static_cast<Family>(h_.family);
-        if (fam == Family::Mixtral || fam == Family::Qwen2Moe || fam == Family::Olmoe) report_.family = family_name(fam);
+        if (const schema::FamilyInfo* fam = schema::find_family(h_.family)) report_.family = fam->name;
         const uint64_t image = src_->image_size();
         if (h_.file_size != image)
             problem((image < h_.file_size ? "metadata: truncated file: header says " : "metadata: file size mismatch: header says ") +
@@ -331,7 +330,8 @@ private:
             const LayerEntry& e = layers_[l];
             const std::string where = "layer " + std::to_string(l) + " table entry: ";
             if (!section_is(e.attention_section, SectionKind::Attention, l)) problem(where + "attention section is not layer " + std::to_string(l) + "'s attention");
-            if (!e.is_moe) {
+            if (e.is_moe & ~(kLayerMoe | kLayerSliding)) problem(where + "unknown layer flags " + std::to_string(e.is_moe));
+            if (!(e.is_moe & kLayerMoe)) {
                 if (e.mlp_section != kNone && !section_is(e.mlp_section, SectionKind::DenseMlp, l)) problem(where + "mlp section is not its dense mlp");
                 continue;
             }
@@ -374,12 +374,12 @@ private:
     // and nothing the engine would not use.
     void check_expected_tensors() {
         std::vector<bool> is_moe(layers_.size());
-        for (size_t l = 0; l < layers_.size(); ++l) is_moe[l] = layers_[l].is_moe != 0;
-        const std::vector<ExpectedTensor> expected =
+        for (size_t l = 0; l < layers_.size(); ++l) is_moe[l] = (layers_[l].is_moe & kLayerMoe) != 0;
+        const std::vector<schema::TensorSpec> expected =
             expected_tensors(h_.family, h_.hparams, is_moe, tensor_entries_.size(), &report_.problems);
         if (expected.empty()) return;  // the hyper-parameters' problems are reported
         std::vector<bool> used(tensor_entries_.size(), false);
-        for (const ExpectedTensor& x : expected) {
+        for (const schema::TensorSpec& x : expected) {
             const auto it = by_name_.find(x.name);
             if (it == by_name_.end()) {
                 problem("tensor " + x.name + ": missing (a " + report_.family + " model with these hyper-parameters needs it)");
@@ -388,12 +388,12 @@ private:
             used[it->second] = true;
             const TensorEntry& t = tensor_entries_[it->second];
             TensorCheck& c = report_.tensors[it->second];
-            const std::vector<uint64_t> want = x.n_dims == 1 ? std::vector<uint64_t>{x.rows} : std::vector<uint64_t>{x.rows, x.cols};
-            if (t.n_dims != x.n_dims || c.shape != want) {
+            const std::vector<uint64_t> want = x.n_dims() == 1 ? std::vector<uint64_t>{x.rows} : std::vector<uint64_t>{x.rows, x.cols};
+            if (t.n_dims != x.n_dims() || c.shape != want) {
                 problem("tensor " + x.name + ": has shape " + shape_text(c.shape) + ", the hyper-parameters need " + shape_text(want));
                 c.shape_ok = false;
             }
-            if (x.f32_only && t.weight_type != static_cast<uint32_t>(WeightType::F32)) {
+            if (x.kind == schema::Kind::Vector && t.weight_type != static_cast<uint32_t>(WeightType::F32)) {
                 problem("tensor " + x.name + ": is " + c.type + ", must be f32");
                 c.shape_ok = false;
             }

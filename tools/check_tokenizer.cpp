@@ -106,7 +106,9 @@ void check_tokenizer(const TokenizerCheckInput& in, std::vector<std::string>* pr
     if (t != nullptr && t->eos_id() >= 0) chat.eos_token = t->piece(t->eos_id());
     const auto rendered = render_chat_template(*in.chat_template, chat);
     if (!rendered) {
-        problems->push_back("chat template: does not render a one-message conversation: " + rendered.message());
+        std::string why = rendered.message();
+        if (why.rfind("chat template: ", 0) == 0) why.erase(0, 15);  // said once, in front
+        problems->push_back("chat template: does not render a one-message conversation: " + why);
         return;
     }
     if (t == nullptr) return;

@@ -1,5 +1,7 @@
 #include "quantize.h"
 
+#include "kernels/weight_types.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -293,14 +295,10 @@ void write_super_block(const SuperBlock& sb, uint8_t* out) {
 }  // namespace
 
 WeightType storage_type(WeightType requested, uint64_t cols) {
-    switch (requested) {
-        case WeightType::Q4_K:
-            if (cols % kQ4_KValues == 0) return WeightType::Q4_K;
-            return cols % kQ4_0Values == 0 ? WeightType::Q4_0 : WeightType::F16;
-        case WeightType::Q4_0: return cols % kQ4_0Values == 0 ? WeightType::Q4_0 : WeightType::F16;
-        case WeightType::Q8_0: return cols % kQ8_0Values == 0 ? WeightType::Q8_0 : WeightType::F16;
-        default: return requested;
-    }
+    // Down the table's fallbacks until a type holds whole blocks of the row (the float types always do).
+    WeightType t = requested;
+    while (cols % weight_type_info(t).block_values != 0) t = weight_type_info(t).fallback;
+    return t;
 }
 
 Status quantize_row(WeightType type, const float* values, size_t n, uint8_t* out) {

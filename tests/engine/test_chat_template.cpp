@@ -218,7 +218,9 @@ private slots:
         std::string deep_ifs;
         for (int k = 0; k < 400; ++k) deep_ifs += "{% if true %}";
         for (int k = 0; k < 400; ++k) deep_ifs += "{% endif %}";
-        for (const Row& row : {Row{"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "step limit"},
+        // Building range(100000) again per outer iteration costs 8 MB of items: the work limit stops that one first.
+        for (const Row& row : {Row{"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "limit"},
+                               Row{"{% set r = range(4000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}", "step limit"},
                                Row{"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "size limit"},
                                Row{"{{ 'x' * 1000000000000 }}", "size limit"},
                                Row{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion"},
@@ -232,12 +234,117 @@ private slots:
                                Row{"{% set ns = namespace(l=[1]) %}{% for i in range(100000) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", "limit"}}) {
             auto r = render_chat_template_json(row.tpl, "{}");
             QVERIFY2(!r, row.tpl.substr(0, 80).c_str());
-            QVERIFY2(r.message().find(row.must_mention) != std::string::npos, r.message().c_str());
+            QVERIFY2(r.message().find(row.must_mention) != std::string::npos, (row.tpl.substr(0, 80) + ": " + r.message()).c_str());
         }
         std::string deep_json = std::string(2000, '[') + std::string(2000, ']');
         QVERIFY(!render_chat_template_json("{{ x }}", "{\"x\": " + deep_json + "}"));
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         QVERIFY2(secs < 60.0, qPrintable(QStringLiteral("guards took %1 s").arg(secs)));
+    }
+
+    // Hostile templates, round 2 (issue 20). A chain of one operator is built by a loop, not by recursion:
+    // the tree must still be bounded, or evaluating and destroying it overflows the stack (also when the
+    // chain sits in a branch that never runs).
+    void long_operator_chains_are_bounded() {
+        const int n = 200000;
+        auto chain = [n](const std::string& first, const std::string& link) {
+            std::string e = first;
+            e.reserve(first.size() + link.size() * n);
+            for (int k = 0; k < n; ++k) e += link;
+            return e;
+        };
+        struct Row { std::string expr; };
+        const std::vector<std::string> exprs = {
+            chain("1", " + 1"), chain("x", " or x"), chain("x", " and x"), chain("1", " * 1"), chain("1", " - 1"),
+            chain("x", "|string"), chain("x", "[0]"), chain("x", ".a"), chain("f", "()"), chain("1", " if x else 1"),
+            chain("1", " ** 1"), chain("1", " // 1"), chain("x", " is defined and x"), chain("1", " == 1 or 1"),
+        };
+        for (const std::string& e : exprs) {
+            for (const std::string& tpl : {"{{ " + e + " }}", "{% if false %}{{ " + e + " }}{% endif %}",
+                                           "{% set y = " + e + " %}", "{% for i in [" + e + "] %}{% endfor %}"}) {
+                auto r = render_chat_template_json(tpl, "{\"x\": \"a\"}");
+                QVERIFY2(!r, tpl.substr(0, 40).c_str());
+                QVERIFY2(r.message().find("depth limit") != std::string::npos, r.message().c_str());
+            }
+        }
+        // Short chains still render.
+        QCOMPARE(render("{{ " + std::string("1") + [] { std::string t; for (int k = 0; k < 150; ++k) t += " + 1"; return t; }() + " }}"),
+                 std::string("151"));
+    }
+
+    // Macros recurse (up to 100 calls) through bodies nested up to 200 deep: together that is far deeper
+    // than the stack allows, so the nesting being evaluated is bounded as a whole.
+    void evaluation_depth_is_bounded() {
+        std::string nested_ifs_open, nested_ifs_close;
+        for (int k = 0; k < 190; ++k) nested_ifs_open += "{% if true %}", nested_ifs_close += "{% endif %}";
+        const std::string tpl = "{% macro f(n) %}" + nested_ifs_open + "{{ f(n + 1) }}" + nested_ifs_close +
+                                "{% endmacro %}{{ f(0) }}";
+        auto r = render_chat_template_json(tpl, "{}");
+        QVERIFY(!r);
+        QVERIFY2(r.message().find("nests deeper") != std::string::npos || r.message().find("recursion") != std::string::npos,
+                 r.message().c_str());
+        // A macro recursing through a deep expression.
+        std::string deep_expr = "n";
+        for (int k = 0; k < 190; ++k) deep_expr = "(" + deep_expr + " + 0)";
+        auto r2 = render_chat_template_json("{% macro f(n) %}{{ f(" + deep_expr + " + 1) }}{% endmacro %}{{ f(0) }}", "{}");
+        QVERIFY(!r2);
+        // Real recursive macros (a JSON schema printer, a few levels deep) are well inside the bound.
+        QCOMPARE(render("{% macro p(v, d) %}{% if d < 20 %}[{{ p(v, d + 1) }}]{% else %}{{ v }}{% endif %}{% endmacro %}{{ p('x', 0) }}"),
+                 std::string(20, '[') + "x" + std::string(20, ']'));
+    }
+
+    // The budget counts work, not only steps: comparing, searching or copying a long string costs its bytes.
+    void work_budget_counts_bytes() {
+        const std::string big(8u << 20, 'a');  // 8 MiB of 'a'
+        json ctx = {{"s", big}, {"t", big}, {"u", big.substr(0, big.size() / 2) + "b"}, {"l", json::array()}};
+        for (int k = 0; k < 1000; ++k) ctx["l"].push_back(big.substr(0, 1000));
+        const std::string ctx_text = ctx.dump();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (const char* body : {"{% if s == t %}{% endif %}", "{% if u in s %}{% endif %}", "{% if s < t %}{% endif %}",
+                                 "{{ s.find(u) }}", "{{ s.rfind(u) }}", "{{ s.count(u) }}", "{{ s.startswith(t) }}",
+                                 "{{ s|length }}", "{{ s[5] }}", "{{ s.split(u)|length }}", "{{ s.rsplit(u)|length }}",
+                                 "{{ (s ~ '')|length }}", "{{ s.partition(u)|length }}", "{{ s.index(u) if u in s }}",
+                                 "{% if l == l %}{% endif %}", "{{ (l|list)|length }}", "{{ s.replace(u, 'x')|length }}",
+                                 "{{ s.endswith(t) }}", "{{ [s]|tojson|length }}", "{{ s|trim|length }}"}) {
+            const std::string tpl = std::string("{% for i in range(100000) %}") + body + "{% endfor %}";
+            auto r = render_chat_template_json(tpl, ctx_text);
+            QVERIFY2(!r, body);
+            QVERIFY2(r.message().find("work limit") != std::string::npos, (std::string(body) + ": " + r.message()).c_str());
+        }
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        qInfo("20 runaway string loops stopped in %.1f s", secs);
+        QVERIFY2(secs < 120.0, qPrintable(QStringLiteral("took %1 s").arg(secs)));
+        // A worst-case search ('aaa...ab' in 'aaa...a') is linear.
+        QCOMPARE(render("{{ u in s }}", ctx_text), std::string("False"));
+    }
+
+    // Copies share their text: a thousand copies of a long string hold one string, not a thousand.
+    void copies_share_text() {
+        const std::string big(4u << 20, 'x');
+        const std::string ctx_text = json({{"s", big}}).dump();
+        auto peak_kib = [] {
+            std::ifstream f("/proc/self/status");
+            std::string line;
+            while (std::getline(f, line))
+                if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+            return 0L;
+        };
+        { std::ofstream("/proc/self/clear_refs") << "5"; }  // reset the peak to the current size
+        const long before = peak_kib();
+        auto r = render_chat_template_json(
+            "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = ns.l + [s] %}{% endfor %}"
+            "{{ ns.l|length }} {{ (ns.l|last)|length }} {{ ns.l[500] == s }}",
+            ctx_text);
+        const long grown_mib = (peak_kib() - before) / 1024;
+        QVERIFY2(r, r.message().c_str());
+        QCOMPARE(r.value(), std::string("1000 4194304 True"));
+        qInfo("peak grew by %ld MiB for 1000 copies of a 4 MiB string", grown_mib);
+        QVERIFY2(grown_mib < 512, qPrintable(QStringLiteral("peak RSS grew by %1 MiB").arg(grown_mib)));
+        // Building new strings instead is counted: 1000 fresh 4 MiB strings exceed the work limit.
+        auto r2 = render_chat_template_json(
+            "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = ns.l + [s ~ i] %}{% endfor %}", ctx_text);
+        QVERIFY(!r2);
+        QVERIFY2(r2.message().find("work limit") != std::string::npos, r2.message().c_str());
     }
 
     void strftime_now_global() {

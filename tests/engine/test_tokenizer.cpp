@@ -102,8 +102,8 @@ ParityStats run_parity(const Tokenizer& tok, const json& doc, const std::set<siz
             problems.push_back(std::string(what) + ": differs at byte " + std::to_string(k) + "\n      got      " +
                                show(got.substr(from, 60)) + "\n      expected " + show(want.substr(from, 60)));
         };
-        const auto ids = tok.encode(text, true);
-        const auto ids_plain = tok.encode(text, false);
+        const auto ids = *tok.encode(text, true);
+        const auto ids_plain = *tok.encode(text, false);
         const auto want_ids = ids_of(c.at("ids"));
         const auto want_plain = ids_of(c.at("ids_no_special"));
         check_ids("encode(add_special=true)", ids, want_ids);
@@ -172,7 +172,8 @@ Tokenizer word_tokenizer(const std::vector<std::string>& words, json normalizer,
 
 std::vector<std::string> pieces_of(const Tokenizer& t, const std::string& text) {
     std::vector<std::string> out;
-    for (int32_t id : t.encode(text, false)) out.push_back(id >= 0 ? t.piece(id) : std::string("?"));
+    const std::vector<int32_t> ids = *t.encode(text, false);  // a copy: the Result is a temporary
+    for (int32_t id : ids) out.push_back(id >= 0 ? t.piece(id) : std::string("?"));
     return out;
 }
 
@@ -219,6 +220,7 @@ const std::vector<std::pair<std::string, std::string>> kBadTokenizers = {
 
 const std::string kQwenDir = std::string(COLIBRI_REFERENCE_DIR) + "/tokenizers/qwen3";
 const std::string kLlamaDir = std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/llama2";
+const std::string kDemoDir = std::string(COLIBRI_SOURCE_DIR) + "/resources/demo_model";
 
 }  // namespace
 
@@ -253,6 +255,29 @@ private slots:
         parity(kLlamaDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/llama2_parity.json", {}, false);
     }
 
+    // The demo model's own tokenizer (trained by tools/demo_model/train.py): the file the build ships.
+    void demo_parity() {
+        parity(kDemoDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/demo_parity.json", {}, true);
+    }
+
+    void demo_basics() {
+        const Tokenizer t = load_or_fail(read_file(kDemoDir + "/tokenizer.json"), read_file(kDemoDir + "/tokenizer_config.json"));
+        QCOMPARE(t.kind(), Tokenizer::Kind::ByteLevelBpe);
+        QCOMPARE(t.vocab_size(), 4096);
+        QCOMPARE(t.eos_id(), t.token_id("<|im_end|>"));
+        // Every digit is its own token, whatever digits surround it: arithmetic is learnable one digit at a time.
+        const std::vector<int32_t> ids = *t.encode("What is 23 plus 45? 1234567890");
+        std::string digits;
+        for (int32_t id : ids) {
+            const std::string piece = t.decode_token_bytes(id);
+            if (piece.find_first_of("0123456789") != std::string::npos) {
+                QCOMPARE(piece.size(), size_t(1));
+                digits += piece;
+            }
+        }
+        QCOMPARE(digits, std::string("23451234567890"));
+    }
+
     void qwen3_basics() {
         if (!file_exists(kQwenDir + "/tokenizer.json")) QSKIP("shared/reference/tokenizers/qwen3 is not present");
         const Tokenizer t = load_or_fail(read_file(kQwenDir + "/tokenizer.json"), read_file(kQwenDir + "/tokenizer_config.json"));
@@ -266,11 +291,12 @@ private slots:
         QCOMPARE(t.piece(151644), std::string("<|im_start|>"));
         QCOMPARE(t.piece(-1), std::string());
         QCOMPARE(t.piece(10000000), std::string());
-        QCOMPARE(t.encode("Hello world"), (std::vector<int32_t>{9707, 1879}));
+        QCOMPARE(*t.encode("Hello world"), (std::vector<int32_t>{9707, 1879}));
         QCOMPARE(t.decode_token_bytes(t.token_id("\xC4\xA0world")), std::string(" world"));
         // "😀" is 4 bytes; whatever pieces carry it, their bytes add up to it.
         std::string bytes;
-        for (int32_t id : t.encode("\xF0\x9F\x98\x80")) bytes += t.decode_token_bytes(id);
+        const std::vector<int32_t> emoji = *t.encode("\xF0\x9F\x98\x80");  // a copy: the Result is a temporary
+        for (int32_t id : emoji) bytes += t.decode_token_bytes(id);
         QCOMPARE(bytes, std::string("\xF0\x9F\x98\x80"));
         // A lone continuation byte decodes to U+FFFD.
         const int32_t lone = t.token_id("\xC4\xA2");  // U+0122, byte 0x80 in the byte-level alphabet
@@ -285,10 +311,10 @@ private slots:
         QCOMPARE(t.vocab_size(), 32000);
         QCOMPARE(t.bos_id(), 1);
         QCOMPARE(t.eos_id(), 2);
-        QCOMPARE(t.encode("Hello", true).front(), 1);
-        QVERIFY(t.encode("Hello", false).front() != 1);
-        QCOMPARE(t.encode("", true), std::vector<int32_t>{1});
-        QCOMPARE(t.encode("", false), std::vector<int32_t>{});
+        QCOMPARE((*t.encode("Hello", true)).front(), 1);
+        QVERIFY((*t.encode("Hello", false)).front() != 1);
+        QCOMPARE(*t.encode("", true), std::vector<int32_t>{1});
+        QCOMPARE(*t.encode("", false), std::vector<int32_t>{});
         QCOMPARE(t.decode_token_bytes(t.token_id("\xE2\x96\x81Hello")), std::string(" Hello"));
         QCOMPARE(t.decode_token_bytes(t.token_id("<0x0A>")), std::string("\n"));
     }
@@ -310,11 +336,11 @@ private slots:
         for (bool fuse : {true, false}) {
             json model = bpe_model(v, merges, {{"unk_token", "<unk>"}, {"byte_fallback", true}, {"fuse_unk", fuse}});
             const Tokenizer t = load_or_fail(tokenizer_doc(model, norm, nullptr, post, dec, at).dump());
-            QCOMPARE(t.encode("ab"), (std::vector<int32_t>{1, 8}));
-            QCOMPARE(t.encode("ab", false), (std::vector<int32_t>{8}));
-            QCOMPARE(t.encode("\xC3\xA9", false), (std::vector<int32_t>{3, 9, 10}));  // é -> <0xC3><0xA9>
+            QCOMPARE(*t.encode("ab"), (std::vector<int32_t>{1, 8}));
+            QCOMPARE(*t.encode("ab", false), (std::vector<int32_t>{8}));
+            QCOMPARE(*t.encode("\xC3\xA9", false), (std::vector<int32_t>{3, 9, 10}));  // é -> <0xC3><0xA9>
             // ñ = C3 B1 has no <0xB1>: the whole character becomes <unk>, fused or not.
-            QCOMPARE(t.encode("\xC3\xB1\xC3\xB1", false), fuse ? (std::vector<int32_t>{3, 0}) : (std::vector<int32_t>{3, 0, 0}));
+            QCOMPARE(*t.encode("\xC3\xB1\xC3\xB1", false), fuse ? (std::vector<int32_t>{3, 0}) : (std::vector<int32_t>{3, 0, 0}));
             QCOMPARE(t.decode({3, 9, 10}), std::string("\xC3\xA9"));
             QCOMPARE(t.decode({1, 3, 9, 10}), std::string("<s> \xC3\xA9"));
             QCOMPARE(t.decode({1, 3, 9, 10}, true), std::string("\xC3\xA9"));
@@ -331,22 +357,22 @@ private slots:
 
     void empty_string() {
         const Tokenizer t = load_or_fail(read_file(kLlamaDir + "/tokenizer.json"), read_file(kLlamaDir + "/tokenizer_config.json"));
-        QCOMPARE(t.encode("", false), std::vector<int32_t>{});
+        QCOMPARE(*t.encode("", false), std::vector<int32_t>{});
         QCOMPARE(t.decode({}), std::string());
         QCOMPARE(t.decode_token_bytes(-5), std::string());
         const Tokenizer empty;  // default-constructed: usable, empty
-        QCOMPARE(empty.encode("abc"), std::vector<int32_t>{});
+        QCOMPARE(*empty.encode("abc"), std::vector<int32_t>{});
         QCOMPARE(empty.decode({1, 2}), std::string());
         QCOMPARE(empty.vocab_size(), 0);
         Tokenizer moved = load_or_fail(read_file(kLlamaDir + "/tokenizer.json"));
         Tokenizer target = std::move(moved);
-        QCOMPARE(moved.encode("x"), std::vector<int32_t>{});  // NOLINT(bugprone-use-after-move): defined as empty
-        QVERIFY(!target.encode("x").empty());
+        QCOMPARE(*moved.encode("x"), std::vector<int32_t>{});  // NOLINT(bugprone-use-after-move): defined as empty
+        QVERIFY(!(*target.encode("x")).empty());
     }
 
     void unknown_id_decode() {
         const Tokenizer t = load_or_fail(read_file(kLlamaDir + "/tokenizer.json"), read_file(kLlamaDir + "/tokenizer_config.json"));
-        const auto ids = t.encode("Hello world", false);
+        const auto ids = *t.encode("Hello world", false);
         auto with_bad = ids;
         with_bad.insert(with_bad.begin() + 1, {-1, 32000, 1 << 30});
         QCOMPARE(t.decode(with_bad), t.decode(ids));  // unknown ids are dropped, as HF does
@@ -358,9 +384,9 @@ private slots:
     void invalid_utf8_input() {
         const Tokenizer t = load_or_fail(read_file(kLlamaDir + "/tokenizer.json"), read_file(kLlamaDir + "/tokenizer_config.json"));
         // Invalid bytes are read as U+FFFD (like from_utf8_lossy) before tokenizing.
-        QCOMPARE(t.encode("a\xFF" "b", false), t.encode("a\xEF\xBF\xBD" "b", false));
-        QCOMPARE(t.encode("\xE2\x82", false), t.encode("\xEF\xBF\xBD", false));
-        const auto nul = t.encode(std::string("a\0b", 3), false);  // NUL is a character like any other
+        QCOMPARE(*t.encode("a\xFF" "b", false), *t.encode("a\xEF\xBF\xBD" "b", false));
+        QCOMPARE(*t.encode("\xE2\x82", false), *t.encode("\xEF\xBF\xBD", false));
+        const auto nul = *t.encode(std::string("a\0b", 3), false);  // NUL is a character like any other
         QVERIFY(std::find(nul.begin(), nul.end(), t.token_id("<0x00>")) != nul.end());
     }
 
@@ -484,16 +510,16 @@ private slots:
         json lower = {{"type", "Lowercase"}};
         const Tokenizer t = load_or_fail(tokenizer_doc(bpe_model(ascii_vocab()), lower, bl, {{"type", "ByteLevel"}}, bl, at).dump());
         QCOMPARE(t.kind(), Tokenizer::Kind::ByteLevelBpe);
-        QCOMPARE(t.encode("a  <x>b"), (std::vector<int32_t>{'a', 200, 'b'}));             // lstrip eats the spaces
-        QCOMPARE(t.encode("a [y]  b"), (std::vector<int32_t>{'a', 32, 201, 'b'}));        // rstrip eats the spaces
-        QCOMPARE(t.encode("<x>y"), (std::vector<int32_t>{203}));                           // longest match first
-        QCOMPARE(t.encode("<x>z"), (std::vector<int32_t>{200, 'z'}));
-        QCOMPARE(t.encode("word"), (std::vector<int32_t>{202}));
-        QCOMPARE(t.encode("a word."), (std::vector<int32_t>{'a', 32, 202, '.'}));
-        QCOMPARE(t.encode("words"), (std::vector<int32_t>{'w', 'o', 'r', 'd', 's'}));    // not a single word
-        QCOMPARE(t.encode("sword"), (std::vector<int32_t>{'s', 'w', 'o', 'r', 'd'}));
-        QCOMPARE(t.encode("OK"), (std::vector<int32_t>{204}));                              // normalized: matched after lowercasing
-        QCOMPARE(t.encode("<X>"), (std::vector<int32_t>{'<', 'x', '>'}));                  // not normalized: raw text only
+        QCOMPARE(*t.encode("a  <x>b"), (std::vector<int32_t>{'a', 200, 'b'}));             // lstrip eats the spaces
+        QCOMPARE(*t.encode("a [y]  b"), (std::vector<int32_t>{'a', 32, 201, 'b'}));        // rstrip eats the spaces
+        QCOMPARE(*t.encode("<x>y"), (std::vector<int32_t>{203}));                           // longest match first
+        QCOMPARE(*t.encode("<x>z"), (std::vector<int32_t>{200, 'z'}));
+        QCOMPARE(*t.encode("word"), (std::vector<int32_t>{202}));
+        QCOMPARE(*t.encode("a word."), (std::vector<int32_t>{'a', 32, 202, '.'}));
+        QCOMPARE(*t.encode("words"), (std::vector<int32_t>{'w', 'o', 'r', 'd', 's'}));    // not a single word
+        QCOMPARE(*t.encode("sword"), (std::vector<int32_t>{'s', 'w', 'o', 'r', 'd'}));
+        QCOMPARE(*t.encode("OK"), (std::vector<int32_t>{204}));                              // normalized: matched after lowercasing
+        QCOMPARE(*t.encode("<X>"), (std::vector<int32_t>{'<', 'x', '>'}));                  // not normalized: raw text only
         QCOMPARE(t.decode({'a', 32, 202, '.'}), std::string("a word."));
         QCOMPARE(t.decode({'a', 200, 'b'}, true), std::string("ab"));
         QCOMPARE(t.decode({'a', 200, 'b'}), std::string("a<x>b"));
@@ -507,22 +533,22 @@ private slots:
         // Merge ranks decide the order, and the leftmost pair wins a tie.
         json v = {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}, {"abc", 5}, {"aa", 6}, {"aaa", 7}, {"aaaa", 8}};
         const Tokenizer t1 = load_or_fail(tokenizer_doc(bpe_model(v, {"b c", "a b", "a bc", "a a", "aa aa", "aa a"}), nullptr, nullptr, nullptr, nullptr).dump());
-        QCOMPARE(t1.encode("abc"), (std::vector<int32_t>{5}));      // b c first, then a bc
-        QCOMPARE(t1.encode("abab"), (std::vector<int32_t>{3, 3}));
-        QCOMPARE(t1.encode("aaaaa"), (std::vector<int32_t>{8, 0}));  // (a a)(a a) a -> aaaa a
-        QCOMPARE(t1.encode("aaa"), (std::vector<int32_t>{7}));       // a a -> aa (leftmost), then aa a -> aaa
+        QCOMPARE(*t1.encode("abc"), (std::vector<int32_t>{5}));      // b c first, then a bc
+        QCOMPARE(*t1.encode("abab"), (std::vector<int32_t>{3, 3}));
+        QCOMPARE(*t1.encode("aaaaa"), (std::vector<int32_t>{8, 0}));  // (a a)(a a) a -> aaaa a
+        QCOMPARE(*t1.encode("aaa"), (std::vector<int32_t>{7}));       // a a -> aa (leftmost), then aa a -> aaa
         const Tokenizer t2 = load_or_fail(tokenizer_doc(bpe_model(v, {"a b", "b c", "ab c"}), nullptr, nullptr, nullptr, nullptr).dump());
-        QCOMPARE(t2.encode("abc"), (std::vector<int32_t>{5}));
-        QCOMPARE(t2.encode("bcab"), (std::vector<int32_t>{4, 3}));
+        QCOMPARE(*t2.encode("abc"), (std::vector<int32_t>{5}));
+        QCOMPARE(*t2.encode("bcab"), (std::vector<int32_t>{4, 3}));
         // No model type: still BPE when it has merges. Unknown characters without unk/byte fallback vanish.
         const Tokenizer t3 = load_or_fail(R"({"model": {"vocab": {"a": 0, "b": 1}, "merges": []}})");
-        QCOMPARE(t3.encode("azb"), (std::vector<int32_t>{0, 1}));
+        QCOMPARE(*t3.encode("azb"), (std::vector<int32_t>{0, 1}));
         QCOMPARE(t3.decode({0, 1}), std::string("a b"));  // no decoder: pieces joined by spaces
         // continuing_subword_prefix / end_of_word_suffix
         json v4 = {{"a", 0}, {"##b", 1}, {"##c</w>", 2}, {"a##b", 3}, {"ab", 4}, {"##b##c</w>", 5}, {"abc</w>", 6}, {"b", 7}, {"c</w>", 8}};
         const Tokenizer t4 = load_or_fail(tokenizer_doc(bpe_model(v4, {"a ##b", "ab ##c</w>"}, {{"continuing_subword_prefix", "##"}, {"end_of_word_suffix", "</w>"}}),
                                                         nullptr, nullptr, nullptr, {{"type", "BPEDecoder"}, {"suffix", "</w>"}}).dump());
-        QCOMPARE(t4.encode("abc"), (std::vector<int32_t>{6}));
+        QCOMPARE(*t4.encode("abc"), (std::vector<int32_t>{6}));
         QCOMPARE(t4.decode({6, 6}), std::string("abc abc"));
     }
 
@@ -536,25 +562,25 @@ private slots:
                      {"special_tokens", {{"[CLS]", {{"id", "[CLS]"}, {"ids", {250}}, {"tokens", {"[CLS]"}}}},
                                          {"[SEP]", {{"id", "[SEP]"}, {"ids", {251}}, {"tokens", {"[SEP]"}}}}}}};
         const Tokenizer t = load_or_fail(tokenizer_doc(bpe_model(v), nullptr, nullptr, tmpl, nullptr, at).dump());
-        QCOMPARE(t.encode("ab"), (std::vector<int32_t>{250, 'a', 'b', 251}));
-        QCOMPARE(t.encode("ab", false), (std::vector<int32_t>{'a', 'b'}));
+        QCOMPARE(*t.encode("ab"), (std::vector<int32_t>{250, 'a', 'b', 251}));
+        QCOMPARE(*t.encode("ab", false), (std::vector<int32_t>{'a', 'b'}));
         json bert = {{"type", "BertProcessing"}, {"sep", {"[SEP]", 251}}, {"cls", {"[CLS]", 250}}};
         json seq = {{"type", "Sequence"}, {"processors", {{{"type", "ByteLevel"}, {"trim_offsets", false}}, bert}}};
         const Tokenizer tb = load_or_fail(tokenizer_doc(bpe_model(v), nullptr, nullptr, seq, nullptr, at).dump());
-        QCOMPARE(tb.encode("a"), (std::vector<int32_t>{250, 'a', 251}));
+        QCOMPARE(*tb.encode("a"), (std::vector<int32_t>{250, 'a', 251}));
         json roberta = {{"type", "RobertaProcessing"}, {"sep", {"[SEP]", 251}}, {"cls", {"[CLS]", 250}}, {"trim_offsets", true}, {"add_prefix_space", true}};
         const Tokenizer tr = load_or_fail(tokenizer_doc(bpe_model(v), nullptr, nullptr, roberta, nullptr, at).dump());
-        QCOMPARE(tr.encode(""), (std::vector<int32_t>{250, 251}));
+        QCOMPARE(*tr.encode(""), (std::vector<int32_t>{250, 251}));
         // No post-processor: tokenizer_config.json's add_bos_token / add_eos_token apply.
         json v2 = v;
         v2["<s>"] = 252;
         v2["</s>"] = 253;
         const std::string doc = tokenizer_doc(bpe_model(v2), nullptr, nullptr, nullptr, nullptr).dump();
         const Tokenizer tc = load_or_fail(doc, R"({"add_bos_token": true, "add_eos_token": true, "bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>"})");
-        QCOMPARE(tc.encode("a"), (std::vector<int32_t>{252, 'a', 253}));
-        QCOMPARE(tc.encode("a", false), (std::vector<int32_t>{'a'}));
+        QCOMPARE(*tc.encode("a"), (std::vector<int32_t>{252, 'a', 253}));
+        QCOMPARE(*tc.encode("a", false), (std::vector<int32_t>{'a'}));
         const Tokenizer tn = load_or_fail(doc, "");
-        QCOMPARE(tn.encode("a"), (std::vector<int32_t>{'a'}));
+        QCOMPARE(*tn.encode("a"), (std::vector<int32_t>{'a'}));
         QCOMPARE(tn.bos_id(), -1);  // "<s>" is only a vocabulary piece here, not an added token
         QCOMPARE(tn.eos_id(), -1);
         const std::string doc_added = tokenizer_doc(bpe_model(v2), nullptr, nullptr, nullptr, nullptr,
@@ -598,6 +624,126 @@ private slots:
         QCOMPARE(tclean.decode({6, 5, 2, 3, 4}), std::string("don't, world!"));
     }
 
+    // ---------------------------------------------------------------- hostile tokenizer.json (issue 20)
+    // A Sequence nested 30,000 deep: refused at load, not a stack overflow (the file's JSON is checked before
+    // it is parsed; the component parsers have their own bound).
+    void deep_sequences_are_refused() {
+        const std::vector<std::pair<std::string, std::string>> kinds = {
+            {"normalizer", "normalizers"}, {"pre_tokenizer", "pretokenizers"}, {"post_processor", "processors"}, {"decoder", "decoders"}};
+        const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
+        for (const auto& [part, list] : kinds) {
+            for (int depth : {30000, 40}) {
+                std::string doc = "{" + model + ", \"" + part + "\": ";
+                for (int k = 0; k < depth; ++k) doc += "{\"type\": \"Sequence\", \"" + list + "\": [";
+                doc += "{\"type\": \"ByteLevel\"}";
+                for (int k = 0; k < depth; ++k) doc += "]}";
+                doc += "}";
+                auto r = Tokenizer::from_json(doc);
+                QVERIFY2(!r, (part + " nested " + std::to_string(depth) + " deep was accepted").c_str());
+                QVERIFY2(r.message().find("depth limit") != std::string::npos || r.message().find("nests deeper") != std::string::npos,
+                         r.message().c_str());
+            }
+            // A few levels are fine.
+            std::string doc = "{" + model + ", \"" + part + "\": ";
+            for (int k = 0; k < 4; ++k) doc += "{\"type\": \"Sequence\", \"" + list + "\": [";
+            doc += "{\"type\": \"ByteLevel\"}";
+            for (int k = 0; k < 4; ++k) doc += "]}";
+            doc += "}";
+            auto r = Tokenizer::from_json(doc);
+            QVERIFY2(r, r.message().c_str());
+        }
+        // JSON nested deeply anywhere (an unused field) is refused the same way, and so is a deep tokenizer_config.json.
+        const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+        QVERIFY(!Tokenizer::from_json("{" + model + ", \"x\": " + deep + "}"));
+        QVERIFY(!Tokenizer::from_json("{" + model + "}", "{\"x\": " + deep + "}"));
+    }
+
+    // A Split regex that rescans the rest of the text from every position would take ~20 minutes on 1 MB; one that
+    // backtracks exponentially hits PCRE2's match limit. Both are errors, quickly, never a shortened encoding.
+    void regex_work_is_bounded() {
+        const std::string mb(1u << 20, 'a');
+        using clock = std::chrono::steady_clock;
+        for (const char* pattern : {"\\w*X|\\w", "(?:a+)+b|a", "(a|aa)*c|a", "a*a*a*a*a*b|a"}) {
+            const json pre = {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+            const Tokenizer t = word_tokenizer({"a", "b"}, nullptr, pre);
+            const auto t0 = clock::now();
+            auto r = t.encode(mb, false);
+            const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+            QVERIFY2(!r, pattern);
+            QVERIFY2(r.message().find("regex") != std::string::npos, r.message().c_str());
+            QVERIFY2(r.message().find('\n') == std::string::npos, r.message().c_str());
+            qInfo("%s on 1 MiB: refused in %.2f s: %s", pattern, secs, r.message().c_str());
+            QVERIFY2(secs < 60, pattern);
+        }
+        // The match limit on a short text: an error, not the rest of the text dropped.
+        {
+            const json pre = {{"type", "Split"}, {"pattern", {{"Regex", "(?:a+)+b|."}}}, {"behavior", "Isolated"}, {"invert", false}};
+            const Tokenizer t = word_tokenizer({"a", "c"}, nullptr, pre);
+            auto r = t.encode(std::string(40, 'a') + "c", false);
+            QVERIFY2(!r, "a match limit was not reported");
+            QVERIFY(r.message().find("regex") != std::string::npos);
+        }
+        // A long String pattern is searched in linear time ("aaa...ab" in "aaa...a").
+        {
+            const json pre = {{"type", "Split"}, {"pattern", {{"String", std::string(100000, 'a') + "b"}}}, {"behavior", "Isolated"}, {"invert", false}};
+            const Tokenizer t = word_tokenizer({"a"}, nullptr, pre);
+            const auto t0 = clock::now();
+            auto r = t.encode(mb, false);
+            QVERIFY2(r, r.message().c_str());
+            QCOMPARE(r->size(), mb.size());
+            QVERIFY(std::chrono::duration<double>(clock::now() - t0).count() < 30);
+        }
+        // Real tokenizers stay well inside the bound on long, awkward texts (runs of spaces, digits, one long word).
+        if (file_exists(kQwenDir + "/tokenizer.json")) {
+            auto q = Tokenizer::from_json(read_file(kQwenDir + "/tokenizer.json"), read_file(kQwenDir + "/tokenizer_config.json"));
+            QVERIFY(q);
+            std::string text;
+            while (text.size() < (1u << 20))
+                text += "Hello, world! It's 12345678901234567890 o'clock.  \n\n\t " + std::string(300, ' ') + std::string(5000, 'x') +
+                        " \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E caf\xC3\xA9 \xF0\x9F\x98\x80!!!???... a1b2c3 ";
+            auto r = q->encode(text, false);
+            QVERIFY2(r, r.message().c_str());
+            QVERIFY(r->size() > 10000);
+        }
+    }
+
+    // Normalizers and post-processors that multiply the text or its tokens are stopped.
+    void growth_is_bounded() {
+        json doubling = json::array();
+        for (int k = 0; k < 40; ++k) doubling.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+        const Tokenizer t = word_tokenizer({"a"}, {{"type", "Sequence"}, {"normalizers", doubling}}, nullptr);
+        auto r = t.encode(std::string(1000, 'a'), false);
+        QVERIFY(!r);
+        QVERIFY2(r.message().find("grows") != std::string::npos, r.message().c_str());
+        json post = {{"type", "TemplateProcessing"}, {"single", {"$A", "$A"}}, {"special_tokens", json::object()}};
+        json posts = json::array();
+        for (int k = 0; k < 40; ++k) posts.push_back(post);
+        json doc = tokenizer_doc(bpe_model(ascii_vocab()), nullptr, nullptr, {{"type", "Sequence"}, {"processors", posts}}, nullptr);
+        const Tokenizer tp = load_or_fail(doc.dump());
+        auto rp = tp.encode("abc", true);
+        QVERIFY(!rp);
+        QVERIFY2(rp.message().find("post-processor") != std::string::npos, rp.message().c_str());
+        QVERIFY(tp.encode("abc", false));
+    }
+
+    void hostile_ids_and_decoders() {
+        // An added token at id 2^31 - 1 would make the vocabulary size overflow int32.
+        json doc = tokenizer_doc(bpe_model(ascii_vocab()), nullptr, nullptr, nullptr, nullptr, json::array({added(2147483647, "<x>", true)}));
+        auto r = Tokenizer::from_json(doc.dump());
+        QVERIFY(!r);
+        QVERIFY2(r.message().find("out-of-range") != std::string::npos, r.message().c_str());
+        doc = tokenizer_doc(bpe_model(ascii_vocab()), nullptr, nullptr, nullptr, nullptr, json::array({added(2147483646, "<x>", true)}));
+        r = Tokenizer::from_json(doc.dump());
+        QVERIFY(!r);
+        QVERIFY2(r.message().find("far from") != std::string::npos, r.message().c_str());
+        // Decoding runs no regex (it has no error to report): a Regex Replace decoder is refused at load.
+        doc = tokenizer_doc(bpe_model(ascii_vocab()), nullptr, nullptr, nullptr,
+                            {{"type", "Replace"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"content", ""}});
+        r = Tokenizer::from_json(doc.dump());
+        QVERIFY(!r);
+        QVERIFY2(r.message().find("Regex") != std::string::npos, r.message().c_str());
+    }
+
     // ---------------------------------------------------------------- speed (informational)
     void load_time_and_throughput() {
         if (!file_exists(kQwenDir + "/tokenizer.json")) QSKIP("shared/reference/tokenizers/qwen3 is not present");
@@ -617,11 +763,11 @@ private slots:
         }
         size_t tokens = 0;
         const auto t1 = clock::now();
-        for (const auto& s : texts) tokens += r->encode(s, false).size();  // cold: BPE cache empty
+        for (const auto& s : texts) tokens += (*r->encode(s, false)).size();  // cold: BPE cache empty
         const double cold_s = std::chrono::duration<double>(clock::now() - t1).count();
         const auto t2 = clock::now();
         for (int rep = 0; rep < 3; ++rep)
-            for (const auto& s : texts) tokens += r->encode(s, false).size();
+            for (const auto& s : texts) tokens += (*r->encode(s, false)).size();
         const double warm_s = std::chrono::duration<double>(clock::now() - t2).count() / 3;
         qInfo("qwen3: load %.3f s (%.1f MB tokenizer.json); encode %.2f MB of text: cold %.2f MB/s, warm %.2f MB/s (%zu tokens/pass)",
               load_s, tj.size() / 1e6, bytes / 1e6, bytes / 1e6 / cold_s, bytes / 1e6 / warm_s, tokens / 4);

@@ -98,6 +98,51 @@ private slots:
         QCOMPARE(pos.size(), 2);
         QCOMPARE(pos[0].toObject()["top_ids"].toArray().size(), 3);
     }
+
+    // colibri eval: held-out dialogues scored through the chat template; its input is checked line by line.
+    void eval_scores_and_requires() {
+        const QString demo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
+        const QString cases = write_all(dir_.filePath("cases.jsonl"),
+            "{\"skill\": \"any\", \"prompt\": \"Hello\", \"expect_regex\": \"[\\\\s\\\\S]*\"}\n\n"
+            "{\"skill\": \"never\", \"prompt\": \"Hi\", \"expect_regex\": \"^(?!)\"}\n");
+        CliResult r = run_cli({"eval", "-m", demo, "--dialogues", cases, "-n", "8", "--json"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+        const QJsonArray skills = o["skills"].toArray();
+        QCOMPARE(skills.size(), 3);  // any, never, all
+        QCOMPARE(skills[0].toObject()["accuracy"].toDouble(), 1.0);
+        QCOMPARE(skills[1].toObject()["accuracy"].toDouble(), 0.0);
+        QCOMPARE(skills[2].toObject()["cases"].toInt(), 2);
+        QCOMPARE(o["replies"].toArray().size(), 2);
+        QVERIFY(o["replies"].toArray()[0].toObject()["tokens"].toInt() <= 8);
+        r = run_cli({"eval", "-m", demo, "--dialogues", cases, "-n", "8", "--require", "any=1", "--require", "never=0.5"});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("colibri: eval: never accuracy 0.000 is below the required 0.500"), r.err.constData());
+        QVERIFY(r.out.contains("skill"));  // the table is printed before the verdict
+    }
+
+    void eval_refuses_bad_input() {
+        const QString demo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
+        const QList<QPair<QByteArray, QByteArray>> bad{
+            {"not json\n", "line 1: not a JSON object"},
+            {"{\"skill\": \"a\", \"prompt\": \"x\"}\n", "line 1: field 'expect_regex' must be a string"},
+            {"{\"skill\": \"a\", \"prompt\": 5, \"expect_regex\": \"x\"}\n", "field 'prompt' must be a string"},
+            {"{\"skill\": \"a\", \"prompt\": \"x\", \"expect_regex\": \"(\"}\n", "not a valid regular expression"},
+            {"\n\n", "no cases"},
+        };
+        for (const auto& [text, why] : bad) {
+            const CliResult r = run_cli({"eval", "-m", demo, "--dialogues", write_all(dir_.filePath("bad.jsonl"), text)});
+            QCOMPARE(r.exit_code, 1);
+            QVERIFY2(r.err.startsWith("colibri: eval: ") && r.err.contains(why) && r.err.count('\n') == 1, r.err.constData());
+        }
+        CliResult r = run_cli({"eval", "-m", model_, "--dialogues", write_all(dir_.filePath("ok.jsonl"),
+                               "{\"skill\": \"a\", \"prompt\": \"x\", \"expect_regex\": \"x\"}\n")});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("no tokenizer"), r.err.constData());
+        r = run_cli({"eval", "-m", demo, "--dialogues", dir_.filePath("ok.jsonl"), "--require", "a=2"});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("--require 'a=2' is not SKILL=FRACTION"), r.err.constData());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCli)

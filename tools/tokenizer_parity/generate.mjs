@@ -1,7 +1,7 @@
-// Generates tests/data/tokenizer/{qwen3,llama2}_parity.json: deterministic varied strings with the ids and
+// Generates tests/data/tokenizer/{qwen3,llama2,demo}_parity.json: deterministic varied strings with the ids and
 // decoded text that independent JavaScript implementations of tokenizer.json give for them.
 //
-//   cd tools/tokenizer_parity && npm install && node generate.mjs [qwen3|llama2] [--count N] [--seed S] [--out DIR]
+//   cd tools/tokenizer_parity && npm install && node generate.mjs [qwen3|llama2|demo] [--count N] [--seed S] [--out DIR]
 //
 // The defaults write the committed files; --count/--seed/--out make larger throw-away sets for stress runs.
 //
@@ -83,6 +83,7 @@ const spaces = [" ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\n\n", "\r\n", "\
 const specials = {
   qwen3: ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|vision_start|>", "<|image_pad|>"],
   llama2: ["<s>", "</s>", "<unk>"],
+  demo: ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
 };
 const nearSpecials = ["<|im_start|", "<|im_start", "|im_end|>", "<|im_start|><|im_start|>", "<<|endoftext|>>", "<s", "s>", "</s", "<ss>", "<<s>>", "</s></s>", "<s><s>", "<unk", "<|", "|>", "<", ">"];
 
@@ -204,6 +205,8 @@ function buildStrings(name) {
 const targets = [
   { name: "qwen3", dir: path.resolve(repo, "../shared/reference/tokenizers/qwen3"), shown: "shared/reference/tokenizers/qwen3" },
   { name: "llama2", dir: path.resolve(repo, "tests/data/tokenizer/llama2"), shown: "tests/data/tokenizer/llama2" },
+  // The demo model's own byte-level BPE, trained by tools/demo_model/train.py.
+  { name: "demo", dir: path.resolve(repo, "resources/demo_model"), shown: "resources/demo_model" },
 ];
 const only = args[0];
 

@@ -30,11 +30,13 @@ ConvertDialog::ConvertDialog(QWidget* parent)
     connect(dir, &QPushButton::clicked, this, &ConvertDialog::choose_directory);
     connect(gguf, &QPushButton::clicked, this, &ConvertDialog::choose_gguf);
     type_ = new QComboBox;
-    // Every weight type this build's format knows, in the order people pick them.
-    for (const char* name : {"f16", "bf16", "f32", "q8_0", "q4_0", "q4_k"}) {
-        WeightType t;
-        if (format::weight_type_from_name(name, &t)) type_->addItem(QString::fromLatin1(name), static_cast<int>(t));
+    // Every type the converter can write (the weight-type table), f16 preselected.
+    for (const WeightTypeInfo& w : weight_types()) {
+        if (!w.quantisable) continue;
+        type_->addItem(QString::fromLatin1(w.name), static_cast<int>(w.type));
+        type_->setItemData(type_->count() - 1, QString::fromLatin1(w.summary), Qt::ToolTipRole);
     }
+    type_->setCurrentIndex(type_->findData(static_cast<int>(WeightType::F16)));
     zstd_ = new QCheckBox(tr("compress with zstd (.bin.zst: one frame per section, experts decompressed on first use)"));
     connect(zstd_, &QCheckBox::toggled, this, [this](bool on) {
         QString out = output_->text();

@@ -1,0 +1,69 @@
+// What each architecture family is: its name, the hyper-parameters it needs and every tensor it binds, with the
+// shape the hyper-parameters imply and the section the writer puts it in. Model::bind, `colibri check`
+// (tools/check_shapes) and the converters' plans (tools/convert_hf, tools/convert_gguf) all read this, so a
+// family's facts live here once (docs/FORMAT.md, "Tensor names", is its prose).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format.h"
+
+namespace colibri::schema {
+
+struct FamilyInfo {
+    format::Family id;
+    const char* name;  // the .bin's family name, also the Hugging Face model_type
+};
+
+// Every family this build knows, in id order.
+std::span<const FamilyInfo> families();
+const FamilyInfo* find_family(uint32_t id);  // nullptr when unknown
+const FamilyInfo* find_family(std::string_view name);
+std::string family_names();  // "mixtral, qwen2_moe, olmoe, ..." for messages
+
+// What a tensor is for: Model::bind binds each role to its place in LayerWeights.
+enum class Role : uint8_t {
+    Embed, OutputNorm, LmHead,
+    AttnNorm, Q, K, V, O, QBias, KBias, VBias, OBias, QNorm, KNorm, Sinks, FfnNorm,
+    QA, QANorm, KvA, KvANorm, KB, VB,  // multi-head latent attention (deepseek_v3)
+    Router, SharedExpertGate, RouterBias, SelectionBias,
+    ExpertGate, ExpertUp, ExpertDown, ExpertGateBias, ExpertUpBias, ExpertDownBias,
+    SharedGate, SharedUp, SharedDown,
+    DenseGate, DenseUp, DenseDown,
+};
+
+enum class Kind : uint8_t {
+    Matrix,       // 2-d in any matrix weight type
+    ExactMatrix,  // 2-d in any matrix type; converters keep it f32 (the router: near-ties must not flip)
+    Vector,       // 1-d, f32 only (norms, biases)
+};
+
+struct TensorSpec {
+    std::string name;  // e.g. "layers.3.experts.5.down" (docs/FORMAT.md, "Tensor names")
+    Role role;
+    Kind kind;
+    uint64_t rows = 0;
+    uint64_t cols = 1;  // 1 for vectors
+    format::SectionKind section;
+    uint32_t layer = format::kNone;
+    uint32_t expert = format::kNone;
+    uint32_t n_dims() const { return kind == Kind::Vector ? 1 : 2; }
+};
+
+// Why the hyper-parameters (with which layers are MoE) are unusable for the family, one line each without a
+// prefix; empty when the engine can bind a model with them.
+std::vector<std::string> hyperparam_problems(uint32_t family, const format::HyperParams& hp, const std::vector<bool>& layer_is_moe);
+
+// The fewest tensors a model with these layers needs: a damaged count must not make a checker allocate the
+// whole list (n_layers × n_experts from a hostile header could be billions).
+uint64_t minimum_tensor_count(const format::HyperParams& hp, const std::vector<bool>& layer_is_moe);
+
+// Every tensor the family binds, in the order the writer lays them out: embedding; per layer its attention
+// section, then router, experts and shared expert (MoE) or its dense MLP; the output section. The
+// hyper-parameters must be usable (hyperparam_problems empty).
+std::vector<TensorSpec> tensors(format::Family family, const format::HyperParams& hp, const std::vector<bool>& layer_is_moe);
+
+}  // namespace colibri::schema
