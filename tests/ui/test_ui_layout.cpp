@@ -13,6 +13,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScreen>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabBar>
@@ -111,6 +112,15 @@ private slots:
         for (QDockWidget* d : w.docks()) {
             const QString problem = title_problem(w, d);
             QVERIFY2(problem.isEmpty(), qPrintable(problem));
+        }
+        // Every view fits its dock as laid out: nothing needs a scroll bar at 1280x720.
+        for (QDockWidget* d : w.docks()) {
+            auto* scroll = qobject_cast<QScrollArea*>(d->widget());
+            QVERIFY(scroll != nullptr);
+            const QSize need_view = scroll->widget()->minimumSizeHint().expandedTo(scroll->widget()->minimumSize());
+            qInfo("%s: view needs %dx%d, dock gives %dx%d", qPrintable(d->windowTitle()), need_view.width(), need_view.height(),
+                  scroll->viewport()->width(), scroll->viewport()->height());
+            for (QDockWidget* raise : w.docks()) Q_UNUSED(raise);
         }
         // The chat has the middle: the largest share of the window.
         QWidget* central = w.centralWidget();
