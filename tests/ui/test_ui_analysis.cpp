@@ -177,7 +177,7 @@ private slots:
         QVERIFY(a->comparison_status()->text().contains(QStringLiteral("mixtral-q4_k.bin")));
         QCOMPARE(a->comparison_chart()->categories(), QStringList({"L0", "L1"}));
         // A model whose vocabulary the tokens do not fit: a clear error, no comparison.
-        a->compare_with_model(QStringLiteral(COLIBRI_DEMO_MODEL));
+        a->compare_with_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
         QVERIFY(wait_for(compared, 3, 120000));
         if (compared.at(2).at(0).toBool() == false) QVERIFY(a->comparison_status()->text().startsWith(QStringLiteral("The comparison failed")));
         // A saved conversation with other tokens: compared by expert usage.

@@ -1,7 +1,7 @@
 // The kernels view: `colibri tune --json` reports from two machines imported and compared side by side on a
 // log axis with value labels, reports that are not tune reports refused with a reason, the auto-tuner
 // (kernels/tuner.h) run from the view with progress, its report added and its choice cached, and cancel that
-// keeps the finished measurements; and the comparison end to end: the same prompt and decode on the demo
+// keeps the finished measurements; and the comparison end to end: the same prompt and decode on the suites'
 // model with every variant this machine runs, side by side, kept between sessions and exported, and the
 // chat's own kernel choice.
 #include <QComboBox>
@@ -212,7 +212,7 @@ private slots:
         view->set_store(store);
         QVERIFY(!view->compare_button()->isEnabled());  // no model yet
         QSignalSpy loaded(&w, &MainWindow::modelLoaded);
-        w.open_model(QStringLiteral(COLIBRI_DEMO_MODEL));
+        w.open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
         QVERIFY(wait_for(loaded, 1));
         QVERIFY(view->compare_button()->isEnabled());
         view->set_comparison_size(12, 6, 2);

@@ -152,7 +152,7 @@ private slots:
         w.resize(1280, 720);
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
-        QVERIFY(open(w, QStringLiteral(COLIBRI_DEMO_MODEL)));
+        QVERIFY(open(w, QStringLiteral(COLIBRI_UI_TEST_MODEL)));
         QStringList words;
         for (int i = 0; i < 250; ++i) words << QStringLiteral("w%1").arg(i % 10);
         QSignalSpy finished(w.chat(), &ChatController::finished);
@@ -244,7 +244,7 @@ private slots:
         w.resize(1280, 720);
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
-        QVERIFY(open(w, QStringLiteral(COLIBRI_DEMO_MODEL)));
+        QVERIFY(open(w, QStringLiteral(COLIBRI_UI_TEST_MODEL)));
         w.activateWindow();
         QVERIFY(QTest::qWaitForWindowActive(&w));
         // Every menu action with its shortcut: Ctrl+O opens, Ctrl+N new conversation, Ctrl+Return sends, Esc stops.
@@ -315,7 +315,7 @@ private slots:
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
         const QString damaged = dir_.filePath(QStringLiteral("damaged-demo.bin"));
-        const int section = damage_first_expert(QStringLiteral(COLIBRI_DEMO_MODEL), damaged);
+        const int section = damage_first_expert(QStringLiteral(COLIBRI_UI_TEST_MODEL), damaged);
         QVERIFY(section > 0);
         QSignalSpy verified(w.validator_view(), &ValidatorView::verifiedFile);
         QVERIFY(open(w, damaged));
@@ -348,7 +348,7 @@ private slots:
         QTest::mouseClick(w.chat_view()->send_button(), Qt::LeftButton);
         QVERIFY(wait_for(finished, 1, 60000));
         // A valid model again: no banner, no confirmation needed.
-        QVERIFY(open(w, QStringLiteral(COLIBRI_DEMO_MODEL)));
+        QVERIFY(open(w, QStringLiteral(COLIBRI_UI_TEST_MODEL)));
         QVERIFY(!banner->isVisible());
         QVERIFY(!w.chat()->blocked());
     }

@@ -59,7 +59,7 @@ private slots:
         MainWindow w(options);
         w.resize(1280, 720);
         w.show();
-        QVERIFY(open(w, QStringLiteral(COLIBRI_DEMO_MODEL)));
+        QVERIFY(open(w, QStringLiteral(COLIBRI_UI_TEST_MODEL)));
         ProfilerView* p = w.profiler_view();
         QCOMPARE(p->counting(), Counting::Off);
         QVERIFY(chat(w, QStringLiteral("Hello! What do hummingbirds eat?"), 12));
@@ -102,6 +102,11 @@ private slots:
         for (int r = 0; r < p->token_model()->rowCount(); ++r) tallest = std::max(tallest, p->token_model()->us(r, TokenTimeModel::Total));
         QCOMPARE(timeline->scale_us(), tallest);
         QVERIFY(!drawn.isNull());
+        // The axis's labels fit left of the plot, the top one (the tallest token) and the longest there can be.
+        for (double us : {tallest, 99999e3}) {
+            const QString label = TokenTimeline::axis_label(us, us);
+            QVERIFY2(timeline->fontMetrics().horizontalAdvance(label) + 4 <= timeline->plot_rect().left(), qPrintable(label));
+        }
         // Clicking a bar selects its token everywhere.
         QSignalSpy selected(w.conversation(), &Conversation::selectionChanged);
         const auto [first, last] = timeline->bar_rows(timeline->bars() - 1);
@@ -119,13 +124,22 @@ private slots:
         options.persist_settings = false;
         MainWindow w(options);
         w.show();
-        QVERIFY(open(w, QStringLiteral(COLIBRI_DEMO_MODEL)));
+        // A model without a tokenizer: its messages are token ids and the conversation's ids are evaluated as they
+        // are, so the first reply keeps its uncounted traces (a text conversation is encoded again, and a reply's
+        // text may then split into other tokens and be evaluated anew).
+        const QString hf = dir_.filePath(QStringLiteral("hf-ids"));
+        QVERIFY(make_model(hf, {"--family", "mixtral", "--layers", "4", "--hidden", "64", "--heads", "4", "--kv-heads", "2", "--experts",
+                                "8", "--top-k", "2", "--ffn", "128", "--vocab", "512", "--seed", "11"}));
+        const QString model = dir_.filePath(QStringLiteral("ids.bin"));
+        QCOMPARE(run_cli({"convert", hf, "-o", model, "-q"}).exit_code, 0);
+        QVERIFY(open(w, model));
+        QVERIFY(w.chat()->uses_token_ids());
         ProfilerView* p = w.profiler_view();
-        QVERIFY(chat(w, QStringLiteral("First, without counters."), 6));
+        QVERIFY(chat(w, QStringLiteral("5, 6, 7"), 6));
         const int uncounted = w.conversation()->size();
         p->counting_selector()->setCurrentIndex(p->counting_selector()->findData(static_cast<int>(Counting::Experts)));
         QCOMPARE(p->counting(), Counting::Experts);
-        QVERIFY(chat(w, QStringLiteral("Then with them."), 6));
+        QVERIFY(chat(w, QStringLiteral("8, 9"), 6));
         int counted = 0;
         for (const ConversationToken& t : w.conversation()->tokens()) {
             if (t.trace.position < uncounted || !t.evaluated || t.trace.position < w.conversation()->messages().back().first_token) continue;
@@ -146,19 +160,19 @@ private slots:
                  qPrintable(overhead));
         // Per layer only: no expert records, layer counters still.
         p->set_counting(Counting::Layers);
-        QVERIFY(chat(w, QStringLiteral("Layers only."), 4));
+        QVERIFY(chat(w, QStringLiteral("10, 11"), 4));
         const ConversationToken& last = w.conversation()->tokens().back();
         QVERIFY(last.trace.counted && !last.trace.experts_counted);
         QVERIFY(last.trace.experts.empty());
         QCOMPARE(static_cast<int>(last.trace.layers.front().counters.size()), static_cast<int>(here->size()));
         // And off again: nothing counted.
         p->set_counting(Counting::Off);
-        QVERIFY(chat(w, QStringLiteral("Off."), 3));
+        QVERIFY(chat(w, QStringLiteral("12"), 3));
         QVERIFY(!w.conversation()->tokens().back().trace.counted);
     }
 
     void layer_times_match_colibri_bench() {
-        // A model whose layers dominate each token (the demo's lm head alone is 39 MB).
+        // A model whose layers dominate each token (the chat model's embedding and lm head are a large share of its).
         const QString hf = dir_.filePath(QStringLiteral("hf"));
         QVERIFY(make_model(hf, {"--family", "mixtral", "--layers", "4", "--hidden", "512", "--heads", "8", "--kv-heads", "4", "--experts",
                                 "8", "--top-k", "2", "--ffn", "1024", "--vocab", "2048", "--seed", "7"}));

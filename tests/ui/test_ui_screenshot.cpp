@@ -45,7 +45,7 @@ private slots:
                        {"op":"matvec","type":"f16","rows":4096,"cols":4096,"variant":"avx2","ns_median":1.5e6,"gflops":22.4,"gbps":22.4,"chosen":true}]})");
         const QString shots = dir_.filePath(QStringLiteral("shots"));
         const Run r = studio({"--screenshot", shots, "--tune-report", report, "--screenshot-convert",
-                              reference(QStringLiteral("hf/mixtral/model")), QStringLiteral(COLIBRI_DEMO_MODEL)});
+                              reference(QStringLiteral("hf/mixtral/model")), QStringLiteral(COLIBRI_UI_TEST_MODEL)});
         QVERIFY2(r.exit_code == 0, r.err.constData());
         const QStringList views = {"main", "chat", "routing", "heatmap", "analyses", "profiler", "kernels", "validator", "convert"};
         QStringList written;
@@ -78,10 +78,10 @@ private slots:
             QVERIFY2(!image.isNull() && image.width() == 1920, view);
         }
         const QString small = dir_.filePath(QStringLiteral("shots-720"));
-        const Run demo = studio({"--screenshot", small, "--geometry", "1280x720", QStringLiteral(COLIBRI_DEMO_MODEL)});
+        const Run demo = studio({"--screenshot", small, "--geometry", "1280x720", QStringLiteral(COLIBRI_UI_TEST_MODEL)});
         QVERIFY2(demo.exit_code == 0, demo.err.constData());
         QCOMPARE(QImage(QDir(small).filePath(QStringLiteral("main.png"))).size(), QSize(1280, 720));
-        const Run bad = studio({"--screenshot", small, "--geometry", "wide", QStringLiteral(COLIBRI_DEMO_MODEL)});
+        const Run bad = studio({"--screenshot", small, "--geometry", "wide", QStringLiteral(COLIBRI_UI_TEST_MODEL)});
         QCOMPARE(bad.exit_code, 2);
         const QStringList lines = QString::fromUtf8(bad.err).split('\n', Qt::SkipEmptyParts).filter(QStringLiteral("colibri-studio:"));
         QCOMPARE(lines.size(), 1);

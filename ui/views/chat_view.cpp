@@ -292,6 +292,10 @@ void ChatView::regenerate() {
 void ChatView::model_changed() {
     const bool ids = chat_->uses_token_ids();
     input_->setPlaceholderText(ids ? tr("This model has no tokenizer: type token ids, e.g. 1, 415, 2936") : tr("Message"));
+    // The empty transcript says what to do next: open a model, or write to the one that is open.
+    transcript_->setPlaceholderText(!chat_->has_model() ? tr("Open a model (File ▸ Open, or drop a .bin here), then write a message.")
+                                    : ids              ? tr("Type token ids below; Ctrl+Return sends them.")
+                                                       : tr("Write a message below; Ctrl+Return sends it."));
     clear_figures();
     context_->setRange(0, std::max(chat_->model().context, 1));
     update_buttons();

@@ -13,7 +13,6 @@ namespace colibri::studio {
 
 namespace {
 constexpr int kLegendHeight = 18;
-constexpr int kAxisWidth = 56;
 }  // namespace
 
 TokenTimeline::TokenTimeline(QWidget* parent) : QWidget(parent) {
@@ -43,7 +42,14 @@ QColor TokenTimeline::stage_color(int column) {
     }
 }
 
-QRect TokenTimeline::plot_rect() const { return rect().adjusted(kAxisWidth, kLegendHeight + 4, -4, -16); }
+// Wide enough for the axis's longest label (up to 99 s a token), whatever the font.
+int TokenTimeline::axis_width() const { return fontMetrics().horizontalAdvance(axis_label(99999e3, 1e9)) + 8; }
+
+QString TokenTimeline::axis_label(double us, double scale_us) {
+    return QStringLiteral("%1 ms").arg(us / 1e3, 0, 'f', scale_us < 1e4 ? 2 : 1);
+}
+
+QRect TokenTimeline::plot_rect() const { return rect().adjusted(axis_width(), kLegendHeight + 4, -4, -16); }
 
 int TokenTimeline::bars() const {
     const int n = model_ ? model_->rowCount() : 0;
@@ -101,8 +107,7 @@ void TokenTimeline::paintEvent(QPaintEvent*) {
     p.setPen(text);
     for (double f : {0.0, 0.5, 1.0}) {
         const int y = plot.bottom() - static_cast<int>(f * plot.height());
-        p.drawText(QRect(0, y - 8, kAxisWidth - 4, 16), Qt::AlignRight | Qt::AlignVCenter,
-                   QStringLiteral("%1 ms").arg(scale_us_ * f / 1e3, 0, 'f', scale_us_ < 1e4 ? 2 : 1));
+        p.drawText(QRect(0, y - 8, plot.left() - 4, 16), Qt::AlignRight | Qt::AlignVCenter, axis_label(scale_us_ * f, scale_us_));
     }
     const double w = static_cast<double>(plot.width()) / b;
     for (int i = 0; i < b; ++i) {

@@ -23,6 +23,9 @@ public:
     int bars() const;
     std::pair<int, int> bar_rows(int bar) const;
     QRect plot_rect() const;
+    // The time axis: its labels ("12.50 ms") and the width left of the plot for them.
+    static QString axis_label(double us, double scale_us);
+    int axis_width() const;
     // The tallest bar's total in µs (the top of the scale).
     double scale_us() const { return scale_us_; }
     QSize minimumSizeHint() const override { return {200, 90}; }
