@@ -19,7 +19,8 @@ public:
     static Result<Tokenizer> from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json = {});
 
     // Encode text. Special/added tokens in the text are matched as in HF (split_special_tokens = false).
-    // add_special adds what the tokenizer's post-processor adds (e.g. BOS for Llama), as HF encode() does by default.
+    // add_special adds what the tokenizer's post-processor adds (e.g. BOS for Llama), as HF encode() does by default;
+    // as in transformers, tokenizer_config.json's add_bos_token / add_eos_token, where present, decide instead.
     // Fails (never returns a shortened encoding) when the tokenizer's regexes need more work on this text than
     // its size allows, or its normalizer or post-processor would grow it without bound (a hostile tokenizer.json).
     Result<std::vector<int32_t>> encode(std::string_view text, bool add_special = true) const;
