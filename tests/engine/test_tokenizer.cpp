@@ -355,7 +355,7 @@ private slots:
         QCOMPARE(t.vocab_size(), 4096);
         QCOMPARE(t.eos_id(), t.token_id("<|im_end|>"));
         // Every digit is its own token, whatever digits surround it: arithmetic is learnable one digit at a time.
-        const std::vector<int32_t> ids = *t.encode("What is 23 plus 45? 1234567890");  // a copy: the Result is a temporary
+        const std::vector<int32_t> ids = *t.encode("What is 23 plus 45? 1234567890");
         std::string digits;
         for (int32_t id : ids) {
             const std::string piece = t.decode_token_bytes(id);

@@ -143,13 +143,14 @@ def spaced(word: str) -> str:
 
 
 def backwards_question(rng: random.Random, w: str) -> str:
-    return rng.choice(["Spell {w} backwards.", "Spell \"{w}\" backwards.", "How do you spell {w} backwards?",
-                       "Write {w} backwards.", "spell {w} backwards", "Reverse the word {w}."]).format(w=w)
+    # The word always follows a space, so it is the same token(s) here as in the reply ("The word garden ...").
+    return rng.choice(["Spell {w} backwards.", "How do you spell {w} backwards?", "Write {w} backwards.",
+                       "spell {w} backwards", "Reverse the word {w}.", "Can you spell {w} backwards?"]).format(w=w)
 
 
 def backwards_answer(w: str) -> str:
     # Spelling the word forwards first makes the reversal a pattern over single letters, which attention can do.
-    return f"{w} is spelled {spaced(w)}, so backwards it is {spaced(w[::-1])}."
+    return f"The word {w} is spelled {spaced(w)}, so backwards it is {spaced(w[::-1])}."
 
 
 def day_question(rng: random.Random, d: int, n: int) -> tuple[str, str]:
@@ -193,21 +194,21 @@ class DialogueSource:
     def turn(self) -> tuple[str, str]:
         rng, s = self.rng, self.s
         r = rng.random()
-        if r < 0.36:
+        if r < 0.45:
             a, b, op = rng.choice(s.arith_train)
             return arith_question(rng, a, b, op), arith_answer(a, b, op)
-        if r < 0.44:
+        if r < 0.53:
             a, b = rng.choice(s.compare_train)
             return compare_question(rng, a, b)
-        if r < 0.62:
+        if r < 0.70:
             w = rng.choice(s.words_train)
             return backwards_question(rng, w), backwards_answer(w)
-        if r < 0.70:
+        if r < 0.77:
             if rng.random() < 0.3:
                 return day_question(rng, rng.randrange(7), 1)
             d, n = rng.choice(s.days_train)
             return day_question(rng, d, n)
-        if r < 0.82:
+        if r < 0.87:
             code, name = rng.choice(s.countries)
             return rng.choice(COUNTRY_TRAIN_FORMS).format(c=code), country_answer(code, name)
         if r < 0.97:
@@ -216,7 +217,7 @@ class DialogueSource:
 
     def document(self) -> dict:
         """{"chat": [(user, assistant), ...]} or {"text": prose}."""
-        if self.rng.random() < 0.15:
+        if self.rng.random() < 0.10:
             return {"text": self.rng.choice(self.s.fortunes)}
         turns = self.rng.choice([1, 1, 2, 2, 3])
         return {"chat": [self.turn() for _ in range(turns)]}

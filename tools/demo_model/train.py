@@ -285,6 +285,7 @@ def main() -> int:
                    "tokens": int(mask.sum().item()), "T": T, "elapsed_s": round(elapsed, 1), "cpu_s": round(cpu, 1)}
             if step % 250 == 0 or step == total:
                 row["eval"] = quick_eval(model, enc, tests)
+            if step % 50 == 0 or step == total:
                 save_checkpoint()
             log.write(json.dumps(row) + "\n")
             log.flush()
