@@ -1,5 +1,5 @@
 // Chat-template renderer against independent references: tests/data/chat_template/parity.json holds
-// real chat templates (Qwen3, gpt-oss, DeepSeek V3/V3.1/R1/V2, Qwen2.5, Mixtral, Llama-2, OLMoE) x conversations and
+// real chat templates (Qwen3, gpt-oss, DeepSeek V3/V3.1/R1/V2, GLM-4.6, Qwen2.5, Mixtral, Llama-2, OLMoE) x conversations and
 // one-construct unit templates, rendered by Python jinja2 configured as transformers does and by
 // @huggingface/jinja (tools/chat_template_parity/generate.mjs). Every case must match byte for byte,
 // or fail where the reference fails. The guards (runaway loops, output size, nesting) are checked
@@ -91,7 +91,7 @@ private slots:
         QVERIFY(parity()["cases"].size() >= 200);
         QVERIFY2(parity()["jinja2"].is_object(), "parity.json lacks the jinja2 reference results");
         QVERIFY2(parity_clock().has_value(), "parity.json lacks the clock its cases were rendered with");
-        for (const char* t : {"gpt-oss", "deepseek-v3", "deepseek-v3.1", "deepseek-r1", "qwen3"}) {
+        for (const char* t : {"gpt-oss", "deepseek-v3", "deepseek-v3.1", "deepseek-r1", "qwen3", "glm-4.6"}) {
             int n = 0;
             for (const auto& c : parity()["cases"]) n += c["template_name"] == t;
             QVERIFY2(n >= 10, t);
@@ -199,7 +199,8 @@ private slots:
                         Row{"qwen3", "enable_thinking_false", "{\"enable_thinking\": false}"},
                         Row{"qwen3", "enable_thinking_false_history", "{\"enable_thinking\": false}"},
                         Row{"deepseek-v3.1", "thinking_true", "{\"thinking\": true}"},
-                        Row{"gpt-oss", "reasoning_effort_high", "{\"reasoning_effort\": \"high\"}"}}) {
+                        Row{"gpt-oss", "reasoning_effort_high", "{\"reasoning_effort\": \"high\"}"},
+                        Row{"glm-4.6", "thinking_off_history", "{\"enable_thinking\": false}"}}) {
             const json* c = find_case(row.tname, row.cname);
             QVERIFY2(c, row.cname);
             ChatTemplateInput in;

@@ -327,3 +327,31 @@ export const deepseekV31 = [
   ["tool_calls_thinking", { messages: [SYS, U1, V31_CALL, TOOL_RESULT_1, TOOL_RESULT_2, { role: "assistant", content: "Sunny." }, U2], add_generation_prompt: true, thinking: true }],
   ["tool_calls_with_content", { messages: [U1, { ...V31_CALL, content: "Let me check." }, TOOL_RESULT_1], add_generation_prompt: true }],
 ];
+
+// --- GLM-4.5 / 4.6 (glm4_moe): thinking on and off, XML-style tool calls -------------------------
+const GLM_CALL = {
+  role: "assistant",
+  content: "",
+  reasoning_content: "Need the weather.",
+  tool_calls: [
+    { type: "function", function: { name: "get_weather", arguments: { location: "Paris", days: 3, detailed: true, extra: null, unit: "celsius" } } },
+    { name: "search", arguments: { query: "Paris «events»", filters: ["today", 2] } },
+  ],
+};
+
+export const glm = [
+  ["thinking_off", { messages: [SYS, U1], add_generation_prompt: true, enable_thinking: false }],
+  ["thinking_on", { messages: [SYS, U1], add_generation_prompt: true, enable_thinking: true }],
+  ["thinking_off_nothink_already", { messages: [{ role: "user", content: "Quick one /nothink" }], add_generation_prompt: true, enable_thinking: false }],
+  ["thinking_off_history", { messages: [U1, THINK_A1, U2], add_generation_prompt: true, enable_thinking: false }],
+  ["reasoning_content_last_kept", { messages: [U1, { role: "assistant", reasoning_content: "  Recall: Paris.\n", content: "\nParis.  " }], add_generation_prompt: false }],
+  ["think_history_dropped", { messages: [U1, THINK_A1, U2, THINK_A2], add_generation_prompt: false }],
+  ["tools_definitions", { messages: [SYS, U1], tools: TOOLS, add_generation_prompt: true }],
+  ["tool_calls_then_results", { messages: [U1, GLM_CALL, TOOL_RESULT_1, TOOL_RESULT_2, { role: "assistant", content: "Sunny." }, U2], tools: TOOLS, add_generation_prompt: true }],
+  ["tool_call_no_arguments", { messages: [U1, { role: "assistant", content: "Checking.", tool_calls: [{ type: "function", function: { name: "get_time" } }] }], add_generation_prompt: false }],
+  // llama.cpp's copy refuses arguments that are not a mapping (an OpenAI-style JSON string).
+  ["tool_call_string_arguments", { messages: [U1, { role: "assistant", content: "", tool_calls: [{ type: "function", function: { name: "f", arguments: '{"a": 1}' } }] }], add_generation_prompt: false }],
+  ["tool_content_list", { messages: [U1, TOOL_CALL_DICT, { role: "tool", content: [{ output: "21 degrees" }, "bare item"] }], add_generation_prompt: true }],
+  ["content_parts", { messages: [{ role: "user", content: [{ type: "text", text: "What is " }, { type: "image" }, "the capital?"] }, { role: "assistant", content: [{ type: "text", text: "Paris." }] }], add_generation_prompt: false }],
+  ["system_mid_conversation", { messages: [U1, A1, { role: "system", content: "Be brief." }, U2], add_generation_prompt: true }],
+];

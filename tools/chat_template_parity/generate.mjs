@@ -61,6 +61,7 @@ const plan = {
   "gpt-oss": [...conv.basic, ...conv.gptOss, ...conv.emptyMessages],
   "deepseek-v3": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3],
   "deepseek-v3.1": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3, ...conv.deepseekV31],
+  "glm-4.6": [...conv.basic, ...conv.glm, ...conv.emptyMessages],
 };
 
 // strftime_now's clock for every case (gpt-oss puts the date in its system message): a fixed local time, given to
