@@ -2287,4 +2287,15 @@ int32_t Tokenizer::bos_id() const { return impl_ ? impl_->bos : -1; }
 int32_t Tokenizer::eos_id() const { return impl_ ? impl_->eos : -1; }
 int32_t Tokenizer::token_id(std::string_view piece) const { return impl_ ? impl_->token_id(piece) : -1; }
 
+std::vector<int32_t> Tokenizer::end_of_turn_ids() const {
+    std::vector<int32_t> ids;
+    auto add = [&ids](int32_t id) {
+        if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    };
+    add(eos_id());
+    for (const char* piece : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|return|>", "<|call|>", "<|user|>", "<|observation|>"})
+        add(token_id(piece));
+    return ids;
+}
+
 }  // namespace colibri

@@ -36,6 +36,10 @@ public:
     int32_t bos_id() const;         // -1 when none
     int32_t eos_id() const;         // -1 when none
     int32_t token_id(std::string_view piece) const;  // -1 when unknown
+    // Tokens after which a chat reply is over: eos, then those chat formats end a turn with (ChatML <|im_end|>,
+    // <|endoftext|>, Llama 3 <|eot_id|>, gpt-oss harmony <|return|> and <|call|>, GLM's next-turn <|user|> and
+    // <|observation|>), each once, those the vocabulary has. harmony's <|end|> is not one: a reply goes on after it.
+    std::vector<int32_t> end_of_turn_ids() const;
 
     Tokenizer();
     ~Tokenizer();

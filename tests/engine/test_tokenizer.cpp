@@ -302,6 +302,9 @@ private slots:
         QCOMPARE(harmony.front(), 200006);
         QCOMPARE(harmony.back(), 200007);
         QCOMPARE(t.decode(harmony, true), std::string("assistantfinalHi"));
+        // A reply ends at <|return|> (the final answer) or <|call|> (a tool call), not at <|end|>, after which the
+        // analysis channel's reply goes on with the final channel.
+        QCOMPARE(t.end_of_turn_ids(), (std::vector<int32_t>{200002, 199999, 200012}));
     }
 
     void deepseek_v3_basics() {
@@ -321,6 +324,21 @@ private slots:
         std::vector<std::string> parts;
         for (int32_t id : cjk) parts.push_back(t.decode_token_bytes(id));
         QVERIFY2(std::find(parts.begin(), parts.end(), std::string("abc")) != parts.end(), join(parts).c_str());
+        QCOMPARE(t.end_of_turn_ids(), (std::vector<int32_t>{1}));  // <｜end▁of▁sentence｜>
+    }
+
+    // GLM-4.5's replies end where it would open the next turn (<|user|>, or <|observation|> for a tool's result):
+    // its generation_config lists both as eos beside <|endoftext|>. <|assistant|> is no end.
+    void end_of_turn_ids_of_chat_formats() {
+        const json added_tokens = json::array({added(200, "<|user|>", true), added(201, "<|observation|>", true),
+                                               added(202, "<|assistant|>", true), added(203, "<|endoftext|>", true)});
+        const std::string tj = tokenizer_doc(bpe_model(ascii_vocab()), nullptr, {{"type", "ByteLevel"}, {"add_prefix_space", false}},
+                                             {{"type", "ByteLevel"}}, {{"type", "ByteLevel"}}, added_tokens).dump();
+        QCOMPARE(load_or_fail(tj, R"({"eos_token": "<|endoftext|>"})").end_of_turn_ids(), (std::vector<int32_t>{203, 200, 201}));
+        QCOMPARE(load_or_fail(tj, R"({"eos_token": "<|user|>"})").end_of_turn_ids(), (std::vector<int32_t>{200, 203, 201}));
+        if (!file_exists(kQwenDir + "/tokenizer.json")) QSKIP("shared/reference/tokenizers/qwen3 is not present");
+        const Tokenizer q = load_or_fail(read_file(kQwenDir + "/tokenizer.json"), read_file(kQwenDir + "/tokenizer_config.json"));
+        QCOMPARE(q.end_of_turn_ids(), (std::vector<int32_t>{q.token_id("<|im_end|>"), q.token_id("<|endoftext|>")}));
     }
 
     // tokenizer_config.json's add_bos_token / add_eos_token replace the tokenizer.json post-processor, as in
