@@ -30,12 +30,8 @@ std::vector<int32_t> default_stop_ids(const Model& model) {
         if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     };
     add(model.hparams().eos_id);
-    if (const Tokenizer* tok = model.tokenizer()) {
-        add(tok->eos_id());
-        add(tok->token_id("<|im_end|>"));
-        add(tok->token_id("<|endoftext|>"));
-        add(tok->token_id("<|eot_id|>"));
-    }
+    if (const Tokenizer* tok = model.tokenizer())
+        for (int32_t id : tok->end_of_turn_ids()) add(id);
     return ids;
 }
 

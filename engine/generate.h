@@ -21,7 +21,7 @@ Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::s
                                       const GenerateRequest& request,
                                       const std::function<bool(int32_t)>& on_token = nullptr);
 
-// End-of-turn ids of a model: its eos id and the tokenizer's eos (and <|im_end|>/<|endoftext|> when present).
+// End-of-turn ids of a model: its eos id and the tokenizer's end_of_turn_ids().
 std::vector<int32_t> default_stop_ids(const Model& model);
 
 }  // namespace colibri

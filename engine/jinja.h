@@ -6,8 +6,10 @@
 // (render()); nothing throws out of render().
 #pragma once
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -245,8 +247,9 @@ struct Program {
 // Parse a template (jinja_parse.cpp). Throws Error.
 std::shared_ptr<const Program> parse(std::string_view source);
 
-// Render (jinja_eval.cpp); never throws.
-Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context);
+// Render (jinja_eval.cpp); never throws. `now` fixes strftime_now's clock (local time when unset).
+Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context,
+                           const std::optional<std::tm>& now = std::nullopt);
 
 // ---------------------------------------------------------------- interpreter (jinja_eval.cpp)
 struct Scope {
@@ -264,6 +267,7 @@ public:
     int call_depth = 0;
     int eval_depth = 0;          // nested eval/exec frames: bounds the stack whatever macros recurse into
     std::vector<ScopeP> pinned;  // scopes captured (weakly) by macros: kept alive for the render
+    std::optional<std::tm> now;  // strftime_now's clock when fixed by the caller
     void step(std::uint64_t n = 1) { charge_steps(n); }
     Value eval(const Expr& e, const ScopeP& scope);
     Value eval_filter_chain(const Expr& e, const Value& root, const ScopeP& scope);

