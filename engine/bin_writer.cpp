@@ -40,6 +40,7 @@ Result<std::unique_ptr<BinWriter>> BinWriter::create(const std::string& path, Fa
 
 Status BinWriter::layout() {
     if (hparams_.n_layers == 0) return error("model has no layers");
+    if (const std::string p = numeric_hparams_problem(hparams_); !p.empty()) return error("refusing to write a model the loader would refuse: " + p);
     // Metadata: header, then the tables, each 8-byte aligned.
     const uint32_t section_count = static_cast<uint32_t>(plan_.size() + 1);
     uint32_t tensor_count = 0, expert_count = 0;

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <string>
 #include "format.h"
 #include "schema.h"
@@ -62,6 +63,16 @@ bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out) {
     if (cols % w.block_values != 0) return false;
     *out = rows * (cols / w.block_values) * w.block_bytes;
     return true;
+}
+
+std::string numeric_hparams_problem(const HyperParams& hp) {
+    auto show = [](float f) { return std::to_string(f); };
+    if (!(std::isfinite(hp.rms_eps) && hp.rms_eps > 0.0f)) return "rms_eps " + show(hp.rms_eps) + " is not a finite positive number";
+    if (!(std::isfinite(hp.rope_theta) && hp.rope_theta > 0.0f))
+        return "rope_theta " + show(hp.rope_theta) + " is not a finite positive number";
+    if (hp.head_dim % 2 != 0) return "head_dim " + std::to_string(hp.head_dim) + " is odd (RoPE needs pairs)";
+    if (!(std::isfinite(hp.clip_qkv) && hp.clip_qkv >= 0.0f)) return "clip_qkv " + show(hp.clip_qkv) + " is not a finite number >= 0";
+    return {};
 }
 
 }  // namespace colibri::format

@@ -64,10 +64,11 @@ std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams&
         p.push_back("incomplete (zero hidden size, heads, head_dim or vocabulary)");
     if (hp.n_kv_heads != 0 && hp.n_heads % hp.n_kv_heads != 0)
         p.push_back("n_heads " + std::to_string(hp.n_heads) + " is not a multiple of n_kv_heads " + std::to_string(hp.n_kv_heads));
-    if (hp.head_dim % 2 != 0) p.push_back("head_dim " + std::to_string(hp.head_dim) + " is odd (RoPE needs pairs)");
     if (hp.n_experts_active == 0 || hp.n_experts_active > hp.n_experts)
         p.push_back("active experts " + std::to_string(hp.n_experts_active) + " out of range for " + std::to_string(hp.n_experts) + " experts");
-    if (!(hp.rms_eps > 0.0f) || !(hp.rope_theta > 0.0f)) p.push_back("rms_eps and rope_theta must be positive");
+    // head_dim even, rms_eps/rope_theta finite and positive, clip_qkv finite: shared with the writer, which
+    // refuses to write what this refuses.
+    if (std::string numeric = numeric_hparams_problem(hp); !numeric.empty()) p.push_back(std::move(numeric));
     if (layer_is_moe.size() != hp.n_layers)
         p.push_back("the layer table has " + std::to_string(layer_is_moe.size()) + " entries for n_layers " + std::to_string(hp.n_layers));
     bool any_dense = false;
