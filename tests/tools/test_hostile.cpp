@@ -165,7 +165,7 @@ class TestHostile : public QObject {
 
     QTemporaryDir dir_;
     QString good_;  // qwen2_moe reference, f32
-    QString demo_;  // the demo model: Qwen3 tokenizer and chat template
+    QString qwen3_;  // a small random qwen2_moe with the real Qwen3 tokenizer (11 MB section) and chat template
     QString gguf_;  // llama.cpp's OLMoE with its tokenizer and chat template
 
     // A command that must fail cleanly: one "colibri: " line, non-zero exit, no crash or hang.
@@ -202,10 +202,10 @@ class TestHostile : public QObject {
         edit(cfg);
         return QJsonDocument(cfg).toJson();
     }
-    // The demo model with its section of `kind` replaced by `text` (padded with spaces to the section's size),
-    // checksums and metadata resealed: only the content is hostile.
-    QString demo_with(const QString& name, SectionKind kind, const QByteArray& text) {
-        BinBytes b(read_all(demo_));
+    // The Qwen3-tokenizer model with its section of `kind` replaced by `text` (padded with spaces to the
+    // section's size), checksums and metadata resealed: only the content is hostile.
+    QString qwen3_with(const QString& name, SectionKind kind, const QByteArray& text) {
+        BinBytes b(read_all(qwen3_));
         const int i = b.find_section(kind);
         if (i < 0 || b.section(static_cast<uint32_t>(i)).size < static_cast<uint64_t>(text.size())) return {};
         QByteArray padded = text;
@@ -222,8 +222,13 @@ private slots:
         good_ = dir_.filePath("good.bin");
         const CliResult r = run_cli({"convert", reference("hf/qwen2_moe/model"), "-o", good_, "-q"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
-        demo_ = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
-        QVERIFY2(QFile::exists(demo_), "the build makes demo/demo.bin");
+        const QString hf = dir_.filePath("qwen3-tiny");
+        QVERIFY(make_model(hf, {"--family", "qwen2_moe", "--vocab", "151936", "--hidden", "32", "--layers", "2", "--heads", "2",
+                                "--kv-heads", "1", "--experts", "4", "--top-k", "2", "--ffn", "32", "--shared-ffn", "32",
+                                "--tokenizer", reference("tokenizers/qwen3")}));
+        qwen3_ = dir_.filePath("qwen3-tiny.bin");
+        const CliResult q = run_cli({"convert", hf, "-o", qwen3_, "-q"});
+        QVERIFY2(q.exit_code == 0, q.err.constData());
         gguf_ = QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/olmoe-f32.gguf");
         QVERIFY(QFile::exists(gguf_));
     }
@@ -258,7 +263,7 @@ private slots:
             const QByteArray tok = (QString("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"%1\": ").arg(part) +
                                     nested(30000, QString("{\"type\": \"Sequence\", \"%1\": [").arg(list), "{\"type\": \"ByteLevel\"}", "]}") + "}")
                                        .toUtf8();
-            const QString bin = demo_with(QString("deep-%1.bin").arg(part), SectionKind::TokenizerJson, tok);
+            const QString bin = qwen3_with(QString("deep-%1.bin").arg(part), SectionKind::TokenizerJson, tok);
             QVERIFY(!bin.isEmpty());
             QVERIFY(expect_failure({"info", bin}).contains("nests deeper"));
             QVERIFY(expect_failure({"logits", "-m", bin, "--tokens", "1,2"}).contains("nests deeper"));
@@ -418,7 +423,7 @@ private slots:
         const QString out = dir_.filePath("shared.f32");
         QStringList ids;
         for (int k = 0; k < 64; ++k) ids << QString::number(100 + k * 7);
-        const QStringList args{"logits", "-m", demo_, "--tokens", ids.join(','), "-t", "1"};
+        const QStringList args{"logits", "-m", qwen3_, "--tokens", ids.join(','), "-t", "1"};
         std::vector<std::unique_ptr<QProcess>> procs;
         for (int k = 0; k < 8; ++k) {
             procs.push_back(std::make_unique<QProcess>());
@@ -581,7 +586,7 @@ private slots:
                                        QStringList{"--repeat-penalty", "inf"}, QStringList{"--top-k", "-3"}}) {
             const QString err = expect_failure(QStringList{"generate", "-m", good_, "--tokens", "1,2", "-n", "2"} + bad);
             QVERIFY2(err.contains(bad[0]), qPrintable(err));
-            QVERIFY(expect_failure(QStringList{"chat", "-m", demo_} + bad, "hi\n").contains(bad[0]));
+            QVERIFY(expect_failure(QStringList{"chat", "-m", qwen3_} + bad, "hi\n").contains(bad[0]));
         }
     }
 
@@ -597,8 +602,8 @@ private slots:
         // The same ids as a run that was not cut short.
         const CliResult full = run_cli({"generate", "-m", good_, "--tokens", "1,2,3", "-n", "6", "--greedy", "--json"});
         QCOMPARE(QJsonDocument::fromJson(full.out).object()["new_ids"].toArray(), j["new_ids"].toArray());
-        // Text output (the demo model has a tokenizer): printed, then the note.
-        r = run_cli({"generate", "-m", demo_, "--prompt", "Hello", "-n", "50", "-c", "6", "--greedy"});
+        // Text output (a model with a tokenizer): printed, then the note.
+        r = run_cli({"generate", "-m", qwen3_, "--prompt", "Hello", "-n", "50", "-c", "6", "--greedy"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
         QVERIFY(r.out.size() > 1);  // the generated text, then a newline
         QVERIFY(r.err.contains("is full"));
@@ -611,7 +616,7 @@ private slots:
 
     void chat_survives_a_bad_line() {
         const QByteArray input = QByteArray("caf\xe9 \xff\xfe broken\n") + "hello\n";
-        const CliResult r = run_cli({"chat", "-m", demo_, "-n", "3", "--greedy"}, input);
+        const CliResult r = run_cli({"chat", "-m", qwen3_, "-n", "3", "--greedy"}, input);
         QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
         QVERIFY2(r.err.contains("not valid UTF-8"), r.err.constData());
         QVERIFY2(!r.out.trimmed().isEmpty(), "the second line got no reply");
