@@ -1,5 +1,6 @@
 #include <cmath>
 #include <string>
+#include <utility>
 #include "format.h"
 #include "schema.h"
 
@@ -70,8 +71,14 @@ std::string numeric_hparams_problem(const HyperParams& hp) {
     if (!(std::isfinite(hp.rms_eps) && hp.rms_eps > 0.0f)) return "rms_eps " + show(hp.rms_eps) + " is not a finite positive number";
     if (!(std::isfinite(hp.rope_theta) && hp.rope_theta > 0.0f))
         return "rope_theta " + show(hp.rope_theta) + " is not a finite positive number";
-    if (hp.head_dim % 2 != 0) return "head_dim " + std::to_string(hp.head_dim) + " is odd (RoPE needs pairs)";
-    if (!(std::isfinite(hp.clip_qkv) && hp.clip_qkv >= 0.0f)) return "clip_qkv " + show(hp.clip_qkv) + " is not a finite number >= 0";
+    // Zero means "not used" for these; inf or NaN would turn every output into NaN.
+    const std::pair<const char*, float> not_negative[] = {
+        {"clip_qkv", hp.clip_qkv}, {"routed_scaling", hp.routed_scaling}, {"swiglu_limit", hp.swiglu_limit},
+        {"rope_factor", hp.rope_factor}, {"yarn_beta_fast", hp.yarn_beta_fast}, {"yarn_beta_slow", hp.yarn_beta_slow}};
+    for (const auto& [name, value] : not_negative)
+        if (!(std::isfinite(value) && value >= 0.0f)) return std::string(name) + " " + show(value) + " is not a finite number >= 0";
+    for (const auto& [name, value] : {std::pair{"yarn_mscale", hp.yarn_mscale}, std::pair{"yarn_mscale_all_dim", hp.yarn_mscale_all_dim}})
+        if (!std::isfinite(value)) return std::string(name) + " " + show(value) + " is not a finite number";
     return {};
 }
 

@@ -216,8 +216,9 @@ bool weight_type_is_known(uint32_t t);
 // returns false when the shape is not valid for the type or the size would overflow.
 bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out);
 // The header's numbers that no tensor shape vouches for, checked alike by the writer (a converter must not
-// write what the loader refuses), the loader and the validator: rms_eps and rope_theta finite and positive,
-// head_dim even, clip_qkv finite and not negative. Empty when fine, else the first problem.
+// write what the loader refuses), the loader and the validator: rms_eps and rope_theta finite and positive, the
+// other floats (clip_qkv, routed_scaling, swiglu_limit, the YaRN ones) finite and, but for the mscales, not
+// negative. Empty when fine, else the first problem.
 std::string numeric_hparams_problem(const HyperParams& hp);
 
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include <vector>
+
 #include "engine/format.h"
+#include "engine/schema.h"
 #include "fuzz_support.h"
 #include "tools/convert_plan.h"
 
@@ -24,7 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             continue;
         }
         const format::HyperParams& hp = plan->hp;
-        fuzz_check(format::numeric_hparams_problem(hp).empty(), "planned hyper-parameters that the loader refuses");
+        std::vector<bool> layer_is_moe(hp.n_layers, false);
+        for (const auto& s : plan->sections)
+            if (s.kind == format::SectionKind::Router && s.layer < hp.n_layers) layer_is_moe[s.layer] = true;
+        fuzz_check(schema::hyperparam_problems(static_cast<uint32_t>(plan->family), hp, layer_is_moe).empty(),
+                   "planned hyper-parameters that the loader refuses");
         fuzz_check(hp.n_experts_active >= 1 && hp.n_experts_active <= hp.n_experts, "active experts out of range");
         fuzz_check(hp.n_kv_heads > 0 && hp.n_heads % hp.n_kv_heads == 0, "heads not a multiple of kv heads");
         fuzz_check(hp.max_position > 0, "a context of zero positions");

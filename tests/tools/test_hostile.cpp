@@ -16,6 +16,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -188,17 +189,17 @@ class TestHostile : public QObject {
     }
 
     // A copy of the qwen2_moe reference directory with its config.json (and optionally more files) replaced.
-    QString hf_copy(const QString& name, const QByteArray& config) {
+    QString hf_copy(const QString& name, const QByteArray& config, const QString& family = "qwen2_moe") {
         const QString d = dir_.filePath(name);
         QDir().mkpath(d);
-        const QString src = reference("hf/qwen2_moe/model/");
+        const QString src = reference("hf/" + family + "/model/");
         write_all(d + "/config.json", config);
         QFile::copy(src + "generation_config.json", d + "/generation_config.json");
         QFile::link(src + "model.safetensors", d + "/model.safetensors");
         return d;
     }
-    QByteArray config_with(const std::function<void(QJsonObject&)>& edit) {
-        QJsonObject cfg = read_json(reference("hf/qwen2_moe/model/config.json")).object();
+    QByteArray config_with(const std::function<void(QJsonObject&)>& edit, const QString& family = "qwen2_moe") {
+        QJsonObject cfg = read_json(reference("hf/" + family + "/model/config.json")).object();
         edit(cfg);
         return QJsonDocument(cfg).toJson();
     }
@@ -483,7 +484,7 @@ private slots:
             {"eps-negative", [](QJsonObject& c) { c["rms_norm_eps"] = -1e-6; }, "rms_norm_eps"},
             {"eps-underflow", [](QJsonObject& c) { c["rms_norm_eps"] = 1e-50; }, "float32"},
             {"theta-zero", [](QJsonObject& c) { c["rope_theta"] = 0; }, "rope_theta"},
-            {"head-dim-odd", [](QJsonObject& c) { c["head_dim"] = 1; }, "odd"},
+            {"head-dim-odd", [](QJsonObject& c) { c["head_dim"] = 1; }, "must be even"},
             {"window-zero", [](QJsonObject& c) { c["sliding_window"] = 0; c["use_sliding_window"] = true; }, "sliding_window"},
             {"bos-2^40", [](QJsonObject& c) { c["bos_token_id"] = 1099511627776.0; }, "bos_token_id"},
             {"eos-2^40", [](QJsonObject& c) { c["eos_token_id"] = 1099511627776.0; }, "eos_token_id"},
@@ -508,6 +509,128 @@ private slots:
         e.f64("olmoe.attention.layer_norm_rms_epsilon", 1e-300);
         const QString gguf = write_all(dir_.filePath("tiny-eps.gguf"), e.apply(read_all(gguf_)));
         QVERIFY(expect_failure({"convert", gguf, "-o", dir_.filePath("tiny-eps.bin")}).contains("rms_norm_eps"));
+    }
+
+    // The hyper-parameters of the format-2.1 families (latent attention, groups, sliding windows, partial and
+    // YaRN rotary embeddings, scaled and clamped experts): a hostile value in config.json is refused by convert,
+    // and one in a .bin's header by the loader and check, with one line, never a crash in the forward pass.
+    void new_family_hyper_parameters_are_bounded() {
+        struct ConfigRow {
+            const char* family;
+            const char* name;
+            std::function<void(QJsonObject&)> edit;
+            const char* must_mention;
+        };
+        const auto yarn = [](double factor) {
+            return QJsonObject{{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", factor}, {"original_max_position_embeddings", 1024}};
+        };
+        const ConfigRow config_rows[] = {
+            {"deepseek_v3", "ds-kv-lora-zero", [](QJsonObject& c) { c["kv_lora_rank"] = 0; }, "kv_lora_rank"},
+            {"deepseek_v3", "ds-q-lora-huge", [](QJsonObject& c) { c["q_lora_rank"] = 1099511627776.0; }, "q_lora_rank"},
+            {"deepseek_v3", "ds-rope-odd", [](QJsonObject& c) { c["qk_rope_head_dim"] = 7; }, "rotary_dim"},
+            {"deepseek_v3", "ds-nope-zero", [](QJsonObject& c) { c["qk_nope_head_dim"] = 0; }, "qk_nope_head_dim"},
+            {"deepseek_v3", "ds-v-head-huge", [](QJsonObject& c) { c["v_head_dim"] = 4294967296.0; }, "v_head_dim"},
+            {"deepseek_v3", "ds-groups-uneven", [](QJsonObject& c) { c["n_group"] = 5; }, "n_group"},
+            {"deepseek_v3", "ds-topk-group-zero", [](QJsonObject& c) { c["topk_group"] = 0; }, "topk_group"},
+            {"deepseek_v3", "ds-topk-group-over", [](QJsonObject& c) { c["topk_group"] = 5; }, "topk_group"},
+            {"deepseek_v3", "ds-groups-256", [](QJsonObject& c) { c["n_group"] = 256; }, "n_group"},
+            {"deepseek_v3", "ds-scaling-negative", [](QJsonObject& c) { c["routed_scaling_factor"] = -2.5; }, "routed_scaling_factor"},
+            {"deepseek_v3", "ds-scaling-1e300", [](QJsonObject& c) { c["routed_scaling_factor"] = 1e300; }, "float32"},
+            {"deepseek_v3", "ds-shared-overflow", [](QJsonObject& c) { c["n_shared_experts"] = 2147483648.0; }, "n_shared_experts"},
+            {"deepseek_v3", "ds-yarn-factor-1e300", [&](QJsonObject& c) { c["rope_parameters"] = yarn(1e300); }, "float32"},
+            {"deepseek_v3", "ds-yarn-factor-half", [&](QJsonObject& c) { c["rope_parameters"] = yarn(0.5); }, "YaRN"},
+            {"gpt_oss", "oss-window-zero", [](QJsonObject& c) { c["sliding_window"] = 0; }, "sliding_window"},
+            {"gpt_oss", "oss-window-2^32", [](QJsonObject& c) { c["sliding_window"] = 4294967296.0; }, "sliding_window"},
+            {"gpt_oss", "oss-limit-negative", [](QJsonObject& c) { c["swiglu_limit"] = -7; }, "swiglu_limit"},
+            {"gpt_oss", "oss-limit-1e39", [](QJsonObject& c) { c["swiglu_limit"] = 1e39; }, "float32"},
+            {"gpt_oss", "oss-layer-types-short", [](QJsonObject& c) { c["layer_types"] = QJsonArray{"sliding_attention"}; }, "layer_types"},
+            {"gpt_oss", "oss-head-dim-odd", [](QJsonObject& c) { c["head_dim"] = 3; }, "rotary_dim"},
+            {"qwen3_moe", "q3-partial-odd", [](QJsonObject& c) { c["partial_rotary_factor"] = 0.3; c["head_dim"] = 10; }, "rotary_dim"},
+            {"qwen3_moe", "q3-partial-over-one", [](QJsonObject& c) { c["partial_rotary_factor"] = 2.0; }, "partial_rotary_factor"},
+            {"qwen3_moe", "q3-partial-tiny", [](QJsonObject& c) { c["partial_rotary_factor"] = 1e-9; }, "partial_rotary_factor"},
+            {"glm4_moe", "glm-theta-1e300", [](QJsonObject& c) { c["rope_theta"] = 1e300; c.remove("rope_parameters"); }, "float32"},
+            {"glm4_moe", "glm-first-dense-over", [](QJsonObject& c) { c["first_k_dense_replace"] = 1000; }, "first_k_dense_replace"},
+        };
+        for (const ConfigRow& row : config_rows) {
+            QByteArray cfg = config_with(row.edit, row.family);
+            for (const char* big : {"1099511627776", "4294967296", "2147483648"}) cfg.replace(QByteArray(big) + ".0", big);
+            const QString out = dir_.filePath(QString(row.name) + ".bin");
+            const QString err = expect_failure({"convert", hf_copy(row.name, cfg, row.family), "-o", out});
+            QVERIFY2(err.contains(row.must_mention), qPrintable(QString(row.name) + ": " + err));
+            QVERIFY2(!QFile::exists(out), row.name);
+        }
+
+        // The same fields in a converted file's header (resealed, so only the value is hostile).
+        struct HeaderRow {
+            const char* family;
+            const char* name;
+            std::function<void(HyperParams&)> edit;
+            const char* must_mention;  // nullptr: a harmless value, which must run
+        };
+        const float inf = INFINITY, nan = NAN;
+        const HeaderRow header_rows[] = {
+            {"deepseek_v3", "kv-lora-zero", [](HyperParams& h) { h.kv_lora_rank = 0; }, "kv_lora_rank"},
+            {"deepseek_v3", "kv-lora-huge", [](HyperParams& h) { h.kv_lora_rank = 0x7fffffff; }, "colibri: "},
+            {"deepseek_v3", "q-lora-zero", [](HyperParams& h) { h.q_lora_rank = 0; }, "colibri: "},
+            {"deepseek_v3", "q-lora-huge", [](HyperParams& h) { h.q_lora_rank = 0xffffffff; }, "colibri: "},
+            {"deepseek_v3", "v-head-zero", [](HyperParams& h) { h.v_head_dim = 0; }, "v_head_dim"},
+            {"deepseek_v3", "v-head-huge", [](HyperParams& h) { h.v_head_dim = 0xffffffff; }, "colibri: "},
+            {"deepseek_v3", "rotary-all", [](HyperParams& h) { h.rotary_dim = h.head_dim; }, "rotary_dim"},
+            {"deepseek_v3", "rotary-huge", [](HyperParams& h) { h.rotary_dim = 0xfffffffe; }, "rotary_dim"},
+            {"deepseek_v3", "head-dim-huge", [](HyperParams& h) { h.head_dim = 0x80000000; }, "colibri: "},
+            {"deepseek_v3", "groups-uneven", [](HyperParams& h) { h.n_group = 3; }, "n_group"},
+            {"deepseek_v3", "groups-255", [](HyperParams& h) { h.n_group = 255; }, "n_group"},
+            {"deepseek_v3", "topk-group-zero", [](HyperParams& h) { h.topk_group = 0; }, "n_group"},
+            {"deepseek_v3", "topk-group-over", [](HyperParams& h) { h.topk_group = 200; }, "n_group"},
+            {"deepseek_v3", "scaling-inf", [=](HyperParams& h) { h.routed_scaling = inf; }, "routed_scaling"},
+            {"deepseek_v3", "scaling-nan", [=](HyperParams& h) { h.routed_scaling = nan; }, "routed_scaling"},
+            {"deepseek_v3", "yarn-factor-nan", [=](HyperParams& h) { h.rope_scaling = 1; h.rope_factor = nan; h.rope_original_max_position = 64; }, "rope_factor"},
+            {"deepseek_v3", "yarn-factor-inf", [=](HyperParams& h) { h.rope_scaling = 1; h.rope_factor = inf; h.rope_original_max_position = 64; }, "rope_factor"},
+            {"deepseek_v3", "yarn-beta-inf", [=](HyperParams& h) { h.rope_scaling = 1; h.rope_factor = 4; h.rope_original_max_position = 64; h.yarn_beta_fast = inf; }, "yarn_beta_fast"},
+            {"deepseek_v3", "yarn-mscale-nan", [=](HyperParams& h) { h.rope_scaling = 1; h.rope_factor = 4; h.rope_original_max_position = 64; h.yarn_mscale_all_dim = nan; }, "yarn_mscale_all_dim"},
+            {"deepseek_v3", "yarn-no-original", [](HyperParams& h) { h.rope_scaling = 1; h.rope_factor = 4; h.rope_original_max_position = 0; }, "YaRN"},
+            {"deepseek_v3", "rope-scaling-unknown", [](HyperParams& h) { h.rope_scaling = 9; }, "rope scaling"},
+            {"deepseek_v3", "scoring-unknown", [](HyperParams& h) { h.router_scoring = 7; }, "router scoring"},
+            {"deepseek_v3", "yarn-beta-equal", [](HyperParams& h) { h.rope_scaling = 1; h.rope_factor = 4; h.rope_original_max_position = 64; h.yarn_beta_fast = h.yarn_beta_slow = 1; }, nullptr},
+            {"gpt_oss", "window-zero", [](HyperParams& h) { h.sliding_window = 0; }, nullptr},
+            {"gpt_oss", "window-huge", [](HyperParams& h) { h.sliding_window = 0xffffffff; }, nullptr},
+            {"gpt_oss", "limit-nan", [=](HyperParams& h) { h.swiglu_limit = nan; }, "swiglu_limit"},
+            {"gpt_oss", "limit-negative", [](HyperParams& h) { h.swiglu_limit = -1; }, "swiglu_limit"},
+            {"gpt_oss", "head-dim-odd", [](HyperParams& h) { h.head_dim = 3; }, "rotary_dim"},
+            {"gpt_oss", "kv-lora-set", [](HyperParams& h) { h.kv_lora_rank = 16; }, "kv_lora_rank"},
+            {"gpt_oss", "kv-heads-three", [](HyperParams& h) { h.n_kv_heads = 3; }, "n_kv_heads"},
+            {"gpt_oss", "experts-active-over", [](HyperParams& h) { h.n_experts_active = h.n_experts + 1; }, "active experts"},
+            {"qwen3_moe", "partial-rotary-odd", [](HyperParams& h) { h.rotary_dim = 3; }, "rotary_dim"},
+            {"qwen3_moe", "partial-rotary-over", [](HyperParams& h) { h.rotary_dim = h.head_dim + 2; }, "rotary_dim"},
+            {"qwen3_moe", "partial-rotary-two", [](HyperParams& h) { h.rotary_dim = 2; }, nullptr},
+            {"glm4_moe", "max-position-zero", [](HyperParams& h) { h.max_position = 0; }, nullptr},  // 0: not given, 4096
+            {"glm4_moe", "clip-inf", [=](HyperParams& h) { h.clip_qkv = inf; }, "clip_qkv"},
+        };
+        QMap<QString, QByteArray> converted;
+        for (const char* family : {"deepseek_v3", "gpt_oss", "qwen3_moe", "glm4_moe"}) {
+            const QString out = dir_.filePath(QString(family) + "-ref.bin");
+            const CliResult r = run_cli({"convert", reference(QString("hf/") + family + "/model"), "-o", out, "-q"});
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+            converted[family] = read_all(out);
+        }
+        for (const HeaderRow& row : header_rows) {
+            BinBytes b(converted[row.family]);
+            FileHeader h = b.header();
+            row.edit(h.hparams);
+            b.set_header(h);
+            b.reseal();
+            const QString path = write_all(dir_.filePath(QString(row.family) + "-" + row.name + ".bin"), b.bytes());
+            const QStringList run = {"logits", "-m", path, "--tokens", "1,2,3,4,5"};
+            if (row.must_mention == nullptr) {
+                const CliResult r = run_cli(run);
+                QVERIFY2(!r.crashed && r.exit_code == 0, qPrintable(QString(row.name) + ": " + QString::fromUtf8(r.err)));
+                continue;
+            }
+            const QString err = expect_failure(run);
+            QVERIFY2(err.contains(row.must_mention), qPrintable(QString(row.name) + ": " + err));
+            const CliResult c = run_cli({"check", path, "-q"});
+            QVERIFY2(!c.crashed && c.exit_code == 1, qPrintable(QString(row.name) + ": check exited " + QString::number(c.exit_code)));
+        }
     }
 
     void numbers_are_not_narrowed() {
