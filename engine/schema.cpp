@@ -93,6 +93,8 @@ std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams&
     if (hp.rope_scaling > 1) p.push_back("unknown rope scaling " + std::to_string(hp.rope_scaling));
     if (hp.rope_scaling == 1 && (!(hp.rope_factor >= 1.0f) || hp.rope_original_max_position == 0))
         p.push_back("YaRN needs rope_factor >= 1 and rope_original_max_position");
+    if (hp.swiglu_limit > 0.0f && !(hp.flags & kExpertBias))
+        p.push_back("swiglu_limit is gpt_oss's clamped activation and needs its expert biases");
     if (hp.n_group > 1 && (hp.n_experts % hp.n_group != 0 || hp.topk_group == 0 || hp.topk_group > hp.n_group))
         p.push_back("n_group " + std::to_string(hp.n_group) + " / topk_group " + std::to_string(hp.topk_group) + " do not fit " +
                     std::to_string(hp.n_experts) + " experts");
