@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include "format.h"
@@ -67,7 +68,11 @@ bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out) {
 }
 
 std::string numeric_hparams_problem(const HyperParams& hp) {
-    auto show = [](float f) { return std::to_string(f); };
+    auto show = [](float f) {  // %g: 1e-07 and inf, not 0.000000
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", static_cast<double>(f));
+        return std::string(buf);
+    };
     if (!(std::isfinite(hp.rms_eps) && hp.rms_eps > 0.0f)) return "rms_eps " + show(hp.rms_eps) + " is not a finite positive number";
     if (!(std::isfinite(hp.rope_theta) && hp.rope_theta > 0.0f))
         return "rope_theta " + show(hp.rope_theta) + " is not a finite positive number";
