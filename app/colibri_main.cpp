@@ -1,4 +1,6 @@
 // colibri: the command-line interface. Entry point only; the work happens in libcolibri and libcolibri_tools.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +24,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/temp_output.h"
 #include "engine/utf8_stream.h"
 #include "tools/bench.h"
 #include "tools/chat_eval.h"
@@ -136,18 +139,33 @@ void print(const std::string& text) {
     std::fflush(stdout);
 }
 
-// Writes a file through a temporary name so a failure never leaves a partial output.
-Status write_file_atomic(const std::string& path, const void* data, size_t bytes) {
-    const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (f == nullptr) return error(path + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        return error(path + ": write failed");
+// Writes a file through a temporary name (TempOutput) so a failure never leaves a partial output. A FIFO or a
+// character device (/dev/stdout, a pipe) is written through, as the user asked; other non-files are refused.
+Status write_output_file(const std::string& path, const void* data, size_t bytes) {
+    const std::string target = follow_symlinks(path);
+    struct stat st {};
+    if (stat(target.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+        const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) return error(path + ": " + std::strerror(errno));
+        const auto* p = static_cast<const uint8_t*>(data);
+        for (size_t left = bytes; left > 0;) {
+            const ssize_t n = ::write(fd, p, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                const int e = errno;
+                ::close(fd);
+                return error(path + ": write failed: " + std::strerror(e));
+            }
+            p += n;
+            left -= static_cast<size_t>(n);
+        }
+        if (::close(fd) != 0) return error(path + ": write failed: " + std::strerror(errno));
+        return Status::ok();
     }
-    return Status::ok();
+    TempOutput out;
+    COLIBRI_TRY(out.create(path));
+    COLIBRI_TRY(out.write_at(0, data, bytes));
+    return out.commit();
 }
 
 // ---- commands ----
@@ -301,7 +319,7 @@ int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::stri
         all.insert(all.end(), logits->begin(), logits->end());
     }
     if (!out.empty()) {
-        if (Status s = write_file_atomic(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
+        if (Status s = write_output_file(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
     }
     if (as_json || top > 0 || out.empty()) {
         const int k = top > 0 ? top : 5;
@@ -582,6 +600,7 @@ void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
 
 int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
                  const SamplerConfig& sc, bool as_json) {
+    if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
     Loaded& l = loaded.value();
@@ -593,14 +612,16 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
     Utf8Stream stream;
+    GenerateStop stop = GenerateStop::MaxTokens;
     auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
         if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
         return true;
-    });
+    }, &stop);
     if (!as_json && tok) print(stream.flush());
     if (!out) return fail("generate", out.message());
     if (as_json) {
-        json j{{"prompt_ids", ids}, {"new_ids", out.value()}};
+        json j{{"prompt_ids", ids}, {"new_ids", out.value()},
+               {"stop", stop == GenerateStop::StopToken ? "stop_token" : stop == GenerateStop::ContextFull ? "context_full" : "max_tokens"}};
         if (tok) j["text"] = tok->decode(out.value());
         std::printf("%s\n", j.dump().c_str());
     } else if (!tok) {
@@ -609,6 +630,10 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     } else {
         std::printf("\n");
     }
+    // Not an error: what was generated stands, and the user learns why it ended before -n tokens.
+    if (stop == GenerateStop::ContextFull)
+        std::fprintf(stderr, "colibri: generate: stopped after %zu tokens: the context of %u tokens is full (-c sets it)\n",
+                     out->size(), l.session->context());
     return 0;
 }
 
@@ -646,6 +671,10 @@ void chat_swap(Model& model, const std::string& line) {
         return;
     }
     if (!(in >> dl >> de)) dl = layer, de = expert;
+    if (layer > UINT32_MAX || expert > UINT32_MAX || dl < 0 || de < 0 || dl > UINT32_MAX || de > UINT32_MAX) {
+        std::fprintf(stderr, "colibri: chat: /swap: layer and expert numbers must be below 2^32\n");
+        return;
+    }
     auto donor = ModelFile::open(donor_path);
     if (!donor) {
         std::fprintf(stderr, "colibri: chat: %s\n", donor.message().c_str());
@@ -660,6 +689,7 @@ void chat_swap(Model& model, const std::string& line) {
 
 int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens,
              bool reuse_prefix) {
+    if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
     auto loaded = load(args);
     if (!loaded) return fail("chat", loaded.message());
     Loaded& l = loaded.value();
@@ -690,6 +720,11 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
             continue;
         }
         if (line.empty()) continue;
+        // One bad line costs that line, not the conversation.
+        if (!is_valid_utf8(line)) {
+            std::fprintf(stderr, "colibri: chat: the line is not valid UTF-8; it was not sent (the conversation goes on)\n");
+            continue;
+        }
         messages.push_back({"user", line});
         std::string prompt;
         if (!l.model->chat_template().empty()) {
@@ -699,14 +734,22 @@ int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& 
             if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
             if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
             auto rendered = render_chat_template(l.model->chat_template(), in);
-            if (!rendered) return fail("chat", rendered.message());  // it begins with "chat template: "
+            if (!rendered) {  // the message begins with "chat template: "
+                std::fprintf(stderr, "colibri: chat: %s (the line was not sent)\n", rendered.message().c_str());
+                messages.pop_back();
+                continue;
+            }
             prompt = rendered.value();
         } else {
             for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
             prompt += "assistant:";
         }
         auto encoded = tok->encode(prompt, l.model->chat_template().empty());
-        if (!encoded) return fail("chat", encoded.message());
+        if (!encoded) {
+            std::fprintf(stderr, "colibri: chat: %s (the line was not sent)\n", encoded.message().c_str());
+            messages.pop_back();
+            continue;
+        }
         std::vector<int32_t> ids = std::move(encoded.value());
         // Reuse the KV cache for the common prefix; evaluate only what is new.
         size_t common = 0;
@@ -892,8 +935,9 @@ int main(int argc, char** argv) {
     swap->add_option("--layer", swap_layer, "layer of the expert to replace")->required();
     swap->add_option("--expert", swap_expert, "expert to replace")->required();
     swap->add_option("--from", swap_donor, "donor model with the same shapes and weight types")->required();
-    swap->add_option("--from-layer", swap_from_layer, "donor layer (default: --layer)");
-    swap->add_option("--from-expert", swap_from_expert, "donor expert (default: --expert)");
+    // Checked in full: a 64-bit number narrowed to 32 bits would name another expert.
+    swap->add_option("--from-layer", swap_from_layer, "donor layer (default: --layer)")->check(CLI::Range(int64_t(0), int64_t(UINT32_MAX)));
+    swap->add_option("--from-expert", swap_from_expert, "donor expert (default: --expert)")->check(CLI::Range(int64_t(0), int64_t(UINT32_MAX)));
     swap->add_option("-o,--output", swap_out, "output model (.bin, or .bin.zst)")->required();
     swap->add_option("--zstd-level", zstd_level, "zstd level 1..22 for a .zst output")->check(CLI::Range(1, 22));
     swap->add_flag("-q,--quiet", quiet, "print nothing on success");

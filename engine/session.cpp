@@ -205,7 +205,12 @@ Status Session::check_input(std::span<const int32_t> tokens) const {
     for (int32_t t : tokens)
         if (t < 0 || static_cast<uint32_t>(t) >= vocab)
             return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
-    if (tokens.size() > context_ - position_) return error("context full (" + std::to_string(context_) + " tokens)");
+    if (tokens.size() > context_ - position_) {
+        auto count = [](uint64_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+        if (position_ == context_) return error("context full: all " + count(context_, "position") + " are used");
+        return error("context full: " + count(tokens.size(), "token") + " do not fit in the " + count(context_ - position_, "position") +
+                     " left of " + std::to_string(context_));
+    }
     return Status::ok();
 }
 

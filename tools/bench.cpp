@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,8 +36,8 @@ uint64_t size_of(const FfnWeights& f) {
 
 // Drops the file's pages from the page cache (no process may have it mapped for this to take effect).
 Status drop_page_cache(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return error(path + ": cannot open");
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block this
+    if (fd < 0) return error(path + ": cannot open: " + std::strerror(errno));
     const int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);
     if (rc != 0) return error(path + ": posix_fadvise failed");

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "gguf.h"
 
 namespace colibri::tools {
 
@@ -83,27 +86,29 @@ public:
             if (required) fail("missing " + key);
             return out;
         }
-        if (!v->is_array()) return fail(key + " must be a list of strings"), out;
-        out.reserve(v->size());
-        for (const json& s : *v) {
-            if (!s.is_string()) return fail(key + " must be a list of strings"), std::vector<std::string>();
-            out.push_back(s.get<std::string>());
-        }
-        return out;
+        auto list = gguf_strings(*v);
+        if (!list) return fail(key + " must be a list of strings"), out;
+        return std::move(*list);
     }
     template <typename T>
     std::vector<T> numbers(const std::string& key, size_t n, const char* what) {
         std::vector<T> out;
         const json* v = find(key);
         if (!v) return out;
-        if (!v->is_array() || v->size() != n) return fail(key + " must be a list of " + what + ", one per token"), out;
-        out.reserve(n);
-        for (const json& x : *v) {
-            const bool ok = std::is_integral_v<T> ? x.is_number_integer() : x.is_number();
-            if (!ok) return fail(key + " must be a list of " + what + ", one per token"), std::vector<T>();
-            out.push_back(x.get<T>());
+        std::optional<std::vector<T>> list;
+        if constexpr (std::is_integral_v<T>) {
+            if (auto ints = gguf_integers(*v)) {
+                list.emplace();
+                for (int64_t x : *ints) {
+                    if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) return fail(key + " has an entry out of range"), out;
+                    list->push_back(static_cast<T>(x));
+                }
+            }
+        } else if (auto reals = gguf_reals(*v)) {
+            list.emplace(reals->begin(), reals->end());
         }
-        return out;
+        if (!list || list->size() != n) return fail(key + " must be a list of " + what + ", one per token"), out;
+        return std::move(*list);
     }
     void fail(const std::string& why) {
         if (status_) status_ = error("GGUF metadata: " + why);
