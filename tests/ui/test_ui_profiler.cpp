@@ -212,8 +212,11 @@ private slots:
             token_ratios.push_back(token_us / bench_us);
         }
         const double layers = median(layer_ratios), token = median(token_ratios);
-        QVERIFY2(layers >= 0.8 && layers <= 1.2, qPrintable(QStringLiteral("layers / bench = %1").arg(layers)));
-        QVERIFY2(token >= 0.8 && token <= 1.2, qPrintable(QStringLiteral("step / bench = %1").arg(token)));
+        // Wide bounds: this guards against the distortion issue 21 found (per-expert counters made a step ~5x
+        // slower and the profiler charged that to the experts), not a timing; on a loaded 2-core host the
+        // medians of five rounds moved between x0.97 and x1.22.
+        QVERIFY2(layers >= 0.6 && layers <= 1.6, qPrintable(QStringLiteral("layers / bench = %1").arg(layers)));
+        QVERIFY2(token >= 0.6 && token <= 1.6, qPrintable(QStringLiteral("step / bench = %1").arg(token)));
     }
 };
 
