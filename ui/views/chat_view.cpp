@@ -464,12 +464,16 @@ void ChatView::update_streaming() {
     const int value = bar->value();
     // Only the last message's body changes while it streams: it is drawn again, the rest stays.
     QTextCursor c(transcript_->document());
+    // One edit block: the document lays the body out once per redraw, not once per inserted fragment (per
+    // token), which made a long reply's redraw quadratic and stalled the UI thread for seconds.
+    c.beginEditBlock();
     c.setPosition(body_start_);
     c.movePosition(QTextCursor::End, QTextCursor::KeepAnchor);
     c.removeSelectedText();
     c.setBlockFormat(QTextBlockFormat());
     c.setCharFormat(QTextCharFormat());
     render_body(c, static_cast<int>(messages.size()) - 1);
+    c.endEditBlock();
     transcript_->document()->size();
     bar->setValue(at_bottom ? bar->maximum() : value);
 }

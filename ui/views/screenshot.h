@@ -24,8 +24,9 @@ struct ScreenshotOptions {
     // Runs a small kernel comparison on the model (every variant this machine runs) for the kernels view.
     bool compare_kernels = false;
     QSize geometry{1280, 720};  // of the main window; the views are drawn at sizes that follow it
-    QStringList messages = {QStringLiteral("Hello! What do hummingbirds eat?"), QStringLiteral("And where do they live?")};
-    int max_tokens = 24;
+    // What the demo model was trained to answer, so the pictures show replies and routing that mean something.
+    QStringList messages = {QStringLiteral("What is 23 plus 45?"), QStringLiteral("Spell garden backwards.")};
+    int max_tokens = 48;
     int timeout_ms = 300000;   // per step
 };
 
