@@ -35,14 +35,6 @@ TokenTrace trace(int position, int32_t token, const std::vector<std::pair<int, s
     return t;
 }
 
-ChatSettings greedy(int max_tokens) {
-    ChatSettings s;
-    s.sampling.greedy = true;
-    s.random_seed = false;
-    s.max_tokens = max_tokens;
-    return s;
-}
-
 }  // namespace
 
 class TestAnalysis : public QObject {

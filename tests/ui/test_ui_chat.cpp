@@ -32,14 +32,6 @@ using namespace colibri::test;
 
 namespace {
 
-ChatSettings greedy(int max_tokens) {
-    ChatSettings s;
-    s.sampling.greedy = true;
-    s.random_seed = false;
-    s.max_tokens = max_tokens;
-    return s;
-}
-
 // The fragment holding document position `at`.
 QTextFragment fragment_at(const QTextDocument& doc, int at) {
     for (QTextBlock b = doc.begin(); b.isValid(); b = b.next())

@@ -38,14 +38,6 @@ using namespace colibri::test;
 
 namespace {
 
-ChatSettings greedy(int max_tokens) {
-    ChatSettings s;
-    s.sampling.greedy = true;
-    s.random_seed = false;
-    s.max_tokens = max_tokens;
-    return s;
-}
-
 // Where a dock's title is shown: its tab in a tab bar of the window, or its own title bar.
 QString title_problem(MainWindow& w, QDockWidget* d) {
     const QRect window(QPoint(0, 0), w.size());

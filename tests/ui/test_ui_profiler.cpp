@@ -21,14 +21,6 @@ using namespace colibri::test;
 
 namespace {
 
-ChatSettings greedy(int max_tokens) {
-    ChatSettings s;
-    s.sampling.greedy = true;
-    s.random_seed = false;
-    s.max_tokens = max_tokens;
-    return s;
-}
-
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);

@@ -28,18 +28,6 @@ using namespace colibri;
 using namespace colibri::studio;
 using namespace colibri::test;
 
-namespace {
-
-ChatSettings greedy(int max_tokens) {
-    ChatSettings s;
-    s.sampling.greedy = true;
-    s.random_seed = false;
-    s.max_tokens = max_tokens;
-    return s;
-}
-
-}  // namespace
-
 class TestViews : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
