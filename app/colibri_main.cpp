@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "chat_command.h"
+#include "line_editor.h"
 #include "tune_command.h"
 #include "engine/chat_template.h"
 #include "engine/generate.h"
@@ -660,134 +662,16 @@ int cmd_swap(const std::string& model_path, uint32_t layer, uint32_t expert, con
     return 0;
 }
 
-// Chat's "/swap L E DONOR [DL DE]": swaps an expert of the loaded model in place.
-void chat_swap(Model& model, const std::string& line) {
-    std::istringstream in(line.substr(5));
-    int64_t layer = -1, expert = -1, dl = -1, de = -1;
-    std::string donor_path;
-    in >> layer >> expert >> donor_path;
-    if (layer < 0 || expert < 0 || donor_path.empty()) {
-        std::fprintf(stderr, "usage: /swap LAYER EXPERT DONOR.bin [DONOR_LAYER DONOR_EXPERT]\n");
-        return;
-    }
-    if (!(in >> dl >> de)) dl = layer, de = expert;
-    if (layer > UINT32_MAX || expert > UINT32_MAX || dl < 0 || de < 0 || dl > UINT32_MAX || de > UINT32_MAX) {
-        std::fprintf(stderr, "colibri: chat: /swap: layer and expert numbers must be below 2^32\n");
-        return;
-    }
-    auto donor = ModelFile::open(donor_path);
-    if (!donor) {
-        std::fprintf(stderr, "colibri: chat: %s\n", donor.message().c_str());
-        return;
-    }
-    const Status s = model.swap_expert(static_cast<uint32_t>(layer), static_cast<uint32_t>(expert), *donor.value(),
-                                       static_cast<uint32_t>(dl), static_cast<uint32_t>(de));
-    if (!s) std::fprintf(stderr, "colibri: chat: %s\n", s.message().c_str());
-    else std::fprintf(stderr, "(layer %lld expert %lld swapped; the conversation so far keeps its cached keys and values)\n",
-                      static_cast<long long>(layer), static_cast<long long>(expert));
-}
-
-int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens,
-             bool reuse_prefix) {
+int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
     auto loaded = load(args);
     if (!loaded) return fail("chat", loaded.message());
     Loaded& l = loaded.value();
-    const Tokenizer* tok = l.model->tokenizer();
-    if (tok == nullptr) return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
-    const bool interactive = isatty(STDIN_FILENO);
-    if (interactive)
-        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /reset starts over; /swap L E DONOR swaps an expert; Ctrl-D exits.\n", args.path.c_str(),
-                     format::family_name(l.model->family()));
-    Sampler sampler(sc);
-    std::vector<ChatMessage> messages;
-    if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
-    std::vector<int32_t> cached;  // tokens the session holds
-    const std::vector<int32_t> stops = default_stop_ids(*l.model);
-    std::string line;
-    for (;;) {
-        if (interactive) std::fprintf(stderr, "> ");
-        if (!std::getline(std::cin, line)) break;
-        if (line == "/reset") {
-            messages.erase(messages.begin() + (system_prompt.empty() ? 0 : 1), messages.end());
-            cached.clear();
-            l.session->reset();
-            std::fprintf(stderr, "(conversation reset)\n");
-            continue;
-        }
-        if (line.rfind("/swap", 0) == 0) {
-            chat_swap(*l.model, line);
-            continue;
-        }
-        if (line.empty()) continue;
-        // One bad line costs that line, not the conversation.
-        if (!is_valid_utf8(line)) {
-            std::fprintf(stderr, "colibri: chat: the line is not valid UTF-8; it was not sent (the conversation goes on)\n");
-            continue;
-        }
-        messages.push_back({"user", line});
-        std::string prompt;
-        if (!l.model->chat_template().empty()) {
-            ChatTemplateInput in;
-            in.messages = messages;
-            in.add_generation_prompt = true;
-            if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
-            if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
-            auto rendered = render_chat_template(l.model->chat_template(), in);
-            if (!rendered) {  // the message begins with "chat template: "
-                std::fprintf(stderr, "colibri: chat: %s (the line was not sent)\n", rendered.message().c_str());
-                messages.pop_back();
-                continue;
-            }
-            prompt = rendered.value();
-        } else {
-            for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
-            prompt += "assistant:";
-        }
-        auto encoded = tok->encode(prompt, l.model->chat_template().empty());
-        if (!encoded) {
-            std::fprintf(stderr, "colibri: chat: %s (the line was not sent)\n", encoded.message().c_str());
-            messages.pop_back();
-            continue;
-        }
-        std::vector<int32_t> ids = std::move(encoded.value());
-        // Reuse the KV cache for the common prefix; evaluate only what is new.
-        size_t common = 0;
-        while (reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
-        if (common == ids.size() && common > 0) --common;  // at least one token must be fed to get logits
-        l.session->truncate(static_cast<uint32_t>(common));
-        cached.resize(common);
-        if (ids.size() + static_cast<size_t>(max_tokens) > l.session->context()) {
-            // Not fatal: the user can /reset and go on.
-            std::fprintf(stderr, "colibri: chat: conversation would exceed the context of %u tokens; /reset to start over\n",
-                         l.session->context());
-            messages.pop_back();
-            continue;
-        }
-        std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-        GenerateRequest req;
-        req.max_tokens = max_tokens;
-        req.stop_ids = stops;
-        Utf8Stream stream;
-        auto out = generate(*l.session, sampler, fresh, req, [&](int32_t id) {
-            if (std::find(stops.begin(), stops.end(), id) == stops.end()) print(stream.push(tok->decode_token_bytes(id)));
-            return true;
-        });
-        print(stream.flush());
-        std::printf("\n");
-        std::fflush(stdout);
-        if (!out) return fail("chat", out.message());
-        cached = ids;
-        // The session holds the prompt and every generated token except the last one sampled.
-        cached.insert(cached.end(), out->begin(), out->end());
-        cached.resize(l.session->position());
-        std::vector<int32_t> reply_ids;
-        for (int32_t id : out.value())
-            if (std::find(stops.begin(), stops.end(), id) == stops.end()) reply_ids.push_back(id);
-        messages.push_back({"assistant", tok->decode(reply_ids, true)});
-    }
-    if (interactive) std::fprintf(stderr, "\n");
-    return 0;
+    if (l.model->tokenizer() == nullptr)
+        return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
+    options.model_path = args.path;
+    options.history_path = cli::default_history_path();
+    return cli::run_chat(*l.model, *l.session, sc, options);
 }
 
 // Held-out dialogues through the chat template, greedy; --require SKILL=FRACTION makes it a pass/fail check.
@@ -943,12 +827,13 @@ int main(int argc, char** argv) {
     swap->add_flag("-q,--quiet", quiet, "print nothing on success");
 
     std::string system_prompt;
-    bool no_prefix_cache = false;
+    bool no_prefix_cache = false, ignore_eos = false;
     auto* chat = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
     add_model_args(chat, margs, false);
     chat->add_option("--system", system_prompt, "system prompt");
     chat->add_option("-n,--max-tokens", max_tokens, "longest reply in tokens");
     chat->add_flag("--no-prefix-cache", no_prefix_cache, "re-evaluate the whole conversation each turn (for checking)");
+    chat->add_flag("--ignore-eos", ignore_eos, "keep writing past end-of-turn tokens, up to --max-tokens (for measuring)");
     add_sampler_args(chat, sc);
 
     std::string eval_dialogues;
@@ -993,7 +878,14 @@ int main(int argc, char** argv) {
         if (*swap)
             return cmd_swap(swap_model, swap_layer, swap_expert, swap_donor, swap_from_layer, swap_from_expert, swap_out,
                             zstd_level, quiet);
-        if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
+        if (*chat) {
+            cli::ChatOptions options;
+            options.system_prompt = system_prompt;
+            options.max_tokens = max_tokens;
+            options.reuse_prefix = !no_prefix_cache;
+            options.ignore_eos = ignore_eos;
+            return cmd_chat(margs, sc, options);
+        }
         if (*eval) return cmd_eval(margs, eval_dialogues, eval_max_tokens, eval_require, as_json);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");
