@@ -172,7 +172,9 @@ private slots:
         QCOMPARE(run_cli({"convert", hf, "-o", model, "-q"}).exit_code, 0);
         MainWindowOptions options;
         options.persist_settings = false;
-        options.load.threads = 2;
+        // One thread on both sides: the engine's pool spins while it waits, so two threads on a host where another
+        // process runs measure the scheduler, not the layers (ctest also runs this suite alone: RUN_SERIAL).
+        options.load.threads = 1;
         MainWindow w(options);
         w.resize(1280, 720);
         w.show();
@@ -181,7 +183,7 @@ private slots:
         constexpr int kDecode = 32;
         std::vector<double> layer_ratios, token_ratios;
         for (int round = 0; round < 5; ++round) {  // five, alternating: the median of a shared host's noise
-            const CliResult bench = run_cli({"bench", "-m", model, "-t", "2", "-p", "16", "-n", QString::number(kDecode), "--reps", "3",
+            const CliResult bench = run_cli({"bench", "-m", model, "-t", "1", "-p", "16", "-n", QString::number(kDecode), "--reps", "3",
                                              "--json", "--bandwidth-mib", "16"});
             QVERIFY2(bench.exit_code == 0, bench.err.constData());
             const double tps = QJsonDocument::fromJson(bench.out).object()["decode_tokens_per_s"].toObject()["median"].toDouble();
@@ -204,11 +206,12 @@ private slots:
             token_ratios.push_back(token_us / bench_us);
         }
         const double layers = median(layer_ratios), token = median(token_ratios);
-        // The ratios are reported, not asserted: timing asserts in a unit test fail on a shared host (x0.97..x2.0
-        // were seen here while other suites ran). What is asserted holds on any host: layers fit in the step.
+        // A ratio of medians of interleaved runs, not a timed assertion: a slower or busier host moves both sides.
         qInfo("median ratios to colibri bench: layers x%.3f, whole step x%.3f", layers, token);
         QVERIFY(layers > 0 && token > 0);
         QVERIFY2(layers <= token, qPrintable(QStringLiteral("layers %1 > step %2").arg(layers).arg(token)));
+        QVERIFY2(layers >= 0.8 && layers <= 1.2,
+                 qPrintable(QStringLiteral("the profiler's layers, counters off, take x%1 of colibri bench's time per token").arg(layers)));
     }
 };
 
