@@ -29,6 +29,9 @@ inline constexpr int kMaxValueDepth = 400;                     // nesting of lis
 inline constexpr int kMaxParseDepth = 200;                     // nesting of blocks, and the height of an expression tree
 inline constexpr int kMaxCallDepth = 100;                      // macro recursion
 inline constexpr int kMaxEvalDepth = 1000;                     // statements and expressions being evaluated, nested
+// ... and the stack those frames take, measured: a frame's size depends on the build (AddressSanitizer's are
+// several times larger, so 1000 levels overflowed its 8 MiB stack), so the count alone is no bound.
+inline constexpr std::size_t kMaxEvalStackBytes = 2u << 20;
 inline constexpr std::uint64_t kMaxSteps = 10'000'000;         // evaluation steps (guards runaway loops)
 inline constexpr std::uint64_t kMaxWorkBytes = 256ull << 20;   // bytes created, copied, compared or scanned
 inline constexpr std::size_t kMaxListItems = 1'000'000;       // items in one list
@@ -266,6 +269,7 @@ class Interp {
 public:
     int call_depth = 0;
     int eval_depth = 0;          // nested eval/exec frames: bounds the stack whatever macros recurse into
+    std::uintptr_t stack_base = 0;  // the render's frame address: EvalFrame measures the stack used below it
     std::vector<ScopeP> pinned;  // scopes captured (weakly) by macros: kept alive for the render
     std::optional<std::tm> now;  // strftime_now's clock when fixed by the caller
     void step(std::uint64_t n = 1) { charge_steps(n); }
