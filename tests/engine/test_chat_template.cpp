@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/chat_template.h"
+#include "../test_support.h"
 
 using colibri::ChatMessage;
 using colibri::ChatTemplateInput;
@@ -286,8 +287,9 @@ private slots:
                                Row{"{% set r = range(4000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}", "step limit"},
                                Row{"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "size limit"},
                                Row{"{{ 'x' * 1000000000000 }}", "size limit"},
-                               Row{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion"},
-                               Row{"{% macro f() %}{% for i in range(3) %}{{ f() }}{% endfor %}{% endmacro %}{{ f() }}", "recursion"},
+                               // Recursion meets the call limit, or first the stack limit where frames are large (ASan).
+                               Row{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion|nests deeper"},
+                               Row{"{% macro f() %}{% for i in range(3) %}{{ f() }}{% endfor %}{% endmacro %}{{ f() }}", "recursion|nests deeper"},
                                Row{"{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}", "depth"},
                                Row{"{% set ns = namespace() %}{% set ns.me = ns %}", "namespace"},
                                Row{"{% set ns = namespace() %}{% set ns.l = [1, ns] %}", "namespace"},
@@ -297,12 +299,15 @@ private slots:
                                Row{"{% set ns = namespace(l=[1]) %}{% for i in range(100000) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", "limit"}}) {
             auto r = render_chat_template_json(row.tpl, "{}");
             QVERIFY2(!r, row.tpl.substr(0, 80).c_str());
-            QVERIFY2(r.message().find(row.must_mention) != std::string::npos, (row.tpl.substr(0, 80) + ": " + r.message()).c_str());
+            bool mentioned = false;  // must_mention: alternatives separated by |
+            for (const QString& word : QString::fromUtf8(row.must_mention).split(QLatin1Char('|')))
+                mentioned = mentioned || r.message().find(word.toStdString()) != std::string::npos;
+            QVERIFY2(mentioned, (row.tpl.substr(0, 80) + ": " + r.message()).c_str());
         }
         std::string deep_json = std::string(2000, '[') + std::string(2000, ']');
         QVERIFY(!render_chat_template_json("{{ x }}", "{\"x\": " + deep_json + "}"));
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        QVERIFY2(secs < 60.0, qPrintable(QStringLiteral("guards took %1 s").arg(secs)));
+        QVERIFY2(secs < 60.0 * colibri::test::build_slowdown(), qPrintable(QStringLiteral("guards took %1 s").arg(secs)));
     }
 
     // Hostile templates, round 2 (issue 20). A chain of one operator is built by a loop, not by recursion:
@@ -376,7 +381,7 @@ private slots:
         }
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         qInfo("20 runaway string loops stopped in %.1f s", secs);
-        QVERIFY2(secs < 120.0, qPrintable(QStringLiteral("took %1 s").arg(secs)));
+        QVERIFY2(secs < 120.0 * colibri::test::build_slowdown(), qPrintable(QStringLiteral("took %1 s").arg(secs)));
         // A worst-case search ('aaa...ab' in 'aaa...a') is linear.
         QCOMPARE(render("{{ u in s }}", ctx_text), std::string("False"));
     }
@@ -437,7 +442,7 @@ private slots:
         auto r = render_chat_template_json((*c)["template"].get<std::string>(), ctx.dump());
         QVERIFY2(r, r.message().c_str());
         QVERIFY(r.value().find("answer 999<|im_end|>\n<|im_start|>user\nlast<|im_end|>\n<|im_start|>assistant\n") != std::string::npos);
-        QVERIFY(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
+        QVERIFY(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0 * colibri::test::build_slowdown());
     }
 };
 

@@ -18,17 +18,6 @@ namespace colibri::test {
 
 // QSignalSpy records in the emitting thread, so a worker's signal can land before spy.wait() starts and be
 // missed; this waits, processing events, until the spy holds n signals.
-// How much slower this build runs than a release build: the few responsiveness bounds in the suites (how long
-// the UI thread may stall) are scaled by it, since AddressSanitizer's checks slow the UI thread's work about
-// fourfold (851 ms for a 500 ms bound in test_ui_views' stream).
-inline int build_slowdown() {
-#ifdef COLIBRI_SANITIZED
-    return 4;
-#else
-    return 1;
-#endif
-}
-
 inline bool wait_for(QSignalSpy& spy, int n, int timeout_ms = 60000) {
     QDeadlineTimer deadline(timeout_ms);
     while (spy.count() < n && !deadline.hasExpired()) QTest::qWait(2);
