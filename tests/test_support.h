@@ -29,7 +29,8 @@ struct CliResult {
     QByteArray out, err;
 };
 
-inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 300000) {
+// timeout_ms: a release build's bound, scaled for a sanitized one (test_demo_model's held-out evaluation passed 300 s).
+inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 300000 * build_slowdown()) {
     QProcess p;
     p.start(QStringLiteral(COLIBRI_CLI), args);
     CliResult r;
