@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/chat_template.h"
+#include "engine/chat_prompt.h"
 #include "engine/format.h"
 #include "engine/generate.h"
 #include "engine/model_file.h"
@@ -153,26 +153,8 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
             continue;
         }
         messages.push_back({"user", line});
-        std::string prompt;
-        if (!model.chat_template().empty()) {
-            ChatTemplateInput in;
-            in.messages = messages;
-            in.add_generation_prompt = true;
-            if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
-            if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
-            auto rendered = render_chat_template(model.chat_template(), in);
-            if (!rendered) {  // the message begins with "chat template: "
-                std::fprintf(stderr, "colibri: chat: %s (the line was not sent)\n", rendered.message().c_str());
-                messages.pop_back();
-                continue;
-            }
-            prompt = rendered.value();
-        } else {
-            for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
-            prompt += "assistant:";
-        }
-        auto encoded = tok->encode(prompt, model.chat_template().empty());
-        if (!encoded) {
+        auto encoded = chat_prompt_ids(model, messages);
+        if (!encoded) {  // a template's message begins with "chat template: "
             std::fprintf(stderr, "colibri: chat: %s (the line was not sent)\n", encoded.message().c_str());
             messages.pop_back();
             continue;

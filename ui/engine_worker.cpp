@@ -17,7 +17,7 @@
 #include "engine/utf8_stream.h"
 #include "kernels/cpu_info.h"
 #include "kernels/registry.h"
-#include "ui/chat_prompt.h"
+#include "engine/chat_prompt.h"
 
 namespace colibri::studio {
 
