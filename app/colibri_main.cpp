@@ -216,6 +216,15 @@ int cmd_check(const std::string& path, bool as_json, bool quiet) {
     return report.valid ? 0 : 1;
 }
 
+// What the model's router does (engine/router.h), for route's JSON.
+json routing_json(const Model& m) {
+    const RoutingRules& r = m.rules().routing;
+    json j{{"scoring", router_scoring_name(r.scoring)}, {"renormalise", r.renormalise}, {"scaling", r.scaling},
+           {"selection_bias", r.selection_bias}, {"top_k", m.hparams().n_experts_active}, {"experts", m.hparams().n_experts}};
+    if (r.n_group > 1) j["n_group"] = r.n_group, j["topk_group"] = r.topk_group;
+    return j;
+}
+
 json info_json(const Model& m) {
     const format::HyperParams& hp = m.hparams();
     json j;
@@ -243,6 +252,17 @@ json info_json(const Model& m) {
     j["clip_qkv"] = hp.clip_qkv;
     j["bos_id"] = hp.bos_id;
     j["eos_id"] = hp.eos_id;
+    // What the family does, as the model decided it at load (format 2.1's hyper-parameters included).
+    const ModelRules& rules = m.rules();
+    j["routing"] = routing_json(m);
+    j["rotary_dim"] = rules.attention.rotary_dim;
+    j["rope_scaling"] = hp.rope_scaling == static_cast<uint8_t>(format::RopeScaling::Yarn) ? "yarn" : "none";
+    if (rules.attention.sliding_window) j["sliding_window"] = rules.attention.sliding_window;
+    if (rules.attention.sinks) j["attention_sinks"] = true;
+    if (rules.attention.mla)
+        j["latent_attention"] = json{{"q_lora_rank", rules.attention.q_lora_rank}, {"kv_lora_rank", rules.attention.kv_lora_rank},
+                                     {"v_head_dim", rules.attention.v_head_dim}};
+    if (rules.swiglu_limit > 0.0f) j["swiglu_limit"] = rules.swiglu_limit;
     std::map<std::string, uint64_t> types;
     for (const TensorView& t : m.file().tensors()) types[format::weight_type_name(t.type)] += t.size;
     j["weight_bytes_by_type"] = types;
@@ -445,14 +465,24 @@ int cmd_compare(const ModelArgs& args, const CompareArgs& c, bool as_json) {
 struct RouteCollector : TraceObserver {
     // per layer: per position
     std::map<uint32_t, std::vector<std::vector<int32_t>>> experts;
-    std::map<uint32_t, std::vector<std::vector<float>>> weights;
-    std::map<uint32_t, std::vector<std::vector<float>>> probs;
+    std::map<uint32_t, std::vector<std::vector<float>>> weights, probs, selection;
+    std::map<uint32_t, std::vector<std::vector<uint32_t>>> groups;
     void on_routing(const RoutingRecord& r) override {
         experts[r.layer].emplace_back(r.experts.begin(), r.experts.end());
         weights[r.layer].emplace_back(r.weights.begin(), r.weights.end());
         probs[r.layer].emplace_back(r.router_probs.begin(), r.router_probs.end());
+        selection[r.layer].emplace_back(r.selection.begin(), r.selection.end());
+        groups[r.layer].emplace_back(r.groups.begin(), r.groups.end());
     }
 };
+
+// The LUT router implements softmax routing only; a front end says so instead of routing otherwise.
+Status check_router_for(const Model& m, RouterKind kind) {
+    if (kind == RouterKind::Lut && !lut_router_supports(m.rules().routing))
+        return error(std::string("the lut router implements softmax routing only; this model's router is ") +
+                     router_scoring_name(m.rules().routing.scoring));
+    return Status::ok();
+}
 
 struct RouteArgs {
     std::string router = "exact";
@@ -467,6 +497,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     if (!loaded) return fail("route", loaded.message());
     Loaded& l = loaded.value();
     const std::vector<int32_t>& ids = l.ids;
+    if (Status s = check_router_for(*l.model, *kind); !s) return fail("route", s.message());
     if (ra.compare) {
         auto a = tools::compare_routers(*l.model, *l.pool, ids, *kind);
         if (!a) return fail("route", a.message());
@@ -479,11 +510,16 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     if (auto r = l.session->eval(std::span<const int32_t>(ids)); !r) return fail("route", r.message());
     json layers = json::array();
     for (const auto& [layer, ex] : collector.experts) {
-        json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}};
+        // Existing fields first; selection_scores (what selected each expert: score + selection bias) and, for
+        // group-limited routers, the groups each token's choice was limited to.
+        json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}, {"selection_scores", collector.selection[layer]}};
+        if (l.model->rules().routing.n_group > 1) e["groups"] = collector.groups[layer];
         if (ra.with_probs) e["probs"] = collector.probs[layer];
         layers.push_back(e);
     }
-    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"layers", layers}}.dump().c_str());
+    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)}, {"layers", layers}}
+                              .dump()
+                              .c_str());
     return 0;
 }
 

@@ -179,10 +179,13 @@ Status BinWriter::finish() {
         if (s.layer >= layers.size()) return error("section for layer " + std::to_string(s.layer) + " beyond n_layers");
         LayerEntry& l = layers[s.layer];
         switch (static_cast<SectionKind>(s.kind)) {
-            case SectionKind::Attention: l.attention_section = i; break;
+            case SectionKind::Attention:
+                l.attention_section = i;
+                l.is_moe |= plan_[i - 1].layer_flags & ~kLayerMoe;
+                break;
             case SectionKind::Router: {
                 l.router_section = i;
-                l.is_moe = 1;
+                l.is_moe |= kLayerMoe;
                 const std::string router = tensor_names::layer(s.layer, "router");
                 for (const TensorEntry& t : tensors_)
                     if (t.section == i && router == t.name) l.router_offset = t.offset;
@@ -194,8 +197,8 @@ Status BinWriter::finish() {
                 if (l.n_experts == 0) l.first_expert = static_cast<uint32_t>(experts.size());
                 ++l.n_experts;
                 uint32_t type = 0;
-                for (const TensorEntry& t : tensors_)
-                    if (t.section == i) type = t.weight_type;
+                for (const TensorEntry& t : tensors_)  // the projections' type (gpt_oss's biases are f32)
+                    if (t.section == i && t.n_dims == 2) type = t.weight_type;
                 experts.push_back(ExpertEntry{s.layer, s.expert, i, type, s.offset, s.size});
                 break;
             }

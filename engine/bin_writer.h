@@ -29,6 +29,7 @@ struct PlannedSection {
     uint32_t expert = format::kNone;
     std::vector<PlannedTensor> tensors;  // empty for text sections
     std::string text;                    // contents of tokenizer / chat-template sections
+    uint32_t layer_flags = 0;            // attention sections: LayerFlag bits beyond kLayerMoe (kLayerSliding)
 };
 
 class BinWriter {

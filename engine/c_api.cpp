@@ -13,10 +13,22 @@ struct colibri_model {
     std::unique_ptr<colibri::Model> model;
 };
 
+// Forwards the session's routing records to a C callback.
+struct RouteForwarder : colibri::TraceObserver {
+    colibri_route_callback callback = nullptr;
+    void* user = nullptr;
+    void on_routing(const colibri::RoutingRecord& r) override {
+        const colibri_route c{r.layer, r.position, static_cast<uint32_t>(r.experts.size()), r.experts.data(), r.weights.data(),
+                              r.selection.data(), static_cast<uint32_t>(r.groups.size()), r.groups.data()};
+        callback(&c, user);
+    }
+};
+
 struct colibri_session {
     const colibri_model* owner;
     std::unique_ptr<colibri::ThreadPool> pool;
     std::unique_ptr<colibri::Session> session;
+    RouteForwarder routes;
 };
 
 namespace {
@@ -119,7 +131,7 @@ int32_t colibri_detokenize(const colibri_model* m, const int32_t* ids, size_t co
 colibri_session* colibri_session_new(const colibri_model* m, unsigned threads, uint32_t context) {
     return guarded<>(static_cast<colibri_session*>(nullptr), [&]() -> colibri_session* {
         if (m == nullptr) return set_error("null model"), nullptr;
-        auto* s = new colibri_session{m, std::make_unique<colibri::ThreadPool>(threads), nullptr};
+        auto* s = new colibri_session{m, std::make_unique<colibri::ThreadPool>(threads), nullptr, {}};
         s->session = std::make_unique<colibri::Session>(*m->model, *s->pool, context);
         return s;
     });
@@ -137,7 +149,28 @@ int colibri_session_set_router(colibri_session* s, const char* router) {
         set_error(std::string("unknown router '") + (router ? router : "") + "' (exact or lut)");
         return -1;
     }
+    if (*kind == colibri::RouterKind::Lut && !colibri::lut_router_supports(s->owner->model->rules().routing)) {
+        set_error("the lut router implements softmax routing only; this model's router is " +
+                  std::string(colibri::router_scoring_name(s->owner->model->rules().routing.scoring)));
+        return -1;
+    }
     s->session->set_router(*kind);
+    return 0;
+}
+
+int colibri_model_routing(const colibri_model* m, colibri_routing_info* info) {
+    if (m == nullptr || info == nullptr) return set_error("null argument"), -1;
+    const colibri::RoutingRules& r = m->model->rules().routing;
+    *info = colibri_routing_info{colibri::router_scoring_name(r.scoring), r.renormalise ? 1 : 0, r.scaling, r.selection_bias ? 1 : 0,
+                                 r.n_group, r.topk_group, m->model->hparams().n_experts, m->model->hparams().n_experts_active};
+    return 0;
+}
+
+int colibri_session_set_route_callback(colibri_session* s, colibri_route_callback callback, void* user) {
+    if (s == nullptr) return set_error("null session"), -1;
+    s->routes.callback = callback;
+    s->routes.user = user;
+    s->session->set_observer(callback ? &s->routes : nullptr);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fast_exp.h"
@@ -35,6 +36,22 @@ COLIBRI_VECTOR_CLONES void attention_softmax(float* v, uint32_t n, float scale) 
     for (uint32_t p = 0; p < n; ++p) v[p] = fast_exp(v[p] - mx);
     const float sum = lane_fold(v, n, 0.0f, identity, add);
     for (uint32_t p = 0; p < n; ++p) v[p] /= sum;
+}
+
+COLIBRI_VECTOR_CLONES void attention_softmax_sink(float* v, uint32_t n, float scale, float sink) {
+    for (uint32_t p = 0; p < n; ++p) v[p] *= scale;
+    const float mx = std::max(n ? lane_fold(v, n, v[0], identity, larger) : sink, sink);
+    for (uint32_t p = 0; p < n; ++p) v[p] = fast_exp(v[p] - mx);
+    const float sum = lane_fold(v, n, 0.0f, identity, add) + fast_exp(sink - mx);
+    for (uint32_t p = 0; p < n; ++p) v[p] /= sum;
+}
+
+void swiglu_oai(float* gate, const float* up, size_t n, float limit) {
+    constexpr float kAlpha = 1.702f;
+    for (size_t i = 0; i < n; ++i) {
+        const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+        gate[i] = (u + 1.0f) * (g * (1.0f / (1.0f + std::exp(-(g * kAlpha)))));
+    }
 }
 
 // The exponentials go in a loop of their own, block by block: GCC compiles the fused form (fast_exp's clamps

@@ -17,8 +17,13 @@ namespace colibri {
 void rmsnorm(const float* x, const float* weight, float eps, size_t n, float* out);
 // Softmax of one head's scores, scaled first: v[p] ← e^(scale·v[p] − max) / Σ, the exponentials by fast_exp.
 void attention_softmax(float* v, uint32_t n, float scale);
+// The same with a learned sink logit (gpt_oss): the softmax runs over the n scaled scores and `sink`, whose share
+// is dropped, so the n probabilities sum to less than 1.
+void attention_softmax_sink(float* v, uint32_t n, float scale, float sink);
 // gate[i] ← silu(gate[i]) · up[i] = gate[i] / (1 + e^−gate[i]) · up[i], the SwiGLU activation.
 void silu_mul(float* gate, const float* up, size_t n);
+// gpt_oss's clamped SwiGLU: g = min(gate[i], limit), u = clamp(up[i], ±limit), gate[i] ← (u + 1) · g · σ(1.702 g).
+void swiglu_oai(float* gate, const float* up, size_t n, float limit);
 
 // Folds f(v[i]) for i < n with op in a fixed order: 16 interleaved lanes (element i goes to lane i % 16, each
 // lane starting from init), then the lanes combined pairwise (j + 8, j + 4, j + 2, j + 1). The compiler makes

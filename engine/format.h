@@ -13,7 +13,7 @@ namespace colibri::format {
 
 inline constexpr char kMagic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', '\x1a'};
 inline constexpr uint16_t kVersionMajor = 2;
-inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint16_t kVersionMinor = 1;  // 2.1: the hyper-parameters of qwen3_moe, gpt_oss, deepseek_v3, glm4_moe
 // Format 1 differs from 2 only in the order of q4_K's codes (ggml's; 2 interleaves them, kernels/types.h), so a
 // 1.x file without q4_K tensors reads as it is, and one with them is refused (q4_k_needs_reconversion).
 inline constexpr uint16_t kOldestReadableMajor = 1;
@@ -26,7 +26,7 @@ inline constexpr uint64_t kTensorAlignment = 64;     // tensors inside a section
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;
 inline constexpr size_t kTensorNameBytes = 64;
 
-enum class Family : uint32_t { Mixtral = 1, Qwen2Moe = 2, Olmoe = 3 };
+enum class Family : uint32_t { Mixtral = 1, Qwen2Moe = 2, Olmoe = 3, Qwen3Moe = 4, GptOss = 5, DeepseekV3 = 6, Glm4Moe = 7 };
 
 // Weight type of a tensor (declared with the kernels); the engine computes in f32 whatever the storage type.
 using colibri::WeightType;
@@ -52,7 +52,26 @@ enum HyperFlag : uint32_t {
     kQkNorm = 1u << 2,
     kTiedEmbeddings = 1u << 3,
     kSharedExpert = 1u << 4,
+    // Format 2.1:
+    kOutputBias = 1u << 5,          // attn.o_bias
+    kAttentionSinks = 1u << 6,      // attn.sinks: a learned logit per head in every softmax (gpt_oss)
+    kRouterBias = 1u << 7,          // router_bias added to the router logits (gpt_oss)
+    kExpertBias = 1u << 8,          // experts' gate_bias, up_bias, down_bias (gpt_oss)
+    kSelectionBias = 1u << 9,       // selection_bias: added to the scores for selection only (e_score_correction_bias)
+    kQkNormPerHead = 1u << 10,      // with bit 2: the q/k norms are [head_dim], applied to each head
+    kRopePairs = 1u << 11,          // RoPE rotates adjacent pairs (DeepSeek's rope_interleave), not halves
+    kYarnTruncate = 1u << 12,       // YaRN's correction range rounded to whole dims (transformers' truncate)
+    kSharedExpertUngated = 1u << 13,  // with bit 4: the shared expert has no gate, its output is added as it is
 };
+
+// Bits of LayerEntry::is_moe (format 2.1 gives it a second bit).
+enum LayerFlag : uint32_t {
+    kLayerMoe = 1u << 0,      // routed experts (else a dense MLP)
+    kLayerSliding = 1u << 1,  // attention limited to the last HyperParams::sliding_window positions
+};
+
+// HyperParams::rope_scaling.
+enum class RopeScaling : uint8_t { None = 0, Yarn = 1 };
 
 struct HyperParams {
     uint32_t vocab_size;
@@ -73,7 +92,24 @@ struct HyperParams {
     uint32_t flags;              // HyperFlag bits
     int32_t bos_id;              // -1 when none
     int32_t eos_id;
-    uint32_t reserved[14];
+    // Format 2.1 (zero in older files, which then mean what a zero says here).
+    uint32_t rotary_dim;          // dims of each q/k head RoPE rotates (the first ones; MLA: the rope part); 0 = head_dim
+    uint32_t sliding_window;      // positions a kLayerSliding layer attends to; 0 = none
+    float routed_scaling;         // multiplies the routed experts' weights; 0 = 1
+    uint8_t router_scoring;       // RouterScoring: 0 softmax over all experts, 1 sigmoid, 2 softmax of the selected logits
+    uint8_t rope_scaling;         // RopeScaling
+    uint8_t n_group;              // experts in n_group groups of consecutive ids, selection limited to the
+    uint8_t topk_group;           //   topk_group best groups; 0 or 1: no groups
+    uint32_t q_lora_rank;         // MLA: rank of the query's low-rank path; 0 = one q projection
+    uint32_t kv_lora_rank;        // MLA (multi-head latent attention) when non-zero: rank of the kv latent
+    uint32_t v_head_dim;          // MLA: value dims per head
+    float swiglu_limit;           // gpt_oss's clamped SwiGLU with this limit; 0 = SwiGLU
+    float rope_factor;            // YaRN: context extension factor
+    uint32_t rope_original_max_position;  // YaRN: the context the model was trained with
+    float yarn_beta_fast;         // YaRN: 0 = 32
+    float yarn_beta_slow;         // YaRN: 0 = 1
+    float yarn_mscale;            // YaRN: 0 = none
+    float yarn_mscale_all_dim;    // YaRN: 0 = none
 };
 static_assert(sizeof(HyperParams) == 128);
 
@@ -122,7 +158,7 @@ struct TensorEntry {
 static_assert(sizeof(TensorEntry) == 112);
 
 struct LayerEntry {
-    uint32_t is_moe;          // 1: routed experts, 0: dense MLP
+    uint32_t is_moe;          // LayerFlag bits: kLayerMoe (routed experts, else a dense MLP), kLayerSliding (2.1)
     uint32_t n_experts;       // experts of this layer (0 for dense)
     uint32_t first_expert;    // index of its first entry in the expert table
     uint32_t attention_section;

@@ -60,7 +60,16 @@ void run_gated_matmuls(ThreadPool& pool, std::span<const GatedJob> jobs) {
             const size_t F = j.gate->rows;
             product_rows(*j.gate, j.x, j.n, j.out, lo, hi);
             product_rows(*j.up, j.x, j.n, j.up_out, lo, hi);
-            for (size_t i = 0; i < j.n; ++i) silu_mul(j.out + i * F + lo, j.up_out + i * F + lo, hi - lo);
+            for (size_t i = 0; i < j.n; ++i) {
+                float* g = j.out + i * F + lo;
+                float* u = j.up_out + i * F + lo;
+                if (j.limit > 0.0f) {
+                    for (size_t r = 0; r < hi - lo; ++r) g[r] += j.gate_bias[lo + r], u[r] += j.up_bias[lo + r];
+                    swiglu_oai(g, u, hi - lo, j.limit);
+                } else {
+                    silu_mul(g, u, hi - lo);
+                }
+            }
         });
 }
 

@@ -36,6 +36,10 @@ struct GatedJob {
     uint32_t n;
     float* out;
     float* up_out;
+    // gpt_oss: biases added to both projections, then the clamped activation (swiglu_oai) instead of SwiGLU.
+    const float* gate_bias = nullptr;
+    const float* up_bias = nullptr;
+    float limit = 0.0f;  // > 0: swiglu_oai with this limit
 };
 
 void run_gated_matmuls(ThreadPool& pool, std::span<const GatedJob> jobs);

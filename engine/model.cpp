@@ -82,9 +82,13 @@ Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& dono
     if (layer >= layers_.size() || !layers_[layer].is_moe) return error("layer " + std::to_string(layer) + " has no experts");
     if (expert >= layers_[layer].experts.size()) return error(target + " does not exist");
     const FfnWeights& w = layers_[layer].experts[expert];
-    const std::pair<const char*, const TensorView*> projections[] = {{"gate", w.gate}, {"up", w.up}, {"down", w.down}};
-    const TensorView* sources[3] = {};
-    for (int i = 0; i < 3; ++i) {
+    // The three projections, and gpt_oss's biases with them.
+    const std::pair<const char*, const TensorView*> projections[] = {{"gate", w.gate},           {"up", w.up},
+                                                                     {"down", w.down},           {"gate_bias", w.gate_bias},
+                                                                     {"up_bias", w.up_bias},     {"down_bias", w.down_bias}};
+    const int count = w.gate_bias ? 6 : 3;
+    const TensorView* sources[6] = {};
+    for (int i = 0; i < count; ++i) {
         const auto& [proj, t] = projections[i];
         const std::string name = tensor_names::expert(donor_layer, donor_expert, proj);
         const TensorView* d = donor.find_tensor(name);
@@ -99,7 +103,7 @@ Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& dono
         sources[i] = d;
     }
     std::unique_lock lock(swap_lock_);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < count; ++i) {
         const TensorView* t = projections[i].second;
         COLIBRI_TRY(file_->overwrite_section(t->section, t->offset, sources[i]->data, t->size));
     }
@@ -132,8 +136,21 @@ const TensorView** Model::slot(const schema::TensorSpec& spec) {
         case Role::QBias: return &w->q_bias;
         case Role::KBias: return &w->k_bias;
         case Role::VBias: return &w->v_bias;
+        case Role::OBias: return &w->o_bias;
         case Role::QNorm: return &w->q_norm;
         case Role::KNorm: return &w->k_norm;
+        case Role::Sinks: return &w->sinks;
+        case Role::QA: return &w->q_a;
+        case Role::QANorm: return &w->q_a_norm;
+        case Role::KvA: return &w->kv_a;
+        case Role::KvANorm: return &w->kv_a_norm;
+        case Role::KB: return &w->k_b;
+        case Role::VB: return &w->v_b;
+        case Role::RouterBias: return &w->router_bias;
+        case Role::SelectionBias: return &w->selection_bias;
+        case Role::ExpertGateBias: return expert ? &expert->gate_bias : nullptr;
+        case Role::ExpertUpBias: return expert ? &expert->up_bias : nullptr;
+        case Role::ExpertDownBias: return expert ? &expert->down_bias : nullptr;
         case Role::FfnNorm: return &w->ffn_norm;
         case Role::Router: return &w->router;
         case Role::SharedExpertGate: return &w->shared_expert_gate;
@@ -153,10 +170,26 @@ const TensorView** Model::slot(const schema::TensorSpec& spec) {
 void Model::decide_rules() {
     const HyperParams& hp = hparams();
     // Mixtral always renormalises its top-k; qwen2_moe and olmoe only with norm_topk_prob.
-    rules_.routing.renormalise = family() == Family::Mixtral || (hp.flags & kNormTopkProb);
-    rules_.attention.qk_norm = (hp.flags & kQkNorm) ? QkNorm::WholeProjection : QkNorm::None;
-    rules_.attention.clip_qkv = hp.clip_qkv;
-    rules_.shared_expert_gated = (hp.flags & kSharedExpert) != 0;
+    RoutingRules& r = rules_.routing;
+    r.renormalise = family() == Family::Mixtral || (hp.flags & kNormTopkProb);
+    r.scoring = static_cast<RouterScoring>(hp.router_scoring);
+    r.scaling = hp.routed_scaling > 0.0f ? hp.routed_scaling : 1.0f;
+    r.n_group = hp.n_group > 1 ? hp.n_group : 1;
+    r.topk_group = hp.n_group > 1 ? hp.topk_group : 1;
+    r.selection_bias = (hp.flags & kSelectionBias) != 0;
+    AttentionRules& a = rules_.attention;
+    a.qk_norm = !(hp.flags & kQkNorm) ? QkNorm::None : (hp.flags & kQkNormPerHead) ? QkNorm::PerHead : QkNorm::WholeProjection;
+    a.clip_qkv = hp.clip_qkv;
+    a.rope_style = (hp.flags & kRopePairs) ? RopeStyle::Pairs : RopeStyle::Halves;
+    a.rotary_dim = hp.rotary_dim ? hp.rotary_dim : hp.head_dim;
+    a.sliding_window = hp.sliding_window;
+    a.sinks = (hp.flags & kAttentionSinks) != 0;
+    a.mla = hp.kv_lora_rank != 0;
+    a.q_lora_rank = hp.q_lora_rank;
+    a.kv_lora_rank = hp.kv_lora_rank;
+    a.v_head_dim = hp.v_head_dim;
+    rules_.shared_expert_gated = (hp.flags & kSharedExpert) && !(hp.flags & kSharedExpertUngated);
+    rules_.swiglu_limit = hp.swiglu_limit;
 }
 
 uint32_t Model::moe_layer_count() const {
@@ -169,7 +202,7 @@ Status Model::bind() {
     const HyperParams& hp = hparams();
     const uint32_t fam = file_->header().family;
     std::vector<bool> layer_is_moe(file_->layers().size());
-    for (size_t l = 0; l < layer_is_moe.size(); ++l) layer_is_moe[l] = file_->layers()[l].is_moe != 0;
+    for (size_t l = 0; l < layer_is_moe.size(); ++l) layer_is_moe[l] = (file_->layers()[l].is_moe & kLayerMoe) != 0;
     if (const std::vector<std::string> problems = schema::hyperparam_problems(fam, hp, layer_is_moe); !problems.empty())
         return error("hyper-parameters: " + problems.front());
 
@@ -177,6 +210,7 @@ Status Model::bind() {
     layers_.resize(hp.n_layers);
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         layers_[l].is_moe = layer_is_moe[l];
+        layers_[l].sliding = (file_->layers()[l].is_moe & kLayerSliding) != 0;
         if (layer_is_moe[l]) layers_[l].experts.resize(hp.n_experts);
     }
     for (const schema::TensorSpec& spec : schema::tensors(family(), hp, layer_is_moe)) {
@@ -191,9 +225,7 @@ Status Model::bind() {
     if (hp.flags & kTiedEmbeddings) lm_head_ = embed_;
     decide_rules();
 
-    inv_freq_.resize(hp.head_dim / 2);
-    for (uint32_t i = 0; i < hp.head_dim / 2; ++i)  // float32 as transformers computes it
-        inv_freq_[i] = 1.0f / std::pow(hp.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hp.head_dim));
+    rope_ = rope_table(hp, rules_.attention.rotary_dim);
 
     const std::string_view tok_json = file_->section_text(SectionKind::TokenizerJson);
     if (!tok_json.empty()) {

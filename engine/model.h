@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model_file.h"
+#include "rope.h"
 #include "router.h"
 #include "schema.h"
 #include "swap_lock.h"
@@ -20,13 +21,22 @@ struct FfnWeights {  // SwiGLU: down(silu(gate x) * up x)
     const TensorView* gate = nullptr;
     const TensorView* up = nullptr;
     const TensorView* down = nullptr;
+    const TensorView* gate_bias = nullptr;  // gpt_oss
+    const TensorView* up_bias = nullptr;
+    const TensorView* down_bias = nullptr;
 };
 
 // How the model's attention prepares q and k, decided at load as the routing rules are.
-enum class QkNorm : uint8_t { None, WholeProjection };
+enum class QkNorm : uint8_t { None, WholeProjection, PerHead };
 struct AttentionRules {
-    QkNorm qk_norm = QkNorm::None;  // olmoe: RMSNorm over all heads' q (and k) before RoPE
+    QkNorm qk_norm = QkNorm::None;  // olmoe: RMSNorm over all heads' q (and k); qwen3_moe, glm4_moe: per head
     float clip_qkv = 0.0f;          // > 0: q, k and v clamped to ±clip_qkv (olmoe)
+    RopeStyle rope_style = RopeStyle::Halves;
+    uint32_t rotary_dim = 0;        // dims RoPE rotates per head: the first ones, or MLA's rope part
+    uint32_t sliding_window = 0;    // positions a sliding layer attends to (gpt_oss)
+    bool sinks = false;             // a learned logit per head joins every softmax (gpt_oss)
+    bool mla = false;               // multi-head latent attention (deepseek_v3)
+    uint32_t q_lora_rank = 0, kv_lora_rank = 0, v_head_dim = 0;  // MLA
 };
 
 // Everything the forward pass does differently per family, decided at load (Model::rules()).
@@ -34,6 +44,7 @@ struct ModelRules {
     RoutingRules routing;
     AttentionRules attention;
     bool shared_expert_gated = false;  // the shared expert's output is scaled by sigmoid(gate · x) (qwen2_moe)
+    float swiglu_limit = 0.0f;  // > 0: gpt_oss's clamped activation (up + 1) · gate · σ(1.702 · gate), with biases
 };
 
 struct LayerWeights {
@@ -45,11 +56,23 @@ struct LayerWeights {
     const TensorView* q_bias = nullptr;  // qwen2_moe
     const TensorView* k_bias = nullptr;
     const TensorView* v_bias = nullptr;
-    const TensorView* q_norm = nullptr;  // olmoe: RMSNorm over the whole projection
+    const TensorView* o_bias = nullptr;  // gpt_oss
+    const TensorView* q_norm = nullptr;  // olmoe: over the whole projection; qwen3_moe, glm4_moe: per head
     const TensorView* k_norm = nullptr;
+    const TensorView* sinks = nullptr;   // gpt_oss: one logit per query head
+    bool sliding = false;                // attends to the last sliding_window positions only (gpt_oss)
+    // Multi-head latent attention (deepseek_v3); q is q_b when there is a low-rank q path.
+    const TensorView* q_a = nullptr;
+    const TensorView* q_a_norm = nullptr;
+    const TensorView* kv_a = nullptr;
+    const TensorView* kv_a_norm = nullptr;
+    const TensorView* k_b = nullptr;
+    const TensorView* v_b = nullptr;
     const TensorView* ffn_norm = nullptr;
     bool is_moe = false;
     const TensorView* router = nullptr;
+    const TensorView* router_bias = nullptr;     // gpt_oss: added to the logits
+    const TensorView* selection_bias = nullptr;  // deepseek_v3, glm4_moe: e_score_correction_bias
     std::vector<FfnWeights> experts;
     FfnWeights shared_expert;                   // qwen2_moe
     const TensorView* shared_expert_gate = nullptr;
@@ -70,7 +93,7 @@ public:
     // Null when the file carries no tokenizer (e.g. converted from a directory without tokenizer.json).
     const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
     const std::string& chat_template() const { return chat_template_; }
-    const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
+    const RopeTable& rope() const { return rope_; }
     uint32_t moe_layer_count() const;
     const ModelRules& rules() const { return rules_; }
 
@@ -97,7 +120,7 @@ private:
     const TensorView* lm_head_ = nullptr;
     std::optional<Tokenizer> tokenizer_;
     std::string chat_template_;
-    std::vector<float> inv_freq_;
+    RopeTable rope_;
     ModelRules rules_;
     mutable SwapLock swap_lock_;
 };

@@ -153,7 +153,8 @@ Status ModelFile::validate() {
         const LayerEntry& e = layers_[l];
         const std::string where = "layer " + std::to_string(l);
         if (e.attention_section >= sections_.size()) return error(where + ": bad attention section");
-        if (e.is_moe) {
+        if (e.is_moe & ~(kLayerMoe | kLayerSliding)) return error(where + ": unknown layer flags " + std::to_string(e.is_moe));
+        if (e.is_moe & kLayerMoe) {
             if (e.router_section >= sections_.size()) return error(where + ": bad router section");
             const SectionEntry& r = sections_[e.router_section];
             if (e.router_offset < r.offset || e.router_offset >= r.offset + r.size)

@@ -14,6 +14,19 @@ std::optional<RouterKind> parse_router_kind(std::string_view name) {
 
 const char* router_kind_name(RouterKind kind) { return kind == RouterKind::Lut ? "lut" : "exact"; }
 
+bool lut_router_supports(const RoutingRules& r) {
+    return r.scoring == RouterScoring::Softmax && !r.selection_bias && r.n_group <= 1;
+}
+
+const char* router_scoring_name(RouterScoring s) {
+    switch (s) {
+        case RouterScoring::Softmax: return "softmax";
+        case RouterScoring::Sigmoid: return "sigmoid";
+        case RouterScoring::SoftmaxSelected: return "softmax_selected";
+    }
+    return "unknown";
+}
+
 namespace lut_router {
 const uint32_t* table() {
     static const std::array<uint32_t, kTableSize> t = [] {
@@ -99,6 +112,97 @@ void route_lut(const float* logits, uint32_t n, uint32_t k, bool renormalise, fl
 }
 
 }  // namespace
+
+namespace {
+
+// Selection and weights for the exact router with any scoring (see router.h), as transformers computes them.
+void route_exact_rules(const RoutingRules& rules, const float* logits, const float* bias, uint32_t n, uint32_t k,
+                       const RouteOutput& out) {
+    float* scores = out.scores;
+    switch (rules.scoring) {
+        case RouterScoring::Softmax:
+            std::copy(logits, logits + n, scores);
+            softmax(scores, n);
+            break;
+        case RouterScoring::Sigmoid:
+            for (uint32_t e = 0; e < n; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+            break;
+        case RouterScoring::SoftmaxSelected: std::copy(logits, logits + n, scores); break;
+    }
+    // The values selection compares: the scores, plus the bias where the family has one. With groups, the
+    // experts outside the topk_group best groups count as 0.0 (not −∞: transformers' masked_fill(…, 0.0)).
+    // Selection goes through out.weights as scratch for the group scores, and out.selection per expert is
+    // written after the choice.
+    constexpr uint32_t kMaxExperts = 4096;  // the formats' limit (tools/convert_hf)
+    float choice[kMaxExperts];
+    const uint32_t m = std::min(n, kMaxExperts);
+    for (uint32_t e = 0; e < m; ++e) choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+    if (rules.n_group > 1 && m % rules.n_group == 0) {
+        const uint32_t per = m / rules.n_group;
+        float group_score[256];
+        const uint32_t groups = std::min<uint32_t>(rules.n_group, 256);
+        for (uint32_t g = 0; g < groups; ++g) {
+            // The sum of the group's two best choice values (top-2 then sum, as transformers).
+            int32_t top2[2];
+            select_top_k(choice + g * per, per, std::min<uint32_t>(2, per), top2);
+            group_score[g] = choice[g * per + top2[0]] + (per > 1 ? choice[g * per + top2[1]] : 0.0f);
+        }
+        int32_t kept[256];
+        const uint32_t keep = std::min(rules.topk_group, groups);
+        select_top_k(group_score, groups, keep, kept);
+        std::sort(kept, kept + keep);
+        if (out.groups)
+            for (uint32_t j = 0; j < keep; ++j) out.groups[j] = static_cast<uint32_t>(kept[j]);
+        for (uint32_t g = 0; g < groups; ++g) {
+            if (std::find(kept, kept + keep, static_cast<int32_t>(g)) != kept + keep) continue;
+            for (uint32_t e = g * per; e < (g + 1) * per; ++e) choice[e] = 0.0f;
+        }
+    }
+    select_top_k(choice, m, k, out.selected);
+    for (uint32_t j = 0; j < k; ++j) {
+        out.weights[j] = scores[out.selected[j]];
+        out.selection[j] = choice[out.selected[j]];
+    }
+    if (rules.scoring == RouterScoring::SoftmaxSelected) {
+        softmax(out.weights, k);  // over the selected logits only
+    } else if (rules.renormalise) {
+        float sum = 0.0f;
+        for (uint32_t j = 0; j < k; ++j) sum += out.weights[j];
+        if (rules.scoring == RouterScoring::Sigmoid) sum += 1e-20f;
+        for (uint32_t j = 0; j < k; ++j) out.weights[j] /= sum;
+    }
+    if (rules.scaling != 1.0f)
+        for (uint32_t j = 0; j < k; ++j) out.weights[j] *= rules.scaling;
+}
+
+// Selected experts by descending weight, ties by id (the order transformers' references list them in); the
+// selection values move with their experts.
+void order_by_weight(uint32_t k, const RouteOutput& out) {
+    for (uint32_t a = 1; a < k; ++a)
+        for (uint32_t b = a; b > 0; --b) {
+            const bool before = out.weights[b] > out.weights[b - 1] ||
+                                (out.weights[b] == out.weights[b - 1] && out.selected[b] < out.selected[b - 1]);
+            if (!before) break;
+            std::swap(out.weights[b], out.weights[b - 1]);
+            std::swap(out.selected[b], out.selected[b - 1]);
+            std::swap(out.selection[b], out.selection[b - 1]);
+        }
+}
+
+}  // namespace
+
+void route_token(RouterKind kind, const RoutingRules& rules, const float* logits, const float* bias, uint32_t n_experts,
+                 uint32_t k, const RouteOutput& out) {
+    if (kind == RouterKind::Lut && lut_router_supports(rules)) {
+        route_lut(logits, n_experts, k, rules.renormalise, out.scores, out.selected, out.weights);
+        for (uint32_t j = 0; j < k; ++j) out.selection[j] = out.scores[out.selected[j]];
+        if (rules.scaling != 1.0f)
+            for (uint32_t j = 0; j < k; ++j) out.weights[j] *= rules.scaling;
+    } else {
+        route_exact_rules(rules, logits, rules.selection_bias ? bias : nullptr, n_experts, k, out);
+    }
+    order_by_weight(k, out);
+}
 
 void route_token(RouterKind kind, const float* logits, uint32_t n_experts, uint32_t k, bool renormalise,
                  float* probs, int32_t* selected, float* weights) {

@@ -12,7 +12,15 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Mixtral, "mixtral"},
     {Family::Qwen2Moe, "qwen2_moe"},
     {Family::Olmoe, "olmoe"},
+    {Family::Qwen3Moe, "qwen3_moe"},
+    {Family::GptOss, "gpt_oss"},
+    {Family::DeepseekV3, "deepseek_v3"},
+    {Family::Glm4Moe, "glm4_moe"},
 };
+
+constexpr uint32_t kKnownFlags = (kSharedExpertUngated << 1) - 1;
+constexpr uint32_t kMaxExperts = 4096;  // the router's bound (engine/router.cpp) and the converters'
+
 
 // Appends specs in layout order; names follow docs/FORMAT.md.
 class Builder {
@@ -68,6 +76,27 @@ std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams&
     if (hp.n_experts_active == 0 || hp.n_experts_active > hp.n_experts)
         p.push_back("active experts " + std::to_string(hp.n_experts_active) + " out of range for " + std::to_string(hp.n_experts) + " experts");
     if (!(hp.rms_eps > 0.0f) || !(hp.rope_theta > 0.0f)) p.push_back("rms_eps and rope_theta must be positive");
+    if (hp.n_experts > kMaxExperts) p.push_back(std::to_string(hp.n_experts) + " experts exceed " + std::to_string(kMaxExperts));
+    if (hp.flags & ~kKnownFlags) p.push_back("unknown flags " + std::to_string(hp.flags & ~kKnownFlags));
+    // Format 2.1's fields.
+    const bool mla = hp.kv_lora_rank != 0;
+    if (mla != (family == static_cast<uint32_t>(Family::DeepseekV3)))
+        p.push_back(mla ? "kv_lora_rank is set but only deepseek_v3 has latent attention" : "deepseek_v3 needs kv_lora_rank");
+    const uint32_t rotary = hp.rotary_dim ? hp.rotary_dim : hp.head_dim;
+    if (rotary % 2 != 0 || rotary > hp.head_dim || (mla && rotary >= hp.head_dim))
+        p.push_back("rotary_dim " + std::to_string(rotary) + " must be even and within head_dim " + std::to_string(hp.head_dim) +
+                    (mla ? " (less, with latent attention)" : ""));
+    if (mla && (hp.v_head_dim == 0 || hp.n_kv_heads != hp.n_heads)) p.push_back("latent attention needs v_head_dim and n_kv_heads = n_heads");
+    if (!mla && (hp.q_lora_rank != 0 || hp.v_head_dim != 0)) p.push_back("q_lora_rank and v_head_dim are for latent attention only");
+    if (hp.router_scoring > 2) p.push_back("unknown router scoring " + std::to_string(hp.router_scoring));
+    if (hp.rope_scaling > 1) p.push_back("unknown rope scaling " + std::to_string(hp.rope_scaling));
+    if (hp.rope_scaling == 1 && (!(hp.rope_factor >= 1.0f) || hp.rope_original_max_position == 0))
+        p.push_back("YaRN needs rope_factor >= 1 and rope_original_max_position");
+    if (!(hp.routed_scaling >= 0.0f) || !(hp.swiglu_limit >= 0.0f) || !(hp.clip_qkv >= 0.0f))
+        p.push_back("routed_scaling, swiglu_limit and clip_qkv must not be negative");
+    if (hp.n_group > 1 && (hp.n_experts % hp.n_group != 0 || hp.topk_group == 0 || hp.topk_group > hp.n_group))
+        p.push_back("n_group " + std::to_string(hp.n_group) + " / topk_group " + std::to_string(hp.topk_group) + " do not fit " +
+                    std::to_string(hp.n_experts) + " experts");
     if (layer_is_moe.size() != hp.n_layers)
         p.push_back("the layer table has " + std::to_string(layer_is_moe.size()) + " entries for n_layers " + std::to_string(hp.n_layers));
     bool any_dense = false;
@@ -91,38 +120,67 @@ uint64_t minimum_tensor_count(const HyperParams& hp, const std::vector<bool>& la
 }
 
 std::vector<TensorSpec> tensors(Family family, const HyperParams& hp, const std::vector<bool>& layer_is_moe) {
-    (void)family;  // the three families differ only in what the flags say
+    (void)family;  // the families differ only in what the hyper-parameters and flags say (hyperparam_problems ties them)
     Builder b;
     const uint64_t H = hp.hidden_size, q_dim = uint64_t(hp.n_heads) * hp.head_dim, kv_dim = uint64_t(hp.n_kv_heads) * hp.head_dim;
+    const bool mla = hp.kv_lora_rank != 0;
+    const uint64_t rotary = hp.rotary_dim ? hp.rotary_dim : hp.head_dim;
+    const uint64_t att_dim = mla ? uint64_t(hp.n_heads) * hp.v_head_dim : q_dim;  // rows into the output projection
+    const bool per_head_norm = hp.flags & kQkNormPerHead;
     b.matrix("embed", Role::Embed, hp.vocab_size, H, SectionKind::Embedding);
     for (uint32_t l = 0; l < layer_is_moe.size(); ++l) {
         auto name = [l](std::string_view what) { return tensor_names::layer(l, what); };
         const SectionKind attn = SectionKind::Attention;
         b.vector(name("attn_norm"), Role::AttnNorm, H, attn, l);
-        b.matrix(name("attn.q"), Role::Q, q_dim, H, attn, l);
-        b.matrix(name("attn.k"), Role::K, kv_dim, H, attn, l);
-        b.matrix(name("attn.v"), Role::V, kv_dim, H, attn, l);
-        b.matrix(name("attn.o"), Role::O, H, q_dim, attn, l);
+        if (mla) {
+            // Latent attention: q (through a low-rank path when q_lora_rank is set); the kv latent with the
+            // shared rope key; k_b takes each head's query into the latent space ([heads·kv_lora, nope], each
+            // head's block transposed), v_b each head's output out of it ([heads·v_head_dim, kv_lora]).
+            if (hp.q_lora_rank) {
+                b.matrix(name("attn.q_a"), Role::QA, hp.q_lora_rank, H, attn, l);
+                b.vector(name("attn.q_a_norm"), Role::QANorm, hp.q_lora_rank, attn, l);
+            }
+            b.matrix(name("attn.q"), Role::Q, q_dim, hp.q_lora_rank ? hp.q_lora_rank : H, attn, l);
+            b.matrix(name("attn.kv_a"), Role::KvA, hp.kv_lora_rank + rotary, H, attn, l);
+            b.vector(name("attn.kv_a_norm"), Role::KvANorm, hp.kv_lora_rank, attn, l);
+            b.matrix(name("attn.k_b"), Role::KB, uint64_t(hp.n_heads) * hp.kv_lora_rank, hp.head_dim - rotary, attn, l);
+            b.matrix(name("attn.v_b"), Role::VB, att_dim, hp.kv_lora_rank, attn, l);
+        } else {
+            b.matrix(name("attn.q"), Role::Q, q_dim, H, attn, l);
+            b.matrix(name("attn.k"), Role::K, kv_dim, H, attn, l);
+            b.matrix(name("attn.v"), Role::V, kv_dim, H, attn, l);
+        }
+        b.matrix(name("attn.o"), Role::O, H, att_dim, attn, l);
         if (hp.flags & kQkvBias) {
             b.vector(name("attn.q_bias"), Role::QBias, q_dim, attn, l);
             b.vector(name("attn.k_bias"), Role::KBias, kv_dim, attn, l);
             b.vector(name("attn.v_bias"), Role::VBias, kv_dim, attn, l);
         }
-        if (hp.flags & kQkNorm) {  // olmoe: over the whole projection
-            b.vector(name("attn.q_norm"), Role::QNorm, q_dim, attn, l);
-            b.vector(name("attn.k_norm"), Role::KNorm, kv_dim, attn, l);
+        if (hp.flags & kOutputBias) b.vector(name("attn.o_bias"), Role::OBias, H, attn, l);
+        if (hp.flags & kQkNorm) {  // olmoe: over the whole projection; qwen3_moe, glm4_moe: per head
+            b.vector(name("attn.q_norm"), Role::QNorm, per_head_norm ? hp.head_dim : q_dim, attn, l);
+            b.vector(name("attn.k_norm"), Role::KNorm, per_head_norm ? hp.head_dim : kv_dim, attn, l);
         }
+        if (hp.flags & kAttentionSinks) b.vector(name("attn.sinks"), Role::Sinks, hp.n_heads, attn, l);
         b.vector(name("ffn_norm"), Role::FfnNorm, H, attn, l);
         if (!layer_is_moe[l]) {
             b.ffn(name("mlp"), Role::DenseGate, H, hp.dense_ffn, SectionKind::DenseMlp, l);
             continue;
         }
         b.matrix(name("router"), Role::Router, hp.n_experts, H, SectionKind::Router, l, kNone, Kind::ExactMatrix);
-        if (hp.flags & kSharedExpert)
+        if ((hp.flags & kSharedExpert) && !(hp.flags & kSharedExpertUngated))
             b.matrix(name("shared_expert_gate"), Role::SharedExpertGate, 1, H, SectionKind::Router, l, kNone, Kind::ExactMatrix);
-        for (uint32_t e = 0; e < hp.n_experts; ++e)
-            b.ffn("layers." + std::to_string(l) + ".experts." + std::to_string(e), Role::ExpertGate, H, hp.expert_ffn,
-                  SectionKind::Expert, l, e);
+        if (hp.flags & kRouterBias) b.vector(name("router_bias"), Role::RouterBias, hp.n_experts, SectionKind::Router, l);
+        if (hp.flags & kSelectionBias) b.vector(name("selection_bias"), Role::SelectionBias, hp.n_experts, SectionKind::Router, l);
+        for (uint32_t e = 0; e < hp.n_experts; ++e) {
+            const std::string prefix = "layers." + std::to_string(l) + ".experts." + std::to_string(e);
+            b.ffn(prefix, Role::ExpertGate, H, hp.expert_ffn, SectionKind::Expert, l, e);
+            if (hp.flags & kExpertBias) {  // gpt_oss: added to the gate, up and down projections' outputs
+                b.list.push_back(TensorSpec{prefix + ".gate_bias", Role::ExpertGateBias, Kind::Vector, hp.expert_ffn, 1, SectionKind::Expert, l, e});
+                b.list.push_back(TensorSpec{prefix + ".up_bias", Role::ExpertUpBias, Kind::Vector, hp.expert_ffn, 1, SectionKind::Expert, l, e});
+                b.list.push_back(TensorSpec{prefix + ".down_bias", Role::ExpertDownBias, Kind::Vector, H, 1, SectionKind::Expert, l, e});
+            }
+        }
         if (hp.flags & kSharedExpert) b.ffn(name("shared_expert"), Role::SharedGate, H, hp.shared_expert_ffn, SectionKind::SharedExpert, l);
     }
     b.vector("output_norm", Role::OutputNorm, H, SectionKind::Output);

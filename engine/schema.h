@@ -22,14 +22,15 @@ struct FamilyInfo {
 std::span<const FamilyInfo> families();
 const FamilyInfo* find_family(uint32_t id);  // nullptr when unknown
 const FamilyInfo* find_family(std::string_view name);
-std::string family_names();  // "mixtral, qwen2_moe, olmoe" for messages
+std::string family_names();  // "mixtral, qwen2_moe, olmoe, ..." for messages
 
 // What a tensor is for: Model::bind binds each role to its place in LayerWeights.
 enum class Role : uint8_t {
     Embed, OutputNorm, LmHead,
-    AttnNorm, Q, K, V, O, QBias, KBias, VBias, QNorm, KNorm, FfnNorm,
-    Router, SharedExpertGate,
-    ExpertGate, ExpertUp, ExpertDown,
+    AttnNorm, Q, K, V, O, QBias, KBias, VBias, OBias, QNorm, KNorm, Sinks, FfnNorm,
+    QA, QANorm, KvA, KvANorm, KB, VB,  // multi-head latent attention (deepseek_v3)
+    Router, SharedExpertGate, RouterBias, SelectionBias,
+    ExpertGate, ExpertUp, ExpertDown, ExpertGateBias, ExpertUpBias, ExpertDownBias,
     SharedGate, SharedUp, SharedDown,
     DenseGate, DenseUp, DenseDown,
 };

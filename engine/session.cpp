@@ -10,6 +10,7 @@
 #include "elementwise.h"
 #include "kernels/matvec.h"
 #include "matmul_jobs.h"
+#include "rope.h"
 
 #ifndef COLIBRI_HUGEPAGE_DEFAULT
 #define COLIBRI_HUGEPAGE_DEFAULT 0
@@ -28,24 +29,23 @@ uint64_t now_ns() {
 
 const float* f32(const TensorView* t) { return static_cast<const float*>(t->data); }
 
-// The rotation of position `position`: cos and sin of position · inv_freq[i] for the head_dim / 2 pairs. Worked
-// out once per token for all layers and heads (a decode step used to call sin and cos 5000 times, ~1 % of it).
-void rope_angles(const float* inv_freq, uint32_t head_dim, uint32_t position, float* cos_out, float* sin_out) {
-    for (uint32_t i = 0; i < head_dim / 2; ++i) {
-        const float angle = static_cast<float>(position) * inv_freq[i];
+// The rotation of position `position`: cos and sin of position · inv_freq[i] for the rotary_dim / 2 pairs, times
+// the RoPE attention factor (YaRN; 1 otherwise). Worked out once per token for all layers and heads (a decode
+// step used to call sin and cos 5000 times, ~1 % of it).
+void rope_angles(const RopeTable& rope, uint32_t position, float* cos_out, float* sin_out) {
+    const size_t half = rope.inv_freq.size();
+    for (size_t i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(position) * rope.inv_freq[i];
         cos_out[i] = std::cos(angle);
         sin_out[i] = std::sin(angle);
     }
+    if (rope.attention_factor != 1.0f)
+        for (size_t i = 0; i < half; ++i) cos_out[i] *= rope.attention_factor, sin_out[i] *= rope.attention_factor;
 }
 
-// rotate_half convention: pairs (i, i + d/2).
-void rope(float* v, const float* c, const float* s, uint32_t head_dim) {
-    const uint32_t half = head_dim / 2;
-    for (uint32_t i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c[i] - b * s[i];
-        v[i + half] = b * c[i] + a * s[i];
-    }
+void rope(RopeStyle style, float* v, const float* c, const float* s, uint32_t half) {
+    if (style == RopeStyle::Pairs) rope_pairs(v, c, s, half);
+    else rope_halves(v, c, s, half);
 }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -63,6 +63,11 @@ bool env_flag(const char* name, bool fallback) {
     return std::strcmp(v, "0") != 0;
 }
 
+void add_bias(float* v, const TensorView* bias, size_t a, size_t b) {
+    if (bias == nullptr) return;
+    for (size_t i = a; i < b; ++i) v[i] += f32(bias)[i];
+}
+
 }  // namespace
 
 SessionOptions SessionOptions::from_environment() {
@@ -75,6 +80,8 @@ SessionOptions SessionOptions::from_environment() {
 Session::Session(const Model& model, ThreadPool& pool, uint32_t context, SessionOptions options)
     : model_(model), pool_(pool), options_(options) {
     const HyperParams& hp = model.hparams();
+    const ModelRules& rules = model.rules();
+    const AttentionRules& ar = rules.attention;
     context_ = context != 0 ? context : std::min<uint32_t>(hp.max_position ? hp.max_position : 4096, 4096);
     capacity_ = std::clamp<uint32_t>(options_.chunk, 1, SessionOptions::kMaxChunk);
     options_.chunk = capacity_;
@@ -85,19 +92,58 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     };
     const size_t C = capacity_, H = hp.hidden_size;
     const size_t kv_dim = size_t(hp.n_kv_heads) * hp.head_dim, q_dim = size_t(hp.n_heads) * hp.head_dim;
-    key_blocks_ = (context_ + kKeyBlock - 1) / kKeyBlock;
+    const size_t context_slots = (size_t(context_) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+
+    // The caches' geometry per layer. A sliding layer's ring holds its window and one chunk more: a chunk writes
+    // all its keys before it attends, and must not overwrite a position an earlier token of it still needs.
+    caches_.resize(hp.n_layers);
+    size_t k_total = 0, v_total = 0;
+    for (uint32_t l = 0; l < hp.n_layers; ++l) {
+        LayerCache& c = caches_[l];
+        if (ar.mla) {
+            c.heads = 1;
+            c.key_dim = ar.kv_lora_rank + ar.rotary_dim;
+            c.value_dim = ar.kv_lora_rank;
+        } else {
+            c.heads = hp.n_kv_heads;
+            c.key_dim = c.value_dim = hp.head_dim;
+        }
+        c.held = static_cast<uint32_t>(context_slots);
+        if (model.layers()[l].sliding && ar.sliding_window > 0) {
+            c.window = ar.sliding_window;
+            const size_t ring = (size_t(ar.sliding_window) + C - 1 + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+            c.held = static_cast<uint32_t>(std::min(ring, context_slots));
+        }
+        c.k_offset = k_total;
+        c.v_offset = v_total;
+        k_total += size_t(c.heads) * c.held * c.key_dim;
+        v_total += size_t(c.heads) * c.held * c.value_dim;
+        max_slots_ = std::max(max_slots_, c.held);
+    }
     // Zero pages on demand: a session's start and resident memory grow with the positions it reaches, not
     // with the context it may reach.
-    k_cache_ = ZeroPageBuffer<float>(size_t(hp.n_layers) * hp.n_kv_heads * key_blocks_ * hp.head_dim * kKeyBlock, options_.huge_pages);
-    v_cache_ = ZeroPageBuffer<float>(size_t(hp.n_layers) * context_ * kv_dim, options_.huge_pages);
+    k_cache_ = ZeroPageBuffer<float>(std::max<size_t>(k_total, 1), options_.huge_pages);
+    v_cache_ = ZeroPageBuffer<float>(std::max<size_t>(v_total, 1), options_.huge_pages);
+
+    const size_t att_dim = ar.mla ? size_t(hp.n_heads) * ar.v_head_dim : q_dim;
+    const size_t k_dim = ar.mla ? size_t(ar.kv_lora_rank) + ar.rotary_dim : kv_dim;
     sized(x_, C * H);
     sized(h_, C * H);
     sized(q_, C * q_dim);
-    sized(k_, C * kv_dim);
+    sized(q_low_, C * std::max<size_t>(ar.q_lora_rank, 1));
+    sized(k_, C * k_dim);
     sized(v_, C * kv_dim);
-    sized(att_, C * q_dim);
+    sized(att_, C * att_dim);
     sized(proj_, C * H);
-    sized(scores_, size_t(pool.size()) * (hp.n_heads / std::max(hp.n_kv_heads, 1u)) * key_blocks_ * kKeyBlock);
+    const size_t group = ar.mla ? 1 : hp.n_heads / std::max(hp.n_kv_heads, 1u);
+    sized(scores_, size_t(pool.size()) * group * max_slots_);
+    size_t max_window = 0;
+    for (const LayerCache& c : caches_) max_window = std::max<size_t>(max_window, c.window ? c.held : 0);
+    sized(values_, size_t(pool.size()) * max_window * hp.head_dim);
+    if (ar.mla) {
+        sized(latent_q_, C * hp.n_heads * k_dim);
+        sized(latent_out_, C * hp.n_heads * ar.kv_lora_rank);
+    }
     const size_t ffn = std::max({hp.expert_ffn, hp.shared_expert_ffn, hp.dense_ffn, 1u});
     const size_t n_exp = std::max(hp.n_experts, 1u), k = std::max(hp.n_experts_active, 1u);
     // Routed experts: one row per (token, selected expert); a dense or shared FFN run alone uses the start.
@@ -111,8 +157,10 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     sized(router_logits_, C * n_exp);
     sized(router_probs_, C * n_exp);
     sized(shared_gate_, C);
-    sized(rope_cos_, C * std::max(hp.head_dim / 2, 1u));
+    sized(rope_cos_, C * std::max<size_t>(model.rope().inv_freq.size(), 1));
     sized(rope_sin_, rope_cos_.size());
+    sized(selection_, C * k);
+    groups_.resize(C * std::max(rules.routing.topk_group, 1u));
     selected_.resize(C * k);
     selected_w_.resize(C * k);
     expert_rows_.resize(n_exp * C);
@@ -127,16 +175,21 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
 
 Status Session::populate_kv(uint32_t end) {
     if (end <= kv_resident_) return Status::ok();
-    const HyperParams& hp = model_.hparams();
     const uint32_t target = std::min(context_, std::max({end, 2 * kv_resident_, kKvMinStep}));
-    const size_t hd = hp.head_dim, key_block = hd * kKeyBlock;
-    // Whole key blocks: attention reads the last block's columns past the newest position (never using them),
-    // which must not take read faults either.
-    const size_t b0 = kv_resident_ / kKeyBlock, b1 = (target + kKeyBlock - 1) / kKeyBlock;
-    for (size_t lh = 0; lh < size_t(hp.n_layers) * hp.n_kv_heads; ++lh) {  // [layer][kv head] in both caches
-        if (!k_cache_.populate((lh * key_blocks_ + b0) * key_block, (b1 - b0) * key_block) ||
-            !v_cache_.populate((lh * context_ + kv_resident_) * hd, (target - kv_resident_) * hd))
-            return error("out of memory for the KV cache at position " + std::to_string(end));
+    for (const LayerCache& c : caches_) {
+        // Whole key blocks: attention reads the last block's columns past the newest position (never using them),
+        // which must not take read faults either. A ring is made resident whole the first time.
+        const uint32_t from = std::min(kv_resident_, c.held), to = std::min(target, c.held);
+        if (to <= from) continue;
+        const size_t b0 = from / kKeyBlock, b1 = (to + kKeyBlock - 1) / kKeyBlock;
+        const size_t key_block = size_t(c.key_dim) * kKeyBlock;
+        for (uint32_t h = 0; h < c.heads; ++h) {
+            const size_t kb = c.k_offset + size_t(h) * c.held * c.key_dim;
+            const size_t vb = c.v_offset + size_t(h) * c.held * c.value_dim;
+            if (!k_cache_.populate(kb + b0 * key_block, (b1 - b0) * key_block) ||
+                !v_cache_.populate(vb + size_t(from) * c.value_dim, size_t(to - from) * c.value_dim))
+                return error("out of memory for the KV cache at position " + std::to_string(end));
+        }
     }
     kv_resident_ = target;
     return Status::ok();
@@ -179,9 +232,8 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     const TensorView& embed = model_.embedding();
     for (uint32_t i = 0; i < n; ++i)
         kernels::dequantize_row(embed.type, embed.data, H, static_cast<size_t>(tokens[i]), x_.data() + i * H);
-    const uint32_t half = hp.head_dim / 2;
-    for (uint32_t i = 0; i < n; ++i)
-        rope_angles(model_.rope_inv_freq().data(), hp.head_dim, position_ + i, rope_cos_.data() + i * half, rope_sin_.data() + i * half);
+    const size_t half = model_.rope().inv_freq.size();
+    for (uint32_t i = 0; i < n; ++i) rope_angles(model_.rope(), position_ + i, rope_cos_.data() + i * half, rope_sin_.data() + i * half);
 
     const auto& layers = model_.layers();
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
@@ -190,7 +242,8 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
         if (counters) counters->start(0);
         const uint64_t t0 = observer_ ? now_ns() : 0;
         for (uint32_t i = 0; i < n; ++i) rmsnorm(x_.data() + i * H, f32(w.attn_norm), hp.rms_eps, H, h_.data() + i * H);
-        attention(l, w, n);
+        if (model_.rules().attention.mla) latent_attention(l, w, n);
+        else attention(l, w, n);
         for (size_t i = 0; i < n * H; ++i) x_[i] += proj_[i];
         const uint64_t t1 = observer_ ? now_ns() : 0;
 
@@ -218,18 +271,40 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     return Status::ok();
 }
 
+void Session::attention_scores(const float* kc, uint32_t key_dim, uint32_t ring, uint32_t lo, uint32_t n_pos, const float* q,
+                               uint32_t heads, const float* sinks, float scale, float* sc, size_t ls) const {
+    // Position p's key is column p % kKeyBlock of block p / kKeyBlock (of slot p % ring in a ring). Score rows
+    // start at position lo. Each score is one fma chain over the key's dims (weighted_rows), so how the
+    // positions are cut into calls does not change a bit.
+    const size_t key_block = size_t(key_dim) * kKeyBlock;
+    for (uint32_t p = lo; p < n_pos;) {
+        const uint32_t slot = p % ring, col = slot % kKeyBlock;
+        const uint32_t count = std::min(n_pos - p, kKeyBlock - col);
+        kernels::weighted_rows(kc + size_t(slot / kKeyBlock) * key_block + col, kKeyBlock, key_dim, count, q, key_dim, heads,
+                               sc + (p - lo), ls);
+        p += count;
+    }
+    for (uint32_t j = 0; j < heads; ++j) {
+        if (sinks) attention_softmax_sink(sc + size_t(j) * ls, n_pos - lo, scale, sinks[j]);
+        else attention_softmax(sc + size_t(j) * ls, n_pos - lo, scale);
+    }
+}
+
 void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const HyperParams& hp = model_.hparams();
+    const AttentionRules& rules = model_.rules().attention;
+    const LayerCache& cache = caches_[layer];
     const uint32_t hd = hp.head_dim, n_heads = hp.n_heads, n_kv = hp.n_kv_heads;
     const uint32_t group = n_heads / n_kv;
-    const AttentionRules& rules = model_.rules().attention;
+    const uint32_t rot_half = rules.rotary_dim / 2, slots = cache.held;
     const size_t q_dim = size_t(n_heads) * hd, kv_dim = size_t(n_kv) * hd;
     const size_t key_block = size_t(hd) * kKeyBlock;  // floats per (KV head, block of positions)
-    float* kc = k_cache_.data() + size_t(layer) * n_kv * key_blocks_ * key_block;
-    float* vc = v_cache_.data() + size_t(layer) * context_ * kv_dim;
+    float* kc = k_cache_.data() + cache.k_offset;
+    float* vc = v_cache_.data() + cache.v_offset;
 
     // The projections' rows of KV heads [kv0, kv1) and of their query heads, made ready for attention: bias,
-    // clip and RoPE, then the keys and values stored in the cache. (olmoe's q/k norm needs whole projections.)
+    // q/k norm, clip and RoPE, then the keys and values stored in the cache. (olmoe's q/k norm needs whole
+    // projections.)
     auto prepare = [&](uint32_t kv0, uint32_t kv1) {
         const size_t qa = size_t(kv0) * group * hd, qb = size_t(kv1) * group * hd;  // rows of q
         const size_t ka = size_t(kv0) * hd, kb = size_t(kv1) * hd;                  // rows of k and v
@@ -237,14 +312,15 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
             float* q = q_.data() + t * q_dim;
             float* k = k_.data() + t * kv_dim;
             float* v = v_.data() + t * kv_dim;
-            if (w.q_bias) {
-                for (size_t i = qa; i < qb; ++i) q[i] += f32(w.q_bias)[i];
-                for (size_t i = ka; i < kb; ++i) k[i] += f32(w.k_bias)[i];
-                for (size_t i = ka; i < kb; ++i) v[i] += f32(w.v_bias)[i];
-            }
+            add_bias(q, w.q_bias, qa, qb);
+            add_bias(k, w.k_bias, ka, kb);
+            add_bias(v, w.v_bias, ka, kb);
             if (rules.qk_norm == QkNorm::WholeProjection) {  // before RoPE (only with kv0 = 0, kv1 = n_kv)
                 rmsnorm(q, f32(w.q_norm), hp.rms_eps, q_dim, q);
                 rmsnorm(k, f32(w.k_norm), hp.rms_eps, kv_dim, k);
+            } else if (rules.qk_norm == QkNorm::PerHead) {  // qwen3_moe, glm4_moe: each head over head_dim
+                for (uint32_t h = kv0 * group; h < kv1 * group; ++h) rmsnorm(q + size_t(h) * hd, f32(w.q_norm), hp.rms_eps, hd, q + size_t(h) * hd);
+                for (uint32_t h = kv0; h < kv1; ++h) rmsnorm(k + size_t(h) * hd, f32(w.k_norm), hp.rms_eps, hd, k + size_t(h) * hd);
             }
             if (rules.clip_qkv > 0.0f) {
                 const float c = rules.clip_qkv;
@@ -252,29 +328,30 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 for (size_t i = ka; i < kb; ++i) k[i] = std::clamp(k[i], -c, c);
                 for (size_t i = ka; i < kb; ++i) v[i] = std::clamp(v[i], -c, c);
             }
-            const float* rc = rope_cos_.data() + size_t(t) * (hd / 2);
-            const float* rs = rope_sin_.data() + size_t(t) * (hd / 2);
-            for (uint32_t h = kv0 * group; h < kv1 * group; ++h) rope(q + size_t(h) * hd, rc, rs, hd);
-            for (uint32_t h = kv0; h < kv1; ++h) rope(k + size_t(h) * hd, rc, rs, hd);
+            // RoPE on each head's first rotary_dim dims (all of them but for partial rotary).
+            const float* rc = rope_cos_.data() + size_t(t) * rot_half;
+            const float* rs = rope_sin_.data() + size_t(t) * rot_half;
+            for (uint32_t h = kv0 * group; h < kv1 * group; ++h) rope(rules.rope_style, q + size_t(h) * hd, rc, rs, rot_half);
+            for (uint32_t h = kv0; h < kv1; ++h) rope(rules.rope_style, k + size_t(h) * hd, rc, rs, rot_half);
             // Keys transposed in blocks of kKeyBlock positions ([kv head][block][dim][position in block]), values
             // as rows ([kv head][position][dim]): both products of a head are then weighted_rows (below), and a
             // block's keys are one contiguous 16 KB (head_dim 64) that the scores read as a whole.
-            const size_t pos = position_ + t;
+            const size_t slot = (position_ + t) % slots;
             for (uint32_t h = kv0; h < kv1; ++h) {
-                float* block = kc + (size_t(h) * key_blocks_ + pos / kKeyBlock) * key_block + pos % kKeyBlock;
+                float* block = kc + (size_t(h) * slots / kKeyBlock + slot / kKeyBlock) * key_block + slot % kKeyBlock;
                 for (uint32_t i = 0; i < hd; ++i) block[size_t(i) * kKeyBlock] = k[size_t(h) * hd + i];
-                std::copy_n(v + size_t(h) * hd, hd, vc + (size_t(h) * context_ + pos) * hd);
+                std::copy_n(v + size_t(h) * hd, hd, vc + (size_t(h) * slots + slot) * hd);
             }
         }
     };
 
     // Causal attention of token t's query heads that share KV head kvh, over the positions up to the token's
-    // own: the keys and values are read once for the group. `part` picks the score rows. Both products are weighted_rows
-    // (kernels/canonical.h, 3: one fma chain per element, the same bits for every variant, thread count and
-    // chunking):
+    // own (the last `window` of them in a sliding layer): the keys and values are read once for the group.
+    // `part` picks the score rows. Both products are weighted_rows (kernels/canonical.h, 3: one fma chain per
+    // element, the same bits for every variant, thread count and chunking):
     //   scores[j][p] = Σ_d q_j[d] · K^T[d][p],   out_j[d] = Σ_p softmax(scores_j · scale)[p] · V[p][d].
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const size_t ls = size_t(key_blocks_) * kKeyBlock;  // a score row: whole blocks (see below)
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd)) * model_.rope().softmax_scale;
+    const size_t ls = max_slots_;  // a score row: whole blocks (see below)
     // Query heads [j0, j1) of the group (all of it unless a group is split among parts, below).
     auto attend = [&](size_t part, size_t t, uint32_t kvh, uint32_t j0, uint32_t j1) {
         const uint32_t heads = j1 - j0;
@@ -282,6 +359,22 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
         const uint32_t n_pos = position_ + static_cast<uint32_t>(t) + 1;
         const size_t first = size_t(kvh) * group + j0;  // the first query head's index
         const float* q = q_.data() + t * q_dim + first * hd;  // the heads' queries, contiguous
+        float* out = att_.data() + t * q_dim + first * hd;
+        const float* kh = kc + size_t(kvh) * slots * hd;
+        const float* vh = vc + size_t(kvh) * slots * hd;
+        if (cache.window != 0 || w.sinks != nullptr) {
+            const uint32_t lo = cache.window != 0 && n_pos > cache.window ? n_pos - cache.window : 0;
+            attention_scores(kh, hd, slots, lo, n_pos, q, heads, w.sinks ? f32(w.sinks) + first : nullptr, scale, sc, ls);
+            // The window's values in position order (a ring may wrap): one fma chain per output element.
+            const float* rows = vh;
+            if (cache.window != 0) {
+                float* gathered = values_.data() + part * size_t(cache.held) * hd;
+                for (uint32_t p = lo; p < n_pos; ++p) std::copy_n(vh + size_t(p % slots) * hd, hd, gathered + size_t(p - lo) * hd);
+                rows = gathered;
+            }
+            kernels::weighted_rows(rows, hd, n_pos - lo, hd, sc, ls, heads, out, hd);
+            return;
+        }
         // Per block of positions: rows of kKeyBlock floats side by side instead of rows a context apart (with
         // rows 16 KB apart every dimension's row fell into the same cache sets, and the 64 rows were 64 streams;
         // attention took 17-23 µs per layer at 200 positions).
@@ -290,11 +383,10 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
         // not yet written, are never read (softmax and values stop at n_pos).
         for (uint32_t p0 = 0; p0 < n_pos; p0 += kKeyBlock) {
             const uint32_t cols = std::min<uint32_t>(kKeyBlock, (n_pos - p0 + 15) / 16 * 16);
-            kernels::weighted_rows(kc + (size_t(kvh) * key_blocks_ + p0 / kKeyBlock) * key_block, kKeyBlock, hd, cols, q, hd,
-                                   heads, sc + p0, ls);
+            kernels::weighted_rows(kh + size_t(p0 / kKeyBlock) * key_block, kKeyBlock, hd, cols, q, hd, heads, sc + p0, ls);
         }
         for (uint32_t j = 0; j < heads; ++j) attention_softmax(sc + size_t(j) * ls, n_pos, scale);
-        kernels::weighted_rows(vc + size_t(kvh) * context_ * hd, hd, n_pos, hd, sc, ls, heads, att_.data() + t * q_dim + first * hd, hd);
+        kernels::weighted_rows(vh, hd, n_pos, hd, sc, ls, heads, out, hd);
     };
 
     const size_t parts = pool_.size();
@@ -342,6 +434,74 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     // router took about 1 µs of the serial gap before the experts).
     if (w.router) prefetch_for_read(w.router->data, w.router->size);
     matmul(*w.o, att_.data(), n, proj_.data());
+    if (w.o_bias)
+        for (uint32_t t = 0; t < n; ++t) add_bias(proj_.data() + size_t(t) * hp.hidden_size, w.o_bias, 0, hp.hidden_size);
+}
+
+void Session::latent_attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
+    const HyperParams& hp = model_.hparams();
+    const AttentionRules& rules = model_.rules().attention;
+    const LayerCache& cache = caches_[layer];
+    const uint32_t n_heads = hp.n_heads, qk = hp.head_dim, rot = rules.rotary_dim, nope = qk - rot;
+    const uint32_t lora = rules.kv_lora_rank, key_dim = lora + rot, vd = rules.v_head_dim;
+    const size_t q_dim = size_t(n_heads) * qk, key_block = size_t(key_dim) * kKeyBlock;
+    float* kc = k_cache_.data() + cache.k_offset;
+    float* vc = v_cache_.data() + cache.v_offset;
+    constexpr float kLowRankEps = 1e-6f;  // q_a_layernorm and kv_a_layernorm use RMSNorm's default eps
+
+    // The query (through its low-rank path when there is one) and the compressed kv of every token.
+    if (w.q_a) {
+        matmul(*w.q_a, h_.data(), n, q_low_.data());
+        const uint32_t r = rules.q_lora_rank;
+        for (uint32_t t = 0; t < n; ++t) rmsnorm(q_low_.data() + t * r, f32(w.q_a_norm), kLowRankEps, r, q_low_.data() + t * r);
+        const MatmulJob jobs[2] = {{w.q, q_low_.data(), n, q_.data()}, {w.kv_a, h_.data(), n, k_.data()}};
+        run_matmuls(pool_, jobs);
+    } else {
+        const MatmulJob jobs[2] = {{w.q, h_.data(), n, q_.data()}, {w.kv_a, h_.data(), n, k_.data()}};
+        run_matmuls(pool_, jobs);
+    }
+    const uint32_t rot_half = rot / 2;
+    for (uint32_t t = 0; t < n; ++t) {
+        float* kv = k_.data() + size_t(t) * key_dim;  // [latent (lora), rope key (rot)]
+        rmsnorm(kv, f32(w.kv_a_norm), kLowRankEps, lora, kv);
+        const float* rc = rope_cos_.data() + size_t(t) * rot_half;
+        const float* rs = rope_sin_.data() + size_t(t) * rot_half;
+        rope(rules.rope_style, kv + lora, rc, rs, rot_half);
+        for (uint32_t h = 0; h < n_heads; ++h) rope(rules.rope_style, q_.data() + t * q_dim + size_t(h) * qk + nope, rc, rs, rot_half);
+        const size_t slot = (position_ + t) % cache.held;
+        float* block = kc + (slot / kKeyBlock) * key_block + slot % kKeyBlock;
+        for (uint32_t i = 0; i < key_dim; ++i) block[size_t(i) * kKeyBlock] = kv[i];
+        std::copy_n(kv, lora, vc + slot * lora);
+    }
+
+    // Per head (split among the pool's parts): the absorbed query [k_b_h^T q_nope, q_rope], scores against the
+    // latents and rope keys, the weighted sum of latents, then v_b_h out of the latent space. Every element is
+    // one kernel call's fma chain whichever part computes it.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(qk)) * model_.rope().softmax_scale;
+    const size_t ls = max_slots_;
+    const size_t parts = std::min<size_t>(pool_.size(), n_heads);
+    pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
+        for (size_t part = part_begin; part < part_end; ++part) {
+            const uint32_t h0 = static_cast<uint32_t>(n_heads * part / parts), h1 = static_cast<uint32_t>(n_heads * (part + 1) / parts);
+            float* sc = scores_.data() + part * ls;
+            for (uint32_t t = 0; t < n; ++t) {
+                const uint32_t n_pos = position_ + t + 1;
+                const uint32_t lo = cache.window != 0 && n_pos > cache.window ? n_pos - cache.window : 0;
+                for (uint32_t h = h0; h < h1; ++h) {
+                    const float* qh = q_.data() + t * q_dim + size_t(h) * qk;
+                    float* aq = latent_q_.data() + (size_t(t) * n_heads + h) * key_dim;
+                    float* lat = latent_out_.data() + (size_t(t) * n_heads + h) * lora;
+                    product_rows(*w.k_b, qh, 1, aq - size_t(h) * lora, size_t(h) * lora, size_t(h + 1) * lora);
+                    std::copy_n(qh + nope, rot, aq + lora);
+                    attention_scores(kc, key_dim, cache.held, lo, n_pos, aq, 1, nullptr, scale, sc, ls);
+                    kernels::weighted_rows(vc + size_t(lo) * lora, lora, n_pos - lo, lora, sc, ls, 1, lat, lora);
+                    product_rows(*w.v_b, lat, 1, att_.data() + size_t(t) * n_heads * vd, size_t(h) * vd, size_t(h + 1) * vd);
+                }
+            }
+        }
+    });
+    if (w.router) prefetch_for_read(w.router->data, w.router->size);
+    matmul(*w.o, att_.data(), n, proj_.data());
 }
 
 void Session::ffn(const FfnWeights& w, const float* x, uint32_t n, float* out) {
@@ -352,22 +512,29 @@ void Session::ffn(const FfnWeights& w, const float* x, uint32_t n, float* out) {
 
 Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const HyperParams& hp = model_.hparams();
+    const RoutingRules& routing = model_.rules().routing;
     const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
+    const uint32_t n_groups = routing.n_group > 1 ? routing.topk_group : 0;
     const size_t H = hp.hidden_size;
     const uint64_t t0 = observer_ ? now_ns() : 0;
     matmul(*w.router, h_.data(), n, router_logits_.data());
-    const bool renormalise = model_.rules().routing.renormalise;
+    if (w.router_bias)
+        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
+    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
     for (uint32_t t = 0; t < n; ++t)
-        route_token(options_.router, router_logits_.data() + size_t(t) * n_exp, n_exp, k, renormalise,
-                    router_probs_.data() + size_t(t) * n_exp, selected_.data() + size_t(t) * k,
-                    selected_w_.data() + size_t(t) * k);
+        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
+                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, selected_.data() + size_t(t) * k,
+                                selected_w_.data() + size_t(t) * k, selection_.data() + size_t(t) * k,
+                                groups_.data() + size_t(t) * std::max(n_groups, 1u)});
     if (observer_) {
         router_ns_ = now_ns() - t0;
         for (uint32_t t = 0; t < n; ++t)
             observer_->on_routing(RoutingRecord{layer, position_ + t, std::span<const int32_t>(selected_.data() + t * k, k),
                                                 std::span<const float>(selected_w_.data() + t * k, k),
                                                 std::span<const float>(router_logits_.data() + t * n_exp, n_exp),
-                                                std::span<const float>(router_probs_.data() + t * n_exp, n_exp)});
+                                                std::span<const float>(router_probs_.data() + t * n_exp, n_exp),
+                                                std::span<const float>(selection_.data() + t * k, k),
+                                                std::span<const uint32_t>(groups_.data() + t * std::max(n_groups, 1u), n_groups)});
     }
 
     // Group the chunk's (token, slot) choices by expert, in token order.
@@ -406,13 +573,23 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     auto input_of = [&](uint32_t e) { return n > 1 ? expert_in_.data() + expert_block_[e] * H : h_.data(); };
     const bool shared = w.shared_expert.gate != nullptr, gated = model_.rules().shared_expert_gated;
     const uint32_t SF = hp.shared_expert_ffn;
+    const float limit = model_.rules().swiglu_limit;
+    auto gated_job = [&](const FfnWeights& f, const float* x, uint32_t rows, float* g, float* u) {
+        GatedJob j{f.gate, f.up, x, rows, g, u};
+        j.gate_bias = f.gate_bias ? f32(f.gate_bias) : nullptr;
+        j.up_bias = f.up_bias ? f32(f.up_bias) : nullptr;
+        j.limit = limit;
+        return j;
+    };
     CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
     if (counters) {
         // One expert at a time, so each one's counters are its own.
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
             counters->start(1);
-            ffn(w.experts[e], input_of(e), expert_count_[e], ffn_out_.data() + expert_block_[e] * H);
+            const GatedJob j = gated_job(w.experts[e], input_of(e), expert_count_[e], gate_.data(), up_.data());
+            run_gated_matmuls(pool_, std::span<const GatedJob>(&j, 1));
+            matmul(*w.experts[e].down, gate_.data(), expert_count_[e], ffn_out_.data() + expert_block_[e] * H);
             observer_->on_counters(CounterRecord{layer, position_, static_cast<int32_t>(e), counters->stop(1)});
         }
         if (shared) {
@@ -427,8 +604,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
             const size_t at = size_t(expert_block_[e]) * F;
-            gated_jobs_.push_back({w.experts[e].gate, w.experts[e].up, input_of(e), expert_count_[e], gate_.data() + at,
-                                   up_.data() + at});
+            gated_jobs_.push_back(gated_job(w.experts[e], input_of(e), expert_count_[e], gate_.data() + at, up_.data() + at));
         }
         float* sg = shared_gate_up_.data();
         if (shared) gated_jobs_.push_back({w.shared_expert.gate, w.shared_expert.up, h_.data(), n, sg, sg + size_t(n) * SF});
@@ -443,24 +619,31 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         run_matmuls(pool_, jobs_);
     }
 
-    // Each token sums its experts' outputs in ascending expert order (as transformers' index_add_ loop does),
-    // then the gated shared expert.
+    // Each token sums its experts' outputs (with their down-projection bias, gpt-oss) in ascending expert order
+    // (as transformers' index_add_ loop does), then the shared expert (gated: qwen2_moe; else with weight 1).
     std::fill(moe_out_.begin(), moe_out_.begin() + n * H, 0.0f);
     for (uint32_t e = 0; e < n_exp; ++e) {
         const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
+        const float* down_bias = w.experts[e].down_bias ? f32(w.experts[e].down_bias) : nullptr;
         for (uint32_t r = 0; r < expert_count_[e]; ++r) {
             const float weight = selected_w_[rows[r]];
             float* out = moe_out_.data() + (rows[r] / k) * H;
-            const float* y = ffn_out_.data() + (expert_block_[e] + r) * H;
+            float* y = ffn_out_.data() + (expert_block_[e] + r) * H;
+            if (down_bias)
+                for (size_t i = 0; i < H; ++i) y[i] += down_bias[i];
             for (size_t i = 0; i < H; ++i) out[i] += weight * y[i];
         }
     }
     if (shared) {
         for (uint32_t t = 0; t < n; ++t) {
-            const float s = gated ? sigmoid(shared_gate_[t]) : 1.0f;
             float* out = moe_out_.data() + t * H;
             const float* y = shared_out_.data() + t * H;
-            for (size_t i = 0; i < H; ++i) out[i] += s * y[i];
+            if (gated) {
+                const float s = sigmoid(shared_gate_[t]);
+                for (size_t i = 0; i < H; ++i) out[i] += s * y[i];
+            } else {
+                for (size_t i = 0; i < H; ++i) out[i] += y[i];
+            }
         }
     }
     return Status::ok();

@@ -69,6 +69,13 @@ private:
     // when the system has no memory for them (the session stays where it was).
     Status populate_kv(uint32_t end);
     void attention(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // DeepSeek's multi-head latent attention, absorbed: the cache holds each position's kv latent and shared
+    // rope key; queries are taken into the latent space (k_b) and the heads' outputs out of it (v_b).
+    void latent_attention(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // Scores of `heads` query heads (q, rows of key_dim floats) against positions [lo, n_pos) of a layer's
+    // transposed key cache, softmax (with the heads' sinks), into score rows of `ls` floats.
+    void attention_scores(const float* kc, uint32_t key_dim, uint32_t ring, uint32_t lo, uint32_t n_pos, const float* q,
+                          uint32_t heads, const float* sinks, float scale, float* sc, size_t ls) const;
     Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
     // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
     void ffn(const FfnWeights& w, const float* x, uint32_t n, float* out);
@@ -87,15 +94,29 @@ private:
 
     // Per-token rows, capacity_ of each: [token][dim].
     static constexpr uint32_t kKeyBlock = 64;  // positions per block of the transposed keys
-    uint32_t key_blocks_ = 0;                  // blocks per KV head: context rounded up
     static constexpr uint32_t kKvMinStep = 256;
     uint32_t kv_resident_ = 0;  // positions whose KV cache pages populate_kv has made resident
-    ZeroPageBuffer<float> k_cache_;  // [layer][kv head][block][head_dim][kKeyBlock] (keys transposed per block)
-    ZeroPageBuffer<float> v_cache_;  // [layer][kv head][position][head_dim]
-    ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_;  // scores_: [pool part][group head][whole key blocks]
+    // One layer's part of the caches. A full-attention layer keeps every position; a sliding-window layer a
+    // ring of `held` positions (its window plus a chunk, whole key blocks: position p lives in slot p % held); an MLA
+    // layer one "head" whose key is the kv latent and rope key and whose value is the latent.
+    struct LayerCache {
+        size_t k_offset = 0, v_offset = 0;  // floats into k_cache_ / v_cache_
+        uint32_t heads = 0, key_dim = 0, value_dim = 0;
+        uint32_t held = 0;                  // positions held (a multiple of kKeyBlock)
+        uint32_t window = 0;                // 0: all positions; else the last `window` positions are attended
+    };
+    std::vector<LayerCache> caches_;
+    uint32_t max_slots_ = 0;  // the longest score row
+    ZeroPageBuffer<float> k_cache_;  // per layer [kv head][block][key_dim][kKeyBlock] (keys transposed per block)
+    ZeroPageBuffer<float> v_cache_;  // per layer [kv head][slot][value_dim]
+    ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_, q_low_;  // scores_: [pool part][group head][whole key blocks]
     ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;
     ActivationBuffer<float> shared_gate_, shared_gate_up_, shared_out_;  // qwen2_moe's shared expert
-    ActivationBuffer<float> rope_cos_, rope_sin_;  // [chunk token][head_dim / 2]: the chunk's rotations, once per eval
+    ActivationBuffer<float> rope_cos_, rope_sin_;  // [chunk token][rotary_dim / 2]: the chunk's rotations, once per eval
+    ActivationBuffer<float> values_;   // [pool part][window][value_dim]: a sliding layer's values in position order
+    ActivationBuffer<float> latent_q_, latent_out_;  // MLA: [token][head][kv_lora + rope], [token][head][kv_lora]
+    ActivationBuffer<float> selection_;  // [token][k] the values experts were selected by
+    std::vector<uint32_t> groups_;       // [token][topk_group] the groups selection was limited to
     std::vector<int32_t> selected_;  // [token][k]
     std::vector<float> selected_w_;
     // The chunk's tokens grouped by expert: for expert e, expert_rows_[e * capacity_ + r] = token * k + slot.

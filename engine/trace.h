@@ -6,13 +6,18 @@
 
 namespace colibri {
 
+// What the router did for one token at one MoE layer, as the family does it (engine/router.h): for a softmax
+// router the weights are probabilities; for a sigmoid router (deepseek_v3, glm4_moe) they sum to the scaling
+// factor and the experts were chosen by biased scores, within the groups listed.
 struct RoutingRecord {
     uint32_t layer;
     uint32_t position;                    // position of the token in the sequence
     std::span<const int32_t> experts;     // selected experts, descending weight
-    std::span<const float> weights;       // their routing weights after the family's normalisation
-    std::span<const float> router_logits; // raw logits over all experts
-    std::span<const float> router_probs;  // softmax over all experts
+    std::span<const float> weights;       // what each expert's output is multiplied by (normalisation and scaling done)
+    std::span<const float> router_logits; // raw logits over all experts (with gpt_oss's router bias)
+    std::span<const float> router_probs;  // the scores over all experts: softmax probabilities, sigmoids or logits
+    std::span<const float> selection;     // per selected expert, the value it was selected by (score + selection bias)
+    std::span<const uint32_t> groups;     // the expert groups selection was limited to (ascending); empty without groups
 };
 
 struct LayerTiming {

@@ -29,7 +29,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 uint64_t size_of(const TensorView* t) { return t ? t->size : 0; }
-uint64_t size_of(const FfnWeights& f) { return size_of(f.gate) + size_of(f.up) + size_of(f.down); }
+uint64_t size_of(const FfnWeights& f) {
+    return size_of(f.gate) + size_of(f.up) + size_of(f.down) + size_of(f.gate_bias) + size_of(f.up_bias) + size_of(f.down_bias);
+}
 
 // Drops the file's pages from the page cache (no process may have it mapped for this to take effect).
 Status drop_page_cache(const std::string& path) {
@@ -81,10 +83,12 @@ TokenBytes decode_token_bytes(const Model& model) {
     TokenBytes b;
     for (const LayerWeights& w : model.layers()) {
         b.attention += size_of(w.q) + size_of(w.k) + size_of(w.v) + size_of(w.o) + size_of(w.q_bias) +
-                       size_of(w.k_bias) + size_of(w.v_bias) + size_of(w.q_norm) + size_of(w.k_norm);
+                       size_of(w.k_bias) + size_of(w.v_bias) + size_of(w.o_bias) + size_of(w.q_norm) + size_of(w.k_norm) +
+                       size_of(w.sinks) + size_of(w.q_a) + size_of(w.q_a_norm) + size_of(w.kv_a) + size_of(w.kv_a_norm) +
+                       size_of(w.k_b) + size_of(w.v_b);
         b.norms += size_of(w.attn_norm) + size_of(w.ffn_norm);
         if (w.is_moe) {
-            b.router += size_of(w.router);
+            b.router += size_of(w.router) + size_of(w.router_bias) + size_of(w.selection_bias);
             uint64_t all = 0;
             for (const FfnWeights& e : w.experts) all += size_of(e);
             if (!w.experts.empty()) b.experts += all / w.experts.size() * hp.n_experts_active;

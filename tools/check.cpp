@@ -330,7 +330,8 @@ private:
             const LayerEntry& e = layers_[l];
             const std::string where = "layer " + std::to_string(l) + " table entry: ";
             if (!section_is(e.attention_section, SectionKind::Attention, l)) problem(where + "attention section is not layer " + std::to_string(l) + "'s attention");
-            if (!e.is_moe) {
+            if (e.is_moe & ~(kLayerMoe | kLayerSliding)) problem(where + "unknown layer flags " + std::to_string(e.is_moe));
+            if (!(e.is_moe & kLayerMoe)) {
                 if (e.mlp_section != kNone && !section_is(e.mlp_section, SectionKind::DenseMlp, l)) problem(where + "mlp section is not its dense mlp");
                 continue;
             }
@@ -373,7 +374,7 @@ private:
     // and nothing the engine would not use.
     void check_expected_tensors() {
         std::vector<bool> is_moe(layers_.size());
-        for (size_t l = 0; l < layers_.size(); ++l) is_moe[l] = layers_[l].is_moe != 0;
+        for (size_t l = 0; l < layers_.size(); ++l) is_moe[l] = (layers_[l].is_moe & kLayerMoe) != 0;
         const std::vector<schema::TensorSpec> expected =
             expected_tensors(h_.family, h_.hparams, is_moe, tensor_entries_.size(), &report_.problems);
         if (expected.empty()) return;  // the hyper-parameters' problems are reported

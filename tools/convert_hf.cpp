@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "convert_plan.h"
 #include "engine/bin_writer.h"
 #include "engine/model_file.h"
+#include "engine/router.h"
 #include "engine/schema.h"
 #include "engine/thread_pool.h"
 #include "engine/tokenizer.h"
@@ -93,41 +95,142 @@ private:
     Status status_;
 };
 
-// The Hugging Face checkpoint's name of a tensor of the schema.
-std::string hf_source_name(Family fam, const schema::TensorSpec& spec) {
+// The Hugging Face checkpoint's name of a tensor of the schema. A name with '#' is a view of another tensor
+// (derive_source below): gpt_oss keeps its experts stacked, DeepSeek's kv_b holds k_b and v_b.
+std::string hf_source_name(Family fam, const HyperParams& hp, const schema::TensorSpec& spec) {
     using schema::Role;
-    const bool mixtral = fam == Family::Mixtral;
+    const bool mixtral = fam == Family::Mixtral, gpt_oss = fam == Family::GptOss;
+    const bool deepseek_style = fam == Family::DeepseekV3 || fam == Family::Glm4Moe;  // shared_experts, gate bias
     const std::string layer = "model.layers." + std::to_string(spec.layer) + ".";
     const std::string attn = layer + "self_attn.", moe = layer + (mixtral ? "block_sparse_moe." : "mlp.");
-    const std::string expert = moe + "experts." + std::to_string(spec.expert) + ".";
+    const std::string e = std::to_string(spec.expert);
+    const std::string expert = moe + "experts." + e + ".";
+    const std::string shared = moe + (deepseek_style ? "shared_experts." : "shared_expert.");
     switch (spec.role) {
         case Role::Embed: return "model.embed_tokens.weight";
         case Role::OutputNorm: return "model.norm.weight";
         case Role::LmHead: return "lm_head.weight";
         case Role::AttnNorm: return layer + "input_layernorm.weight";
         case Role::FfnNorm: return layer + "post_attention_layernorm.weight";
-        case Role::Q: return attn + "q_proj.weight";
+        case Role::Q:
+            if (fam == Family::DeepseekV3 && hp.q_lora_rank) return attn + "q_b_proj.weight";
+            return attn + "q_proj.weight";
         case Role::K: return attn + "k_proj.weight";
         case Role::V: return attn + "v_proj.weight";
         case Role::O: return attn + "o_proj.weight";
         case Role::QBias: return attn + "q_proj.bias";
         case Role::KBias: return attn + "k_proj.bias";
         case Role::VBias: return attn + "v_proj.bias";
+        case Role::OBias: return attn + "o_proj.bias";
         case Role::QNorm: return attn + "q_norm.weight";
         case Role::KNorm: return attn + "k_norm.weight";
-        case Role::Router: return moe + "gate.weight";
+        case Role::Sinks: return attn + "sinks";
+        case Role::QA: return attn + "q_a_proj.weight";
+        case Role::QANorm: return attn + "q_a_layernorm.weight";
+        case Role::KvA: return attn + "kv_a_proj_with_mqa.weight";
+        case Role::KvANorm: return attn + "kv_a_layernorm.weight";
+        case Role::KB: return attn + "kv_b_proj.weight#k_b";
+        case Role::VB: return attn + "kv_b_proj.weight#v_b";
+        case Role::Router: return moe + (gpt_oss ? "router.weight" : "gate.weight");
+        case Role::RouterBias: return moe + "router.bias";
+        case Role::SelectionBias: return moe + "gate.e_score_correction_bias";
         case Role::SharedExpertGate: return moe + "shared_expert_gate.weight";
-        case Role::ExpertGate: return expert + (mixtral ? "w1.weight" : "gate_proj.weight");
-        case Role::ExpertUp: return expert + (mixtral ? "w3.weight" : "up_proj.weight");
-        case Role::ExpertDown: return expert + (mixtral ? "w2.weight" : "down_proj.weight");
-        case Role::SharedGate: return moe + "shared_expert.gate_proj.weight";
-        case Role::SharedUp: return moe + "shared_expert.up_proj.weight";
-        case Role::SharedDown: return moe + "shared_expert.down_proj.weight";
+        case Role::ExpertGate:
+            if (gpt_oss) return moe + "experts.gate_up_proj#gate:" + e;
+            return expert + (mixtral ? "w1.weight" : "gate_proj.weight");
+        case Role::ExpertUp:
+            if (gpt_oss) return moe + "experts.gate_up_proj#up:" + e;
+            return expert + (mixtral ? "w3.weight" : "up_proj.weight");
+        case Role::ExpertDown:
+            if (gpt_oss) return moe + "experts.down_proj#down:" + e;
+            return expert + (mixtral ? "w2.weight" : "down_proj.weight");
+        case Role::ExpertGateBias: return moe + "experts.gate_up_proj_bias#gate_bias:" + e;
+        case Role::ExpertUpBias: return moe + "experts.gate_up_proj_bias#up_bias:" + e;
+        case Role::ExpertDownBias: return moe + "experts.down_proj_bias#row:" + e;
+        case Role::SharedGate: return shared + "gate_proj.weight";
+        case Role::SharedUp: return shared + "up_proj.weight";
+        case Role::SharedDown: return shared + "down_proj.weight";
         case Role::DenseGate: return layer + "mlp.gate_proj.weight";
         case Role::DenseUp: return layer + "mlp.up_proj.weight";
         case Role::DenseDown: return layer + "mlp.down_proj.weight";
     }
     return {};
+}
+
+// RoPE settings in either spelling: transformers 5's rope_parameters, or the hub's rope_theta + rope_scaling
+// (with partial_rotary_factor at the top level or inside). Only the default and YaRN are implemented.
+Status read_rope(Config& cfg, const json& raw, HyperParams& hp, double* partial_rotary) {
+    const json* params = cfg.find("rope_parameters");
+    const json* scaling = cfg.find("rope_scaling");
+    if (params && !params->is_object()) return error("config.json: field 'rope_parameters' must be an object");
+    if (scaling && !scaling->is_object()) return error("config.json: field 'rope_scaling' must be an object or null");
+    // A per-layer-type rope_parameters ({"full_attention": {...}, ...}) is not one of these families' spellings.
+    json p = params ? *params : (scaling ? *scaling : json::object());
+    auto number = [&](const char* key, double fallback) -> Result<double> {
+        auto it = p.find(key);
+        if (it == p.end() || it->is_null()) return fallback;
+        if (!it->is_number()) return error(std::string("config.json: rope parameter '") + key + "' must be a number");
+        return it->get<double>();
+    };
+    auto theta = number("rope_theta", cfg.number("rope_theta", 10000.0f));
+    if (!theta) return theta.status();
+    hp.rope_theta = static_cast<float>(theta.value());
+    std::string type = "default";
+    for (const char* key : {"rope_type", "type"})
+        if (auto it = p.find(key); it != p.end() && it->is_string()) {
+            type = it->get<std::string>();
+            break;
+        }
+    *partial_rotary = 1.0;
+    if (const json* f = cfg.find("partial_rotary_factor")) {
+        if (!f->is_number()) return error("config.json: field 'partial_rotary_factor' must be a number");
+        *partial_rotary = f->get<double>();
+    }
+    auto partial = number("partial_rotary_factor", *partial_rotary);
+    if (!partial) return partial.status();
+    *partial_rotary = partial.value();
+    if (type == "default") return Status::ok();
+    if (type != "yarn") return error("config.json: rope type '" + type + "' is not supported (default, yarn)");
+    hp.rope_scaling = static_cast<uint8_t>(RopeScaling::Yarn);
+    if (p.contains("attention_factor") && !p["attention_factor"].is_null())
+        return error("config.json: an explicit YaRN attention_factor is not supported");
+    auto factor = number("factor", 0.0);
+    auto orig = number("original_max_position_embeddings", cfg.find("original_max_position_embeddings")
+                                                                ? cfg.number("original_max_position_embeddings")
+                                                                : hp.max_position);
+    auto fast = number("beta_fast", 32.0), slow = number("beta_slow", 1.0);
+    auto mscale = number("mscale", 0.0), mscale_all = number("mscale_all_dim", 0.0);
+    for (const auto* r : {&factor, &orig, &fast, &slow, &mscale, &mscale_all})
+        if (!*r) return r->status();
+    if (!(factor.value() >= 1.0) || !(orig.value() >= 1.0) || orig.value() > 4294967295.0)
+        return error("config.json: YaRN needs a factor >= 1 and original_max_position_embeddings");
+    hp.rope_factor = static_cast<float>(factor.value());
+    hp.rope_original_max_position = static_cast<uint32_t>(orig.value());
+    hp.yarn_beta_fast = static_cast<float>(fast.value());
+    hp.yarn_beta_slow = static_cast<float>(slow.value());
+    hp.yarn_mscale = static_cast<float>(mscale.value());
+    hp.yarn_mscale_all_dim = static_cast<float>(mscale_all.value());
+    bool truncate = true;
+    if (auto it = p.find("truncate"); it != p.end() && !it->is_null()) {
+        if (!it->is_boolean()) return error("config.json: rope parameter 'truncate' must be true or false");
+        truncate = it->get<bool>();
+    }
+    if (truncate) hp.flags |= kYarnTruncate;
+    (void)raw;
+    return Status::ok();
+}
+
+// Layers listed in a config field as integers below n (Qwen's mlp_only_layers).
+Result<std::vector<uint32_t>> layer_list(Config& cfg, const char* key, uint32_t n) {
+    std::vector<uint32_t> out;
+    const json* m = cfg.find(key);
+    if (m == nullptr) return out;
+    if (!m->is_array()) return error(std::string("config.json: field '") + key + "' must be a list");
+    for (const json& v : *m) {
+        if (!v.is_number_unsigned() || v.get<uint64_t>() >= n) return error(std::string("config.json: ") + key + " has an entry out of range");
+        out.push_back(v.get<uint32_t>());
+    }
+    return out;
 }
 
 }  // namespace
@@ -140,6 +243,8 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     if (!family_from_name(mt->get<std::string>(), &plan.family))
         return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (" + schema::family_names() + ")");
     const Family fam = plan.family;
+    const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;
+    const bool qwen3 = fam == Family::Qwen3Moe;
     HyperParams& hp = plan.hp;
     hp.hidden_size = cfg.u32("hidden_size");
     hp.n_layers = cfg.u32("num_hidden_layers");
@@ -148,22 +253,34 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     hp.vocab_size = cfg.u32("vocab_size");
     hp.max_position = cfg.u32("max_position_embeddings", 4096);
     hp.rms_eps = cfg.number("rms_norm_eps", 1e-6f);
-    hp.rope_theta = cfg.number("rope_theta", 10000.0f);
-    hp.n_experts_active = cfg.u32("num_experts_per_tok");
-    hp.n_experts = cfg.u32(fam == Family::Mixtral ? "num_local_experts" : "num_experts");
+    // Experts: each family's own key first, then the other spellings transformers accepts for it.
+    const char* const expert_keys[] = {deepseek || glm4 ? "n_routed_experts" : (fam == Family::Mixtral || gpt_oss) ? "num_local_experts" : "num_experts",
+                                       "num_local_experts", "num_experts"};
+    const char* expert_key = expert_keys[0];
+    for (const char* k : expert_keys)
+        if (cfg.find(k)) {
+            expert_key = k;
+            break;
+        }
+    hp.n_experts = cfg.u32(expert_key);
+    hp.n_experts_active = cfg.u32(gpt_oss && !cfg.find("num_experts_per_tok") ? "experts_per_token" : "num_experts_per_tok");
     if (!cfg.status()) return cfg.status();
     // Counts that size the plan itself: bounded so that a hostile config cannot make planning run away.
     if (hp.n_layers > 4096) return error("config.json: num_hidden_layers " + std::to_string(hp.n_layers) + " exceeds 4096");
     if (hp.n_experts > 4096) return error("config.json: " + std::to_string(hp.n_experts) + " experts exceed 4096");
     if (hp.n_heads > 65536 || hp.n_kv_heads > 65536) return error("config.json: head counts exceed 65536");
     hp.head_dim = cfg.find("head_dim") ? cfg.u32("head_dim") : (hp.n_heads ? hp.hidden_size / hp.n_heads : 0);
-    if (hp.head_dim * hp.n_heads != hp.hidden_size && !cfg.find("head_dim"))
+    if (hp.head_dim * hp.n_heads != hp.hidden_size && !cfg.find("head_dim") && !deepseek)
         return error("config.json: hidden_size is not a multiple of num_attention_heads");
     if (hp.n_kv_heads == 0 || hp.n_heads % hp.n_kv_heads != 0)
         return error("config.json: num_attention_heads must be a multiple of num_key_value_heads");
     if (hp.n_experts_active > hp.n_experts) return error("config.json: num_experts_per_tok exceeds the number of experts");
-    if (cfg.find("rope_scaling")) return error("config.json: rope_scaling is not supported yet");
-    if (const json* sw = cfg.find("sliding_window"); sw && sw->is_number_unsigned() && cfg.boolean("use_sliding_window", fam == Family::Mixtral)) {
+    double partial_rotary = 1.0;
+    if (Status s = read_rope(cfg, cfg_json, hp, &partial_rotary); !s) return s;
+    const bool old_family = fam == Family::Mixtral || fam == Family::Qwen2Moe || fam == Family::Olmoe;
+    if (old_family && hp.rope_scaling != 0) return error("config.json: rope_scaling is not supported yet for " + mt->get<std::string>());
+    if (const json* sw = cfg.find("sliding_window"); !gpt_oss && sw && sw->is_number_unsigned() &&
+                                                      cfg.boolean("use_sliding_window", fam == Family::Mixtral)) {
         // With a context no longer than the window, full attention equals sliding-window attention.
         hp.max_position = std::min<uint32_t>(hp.max_position, sw->get<uint32_t>());
     }
@@ -172,31 +289,29 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     hp.eos_id = gen_eos.empty() ? cfg.token_id("eos_token_id") : gen_eos[0];
 
     std::vector<bool> moe_layer(hp.n_layers, true);
+    std::vector<bool> sliding(hp.n_layers, false);
     if (fam == Family::Mixtral) {
         hp.expert_ffn = cfg.u32("intermediate_size");
         hp.flags |= kNormTopkProb;  // Mixtral always renormalises its top-k weights
-    } else if (fam == Family::Qwen2Moe) {
+    } else if (fam == Family::Qwen2Moe || qwen3) {
         hp.expert_ffn = cfg.u32("moe_intermediate_size");
-        hp.shared_expert_ffn = cfg.find("shared_expert_intermediate_size") ? cfg.u32("shared_expert_intermediate_size") : 0;
-        if (hp.shared_expert_ffn) hp.flags |= kSharedExpert;
-        hp.flags |= kQkvBias;
+        if (fam == Family::Qwen2Moe) {
+            hp.shared_expert_ffn = cfg.find("shared_expert_intermediate_size") ? cfg.u32("shared_expert_intermediate_size") : 0;
+            if (hp.shared_expert_ffn) hp.flags |= kSharedExpert;
+            hp.flags |= kQkvBias;
+        } else {
+            hp.flags |= kQkNorm | kQkNormPerHead;  // q_norm / k_norm over head_dim, before RoPE
+            if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias | kOutputBias;
+        }
         if (cfg.boolean("norm_topk_prob", false)) hp.flags |= kNormTopkProb;
         const uint32_t step = cfg.u32("decoder_sparse_step", 1);
-        std::vector<uint32_t> mlp_only;
-        if (const json* m = cfg.find("mlp_only_layers")) {
-            if (!m->is_array()) return error("config.json: field 'mlp_only_layers' must be a list");
-            for (const json& v : *m) {
-                if (!v.is_number_unsigned() || v.get<uint64_t>() >= hp.n_layers)
-                    return error("config.json: mlp_only_layers has an entry out of range");
-                mlp_only.push_back(v.get<uint32_t>());
-            }
-        }
+        auto mlp_only = layer_list(cfg, "mlp_only_layers", hp.n_layers);
+        if (!mlp_only) return mlp_only.status();
         for (uint32_t l = 0; l < hp.n_layers; ++l) {
-            const bool listed = std::find(mlp_only.begin(), mlp_only.end(), l) != mlp_only.end();
+            const bool listed = std::find(mlp_only->begin(), mlp_only->end(), l) != mlp_only->end();
             moe_layer[l] = !listed && step > 0 && (l + 1) % step == 0;
         }
-        if (std::find(moe_layer.begin(), moe_layer.end(), false) != moe_layer.end()) hp.dense_ffn = cfg.u32("intermediate_size");
-    } else {  // olmoe
+    } else if (fam == Family::Olmoe) {
         hp.expert_ffn = cfg.u32("intermediate_size");
         hp.flags |= kQkNorm;
         if (cfg.boolean("norm_topk_prob", false)) hp.flags |= kNormTopkProb;
@@ -205,8 +320,75 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
             hp.clip_qkv = c->get<float>();
         }
         if (cfg.boolean("attention_bias", false)) return error("config.json: attention_bias is not supported for olmoe");
+    } else if (gpt_oss) {
+        hp.expert_ffn = cfg.u32("intermediate_size");
+        hp.flags |= kAttentionSinks | kRouterBias | kExpertBias;
+        if (cfg.boolean("attention_bias", true)) hp.flags |= kQkvBias | kOutputBias;
+        hp.router_scoring = static_cast<uint8_t>(RouterScoring::SoftmaxSelected);
+        hp.swiglu_limit = cfg.number("swiglu_limit", 7.0f);
+        if (!(hp.swiglu_limit > 0.0f)) return error("config.json: field 'swiglu_limit' must be positive");
+        // layer_types: "sliding_attention" layers attend to the last sliding_window positions.
+        if (const json* lt = cfg.find("layer_types")) {
+            if (!lt->is_array() || lt->size() != hp.n_layers) return error("config.json: field 'layer_types' must list every layer");
+            for (uint32_t l = 0; l < hp.n_layers; ++l) {
+                const json& v = (*lt)[l];
+                if (!v.is_string() || (v != "sliding_attention" && v != "full_attention"))
+                    return error("config.json: layer_types has an entry other than sliding_attention / full_attention");
+                sliding[l] = v == "sliding_attention";
+            }
+        }
+        if (std::find(sliding.begin(), sliding.end(), true) != sliding.end()) hp.sliding_window = cfg.u32("sliding_window");
+    } else {  // deepseek_v3, glm4_moe: sigmoid routing with a selection bias, groups, shared experts, dense first layers
+        hp.expert_ffn = cfg.u32("moe_intermediate_size");
+        const uint32_t shared = cfg.find("n_shared_experts") ? cfg.u32("n_shared_experts") : 0;
+        if (shared) {
+            hp.shared_expert_ffn = shared * hp.expert_ffn;
+            hp.flags |= kSharedExpert | kSharedExpertUngated;
+        }
+        if (cfg.boolean("norm_topk_prob", deepseek)) hp.flags |= kNormTopkProb;
+        const float scaling = cfg.number("routed_scaling_factor", 1.0f);
+        if (!(scaling > 0.0f)) return error("config.json: field 'routed_scaling_factor' must be positive");
+        hp.routed_scaling = scaling;
+        const uint32_t n_group = cfg.u32("n_group", 1), topk_group = cfg.u32("topk_group", 1);
+        if (n_group > 255 || topk_group > n_group) return error("config.json: n_group / topk_group out of range");
+        hp.n_group = static_cast<uint8_t>(n_group);
+        hp.topk_group = static_cast<uint8_t>(topk_group);
+        // transformers' DeepseekV3 and Glm4Moe routers are sigmoid with the correction bias whatever
+        // scoring_func/topk_method say; a config asking for something else is not one they run.
+        if (const json* sf = cfg.find("scoring_func"); sf && *sf != "sigmoid")
+            return error("config.json: scoring_func '" + sf->dump() + "' is not supported for " + mt->get<std::string>() + " (sigmoid)");
+        hp.router_scoring = static_cast<uint8_t>(RouterScoring::Sigmoid);
+        hp.flags |= kSelectionBias;
+        uint32_t first_dense = 0;
+        if (const json* f = cfg.find("first_k_dense_replace")) {
+            if (!f->is_number_unsigned() || f->get<uint64_t>() > hp.n_layers) return error("config.json: field 'first_k_dense_replace' out of range");
+            first_dense = f->get<uint32_t>();
+        }
+        for (uint32_t l = 0; l < first_dense; ++l) moe_layer[l] = false;
+        if (deepseek) {
+            hp.kv_lora_rank = cfg.u32("kv_lora_rank");
+            hp.q_lora_rank = cfg.find("q_lora_rank") ? cfg.u32("q_lora_rank") : 0;
+            const uint32_t nope = cfg.u32("qk_nope_head_dim"), rope = cfg.u32("qk_rope_head_dim");
+            hp.v_head_dim = cfg.u32("v_head_dim");
+            if (!cfg.status()) return cfg.status();
+            if (nope > 65536 || rope > 65536) return error("config.json: head dims exceed 65536");
+            hp.head_dim = nope + rope;  // config.json's head_dim is the rope part
+            hp.rotary_dim = rope;
+            if (cfg.boolean("rope_interleave", true)) hp.flags |= kRopePairs;
+            if (cfg.boolean("attention_bias", false)) return error("config.json: attention_bias is not supported for deepseek_v3");
+            partial_rotary = 1.0;
+        } else {
+            if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias;
+            if (cfg.boolean("use_qk_norm", false)) hp.flags |= kQkNorm | kQkNormPerHead;
+        }
     }
     if (!cfg.status()) return cfg.status();
+    if (std::find(moe_layer.begin(), moe_layer.end(), false) != moe_layer.end()) hp.dense_ffn = cfg.u32("intermediate_size");
+    if (!cfg.status()) return cfg.status();
+    if (partial_rotary != 1.0) {
+        if (!(partial_rotary > 0.0 && partial_rotary < 1.0)) return error("config.json: partial_rotary_factor must lie in (0, 1]");
+        hp.rotary_dim = static_cast<uint32_t>(hp.head_dim * partial_rotary);  // int(head_dim * factor), as transformers
+    }
 
     // The engine's own checks, so that no file is written that would not load.
     if (const auto problems = schema::hyperparam_problems(static_cast<uint32_t>(fam), hp, moe_layer); !problems.empty())
@@ -219,12 +401,69 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         // Norms, biases and the router stay f32 whatever the weight type (the router: near-ties must not flip).
         const WeightType t = spec.kind == schema::Kind::Matrix ? storage_type(type, spec.cols) : WeightType::F32;
         plan.sections.back().tensors.push_back(PlannedTensor{spec.name, t, spec.n_dims(), spec.rows, spec.cols});
-        plan.sources.push_back(hf_source_name(fam, spec));
+        if (spec.section == SectionKind::Attention && sliding[spec.layer]) plan.sections.back().layer_flags = kLayerSliding;
+        plan.sources.push_back(hf_source_name(fam, hp, spec));
     }
     return plan;
 }
 
 namespace {
+
+// A source name "BASE#op[:expert]" of hf_source_name: a strided view of BASE (SourceTensor::View), checked
+// against BASE's shape. gpt_oss stores each layer's experts stacked, gate and up interleaved in one tensor of
+// [experts, hidden, 2·ffn] (input-major: gate = even columns, up = odd ones) and down as [experts, ffn, hidden];
+// DeepSeek's kv_b_proj [heads·(nope + v), kv_lora] holds per head its nope key rows, then its value rows.
+Result<SourceTensor> derive_source(const SafetensorsSet& set, const std::string& name, const HyperParams& hp) {
+    const size_t hash = name.find('#');
+    const std::string base_name = name.substr(0, hash), op = name.substr(hash + 1);
+    const SourceTensor* base = set.find(base_name);
+    if (base == nullptr) return error("tensor " + base_name + " is missing from the checkpoint");
+    const std::string what = op.substr(0, op.find(':'));
+    uint64_t e = 0;
+    if (op.find(':') != std::string::npos) e = std::stoull(op.substr(op.find(':') + 1));
+    auto shape_error = [&](const std::vector<uint64_t>& want) {
+        std::string got, need;
+        for (uint64_t d : base->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+        for (uint64_t d : want) need += (need.empty() ? "" : ", ") + std::to_string(d);
+        return error("tensor " + base_name + " has shape [" + got + "], config.json implies [" + need + "]");
+    };
+    SourceTensor t = *base;
+    t.name = name;
+    t.viewed = true;
+    t.row_order.clear();
+    const uint64_t H = hp.hidden_size, F = hp.expert_ffn, E = hp.n_experts;
+    SourceTensor::View& v = t.view;
+    if (what == "gate" || what == "up") {  // [E, H, 2F] -> [F, H]: out[r][c] = base[e][c][2r (+1)]
+        if (base->shape != std::vector<uint64_t>{E, H, 2 * F}) return shape_error({E, H, 2 * F});
+        t.shape = {F, H};
+        v = {e * H * 2 * F + (what == "up" ? 1 : 0), 0, 0, 2, 2 * F};
+    } else if (what == "down") {  // [E, F, H] -> [H, F]: out[r][c] = base[e][c][r]
+        if (base->shape != std::vector<uint64_t>{E, F, H}) return shape_error({E, F, H});
+        t.shape = {H, F};
+        v = {e * F * H, 0, 0, 1, H};
+    } else if (what == "gate_bias" || what == "up_bias") {  // [E, 2F] -> [F]
+        if (base->shape != std::vector<uint64_t>{E, 2 * F}) return shape_error({E, 2 * F});
+        t.shape = {F};
+        v = {e * 2 * F + (what == "up_bias" ? 1 : 0), 0, 0, 2, 0};
+    } else if (what == "row") {  // [E, H] -> [H]
+        if (base->shape != std::vector<uint64_t>{E, H}) return shape_error({E, H});
+        t.shape = {H};
+        v = {e * H, 0, 0, 1, 0};
+    } else if (what == "k_b" || what == "v_b") {
+        const uint64_t heads = hp.n_heads, lora = hp.kv_lora_rank, nope = hp.head_dim - hp.rotary_dim, vd = hp.v_head_dim;
+        if (base->shape != std::vector<uint64_t>{heads * (nope + vd), lora}) return shape_error({heads * (nope + vd), lora});
+        if (what == "k_b") {  // head h's [nope, lora] key block, transposed: out[h·lora + r][c] = base[h(nope+v) + c][r]
+            t.shape = {heads * lora, nope};
+            v = {0, lora, (nope + vd) * lora, 1, lora};
+        } else {  // head h's [v, lora] value block: out[h·v + r][c] = base[h(nope+v) + nope + r][c]
+            t.shape = {heads * vd, lora};
+            v = {nope * lora, vd, (nope + vd) * lora, lora, 1};
+        }
+    } else {
+        return error("internal: unknown source view " + name);
+    }
+    return t;
+}
 
 // Quantises a tensor row by row. The scale searches cost tens of nanoseconds per value, so rows are spread over
 // all cores; each row's bytes depend on that row alone, so the output is the same for any thread count. On
@@ -259,7 +498,7 @@ Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vec
     switch (dst.type) {
         case WeightType::F32:
             out.resize(n * 4);
-            if (src.dtype == SourceDType::F32 && src.row_order.empty()) {
+            if (src.dtype == SourceDType::F32 && src.row_order.empty() && !src.viewed) {
                 std::memcpy(out.data(), src.data, n * 4);
             } else {
                 for (uint64_t i = 0; i < n; ++i) {
@@ -352,7 +591,20 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
 
     auto set = SafetensorsSet::open_dir(hf_dir);
     if (!set) return set.status();
-    return write_plan(plan, [&set](const std::string& name) { return set->find(name); }, hf_dir, out_path, options, summary);
+    std::map<std::string, SourceTensor> derived;  // the views hf_source_name asked for
+    for (const std::string& name : plan.sources) {
+        if (name.find('#') == std::string::npos || derived.count(name)) continue;
+        auto t = derive_source(set.value(), name, plan.hp);
+        if (!t) return error(hf_dir + ": " + t.message());
+        derived.emplace(name, std::move(t.value()));
+    }
+    return write_plan(
+        plan,
+        [&set, &derived](const std::string& name) -> const SourceTensor* {
+            auto it = derived.find(name);
+            return it != derived.end() ? &it->second : set->find(name);
+        },
+        hf_dir, out_path, options, summary);
 }
 
 Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const SourceTensor*(const std::string&)>& find,

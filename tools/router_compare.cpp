@@ -24,16 +24,16 @@ struct DecisionLog : TraceObserver {
     bool with_also = false;
     RouterKind also = RouterKind::Lut;
     std::map<std::pair<uint32_t, uint32_t>, Decision> taken, alternative;
-    std::vector<float> probs;
+    std::vector<float> probs, selection;
 
     void on_routing(const RoutingRecord& r) override {
         taken[{r.layer, r.position}] = Decision{{r.experts.begin(), r.experts.end()}, {r.weights.begin(), r.weights.end()}};
         if (!with_also) return;
-        const bool renormalise = model->rules().routing.renormalise;
         Decision d{std::vector<int32_t>(r.experts.size()), std::vector<float>(r.experts.size())};
         probs.resize(r.router_logits.size());
-        route_token(also, r.router_logits.data(), static_cast<uint32_t>(r.router_logits.size()),
-                    static_cast<uint32_t>(r.experts.size()), renormalise, probs.data(), d.experts.data(), d.weights.data());
+        selection.resize(r.experts.size());
+        route_token(also, model->rules().routing, r.router_logits.data(), nullptr, static_cast<uint32_t>(r.router_logits.size()),
+                    static_cast<uint32_t>(r.experts.size()), RouteOutput{probs.data(), d.experts.data(), d.weights.data(), selection.data(), nullptr});
         alternative[{r.layer, r.position}] = std::move(d);
     }
 };
@@ -90,6 +90,9 @@ RouterAgreementCounts RouterAgreement::end_to_end_total() const {
 
 Result<RouterAgreement> compare_routers(const Model& model, ThreadPool& pool, std::span<const int32_t> tokens, RouterKind kind) {
     if (tokens.empty()) return error("no tokens to route");
+    if (!lut_router_supports(model.rules().routing))
+        return error(std::string("router comparisons are for softmax routers; this model's router is ") +
+                     router_scoring_name(model.rules().routing.scoring));
     DecisionLog exact, variant;
     exact.model = variant.model = &model;
     exact.with_also = true;

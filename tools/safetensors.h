@@ -22,6 +22,15 @@ struct SourceTensor {
     uint64_t size;        // bytes
     // Source row of each output row, when rows must be reordered on import (GGUF's rotary permutation); empty = identity.
     std::vector<uint32_t> row_order;
+    // A strided view of another tensor's data (data and size are the whole source's): element (r, c) of this
+    // [rows, cols] tensor is source element offset + (r / rows_per_block) · block_stride +
+    // (r % rows_per_block) · row_stride + c · col_stride. One expert of a stacked 3-d tensor, a transpose,
+    // every other column (gpt_oss's interleaved gate/up), each head's block of DeepSeek's kv_b.
+    struct View {
+        uint64_t offset = 0, rows_per_block = 0, block_stride = 0, row_stride = 0, col_stride = 0;
+    };
+    bool viewed = false;
+    View view;
     uint64_t elements() const;
 };
 
@@ -54,7 +63,7 @@ private:
 // file-backed and read-only, so this frees memory without losing data (a later read faults it back in).
 void release_source_pages(const SourceTensor& t);
 
-// Element i (row-major, after row_order) of a source tensor as f32.
+// Element i (row-major, after row_order or through the view) of a source tensor as f32.
 float source_element(const SourceTensor& t, uint64_t i);
 
 }  // namespace colibri::tools

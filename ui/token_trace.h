@@ -13,8 +13,10 @@ namespace colibri::studio {
 struct LayerRouting {
     int layer = 0;
     std::vector<int32_t> experts;  // selected, descending weight
-    std::vector<float> weights;    // after the family's normalisation
-    std::vector<float> probs;      // softmax over all experts
+    std::vector<float> weights;    // what each expert's output is multiplied by (normalisation and scaling done)
+    std::vector<float> probs;      // the router's scores over all experts (softmax probabilities, or sigmoids)
+    std::vector<float> selection;  // per selected expert, the value it was selected by (score + selection bias)
+    std::vector<uint32_t> groups;  // the expert groups the choice was limited to; empty without groups
 };
 
 struct LayerProfile {

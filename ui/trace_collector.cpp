@@ -16,6 +16,8 @@ void TraceCollector::on_routing(const RoutingRecord& r) {
     out.experts.assign(r.experts.begin(), r.experts.end());
     out.weights.assign(r.weights.begin(), r.weights.end());
     out.probs.assign(r.router_probs.begin(), r.router_probs.end());
+    out.selection.assign(r.selection.begin(), r.selection.end());
+    out.groups.assign(r.groups.begin(), r.groups.end());
     trace_.routing.push_back(std::move(out));
 }
 

@@ -107,7 +107,9 @@ private slots:
     void batched_equals_token_by_token_data() {
         QTest::addColumn<QString>("family");
         QTest::addColumn<QString>("type");
-        for (const char* family : {"mixtral", "qwen2_moe", "olmoe"})
+        // The newer families too: gpt_oss's sliding layers keep a ring of their window plus a chunk, which wraps
+        // differently for each chunk size; deepseek_v3's latent attention caches latents.
+        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
             for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_k", "q4_0"})
                 QTest::newRow(qPrintable(QString("%1-%2").arg(family, type))) << QString(family) << QString(type);
     }

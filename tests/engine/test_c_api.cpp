@@ -1,6 +1,8 @@
 // The C API gives the same logits and greedy ids as the CLI path, and reports errors without crashing.
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
+#include <cmath>
 
 #include "../test_support.h"
 #include "colibri/colibri.h"
@@ -66,6 +68,70 @@ private slots:
         QCOMPARE(calls, 16);
         const QJsonArray want_ids = read_json(reference("hf/mixtral/ref/generate.json")).object()["new_ids"].toArray();
         for (int i = 0; i < 16; ++i) QCOMPARE(out[i], want_ids[i].toInt());
+        colibri_session_free(s);
+        colibri_model_close(m);
+    }
+
+    // A sigmoid, group-limited router through the C API: how the model routes, and per token and layer the
+    // experts, weights and selection scores deepseek_v3's reference lists (weights summing to the scaling factor,
+    // not 1); the LUT router refuses such a model.
+    void routing_of_a_sigmoid_router() {
+        const QString path = dir_.filePath("deepseek_v3.bin");
+        const CliResult r = run_cli({"convert", reference("hf/deepseek_v3/model"), "-o", path, "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        colibri_model* m = colibri_model_open(path.toUtf8().constData());
+        QVERIFY2(m != nullptr, colibri_last_error());
+        colibri_routing_info info{};
+        QCOMPARE(colibri_model_routing(m, &info), 0);
+        QCOMPARE(QString(info.scoring), QString("sigmoid"));
+        QCOMPARE(info.renormalise, 1);
+        QCOMPARE(info.scaling, 2.5f);
+        QCOMPARE(info.selection_bias, 1);
+        QCOMPARE(info.n_group, 4u);
+        QCOMPARE(info.topk_group, 2u);
+        QCOMPARE(info.top_k, 4u);
+        QCOMPARE(colibri_model_routing(m, nullptr), -1);
+
+        colibri_session* s = colibri_session_new(m, 2, 0);
+        QCOMPARE(colibri_session_set_router(s, "lut"), -1);
+        QVERIFY(QString(colibri_last_error()).contains("softmax routing only"));
+        struct Seen {
+            std::vector<colibri_route> routes;
+            std::vector<std::vector<int32_t>> experts;
+            std::vector<std::vector<float>> weights, selection;
+            std::vector<std::vector<uint32_t>> groups;
+        } seen;
+        QCOMPARE(colibri_session_set_route_callback(s, [](const colibri_route* r, void* u) {
+            auto* z = static_cast<Seen*>(u);
+            z->routes.push_back(*r);
+            z->experts.emplace_back(r->experts, r->experts + r->k);
+            z->weights.emplace_back(r->weights, r->weights + r->k);
+            z->selection.emplace_back(r->selection_scores, r->selection_scores + r->k);
+            z->groups.emplace_back(r->groups, r->groups + r->group_count);
+        }, &seen), 0);
+        std::vector<int32_t> ids;
+        for (const auto& v : read_json(reference("hf/deepseek_v3/ref/input_ids.json")).array()) ids.push_back(v.toInt());
+        QCOMPARE(colibri_session_eval(s, ids.data(), ids.size(), nullptr), 0);
+        const QJsonArray layers = read_json(reference("hf/deepseek_v3/ref/router.json")).object()["layers"].toArray();
+        QCOMPARE(seen.routes.size(), size_t(layers.size()) * ids.size());
+        for (size_t i = 0; i < seen.routes.size(); ++i) {
+            const colibri_route& r = seen.routes[i];
+            QCOMPARE(r.k, 4u);
+            QCOMPARE(r.group_count, 2u);
+            const QJsonObject want = layers[int(r.layer) - 1].toObject();  // layer 0 is dense
+            QCOMPARE(int(r.layer), want["layer"].toInt());
+            float sum = 0;
+            for (uint32_t j = 0; j < r.k; ++j) {
+                QCOMPARE(seen.experts[i][j], want["experts"].toArray()[int(r.position)].toArray()[int(j)].toInt());
+                QVERIFY(std::fabs(seen.weights[i][j] - want["weights"].toArray()[int(r.position)].toArray()[int(j)].toDouble()) < 1e-4);
+                const int e = seen.experts[i][j];
+                QVERIFY(std::fabs(seen.selection[i][j] - want["selection_scores"].toArray()[int(r.position)].toArray()[e].toDouble()) < 1e-4);
+                QVERIFY(std::find(seen.groups[i].begin(), seen.groups[i].end(), uint32_t(e / 4)) != seen.groups[i].end());
+                sum += seen.weights[i][j];
+            }
+            QVERIFY(std::fabs(sum - 2.5f) < 1e-4);  // renormalised, times routed_scaling_factor
+        }
+        QCOMPARE(colibri_session_set_route_callback(s, nullptr, nullptr), 0);
         colibri_session_free(s);
         colibri_model_close(m);
     }

@@ -145,7 +145,7 @@ std::set<uint64_t> metadata_boundaries(const FileHeader& h) {
                        offsetof(FileHeader, layer_count), offsetof(FileHeader, expert_count),
                        offsetof(FileHeader, expert_table_offset), offsetof(FileHeader, reserved), offsetof(FileHeader, hparams)})
         b.insert(f);
-    for (uint64_t f = 0; f <= offsetof(HyperParams, reserved); f += 4) b.insert(offsetof(FileHeader, hparams) + f);
+    for (uint64_t f = 0; f < sizeof(HyperParams); f += 4) b.insert(offsetof(FileHeader, hparams) + f);
     b.insert(sizeof(FileHeader));
     const struct {
         uint64_t offset, count, entry;

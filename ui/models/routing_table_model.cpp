@@ -32,7 +32,7 @@ QVariant RoutingTableModel::data(const QModelIndex& index, int role) const {
         if (role == Qt::ToolTipRole) {
             QStringList parts;
             for (size_t e = 0; e < r->probs.size(); ++e) parts << QStringLiteral("E%1 %2").arg(e).arg(r->probs[e], 0, 'f', 3);
-            return tr("router probabilities: %1").arg(parts.join(QStringLiteral(", ")));
+            return tr("router scores (probabilities for a softmax router): %1").arg(parts.join(QStringLiteral(", ")));
         }
         return {};
     }
@@ -44,12 +44,23 @@ QVariant RoutingTableModel::data(const QModelIndex& index, int role) const {
     case Qt::DisplayRole: return QStringLiteral("E%1  %2").arg(expert).arg(weight, 0, 'f', 3);
     case ExpertRole: return expert;
     case WeightRole: return weight;
+    case SelectionRole: return slot < r->selection.size() ? QVariant(r->selection[slot]) : QVariant();
     case Qt::BackgroundRole: return expert_color(expert);
     case Qt::ForegroundRole: return text_color_on(expert_color(expert));
-    case Qt::ToolTipRole:
-        return tr("layer %1, choice %2: expert %3, weight %4, router probability %5")
-            .arg(r->layer).arg(slot + 1).arg(expert).arg(weight, 0, 'f', 4)
-            .arg(static_cast<size_t>(expert) < r->probs.size() ? r->probs[static_cast<size_t>(expert)] : 0.0f, 0, 'f', 4);
+    case Qt::ToolTipRole: {
+        // The weight multiplies the expert's output; the selection score chose it. They differ for sigmoid routers
+        // (a learned bias steers the choice only, weights sum to the scaling factor) and group-limited ones.
+        QString tip = tr("layer %1, choice %2: expert %3, weight %4, router score %5")
+                          .arg(r->layer).arg(slot + 1).arg(expert).arg(weight, 0, 'f', 4)
+                          .arg(static_cast<size_t>(expert) < r->probs.size() ? r->probs[static_cast<size_t>(expert)] : 0.0f, 0, 'f', 4);
+        if (slot < r->selection.size()) tip += tr(", selected by %1").arg(r->selection[slot], 0, 'f', 4);
+        if (!r->groups.empty()) {
+            QStringList g;
+            for (uint32_t id : r->groups) g << QString::number(id);
+            tip += tr(" (within groups %1)").arg(g.join(QStringLiteral(", ")));
+        }
+        return tip;
+    }
     default: return {};
     }
 }

@@ -11,7 +11,7 @@ namespace colibri::studio {
 class RoutingTableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Role { ExpertRole = Qt::UserRole + 1, WeightRole, ProbsRole, LayerRole };
+    enum Role { ExpertRole = Qt::UserRole + 1, WeightRole, ProbsRole, LayerRole, SelectionRole };
 
     using QAbstractTableModel::QAbstractTableModel;
     // top_k fixes the columns (the model's active experts); token may be null or without a trace.

@@ -48,8 +48,8 @@ colibri_session* colibri_session_new(const colibri_model* model, unsigned thread
 void colibri_session_free(colibri_session* session);
 void colibri_session_reset(colibri_session* session);
 uint32_t colibri_session_position(const colibri_session* session);
-/* Router of the MoE layers: "exact" (float softmax, the default) or "lut" (the integer, table-exp router).
- * Returns 0, or -1 for any other name. */
+/* Router of the MoE layers: "exact" (what the model's family computes, the default) or "lut" (the integer,
+ * table-exp router; softmax routers only). Returns 0, or -1 for any other name or a model the LUT cannot route. */
 int colibri_session_set_router(colibri_session* session, const char* router);
 /* Feeds tokens; when logits is not NULL the logits after the last token are copied there (vocab floats).
  * Returns 0 or -1. */
@@ -59,6 +59,37 @@ int colibri_session_eval(colibri_session* session, const int32_t* tokens, size_t
 int32_t colibri_generate(colibri_session* session, const int32_t* prompt, size_t prompt_count, int32_t max_tokens,
                          const colibri_sampler_params* params, int32_t* out, size_t capacity,
                          colibri_token_callback callback, void* user);
+
+/* How the model routes (what its family really does, not assuming a softmax). */
+typedef struct colibri_routing_info {
+    const char* scoring;    /* "softmax" (over all experts), "sigmoid" (each expert's logit on its own) or
+                               "softmax_selected" (a softmax over the top-k logits only) */
+    int renormalise;        /* non-zero: the selected scores are divided by their sum */
+    float scaling;          /* every weight is multiplied by this (routed_scaling_factor); sigmoid routers'
+                               weights then sum to it */
+    int selection_bias;     /* non-zero: experts are selected by score + a learned bias the weights never see */
+    uint32_t n_group;       /* > 1: experts in n_group groups of consecutive ids, selection limited to */
+    uint32_t topk_group;    /*   the topk_group best groups */
+    uint32_t n_experts;     /* routed experts per MoE layer */
+    uint32_t top_k;         /* experts selected per token */
+} colibri_routing_info;
+/* Fills info; returns 0, or -1 for a null argument. */
+int colibri_model_routing(const colibri_model* model, colibri_routing_info* info);
+
+/* One token's routing at one MoE layer, valid during the callback only. */
+typedef struct colibri_route {
+    uint32_t layer;
+    uint32_t position;
+    uint32_t k;
+    const int32_t* experts;          /* k ids, by descending weight */
+    const float* weights;            /* k: what each expert's output is multiplied by */
+    const float* selection_scores;   /* k: the value each expert was selected by (score + selection bias) */
+    uint32_t group_count;            /* 0 without groups */
+    const uint32_t* groups;          /* the groups selection was limited to, ascending */
+} colibri_route;
+typedef void (*colibri_route_callback)(const colibri_route* route, void* user);
+/* Calls callback for every token and MoE layer the session evaluates from now on; NULL stops. Returns 0 or -1. */
+int colibri_session_set_route_callback(colibri_session* session, colibri_route_callback callback, void* user);
 
 /* Expert hot-swap: replaces the weights of expert `expert` in `layer` with those of expert
  * (donor_layer, donor_expert) of the .bin / .bin.zst at donor_path (same weight types and shapes). Safe while
