@@ -135,9 +135,10 @@ private slots:
     // Every quantised type of the test files occurs: the two sections above then cover each of them.
     void test_files_cover_every_type() {
         std::set<std::string> types;
-        for (const QuantFile& f : kFiles)
-            for (const json& t : json::parse(read_all(data_path(f.name, ".expected.json")).toStdString())["tensors"])
-                types.insert(t["type"].get<std::string>());
+        for (const QuantFile& f : kFiles) {
+            const json doc = json::parse(read_all(data_path(f.name, ".expected.json")).toStdString());  // outlives the loop
+            for (const json& t : doc["tensors"]) types.insert(t["type"].get<std::string>());
+        }
         QVERIFY(types == (std::set<std::string>{"q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "mxfp4"}));
     }
 
