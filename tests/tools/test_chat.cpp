@@ -52,6 +52,18 @@ private slots:
         QCOMPARE(r.out.count('\n'), 1);  // only the reply after /reset
     }
 
+    void readme_transcript_answers_and_stops() {
+        // The README's first transcript: the trained demo model adds, and its reply ends by itself at
+        // <|im_end|> well before the token limit.
+        const CliResult r = run_cli({"chat", "--greedy", "-n", "64"}, "What is 23 plus 45?\nWhat is 71 minus 28?\n");
+        QVERIFY2(!r.crashed && r.exit_code == 0, r.err.constData());
+        const QList<QByteArray> replies = r.out.trimmed().split('\n');
+        QCOMPARE(replies.size(), 2);
+        // Each reply ends with its answer's sentence: the line is complete, so generation stopped there.
+        QVERIFY2(replies[0].endsWith("So 23 plus 45 is 68."), r.out.constData());
+        QVERIFY2(replies[1].endsWith("So 71 minus 28 is 43."), r.out.constData());
+    }
+
     void eof_exits_cleanly() {
         const CliResult r = run_cli({"chat", "-m", kDemo}, {});
         QCOMPARE(r.exit_code, 0);
@@ -65,7 +77,7 @@ private slots:
             const CliResult r = run_cli({"logits", "-m", kDemo, "--prompt", "The quick brown fox jumps over the lazy dog", "-t", t, "--out", out});
             QCOMPARE(r.exit_code, 0);
             const QByteArray b = read_all(out);
-            QVERIFY(b.size() > 151936 * 4);
+            QVERIFY(b.size() >= 4096 * 4);  // at least one row of the demo vocabulary
             if (first.isEmpty()) first = b;
             QVERIFY(b == first);
         }
