@@ -28,6 +28,7 @@
 #include "engine/session.h"
 #include "engine/temp_output.h"
 #include "engine/utf8_stream.h"
+#include "tools/export_gguf.h"
 #include "tools/bench.h"
 #include "tools/chat_eval.h"
 #include "tools/check.h"
@@ -740,6 +741,11 @@ int main(int argc, char** argv) {
     convert->add_option("--zstd-level", zstd_level, "zstd level 1..22")->check(CLI::Range(1, 22));
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");
 
+    std::string export_in, export_out;
+    auto* export_cmd = app.add_subcommand("export", "write a .bin as a GGUF file for llama.cpp (the same tensors, no vocabulary)");
+    export_cmd->add_option("model", export_in, ".bin model")->required();
+    export_cmd->add_option("-o,--output", export_out, "output .gguf")->required();
+
     std::string path;
     auto* check = app.add_subcommand("check", "validate a .bin or .bin.zst file: exit 0 valid, 1 invalid, 2 unreadable");
     check->add_option("model", path, "model file")->required();
@@ -869,6 +875,10 @@ int main(int argc, char** argv) {
         if (*tune) return colibri::cli::cmd_tune(as_json, tune_quick);
         if (*convert) return cmd_convert(src, out, type_name, zstd, zstd_level, quiet);
         if (*check) return cmd_check(path, as_json, quiet);
+        if (*export_cmd) {
+            if (Status st = tools::export_gguf(export_in, export_out); !st) return fail("export", st.message());
+            return 0;
+        }
         if (*info) return cmd_info(path, as_json);
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
         if (*route) return cmd_route(margs, tokens, prompt, rargs);

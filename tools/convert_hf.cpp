@@ -457,6 +457,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         plan.sections.back().tensors.push_back(PlannedTensor{spec.name, t, spec.n_dims(), spec.rows, spec.cols});
         if (spec.section == SectionKind::Attention && sliding[spec.layer]) plan.sections.back().layer_flags = kLayerSliding;
         plan.sources.push_back(hf_source_name(fam, hp, spec));
+        plan.specs.push_back(spec);
     }
     return plan;
 }
@@ -549,6 +550,13 @@ Status quantize_tensor(const SourceTensor& src, const PlannedTensor& dst, std::v
 // Converts one source tensor into the planned type. Fails on values the type cannot quantise (NaN, Inf, too large).
 Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vector<uint8_t>& out) {
     const uint64_t n = src.elements();
+    if (src.blocks) {  // carried over as they are (GGUF blocks of a type the engine computes on)
+        if (*src.blocks != dst.type || src.size != dst.rows * kernels::row_bytes(dst.type, dst.cols))
+            return error("tensor " + src.name + ": its " + weight_type_name(*src.blocks) + " blocks do not fill the planned " +
+                         weight_type_name(dst.type) + " tensor");
+        out.assign(src.data, src.data + src.size);
+        return Status::ok();
+    }
     switch (dst.type) {
         case WeightType::F32:
             out.resize(n * 4);

@@ -8,6 +8,7 @@
 
 #include "convert.h"
 #include "engine/bin_writer.h"
+#include "engine/schema.h"
 #include "safetensors.h"
 
 namespace colibri::tools {
@@ -17,6 +18,7 @@ struct Plan {
     format::HyperParams hp{};
     std::vector<PlannedSection> sections;
     std::vector<std::string> sources;  // HF name of the source of each planned tensor, in write order
+    std::vector<schema::TensorSpec> specs;  // the schema's entry of each planned tensor, in write order
 };
 
 // Plans a model from an HF config.json (and generation_config's eos ids). Errors name the config field.

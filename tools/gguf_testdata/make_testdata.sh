@@ -41,6 +41,16 @@ PY
   convert --sentencepiece-vocab -- "$d" --outtype f32 --outfile "$out/${fam/_/}-f32.gguf"
 done
 
+# 2b. The four transformers 5.2 references (qwen3_moe, gpt_oss, deepseek_v3, glm4_moe) the same way, f32, with
+#     the same SentencePiece vocabulary (no tokenizer_config.json: their tests compare logits, not text).
+for fam in qwen3_moe gpt_oss deepseek_v3 glm4_moe; do
+  d="$work/$fam"
+  rm -rf "$d" && mkdir -p "$d"
+  cp "$ref/hf/$fam/model/config.json" "$ref/hf/$fam/model/generation_config.json" "$ref/hf/$fam/model/model.safetensors" "$d/"
+  cp "$work/spm/tokenizer.model" "$d/"
+  convert --sentencepiece-vocab -- "$d" --outtype f32 --outfile "$out/$([ "$fam" = qwen3_moe ] && echo qwen3moe || echo "$fam")-f32.gguf"
+done
+
 # 3. The Qwen3 tokenizer as a vocabulary-only GGUF: the converter's --vocab-only path for a Qwen3-MoE
 #    directory (config.json below, tokenizer.json and tokenizer_config.json as shipped).
 d="$work/qwen3-vocab"
@@ -91,4 +101,21 @@ convert -- "$d" --outtype f32 --outfile "$work/mixtral-256-f32.gguf"
   --token-embedding-type q4_0 --output-tensor-type q6_k \
   "$work/mixtral-256-f32.gguf" "$out/mixtral-256-quant.gguf" Q4_K_M
 "$py" "$here/dequant_expected.py" "$llama/gguf-py" "$out/mixtral-256-quant.gguf" "$out/mixtral-256-quant.expected.json"
+# 5. Lossless import: a Q4_K_M-style file (Q4_K, Q5_K, Q6_K, with Q8_0 where llama-quantize puts it) from a random
+#    qwen2_moe with 256-wide rows (for the K-quants), converted to f32 by llama.cpp; Q4_K_M alone picks Q4_K and
+#    Q6_K here, the two overrides add Q5_K tensors, as Q5_K_M and Q3_K_M files have them. And an MXFP4 gpt-oss
+#    (the released checkpoints' layout: expert stacks MXFP4, the other matrices Q8_0, the router f32) from the
+#    reference's GGUF of step 2b, quantised by gguf-py's own MXFP4 and Q8_0 quantisers.
+d="$work/qwen2moe-256"
+rm -rf "$d"
+"$make_model" -o "$d" --family qwen2_moe --vocab 320 --hidden 256 --layers 1 --heads 4 --kv-heads 2 --experts 4 --top-k 2 --ffn 256 --shared-ffn 256 --seed 11
+cp "$work/spm/tokenizer.model" "$d/"
+convert --sentencepiece-vocab -- "$d" --outtype f32 --outfile "$work/qwen2moe-256-f32.gguf"
+"$quantize" --tensor-type attn_k=q5_k --tensor-type ffn_up_exps=q5_k \
+  "$work/qwen2moe-256-f32.gguf" "$out/qwen2moe-256-q4_k_m.gguf" Q4_K_M
+"$py" "$here/quantize_with_gguf_py.py" "$llama/gguf-py" "$out/gpt_oss-f32.gguf" "$out/gpt_oss-mxfp4.gguf" \
+  'MXFP4=ffn_(gate|up|down)_exps\.weight$' 'Q8_0=^(?!.*ffn_gate_inp).*\.weight$'
+for f in qwen2moe-256-q4_k_m gpt_oss-mxfp4; do
+  "$py" "$here/dequant_expected.py" "$llama/gguf-py" "$out/$f.gguf" "$out/$f.expected.json"
+done
 echo "wrote $out"
