@@ -180,15 +180,19 @@ private slots:
             }
             type("\x1b[A\r");  // up arrow: the last line again, sent
             QVERIFY2(wait_for("tokens/s; prompt", run == 0 ? 2 : 1), screen.constData());
-            // The prompt after that reply: only then is the line editor reading (keys typed before it would
-            // reach a terminal in cooked mode, where Ctrl-C is a signal between two reads, not a key).
+            // Ctrl-C must reach the line editor while it reads: keys typed before it has set up the terminal are
+            // flushed, and a Ctrl-C there is a signal between two reads. So the text is typed (again) until the
+            // editor echoes it, which shows it is reading, and only then Ctrl-C.
             QElapsedTimer ready;
             ready.start();
-            while (screen.lastIndexOf("> ") < screen.lastIndexOf("tokens/s; prompt") && ready.elapsed() < 60000)
-                if (!pump()) break;
-            QVERIFY2(screen.lastIndexOf("> ") > screen.lastIndexOf("tokens/s; prompt"), screen.constData());
+            const qsizetype echoed = screen.count("never sent");
+            while (screen.count("never sent") == echoed && ready.elapsed() < 60000) {
+                if (screen.lastIndexOf("> ") > screen.lastIndexOf("tokens/s; prompt")) type("never sent");
+                for (int i = 0; i < 5 && screen.count("never sent") == echoed; ++i)
+                    if (!pump()) break;
+            }
+            QVERIFY2(screen.count("never sent") > echoed, screen.constData());
             const qsizetype prompts = screen.count("> ");
-            type("never sent");
             type("\x03");  // Ctrl-C at the prompt: the typed text is dropped, the chat goes on
             QVERIFY2(wait_for("> ", prompts + 1), screen.constData());
             type("\x04");  // Ctrl-D on an empty line: the end
