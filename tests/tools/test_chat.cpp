@@ -4,6 +4,7 @@
 #include <QtTest>
 #include <poll.h>
 #include <pty.h>
+#include <termios.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -180,18 +181,19 @@ private slots:
             }
             type("\x1b[A\r");  // up arrow: the last line again, sent
             QVERIFY2(wait_for("tokens/s; prompt", run == 0 ? 2 : 1), screen.constData());
-            // Ctrl-C must reach the line editor while it reads: keys typed before it has set up the terminal are
-            // flushed, and a Ctrl-C there is a signal between two reads. So the text is typed (again) until the
-            // editor echoes it, which shows it is reading, and only then Ctrl-C.
+            // Keys must reach the line editor while it reads: typed earlier (while the reply ends), they meet a
+            // terminal still in cooked mode, where Ctrl-C is a signal between two reads. The editor switches the
+            // terminal out of canonical mode while it reads, which the master side can see.
             QElapsedTimer ready;
             ready.start();
-            const qsizetype echoed = screen.count("never sent");
-            while (screen.count("never sent") == echoed && ready.elapsed() < 60000) {
-                if (screen.lastIndexOf("> ") > screen.lastIndexOf("tokens/s; prompt")) type("never sent");
-                for (int i = 0; i < 5 && screen.count("never sent") == echoed; ++i)
-                    if (!pump()) break;
-            }
-            QVERIFY2(screen.count("never sent") > echoed, screen.constData());
+            termios mode{};
+            while (ready.elapsed() < 60000 &&
+                   !(screen.lastIndexOf("> ") > screen.lastIndexOf("tokens/s; prompt") && tcgetattr(master, &mode) == 0 &&
+                     (mode.c_lflag & ICANON) == 0))
+                if (!pump()) break;
+            QVERIFY2((mode.c_lflag & ICANON) == 0, screen.constData());
+            type("never sent");
+            QVERIFY2(wait_for("never sent", screen.count("never sent") + 1), screen.constData());
             const qsizetype prompts = screen.count("> ");
             type("\x03");  // Ctrl-C at the prompt: the typed text is dropped, the chat goes on
             QVERIFY2(wait_for("> ", prompts + 1), screen.constData());
