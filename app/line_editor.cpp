@@ -74,9 +74,10 @@ LineEditor::LineEditor(const std::string& history_path)
     el_set(el_->el, EL_HIST, history, el_->history);
     el_set(el_->el, EL_CLIENTDATA, el_.get());
     el_set(el_->el, EL_SETTY, "-d", "-isig", static_cast<char*>(nullptr));
-    el_set(el_->el, EL_ADDFN, "colibri-interrupt", "Drop the line being typed (Ctrl-C)", &Editline::on_ctrl_c);
+    // Functions are added through the wide interface: the narrow el_set copies their names and never frees them.
+    el_wset(el_->el, EL_ADDFN, L"colibri-interrupt", L"Drop the line being typed (Ctrl-C)", &Editline::on_ctrl_c);
     el_set(el_->el, EL_BIND, "^C", "colibri-interrupt", static_cast<char*>(nullptr));
-    el_set(el_->el, EL_ADDFN, "colibri-suspend", "Suspend the chat (Ctrl-Z)", &Editline::on_ctrl_z);
+    el_wset(el_->el, EL_ADDFN, L"colibri-suspend", L"Suspend the chat (Ctrl-Z)", &Editline::on_ctrl_z);
     el_set(el_->el, EL_BIND, "^Z", "colibri-suspend", static_cast<char*>(nullptr));
     el_source(el_->el, nullptr);  // the user's ~/.editrc, as other libedit programs read it
     if (!history_path_.empty()) history(el_->history, &ev, H_LOAD, history_path_.c_str());
