@@ -24,6 +24,7 @@
 #include "engine/session.h"
 #include "engine/utf8_stream.h"
 #include "tools/bench.h"
+#include "tools/cache_sim.h"
 #include "tools/chat_eval.h"
 #include "tools/check.h"
 #include "tools/convert.h"
@@ -517,9 +518,41 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
         if (ra.with_probs) e["probs"] = collector.probs[layer];
         layers.push_back(e);
     }
-    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)}, {"layers", layers}}
-                              .dump()
-                              .c_str());
+    json out{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)},
+             {"n_experts", l.model->hparams().n_experts}, {"layers", layers}};
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+}
+
+struct CacheSimArgs {
+    std::string trace;
+    std::string slots;      // empty: tools::default_slot_counts
+    std::string pin_trace;  // empty: the hot set is learned from the replayed trace itself
+    bool as_json = false;
+};
+
+int cmd_cache_sim(const CacheSimArgs& a) {
+    auto trace = tools::read_routing_trace(a.trace);
+    if (!trace) return fail("cache-sim", trace.message());
+    std::optional<tools::RoutingTrace> pin_source;
+    if (!a.pin_trace.empty()) {
+        auto p = tools::read_routing_trace(a.pin_trace);
+        if (!p) return fail("cache-sim", p.message());
+        if (p->n_experts > trace->n_experts)
+            return fail("cache-sim", a.pin_trace + ": routes over " + std::to_string(p->n_experts) + " experts, the trace over " +
+                                         std::to_string(trace->n_experts));
+        pin_source = std::move(p.value());
+    }
+    std::vector<uint32_t> slots = tools::default_slot_counts(trace.value());
+    if (!a.slots.empty()) {
+        auto s = tools::parse_slot_counts(a.slots, trace.value());
+        if (!s) return fail("cache-sim", "--slots: " + s.message());
+        slots = std::move(s.value());
+    }
+    const tools::CacheSimReport rep = tools::cache_sim(trace.value(), slots, pin_source ? *pin_source : trace.value(),
+                                                       pin_source ? a.pin_trace : std::string("in-sample"));
+    if (a.as_json) std::printf("%s\n", tools::cache_sim_json(rep).dump().c_str());
+    else std::fputs(tools::cache_sim_text(rep).c_str(), stdout);
     return 0;
 }
 
@@ -896,6 +929,13 @@ int main(int argc, char** argv) {
     eval->add_flag("--json", as_json, "JSON output with every reply");
 
     bool tune_quick = false;
+    CacheSimArgs csargs;
+    auto* cache_sim = app.add_subcommand("cache-sim", "replay a routing trace (route --json): LRU, LFRU, pinned and Belady hit rates per layer");
+    cache_sim->add_option("trace", csargs.trace, "routing trace (colibri route --json output)")->required();
+    cache_sim->add_option("--slots", csargs.slots, "slots per layer: A..B, N or A,B,C (default: 12.5, 25, 50, 75 % of the experts)");
+    cache_sim->add_option("--pin-trace", csargs.pin_trace, "learn the pinned hot set from this trace (default: the replayed one)");
+    cache_sim->add_flag("--json", csargs.as_json, "JSON output");
+
     auto* tune = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
     tune->add_flag("--json", as_json, "JSON output");
     tune->add_flag("--quick", tune_quick, "one shape, three repetitions");
@@ -922,6 +962,7 @@ int main(int argc, char** argv) {
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
         if (*route) return cmd_route(margs, tokens, prompt, rargs);
         if (*bench) return cmd_bench(margs, bargs, as_json);
+        if (*cache_sim) return cmd_cache_sim(csargs);
         if (*compare) return cmd_compare(margs, cargs, as_json);
         if (*gen) return cmd_generate(margs, tokens, prompt, n, sc, as_json);
         if (*swap)

@@ -1,0 +1,277 @@
+// Expert-cache policies (engine/expert_slots.h) and their replay (tools/cache_sim.h, colibri cache-sim):
+// hand-made traces whose hit rates are known exactly, Belady never beaten, and hostile traces.
+#include <QTemporaryDir>
+#include <QtTest>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/expert_slots.h"
+#include "test_support.h"
+#include "tools/cache_sim.h"
+
+using namespace colibri;
+using namespace colibri::test;
+using nlohmann::json;
+
+namespace {
+
+// A trace in route's format: per layer, per position, the chosen experts.
+json trace_json(const std::vector<std::vector<std::vector<uint32_t>>>& layers, int n_experts = -1) {
+    json l = json::array();
+    for (size_t i = 0; i < layers.size(); ++i) l.push_back({{"layer", i}, {"experts", layers[i]}});
+    json t{{"tokens", json::array()}, {"layers", l}};
+    if (n_experts > 0) t["n_experts"] = n_experts;
+    return t;
+}
+
+tools::RoutingTrace parse(const json& j) {
+    auto t = tools::parse_routing_trace(j.dump());
+    if (!t) qFatal("%s", t.message().c_str());
+    return t.value();
+}
+
+// Top-1 trace: expert 0 every third token, between experts never seen again: 0,1,2,0,3,4,0,5,6,...
+std::vector<std::vector<uint32_t>> hot_between_scans(uint32_t periods) {
+    std::vector<std::vector<uint32_t>> p;
+    for (uint32_t i = 0; i < periods; ++i) {
+        p.push_back({0});
+        p.push_back({2 * i + 1});
+        p.push_back({2 * i + 2});
+    }
+    return p;
+}
+
+}  // namespace
+
+class TestExpertCache : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+    QString write_trace(const QString& name, const QByteArray& text) { return write_all(dir_.filePath(name), text); }
+
+private slots:
+    void lru_evicts_least_recent() {
+        ExpertSlots s(CachePolicy::Lru, 8, 2);
+        for (uint32_t e : {0u, 1u}) {
+            s.begin_group();
+            QVERIFY(!s.access(e)->hit);
+        }
+        s.begin_group();
+        QVERIFY(s.access(0)->hit);
+        s.begin_group();
+        const auto a = s.access(2);  // 1 is the least recent
+        QVERIFY(a && !a->hit);
+        QCOMPARE(a->evicted, 1);
+        QCOMPARE(s.slot_of(1), ExpertSlots::kNone);
+        QCOMPARE(s.expert_in(a->slot), 2);
+    }
+
+    void open_group_is_never_evicted() {
+        ExpertSlots s(CachePolicy::Lru, 8, 2);
+        s.begin_group();
+        QVERIFY(s.access(0));
+        QVERIFY(s.access(1));
+        QVERIFY(!s.access(2));  // both slots hold experts the group still needs
+        s.begin_group();
+        const auto a = s.access(2);
+        QVERIFY(a);
+        QCOMPARE(a->evicted, 0);
+    }
+
+    void pinned_experts_keep_their_slots() {
+        const std::vector<uint32_t> pins{5, 6};
+        ExpertSlots s(CachePolicy::Pinned, 8, 3, pins);
+        QVERIFY(s.pinned(5) && s.pinned(6) && !s.pinned(0));
+        s.begin_group();
+        QVERIFY(!s.access(5)->hit);  // pinned experts load on first use, into their own slot
+        for (uint32_t e : {0u, 1u, 2u, 3u}) {
+            s.begin_group();
+            QCOMPARE(s.access(e)->hit, false);
+        }
+        s.begin_group();
+        QVERIFY(s.access(5)->hit);
+        // At most slots - 1 pins: one slot always serves the rest.
+        const std::vector<uint32_t> many{0, 1, 2, 3};
+        ExpertSlots t(CachePolicy::Pinned, 8, 3, many);
+        QVERIFY(t.pinned(0) && t.pinned(1) && !t.pinned(2));
+    }
+
+    void hot_set_orders_by_use_then_id() {
+        const std::vector<uint64_t> counts{3, 7, 0, 7, 1};
+        QCOMPARE(hot_set(counts, 3), (std::vector<uint32_t>{1, 3, 0}));
+        QCOMPARE(hot_set(counts, 10), (std::vector<uint32_t>{1, 3, 0, 4}));  // unused experts are not pinned
+    }
+
+    // 0,1,2,0,3,4,... (5 periods, 15 accesses) with 2 slots: LRU always evicts 0 before it returns (0 hits);
+    // LFRU keeps it once it has been used twice (hits at its 3rd, 4th, 5th use); pinned (hot set {0}) and Belady
+    // miss it once only (4 hits).
+    void exact_hit_rates_hot_between_scans() {
+        const tools::RoutingTrace t = parse(trace_json({hot_between_scans(5)}));
+        QCOMPARE(t.n_experts, 11u);
+        QCOMPARE(t.top_k, 1u);
+        QCOMPARE(tools::replay(t, CachePolicy::Lru, 2, t).hits, uint64_t(0));
+        QCOMPARE(tools::replay(t, CachePolicy::Lfru, 2, t).hits, uint64_t(3));
+        QCOMPARE(tools::replay(t, CachePolicy::Pinned, 2, t).hits, uint64_t(4));
+        QCOMPARE(tools::replay_belady(t, 2).hits, uint64_t(4));
+        QCOMPARE(tools::replay_belady(t, 2).accesses, uint64_t(15));
+    }
+
+    // A cycle over slots + 1 experts: LRU misses every time; Belady hits on 0,1,2,0,1,2,0,1,2 (2 slots) three times:
+    // 0m 1m 2m(evicts 1) 0h 1m(evicts 0) 2h 0m(evicts 2) 1h 2m.
+    void lru_on_a_cycle() {
+        std::vector<std::vector<uint32_t>> cyc;
+        for (int r = 0; r < 3; ++r)
+            for (uint32_t e : {0u, 1u, 2u}) cyc.push_back({e});
+        const tools::RoutingTrace t = parse(trace_json({cyc}));
+        QCOMPARE(tools::replay(t, CachePolicy::Lru, 2, t).hits, uint64_t(0));
+        QCOMPARE(tools::replay_belady(t, 2).hits, uint64_t(3));
+        // With a slot per expert only the first use of each misses, under every policy.
+        for (CachePolicy p : {CachePolicy::Lru, CachePolicy::Lfru, CachePolicy::Pinned})
+            QCOMPARE(tools::replay(t, p, 3, t).hits, uint64_t(6));
+        QCOMPARE(tools::replay_belady(t, 3).hits, uint64_t(6));
+    }
+
+    // Per layer and overall: two layers with different patterns are counted apart.
+    void per_layer_counts() {
+        std::vector<std::vector<uint32_t>> same(6, std::vector<uint32_t>{3, 4});
+        const tools::RoutingTrace t = parse(trace_json({hot_between_scans(5), same}, 16));
+        const tools::ReplayResult r = tools::replay(t, CachePolicy::Lru, 2, t);
+        QCOMPARE(r.layers.size(), size_t(2));
+        QCOMPARE(r.layers[0].hits, uint64_t(0));
+        QCOMPARE(r.layers[0].accesses, uint64_t(15));
+        QCOMPARE(r.layers[1].hits, uint64_t(10));  // two cold misses, then every use hits
+        QCOMPARE(r.layers[1].accesses, uint64_t(12));
+        QCOMPARE(r.hits, uint64_t(10));
+        QCOMPARE(r.accesses, uint64_t(27));
+    }
+
+    // Belady's optimum is never beaten, at any slot count, on random top-2 traces of several skews.
+    void belady_is_never_beaten() {
+        std::mt19937 rng(7);
+        for (double skew : {0.0, 1.0, 2.0}) {
+            std::vector<double> w(16);
+            for (size_t e = 0; e < w.size(); ++e) w[e] = 1.0 / std::pow(double(e + 1), skew);
+            std::discrete_distribution<uint32_t> pick(w.begin(), w.end());
+            std::vector<std::vector<std::vector<uint32_t>>> layers(3);
+            for (auto& l : layers)
+                for (int p = 0; p < 300; ++p) {
+                    const uint32_t a = pick(rng);
+                    uint32_t b = pick(rng);
+                    while (b == a) b = pick(rng);
+                    l.push_back({a, b});
+                }
+            const tools::RoutingTrace t = parse(trace_json(layers, 16));
+            for (uint32_t n_slots = 2; n_slots <= 16; ++n_slots) {
+                const tools::ReplayResult best = tools::replay_belady(t, n_slots);
+                for (CachePolicy p : {CachePolicy::Lru, CachePolicy::Lfru, CachePolicy::Pinned}) {
+                    const tools::ReplayResult r = tools::replay(t, p, n_slots, t);
+                    QCOMPARE(r.accesses, best.accesses);
+                    for (size_t li = 0; li < r.layers.size(); ++li)
+                        QVERIFY2(r.layers[li].hits <= best.layers[li].hits,
+                                 qPrintable(QString("%1 at %2 slots beat Belady").arg(r.policy.c_str()).arg(n_slots)));
+                }
+            }
+        }
+    }
+
+    void slot_counts() {
+        const tools::RoutingTrace t = parse(trace_json({{{0, 1}, {2, 3}}}, 16));
+        QCOMPARE(tools::parse_slot_counts("2..4", t).value(), (std::vector<uint32_t>{2, 3, 4}));
+        QCOMPARE(tools::parse_slot_counts("8,4,8", t).value(), (std::vector<uint32_t>{4, 8}));
+        QCOMPARE(tools::default_slot_counts(t), (std::vector<uint32_t>{2, 4, 8, 12}));
+        for (const char* bad : {"1", "17", "1..3", "4..2", "x", "", "2,,3", "3..", "99999999999"})
+            QVERIFY2(!tools::parse_slot_counts(bad, t), bad);
+    }
+
+    // The CLI replays the same numbers, as text and JSON, with the hot set learned from another trace.
+    void cli_replay() {
+        const QString path = write_trace("scan.json", QByteArray::fromStdString(trace_json({hot_between_scans(5)}).dump()));
+        CliResult r = run_cli({"cache-sim", path, "--slots", "2", "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const json j = json::parse(r.out.toStdString());
+        QCOMPARE(j["pinned_from"].get<std::string>(), std::string("in-sample"));
+        std::map<std::string, uint64_t> hits;
+        for (const json& run : j["runs"]) hits[run["policy"].get<std::string>()] = run["hits"].get<uint64_t>();
+        QCOMPARE(hits["lru"], uint64_t(0));
+        QCOMPARE(hits["lfru"], uint64_t(3));
+        QCOMPARE(hits["pinned"], uint64_t(4));
+        QCOMPARE(hits["belady"], uint64_t(4));
+        QCOMPARE(j["runs"][0]["layers"][0]["accesses"].get<uint64_t>(), uint64_t(15));
+
+        // A hot set learned from a trace in which expert 1 is the hot one: pinned loses its advantage.
+        std::vector<std::vector<uint32_t>> other(6, std::vector<uint32_t>{1});
+        const QString pin = write_trace("pin.json", QByteArray::fromStdString(trace_json({other}, 11).dump()));
+        r = run_cli({"cache-sim", path, "--slots", "2", "--pin-trace", pin, "--json"});
+        QCOMPARE(r.exit_code, 0);
+        for (const json& run : json::parse(r.out.toStdString())["runs"])
+            if (run["policy"] == "pinned") QCOMPARE(run["hits"].get<uint64_t>(), uint64_t(0));
+
+        r = run_cli({"cache-sim", path, "--slots", "2..3"});
+        QCOMPARE(r.exit_code, 0);
+        QVERIFY2(r.out.contains("slots per layer 2") && r.out.contains("slots per layer 3"), r.out.constData());
+        QVERIFY(r.out.contains("all          0.0%    20.0%    26.7%    26.7%"));
+    }
+
+    // colibri route --json's output is what cache-sim reads.
+    void route_then_replay() {
+        const QString model = dir_.filePath("olmoe.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", model}).exit_code, 0);
+        CliResult r = run_cli({"route", "-m", model, "--tokens", "1,5,9,5,1,7,3,2,5,9,1", "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const QString trace = write_trace("route.json", r.out);
+        const json route = json::parse(r.out.toStdString());
+        const uint32_t k = static_cast<uint32_t>(route["layers"][0]["experts"][0].size());
+        r = run_cli({"cache-sim", trace, "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const json j = json::parse(r.out.toStdString());
+        QCOMPARE(j["n_experts"], route["n_experts"]);
+        QCOMPARE(j["top_k"].get<uint32_t>(), k);
+        QCOMPARE(j["layers"].get<size_t>(), route["layers"].size());
+        for (const json& run : j["runs"])
+            QCOMPARE(run["accesses"].get<uint64_t>(), uint64_t(11) * k * route["layers"].size());
+    }
+
+    void hostile_traces() {
+        const std::vector<std::pair<const char*, QByteArray>> bad{
+            {"empty", ""},
+            {"not json", "{\"layers\": [ {"},
+            {"array", "[1,2,3]"},
+            {"no layers", "{\"tokens\": [1]}"},
+            {"empty layers", "{\"layers\": []}"},
+            {"layer not object", "{\"layers\": [7]}"},
+            {"no layer id", "{\"layers\": [{\"experts\": [[1]]}]}"},
+            {"negative id", "{\"layers\": [{\"layer\": 0, \"experts\": [[-1]]}]}"},
+            {"float id", "{\"layers\": [{\"layer\": 0, \"experts\": [[1.5]]}]}"},
+            {"string id", "{\"layers\": [{\"layer\": 0, \"experts\": [[\"a\"]]}]}"},
+            {"duplicate expert", "{\"layers\": [{\"layer\": 0, \"experts\": [[1, 1]]}]}"},
+            {"k changes", "{\"layers\": [{\"layer\": 0, \"experts\": [[1, 2], [3]]}]}"},
+            {"empty choice", "{\"layers\": [{\"layer\": 0, \"experts\": [[]]}]}"},
+            {"no positions", "{\"layers\": [{\"layer\": 0, \"experts\": []}]}"},
+            {"out of range", "{\"n_experts\": 4, \"layers\": [{\"layer\": 0, \"experts\": [[4]]}]}"},
+            {"huge id", "{\"layers\": [{\"layer\": 0, \"experts\": [[4000000000]]}]}"},
+            {"layers differ", "{\"layers\": [{\"layer\": 0, \"experts\": [[1]]}, {\"layer\": 1, \"experts\": [[1], [2]]}]}"},
+            {"layer twice", "{\"layers\": [{\"layer\": 0, \"experts\": [[1]]}, {\"layer\": 0, \"experts\": [[1]]}]}"},
+            {"zero experts", "{\"n_experts\": 0, \"layers\": [{\"layer\": 0, \"experts\": [[0]]}]}"},
+            {"deep", QByteArray(100000, '[') + QByteArray(100000, ']')},
+        };
+        for (const auto& [what, text] : bad) {
+            const QString path = write_trace("bad.json", text);
+            const CliResult r = run_cli({"cache-sim", path});
+            QVERIFY2(!r.crashed, what);
+            QVERIFY2(r.exit_code == 1, what);
+            QVERIFY2(r.out.isEmpty(), what);
+            QVERIFY2(r.err.startsWith("colibri: cache-sim: ") && r.err.count('\n') == 1, (QByteArray(what) + ": " + r.err).constData());
+        }
+        const QString good = write_trace("good.json", "{\"layers\": [{\"layer\": 0, \"experts\": [[1, 2], [3, 4]]}]}");
+        for (const QStringList& args : {QStringList{"--slots", "1"}, QStringList{"--slots", "9"}, QStringList{"--slots", "a..b"},
+                                        QStringList{"--pin-trace", dir_.filePath("missing.json")}}) {
+            const CliResult r = run_cli(QStringList{"cache-sim", good} + args);
+            QVERIFY2(r.exit_code == 1 && r.err.startsWith("colibri: cache-sim: ") && r.err.count('\n') == 1, r.err.constData());
+        }
+        const CliResult missing = run_cli({"cache-sim", dir_.filePath("nothing.json")});
+        QVERIFY(missing.exit_code == 1 && missing.err.startsWith("colibri: cache-sim: "));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestExpertCache)
+#include "test_expert_cache.moc"
