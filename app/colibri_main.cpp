@@ -68,13 +68,82 @@ struct ModelArgs {
     std::string path = COLIBRI_DEMO_MODEL;
     unsigned threads = 0;
     uint32_t context = 0;
+    std::string ram_budget;            // empty: the whole model mapped
+    std::string cache_policy = "lru";  // with --ram-budget
+    std::string hot_trace;             // pinned: the routing trace the hot set is learned from
 };
+
+// The RAM budget options, shared by every command that loads a model.
+void add_budget_args(CLI::App* cmd, ModelArgs& m) {
+    cmd->add_option("--ram-budget", m.ram_budget,
+                    "keep the weights within SIZE (e.g. 6G, 512M): routed experts in a cache of slots read from the file");
+    cmd->add_option("--cache-policy", m.cache_policy, "expert cache policy: lru (default), lfru or pinned");
+    cmd->add_option("--hot-trace", m.hot_trace, "pinned: learn the hot experts from this routing trace (route --json)");
+}
 
 void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     auto* opt = cmd->add_option("-m,--model", m.path, "model file (.bin)");
     if (required) opt->required();
     cmd->add_option("-t,--threads", m.threads, "worker threads (default: all cores)");
     cmd->add_option("-c,--context", m.context, "context length in tokens (default: min(model, 4096))");
+    add_budget_args(cmd, m);
+}
+
+// "6G", "512M", "1.5GiB", "4096": bytes, with K, M, G, T as powers of 1024.
+Result<uint64_t> parse_size(const std::string& text) {
+    const std::string bad = "'" + text + "' is not a size (e.g. 6G, 512M, 1048576)";
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception&) {
+        return error(bad);
+    }
+    std::string unit = text.substr(used);
+    if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+    if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+    double scale = 1;
+    if (unit.size() == 1) {
+        const std::string units = "KMGT";
+        const size_t at = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+        if (at == std::string::npos) return error(bad);
+        scale = std::pow(1024.0, double(at + 1));
+    } else if (!unit.empty()) {
+        return error(bad);
+    }
+    if (!(v > 0) || !std::isfinite(v) || v * scale >= 1.8e19) return error(bad);
+    return static_cast<uint64_t>(v * scale);
+}
+
+// What --ram-budget, --cache-policy and --hot-trace ask for; nullopt without a budget.
+Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
+    if (args.ram_budget.empty()) {
+        if (!args.hot_trace.empty()) return error("--hot-trace needs --ram-budget");
+        return std::optional<ExpertCacheConfig>();
+    }
+    auto bytes = parse_size(args.ram_budget);
+    if (!bytes) return error("--ram-budget: " + bytes.message());
+    const std::optional<CachePolicy> policy = parse_cache_policy(args.cache_policy);
+    if (!policy) return error("--cache-policy: unknown policy '" + args.cache_policy + "' (lru, lfru or pinned)");
+    ExpertCacheConfig c;
+    c.ram_budget = bytes.value();
+    c.policy = *policy;
+    if (*policy == CachePolicy::Pinned) {
+        if (args.hot_trace.empty()) return error("--cache-policy pinned needs --hot-trace (a routing trace from route --json)");
+        auto trace = tools::read_routing_trace(args.hot_trace);
+        if (!trace) return error("--hot-trace: " + trace.message());
+        c.hot_experts = tools::hot_experts(trace.value());
+    } else if (!args.hot_trace.empty()) {
+        return error("--hot-trace is for --cache-policy pinned");
+    }
+    return std::optional<ExpertCacheConfig>(std::move(c));
+}
+
+Status use_budget(Model& model, const ModelArgs& args) {
+    auto config = budget_config(args);
+    if (!config) return config.status();
+    if (!config->has_value()) return Status::ok();
+    return model.use_expert_cache(**config);
 }
 
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt) {
@@ -96,6 +165,7 @@ Result<Loaded> load(const ModelArgs& args) {
     const uint32_t max_position = model.value()->hparams().max_position;
     if (args.context > max_position)
         return error("context " + std::to_string(args.context) + " exceeds the model's maximum of " + std::to_string(max_position));
+    COLIBRI_TRY(use_budget(*model.value(), args));
     Loaded l;
     l.model = std::move(model.value());
     l.pool = std::make_unique<ThreadPool>(args.threads);
@@ -149,6 +219,14 @@ Status write_file_atomic(const std::string& path, const void* data, size_t bytes
         return error(path + ": write failed");
     }
     return Status::ok();
+}
+
+// The expert cache's configuration and counters since load (--ram-budget).
+json expert_cache_json(const ExpertCache& c) {
+    const ExpertCacheStats t = c.total_stats();
+    return {{"policy", cache_policy_name(c.policy())}, {"ram_budget", c.budget()}, {"resident_bytes", c.resident_bytes()},
+            {"slot_bytes", c.slot_bytes()}, {"slots_per_layer", c.slots_per_layer()}, {"direct_io", c.direct_io()},
+            {"hits", t.hits}, {"misses", t.misses}, {"bytes_read", t.bytes_read}, {"stall_ns", t.stall_ns}};
 }
 
 // ---- commands ----
@@ -468,6 +546,11 @@ struct RouteCollector : TraceObserver {
     std::map<uint32_t, std::vector<std::vector<int32_t>>> experts;
     std::map<uint32_t, std::vector<std::vector<float>>> weights, probs, selection;
     std::map<uint32_t, std::vector<std::vector<uint32_t>>> groups;
+    std::map<uint32_t, json> cache;  // per layer: the expert cache's records (--ram-budget)
+    void on_cache(const CacheRecord& c) override {
+        cache[c.layer].push_back({{"position", c.position}, {"tokens", c.tokens}, {"hits", c.hits}, {"misses", c.misses},
+                                  {"bytes_read", c.bytes_read}, {"stall_ns", c.stall_ns}});
+    }
     void on_routing(const RoutingRecord& r) override {
         experts[r.layer].emplace_back(r.experts.begin(), r.experts.end());
         weights[r.layer].emplace_back(r.weights.begin(), r.weights.end());
@@ -516,10 +599,12 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
         json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}, {"selection_scores", collector.selection[layer]}};
         if (l.model->rules().routing.n_group > 1) e["groups"] = collector.groups[layer];
         if (ra.with_probs) e["probs"] = collector.probs[layer];
+        if (collector.cache.count(layer)) e["cache"] = collector.cache[layer];
         layers.push_back(e);
     }
     json out{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)},
              {"n_experts", l.model->hparams().n_experts}, {"layers", layers}};
+    if (const ExpertCache* c = l.model->expert_cache()) out["expert_cache"] = expert_cache_json(*c);
     std::printf("%s\n", out.dump().c_str());
     return 0;
 }
@@ -617,6 +702,7 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     if (as_json) {
         json j{{"prompt_ids", ids}, {"new_ids", out.value()}};
         if (tok) j["text"] = tok->decode(out.value());
+        if (const ExpertCache* c = l.model->expert_cache()) j["expert_cache"] = expert_cache_json(*c);
         std::printf("%s\n", j.dump().c_str());
     } else if (!tok) {
         for (size_t i = 0; i < out->size(); ++i) std::printf("%s%d", i ? "," : "", out.value()[i]);

@@ -170,7 +170,9 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     gated_jobs_.reserve(n_exp + 1);
     predicted_.assign(size_t(hp.n_layers) * k, -1);
     logits_.resize(hp.vocab_size);
-    if (options_.prefetch_experts) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
+    // With an expert cache nothing reads experts through the mapping, so there is nothing to advise.
+    if (options_.prefetch_experts && model.expert_cache() == nullptr) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
+    if (model.expert_cache() != nullptr) chosen_.reserve(n_exp);
 }
 
 Status Session::populate_kv(uint32_t end) {
@@ -557,12 +559,14 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     // Every selected expert gets a block of rows (one per token that chose it) in expert_in_, gate_, up_ and
     // ffn_out_, in ascending expert order.
     const uint32_t F = hp.expert_ffn;
+    ExpertCache* const cache = model_.expert_cache();
     uint32_t block = 0;
     for (uint32_t e = 0; e < n_exp; ++e) {
         expert_block_[e] = block;
         if (expert_count_[e] == 0) continue;
         // A .bin.zst decompresses the expert on first use; a damaged frame fails the eval.
-        if (Status s = model_.ensure_expert(layer, e); !s) return s;
+        if (cache == nullptr)
+            if (Status s = model_.ensure_expert(layer, e); !s) return s;
         if (n > 1) {  // gather the inputs of the tokens that chose e
             const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
             for (uint32_t r = 0; r < expert_count_[e]; ++r)
@@ -582,7 +586,14 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         return j;
     };
     CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
-    if (counters) {
+    if (cache != nullptr) {
+        // Routed experts (their down bias added) through the cache; then the shared expert, as with counters.
+        if (Status s = cached_experts(layer, n, *cache); !s) return s;
+        if (shared) {
+            if (gated) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
+            ffn(w.shared_expert, h_.data(), n, shared_out_.data());
+        }
+    } else if (counters) {
         // One expert at a time, so each one's counters are its own.
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
@@ -624,7 +635,8 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     std::fill(moe_out_.begin(), moe_out_.begin() + n * H, 0.0f);
     for (uint32_t e = 0; e < n_exp; ++e) {
         const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
-        const float* down_bias = w.experts[e].down_bias ? f32(w.experts[e].down_bias) : nullptr;
+        // (With the cache the bias was added while the expert was resident.)
+        const float* down_bias = w.experts[e].down_bias && cache == nullptr ? f32(w.experts[e].down_bias) : nullptr;
         for (uint32_t r = 0; r < expert_count_[e]; ++r) {
             const float weight = selected_w_[rows[r]];
             float* out = moe_out_.data() + (rows[r] / k) * H;
@@ -645,6 +657,58 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 for (size_t i = 0; i < H; ++i) out[i] += y[i];
             }
         }
+    }
+    return Status::ok();
+}
+
+Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
+    const HyperParams& hp = model_.hparams();
+    const size_t H = hp.hidden_size;
+    const uint32_t F = hp.expert_ffn;
+    const float limit = model_.rules().swiglu_limit;
+    chosen_.clear();
+    for (uint32_t e = 0; e < hp.n_experts; ++e)
+        if (expert_count_[e]) chosen_.push_back(e);
+    auto input_of = [&](uint32_t e) { return n > 1 ? expert_in_.data() + expert_block_[e] * H : h_.data(); };
+
+    std::unique_lock<std::mutex> lock = cache.lock(layer);
+    const ExpertCacheStats before = cache.layer_stats(layer);
+    cache.advance(layer, n);
+    // Ascending expert order, as many at a time as the layer's slots hold; each group is computed before the
+    // next one may evict it. Every output row is the same computation on the same bytes as without a cache.
+    for (size_t done = 0; done < chosen_.size();) {
+        auto group = cache.acquire(layer, std::span<const uint32_t>(chosen_).subspan(done));
+        if (!group) return group.status();
+        const std::span<const uint32_t> experts = std::span<const uint32_t>(chosen_).subspan(done, group.value());
+        gated_jobs_.clear();
+        jobs_.clear();
+        for (uint32_t e : experts) {
+            const FfnWeights& f = cache.weights(layer, e);
+            const size_t at = size_t(expert_block_[e]) * F;
+            GatedJob j{f.gate, f.up, input_of(e), expert_count_[e], gate_.data() + at, up_.data() + at};
+            j.gate_bias = f.gate_bias ? f32(f.gate_bias) : nullptr;
+            j.up_bias = f.up_bias ? f32(f.up_bias) : nullptr;
+            j.limit = limit;
+            gated_jobs_.push_back(j);
+            jobs_.push_back({f.down, gate_.data() + at, expert_count_[e], ffn_out_.data() + size_t(expert_block_[e]) * H});
+        }
+        run_gated_matmuls(pool_, gated_jobs_);
+        run_matmuls(pool_, jobs_);
+        for (uint32_t e : experts) {
+            const FfnWeights& f = cache.weights(layer, e);
+            if (f.down_bias == nullptr) continue;
+            const float* b = f32(f.down_bias);
+            for (uint32_t r = 0; r < expert_count_[e]; ++r) {
+                float* y = ffn_out_.data() + (expert_block_[e] + r) * H;
+                for (size_t i = 0; i < H; ++i) y[i] += b[i];
+            }
+        }
+        done += experts.size();
+    }
+    if (observer_) {
+        const ExpertCacheStats after = cache.layer_stats(layer);
+        observer_->on_cache(CacheRecord{layer, position_, n, after.hits - before.hits, after.misses - before.misses,
+                                        after.bytes_read - before.bytes_read, after.stall_ns - before.stall_ns});
     }
     return Status::ok();
 }

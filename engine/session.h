@@ -77,6 +77,8 @@ private:
     void attention_scores(const float* kc, uint32_t key_dim, uint32_t ring, uint32_t lo, uint32_t n_pos, const float* q,
                           uint32_t heads, const float* sinks, float scale, float* sc, size_t ls) const;
     Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // The routed experts of a chunk through the expert cache, in groups that fit in the layer's slots.
+    Status cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache);
     // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
     void ffn(const FfnWeights& w, const float* x, uint32_t n, float* out);
     // y[i * W.rows + r] = row r of W · x_i for i < n: one read of W for all n vectors.
@@ -124,6 +126,7 @@ private:
     std::vector<uint32_t> expert_block_;  // first row of expert e's block in expert_in_ / gate_ / up_ / ffn_out_
     std::vector<MatmulJob> jobs_;         // reserved for every expert's down projection and the shared expert's
     std::vector<GatedJob> gated_jobs_;    // reserved for every expert's gate/up projections and the shared expert's
+    std::vector<uint32_t> chosen_;    // the chunk's experts at a layer, ascending (expert cache)
     std::vector<int32_t> predicted_;  // [layer][k]: the last token's experts, the guess for the next token
     std::vector<float> logits_;
 };

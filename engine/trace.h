@@ -47,11 +47,23 @@ public:
     virtual std::span<const uint64_t> stop(unsigned slot) = 0;
 };
 
+// The expert cache (--ram-budget) at one MoE layer over one evaluated chunk of `tokens` tokens from `position`.
+struct CacheRecord {
+    uint32_t layer;
+    uint32_t position;
+    uint32_t tokens;
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t bytes_read;
+    uint64_t stall_ns;  // waiting for expert reads
+};
+
 class TraceObserver {
 public:
     virtual ~TraceObserver() = default;
     virtual void on_routing(const RoutingRecord&) {}
     virtual void on_layer_timing(const LayerTiming&) {}
+    virtual void on_cache(const CacheRecord&) {}
     // Non-null asks for on_counters() per layer and per routed expert; null (the default) costs nothing.
     virtual CounterSource* counters() { return nullptr; }
     virtual void on_counters(const CounterRecord&) {}

@@ -1,11 +1,21 @@
 // Expert-cache policies (engine/expert_slots.h) and their replay (tools/cache_sim.h, colibri cache-sim):
 // hand-made traces whose hit rates are known exactly, Belady never beaten, and hostile traces.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "engine/expert_slots.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "engine/thread_pool.h"
 #include "test_support.h"
 #include "tools/cache_sim.h"
 
@@ -39,6 +49,66 @@ std::vector<std::vector<uint32_t>> hot_between_scans(uint32_t periods) {
         p.push_back({2 * i + 2});
     }
     return p;
+}
+
+// Which experts each eval call used per layer, and what the cache said about it.
+struct CacheObserver : TraceObserver {
+    int call = 0;
+    std::set<std::tuple<int, uint32_t, int32_t>> used;  // (call, layer, expert)
+    ExpertCacheStats seen;
+    void on_routing(const RoutingRecord& r) override {
+        for (int32_t e : r.experts) used.insert({call, r.layer, e});
+    }
+    void on_cache(const CacheRecord& c) override {
+        seen.hits += c.hits;
+        seen.misses += c.misses;
+        seen.bytes_read += c.bytes_read;
+        seen.stall_ns += c.stall_ns;
+    }
+};
+
+// Logits after a 10-token chunk, then after each further token alone.
+std::vector<std::vector<float>> run_logits(const Model& model, const std::vector<int32_t>& ids, TraceObserver* observer = nullptr,
+                                           int* call = nullptr) {
+    ThreadPool pool(2);
+    SessionOptions o;
+    Session s(model, pool, 0, o);
+    s.set_observer(observer);
+    std::vector<std::vector<float>> out;
+    const size_t first = std::min<size_t>(10, ids.size());
+    auto r = s.eval(std::span<const int32_t>(ids.data(), first));
+    if (!r) qFatal("eval: %s", r.message().c_str());
+    out.emplace_back(r->begin(), r->end());
+    for (size_t i = first; i < ids.size(); ++i) {
+        if (call) ++*call;
+        auto t = s.eval(ids[i]);
+        if (!t) qFatal("eval: %s", t.message().c_str());
+        out.emplace_back(t->begin(), t->end());
+    }
+    return out;
+}
+
+// The budget that gives every MoE layer `slots` expert slots.
+uint64_t budget_for(const std::string& path, uint32_t n_slots) {
+    auto m = Model::load(path);
+    if (!m) qFatal("%s", m.message().c_str());
+    ExpertCacheConfig c;
+    c.ram_budget = uint64_t(1) << 50;
+    if (Status s = m.value()->use_expert_cache(c); !s) qFatal("%s", s.message().c_str());
+    const ExpertCache& cache = *m.value()->expert_cache();
+    return cache.resident_bytes() + uint64_t(n_slots) * cache.slot_bytes() * m.value()->moe_layer_count();
+}
+
+// Pages of [begin, begin + bytes) of a mapping that are in memory.
+size_t resident_pages(const uint8_t* begin, uint64_t bytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const auto at = reinterpret_cast<uintptr_t>(begin) / page * page;
+    const size_t pages = (reinterpret_cast<uintptr_t>(begin) + bytes - at + page - 1) / page;
+    std::vector<unsigned char> v(pages);
+    if (mincore(reinterpret_cast<void*>(at), pages * page, v.data()) != 0) return pages;
+    size_t n = 0;
+    for (unsigned char b : v) n += b & 1;
+    return n;
 }
 
 }  // namespace
@@ -229,6 +299,176 @@ private slots:
         QCOMPARE(j["layers"].get<size_t>(), route["layers"].size());
         for (const json& run : j["runs"])
             QCOMPARE(run["accesses"].get<uint64_t>(), uint64_t(11) * k * route["layers"].size());
+    }
+
+    // Logits with a RAM budget of a few slots per layer are bit-identical to the mapped model's, for every
+    // policy and family, over a chunked prompt (more experts than slots: several groups) and single tokens.
+    void budget_logits_bit_identical_data() {
+        QTest::addColumn<QString>("family");
+        for (const char* f : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
+            QTest::newRow(f) << QString(f);
+        QTest::newRow("generated-16x2") << QString("generated");
+    }
+    void budget_logits_bit_identical() {
+        QFETCH(QString, family);
+        const QString path = dir_.filePath(family + ".bin");
+        std::vector<int32_t> ids;
+        if (family == "generated") {
+            const QString hf = dir_.filePath("gen-hf");
+            QVERIFY(make_model(hf, {"--family", "mixtral", "--vocab", "300", "--hidden", "64", "--layers", "3", "--heads", "4",
+                                    "--kv-heads", "2", "--experts", "16", "--top-k", "2", "--ffn", "96", "--seed", "5"}));
+            QCOMPARE(run_cli({"convert", hf, "-o", path, "-q"}).exit_code, 0);
+            std::mt19937 rng(3);
+            for (int i = 0; i < 24; ++i) ids.push_back(static_cast<int32_t>(rng() % 300));
+        } else {
+            const CliResult r = run_cli({"convert", reference("hf/" + family + "/model"), "-o", path, "-q"});
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+            for (const auto& v : read_json(reference("hf/" + family + "/ref/input_ids.json")).array()) ids.push_back(v.toInt());
+        }
+        auto plain = Model::load(path.toStdString());
+        QVERIFY2(plain, plain.message().c_str());
+        const auto want = run_logits(*plain.value(), ids);
+        const auto& hp = plain.value()->hparams();
+        const uint32_t k = hp.n_experts_active;
+
+        std::vector<std::vector<uint32_t>> hot(hp.n_layers);  // a hot set that is not the real one: pins must not matter
+        for (auto& h : hot)
+            for (uint32_t e = hp.n_experts; e-- > 0;) h.push_back(e);
+        for (uint32_t n_slots : {k, k + 1, std::max(k, hp.n_experts / 2)}) {
+            for (CachePolicy policy : {CachePolicy::Lru, CachePolicy::Lfru, CachePolicy::Pinned}) {
+                auto m = Model::load(path.toStdString());
+                QVERIFY(m);
+                ExpertCacheConfig c;
+                c.ram_budget = budget_for(path.toStdString(), n_slots);
+                c.policy = policy;
+                c.hot_experts = hot;
+                QVERIFY2(m.value()->use_expert_cache(c), "use_expert_cache");
+                const ExpertCache& cache = *m.value()->expert_cache();
+                QCOMPARE(cache.slots_per_layer(), n_slots);
+                QVERIFY(cache.resident_bytes() + uint64_t(n_slots) * cache.slot_bytes() * m.value()->moe_layer_count() <= c.ram_budget);
+                CacheObserver obs;
+                const auto got = run_logits(*m.value(), ids, &obs, &obs.call);
+                QCOMPARE(got.size(), want.size());
+                for (size_t i = 0; i < got.size(); ++i)
+                    QVERIFY2(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0,
+                             qPrintable(QString("%1 slots %2: logits differ at step %3").arg(cache_policy_name(policy)).arg(n_slots).arg(i)));
+                // Every expert an eval used at a layer was one hit or one miss; each miss read its section.
+                const ExpertCacheStats t = cache.total_stats();
+                QCOMPARE(t.hits + t.misses, uint64_t(obs.used.size()));
+                QVERIFY(t.misses >= uint64_t(n_slots));
+                QVERIFY(t.bytes_read >= t.misses * (cache.slot_bytes() - 4095));
+                QCOMPARE(obs.seen.hits, t.hits);
+                QCOMPARE(obs.seen.misses, t.misses);
+                QCOMPARE(obs.seen.bytes_read, t.bytes_read);
+            }
+        }
+    }
+
+    // With a budget the experts' pages of the mapping are never touched: reads go to the slots, not the page cache.
+    void experts_stay_out_of_the_mapping() {
+        const QString src = dir_.filePath("mincore-hf");
+        QVERIFY(make_model(src, {"--family", "mixtral", "--vocab", "300", "--hidden", "128", "--layers", "2", "--heads", "4",
+                                 "--kv-heads", "2", "--experts", "8", "--top-k", "2", "--ffn", "256", "--seed", "9"}));
+        const QString path = dir_.filePath("mincore.bin");
+        QCOMPARE(run_cli({"convert", src, "-o", path, "-q"}).exit_code, 0);
+        const uint64_t budget = budget_for(path.toStdString(), 3);
+        const int fd = ::open(path.toLocal8Bit().constData(), O_RDONLY);
+        QVERIFY(fd >= 0);
+        fdatasync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(fd);
+        auto m = Model::load(path.toStdString());
+        QVERIFY(m);
+        const ModelFile& file = m.value()->file();
+        auto expert_pages = [&] {
+            size_t n = 0;
+            for (const format::ExpertEntry& e : file.experts())
+                n += resident_pages(file.data() + file.sections()[e.section].offset, file.sections()[e.section].size);
+            return n;
+        };
+        if (expert_pages() != 0) QSKIP("this file system keeps the file's pages in memory after POSIX_FADV_DONTNEED");
+        ExpertCacheConfig c;
+        c.ram_budget = budget;
+        QVERIFY(m.value()->use_expert_cache(c));
+        run_logits(*m.value(), {1, 17, 42, 99, 5, 250, 3, 77, 8, 140, 64, 12});
+        QVERIFY(m.value()->expert_cache()->total_stats().misses > 0);
+        QCOMPARE(expert_pages(), size_t(0));
+    }
+
+    // What a budget refuses: too small for top_k slots, a .bin.zst; and an expert hot-swap while it is on.
+    void budget_refusals() {
+        const QString path = dir_.filePath("olmoe-refuse.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", path, "-q"}).exit_code, 0);
+        auto m = Model::load(path.toStdString());
+        QVERIFY(m);
+        const uint32_t k = m.value()->hparams().n_experts_active;
+        ExpertCacheConfig c;
+        c.ram_budget = budget_for(path.toStdString(), k) - 1;
+        const Status s = m.value()->use_expert_cache(c);
+        QVERIFY(!s);
+        QVERIFY2(QString::fromStdString(s.message()).contains("too small"), s.message().c_str());
+        c.ram_budget = budget_for(path.toStdString(), k);
+        QVERIFY(m.value()->use_expert_cache(c));
+        QVERIFY(!m.value()->use_expert_cache(c));  // once only
+        auto donor = ModelFile::open(path.toStdString());
+        QVERIFY(donor);
+        QVERIFY(!m.value()->swap_expert(0, 0, *donor.value(), 0, 1));
+
+        const QString zst = dir_.filePath("olmoe-refuse.bin.zst");
+        QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", zst, "--zstd", "-q"}).exit_code, 0);
+        auto z = Model::load(zst.toStdString());
+        QVERIFY(z);
+        QVERIFY(!z.value()->use_expert_cache(c));
+    }
+
+    // The CLI: --ram-budget gives the same logits file; route --json reports the cache per layer; bad options
+    // are one-line errors.
+    void cli_budget() {
+        const QString path = dir_.filePath("olmoe-cli.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", path, "-q"}).exit_code, 0);
+        const QString ids = ids_arg(read_json(reference("hf/olmoe/ref/input_ids.json")).array());
+        const QString plain = dir_.filePath("plain.f32"), budgeted = dir_.filePath("budgeted.f32");
+        CliResult r = run_cli({"logits", "-m", path, "--tokens", ids, "--out", plain});
+        QCOMPARE(r.exit_code, 0);
+        const QString budget = QString::number(budget_for(path.toStdString(), 3));
+        for (const char* policy : {"lru", "lfru"}) {
+            r = run_cli({"logits", "-m", path, "--tokens", ids, "--out", budgeted, "--ram-budget", budget, "--cache-policy", policy});
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+            QCOMPARE(read_all(budgeted), read_all(plain));
+        }
+        // pinned, with the hot set learned from a routing trace
+        r = run_cli({"route", "-m", path, "--tokens", ids, "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const QString trace = write_trace("olmoe-route.json", r.out);
+        r = run_cli({"logits", "-m", path, "--tokens", ids, "--out", budgeted, "--ram-budget", budget, "--cache-policy", "pinned",
+                     "--hot-trace", trace});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(read_all(budgeted), read_all(plain));
+
+        r = run_cli({"route", "-m", path, "--tokens", ids, "--json", "--ram-budget", budget});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const json j = json::parse(r.out.toStdString());
+        QCOMPARE(j["expert_cache"]["slots_per_layer"].get<uint32_t>(), 3u);
+        uint64_t hits = 0, misses = 0;
+        for (const json& l : j["layers"])
+            for (const json& c : l["cache"]) {
+                hits += c["hits"].get<uint64_t>();
+                misses += c["misses"].get<uint64_t>();
+            }
+        QCOMPARE(hits, j["expert_cache"]["hits"].get<uint64_t>());
+        QCOMPARE(misses, j["expert_cache"]["misses"].get<uint64_t>());
+        QVERIFY(misses > 0);
+
+        const std::vector<QStringList> bad{
+            {"--ram-budget", "lots"}, {"--ram-budget", "0"}, {"--ram-budget", "1"}, {"--ram-budget", "3X"},
+            {"--ram-budget", budget, "--cache-policy", "fifo"}, {"--ram-budget", budget, "--cache-policy", "pinned"},
+            {"--ram-budget", budget, "--cache-policy", "pinned", "--hot-trace", dir_.filePath("none.json")},
+            {"--hot-trace", trace}};
+        for (const QStringList& extra : bad) {
+            r = run_cli(QStringList{"logits", "-m", path, "--tokens", "1,2"} + extra);
+            QVERIFY2(!r.crashed && r.exit_code == 1 && r.err.startsWith("colibri: logits: ") && r.err.count('\n') == 1 && r.out.isEmpty(),
+                     qPrintable(extra.join(' ') + ": " + r.err));
+        }
     }
 
     void hostile_traces() {

@@ -1,0 +1,246 @@
+#include "expert_cache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "model.h"
+
+namespace colibri {
+
+namespace {
+
+constexpr uint64_t kPage = format::kSectionAlignment;
+
+uint64_t round_up(uint64_t v) { return (v + kPage - 1) / kPage * kPage; }
+
+uint64_t now_ns() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+std::string mib(uint64_t bytes) {
+    if (bytes < (uint64_t(1) << 20)) return std::to_string(bytes) + " bytes";
+    return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
+}
+
+}  // namespace
+
+// Views of the expert a slot holds: the mapping's views with data pointing into the slot. Filled field by
+// field on a miss, so a load allocates nothing.
+struct ExpertCache::SlotWeights {
+    uint8_t* base = nullptr;  // the slot's memory
+    TensorView gate, up, down, gate_bias, up_bias, down_bias;
+    FfnWeights ffn;
+};
+
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, const ExpertCacheConfig& config) {
+    const ModelFile& file = model.file();
+    if (file.compressed())
+        return error("--ram-budget reads experts from an uncompressed .bin; decompress this .bin.zst first");
+    const auto& hp = model.hparams();
+    const auto sections = file.sections();
+    std::unique_ptr<ExpertCache> c(new ExpertCache());
+    c->model_ = &model;
+    c->policy_ = config.policy;
+    c->budget_ = config.ram_budget;
+    c->n_layers_ = hp.n_layers;
+
+    uint64_t expert_bytes = 0;
+    for (const format::ExpertEntry& e : file.experts()) {
+        const uint64_t size = sections[e.section].size;
+        expert_bytes += round_up(size);
+        c->slot_bytes_ = std::max(c->slot_bytes_, round_up(size));
+    }
+    const uint32_t moe_layers = model.moe_layer_count();
+    if (moe_layers == 0 || c->slot_bytes_ == 0) return error("--ram-budget: the model has no routed experts to cache");
+    c->resident_bytes_ = round_up(file.size()) - std::min(round_up(file.size()), expert_bytes);
+    const uint32_t k = std::max(hp.n_experts_active, 1u);
+    const uint64_t per_slot_row = c->slot_bytes_ * moe_layers;  // one more slot in every MoE layer
+    const uint64_t needed = c->resident_bytes_ + per_slot_row * k;
+    if (config.ram_budget < needed)
+        return error("--ram-budget " + mib(config.ram_budget) + " is too small: the weights every token uses take " +
+                     mib(c->resident_bytes_) + " and " + std::to_string(k) + " expert slots per layer " +
+                     mib(per_slot_row * k) + " (at least " + mib(needed) + ")");
+    c->slots_ = static_cast<uint32_t>(std::min<uint64_t>((config.ram_budget - c->resident_bytes_) / per_slot_row, hp.n_experts));
+
+    c->arena_bytes_ = per_slot_row * c->slots_;
+    void* arena = mmap(nullptr, c->arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (arena == MAP_FAILED) return error("--ram-budget: cannot reserve " + mib(c->arena_bytes_) + " for expert slots: " + std::strerror(errno));
+    c->arena_ = arena;
+
+    c->buffered_fd_ = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (c->buffered_fd_ < 0) return error(file.path() + ": " + std::strerror(errno));
+    if (config.direct_io) c->fd_ = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    c->direct_ = c->fd_ >= 0;
+
+    c->layers_ = std::make_unique<Layer[]>(hp.n_layers);
+    uint8_t* next = static_cast<uint8_t*>(arena);
+    const auto& layers = model.layers();
+    for (uint32_t l = 0; l < hp.n_layers; ++l) {
+        if (!layers[l].is_moe) continue;
+        Layer& L = c->layers_[l];
+        std::vector<uint32_t> pins;
+        if (config.policy == CachePolicy::Pinned && l < config.hot_experts.size()) {
+            for (uint32_t e : config.hot_experts[l])
+                if (e < hp.n_experts && pins.size() + k < c->slots_) pins.push_back(e);
+        }
+        L.table = std::make_unique<ExpertSlots>(config.policy, hp.n_experts, c->slots_, pins);
+        L.weights.resize(c->slots_);
+        for (SlotWeights& s : L.weights) {
+            s.base = next;
+            next += c->slot_bytes_;
+        }
+        L.reads.reserve(c->slots_);
+    }
+    const unsigned threads = std::max(config.io_threads, 1u);
+    for (unsigned i = 0; i < threads; ++i) c->io_threads_.emplace_back([p = c.get()] { p->io_loop(); });
+    return c;
+}
+
+ExpertCache::~ExpertCache() {
+    {
+        std::lock_guard<std::mutex> lk(io_mutex_);
+        stopping_ = true;
+    }
+    io_work_.notify_all();
+    for (std::thread& t : io_threads_) t.join();
+    if (arena_ != nullptr) munmap(arena_, arena_bytes_);
+    if (fd_ >= 0) ::close(fd_);
+    if (buffered_fd_ >= 0) ::close(buffered_fd_);
+}
+
+Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> experts) {
+    Layer& L = layers_[layer];
+    const ModelFile& file = model_->file();
+    const auto& mapped = model_->layers()[layer].experts;
+    L.table->begin_group();
+    L.reads.clear();
+    uint32_t m = 0;
+    for (; m < experts.size(); ++m) {
+        const uint32_t e = experts[m];
+        const auto a = L.table->access(e);
+        if (!a) break;
+        if (a->hit) {
+            ++L.stats.hits;
+            continue;
+        }
+        ++L.stats.misses;
+        // Point the slot's views at its memory, at the offsets the tensors have inside the expert's section.
+        SlotWeights& s = L.weights[a->slot];
+        const FfnWeights& src = mapped[e];
+        const format::SectionEntry& sec = file.sections()[src.gate->section];
+        auto place = [&](const TensorView* from, TensorView& to) -> const TensorView* {
+            if (from == nullptr) return nullptr;
+            // A tensor outside the expert's section (none in the formats written so far) stays mapped.
+            if (from->offset < sec.offset || from->offset + from->size > sec.offset + sec.size) return from;
+            to.type = from->type;
+            to.n_dims = from->n_dims;
+            to.rows = from->rows;
+            to.cols = from->cols;
+            to.offset = from->offset;
+            to.size = from->size;
+            to.section = from->section;
+            to.data = s.base + (from->offset - sec.offset);
+            return &to;
+        };
+        s.ffn.gate = place(src.gate, s.gate);
+        s.ffn.up = place(src.up, s.up);
+        s.ffn.down = place(src.down, s.down);
+        s.ffn.gate_bias = place(src.gate_bias, s.gate_bias);
+        s.ffn.up_bias = place(src.up_bias, s.up_bias);
+        s.ffn.down_bias = place(src.down_bias, s.down_bias);
+        L.reads.push_back(Read{s.base, sec.offset, sec.size, Status::ok()});
+    }
+    if (m == 0) return error("expert cache: no slot free at layer " + std::to_string(layer));
+    if (!L.reads.empty()) {
+        const uint64_t t0 = now_ns();
+        read_all(L.reads);
+        L.stats.stall_ns += now_ns() - t0;
+        for (const Read& r : L.reads) {
+            if (r.result) {
+                L.stats.bytes_read += r.bytes;
+                continue;
+            }
+            // Nothing half-read stays resident.
+            for (uint32_t i = 0; i < m; ++i) {
+                const int32_t slot = L.table->slot_of(experts[i]);
+                if (slot != ExpertSlots::kNone && L.weights[static_cast<uint32_t>(slot)].base == r.dst) L.table->forget(experts[i]);
+            }
+            return error("expert cache: layer " + std::to_string(layer) + ": " + r.result.message());
+        }
+    }
+    return m;
+}
+
+const FfnWeights& ExpertCache::weights(uint32_t layer, uint32_t expert) const {
+    const Layer& L = layers_[layer];
+    return L.weights[static_cast<uint32_t>(L.table->slot_of(expert))].ffn;
+}
+
+ExpertCacheStats ExpertCache::total_stats() const {
+    ExpertCacheStats t;
+    for (uint32_t l = 0; l < n_layers_; ++l) {
+        const ExpertCacheStats& s = layers_[l].stats;
+        t.hits += s.hits;
+        t.misses += s.misses;
+        t.bytes_read += s.bytes_read;
+        t.stall_ns += s.stall_ns;
+    }
+    return t;
+}
+
+Status ExpertCache::read_one(Read& r) const {
+    uint64_t done = 0;
+    while (done < r.bytes) {
+        // O_DIRECT reads whole pages (the slot has room for the padding); a short read that ends mid-page
+        // finishes buffered, as does everything once the file system has refused O_DIRECT.
+        const bool direct = direct_.load(std::memory_order_relaxed) && done % kPage == 0;
+        const uint64_t want = direct ? round_up(r.bytes) - done : r.bytes - done;
+        const ssize_t got = ::pread(direct ? fd_ : buffered_fd_, static_cast<uint8_t*>(r.dst) + done, want, static_cast<off_t>(r.offset + done));
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EINVAL && direct) {
+                direct_.store(false, std::memory_order_relaxed);
+                continue;
+            }
+            return error(std::string("read failed: ") + std::strerror(errno));
+        }
+        if (got == 0) return error("the file ends inside an expert");
+        done += static_cast<uint64_t>(got);
+    }
+    // Buffered reads leave a copy in the page cache, which counts against a memory limit: drop it.
+    if (!direct_.load(std::memory_order_relaxed))
+        posix_fadvise(buffered_fd_, static_cast<off_t>(r.offset), static_cast<off_t>(r.bytes), POSIX_FADV_DONTNEED);
+    return Status::ok();
+}
+
+void ExpertCache::read_all(std::span<Read> reads) {
+    std::lock_guard<std::mutex> batch(batch_mutex_);
+    std::unique_lock<std::mutex> lk(io_mutex_);
+    batch_ = reads;
+    next_read_ = 0;
+    reads_left_ = reads.size();
+    io_work_.notify_all();
+    io_done_.wait(lk, [&] { return reads_left_ == 0; });
+    batch_ = {};
+}
+
+void ExpertCache::io_loop() {
+    std::unique_lock<std::mutex> lk(io_mutex_);
+    for (;;) {
+        io_work_.wait(lk, [&] { return stopping_ || next_read_ < batch_.size(); });
+        if (stopping_) return;
+        Read& r = batch_[next_read_++];
+        lk.unlock();
+        r.result = read_one(r);
+        lk.lock();
+        if (--reads_left_ == 0) io_done_.notify_all();
+    }
+}
+
+}  // namespace colibri
