@@ -63,8 +63,12 @@ void run_gated_matmuls(ThreadPool& pool, std::span<const GatedJob> jobs) {
             for (size_t i = 0; i < j.n; ++i) {
                 float* g = j.out + i * F + lo;
                 float* u = j.up_out + i * F + lo;
+                // Biases are per expert; a shared expert or dense MLP beside clamped experts has none.
+                if (j.gate_bias)
+                    for (size_t r = 0; r < hi - lo; ++r) g[r] += j.gate_bias[lo + r];
+                if (j.up_bias)
+                    for (size_t r = 0; r < hi - lo; ++r) u[r] += j.up_bias[lo + r];
                 if (j.limit > 0.0f) {
-                    for (size_t r = 0; r < hi - lo; ++r) g[r] += j.gate_bias[lo + r], u[r] += j.up_bias[lo + r];
                     swiglu_oai(g, u, hi - lo, j.limit);
                 } else {
                     silu_mul(g, u, hi - lo);

@@ -94,6 +94,9 @@ std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams&
         p.push_back("YaRN needs rope_factor >= 1 and rope_original_max_position");
     if (!(hp.routed_scaling >= 0.0f) || !(hp.swiglu_limit >= 0.0f) || !(hp.clip_qkv >= 0.0f))
         p.push_back("routed_scaling, swiglu_limit and clip_qkv must not be negative");
+    if (hp.swiglu_limit > 0.0f && !(hp.flags & kExpertBias))
+        p.push_back("swiglu_limit is gpt_oss's clamped activation and needs its expert biases");
+    if (!(hp.swiglu_limit < 1e30f)) p.push_back("swiglu_limit must be finite");
     if (hp.n_group > 1 && (hp.n_experts % hp.n_group != 0 || hp.topk_group == 0 || hp.topk_group > hp.n_group))
         p.push_back("n_group " + std::to_string(hp.n_group) + " / topk_group " + std::to_string(hp.topk_group) + " do not fit " +
                     std::to_string(hp.n_experts) + " experts");

@@ -125,6 +125,7 @@ private slots:
         QByteArray b = good_bytes_;
         FileHeader h = header_of(b);
         h.version_major = 3;
+        h.version_minor = 0;
         std::memcpy(b.data(), &h, sizeof(h));
         reseal(b);
         const QString e = expect_failure({"info", write_variant("version.bin", b)});
