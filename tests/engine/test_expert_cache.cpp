@@ -16,7 +16,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/thread_pool.h"
-#include "test_support.h"
+#include "../test_support.h"
 #include "tools/cache_sim.h"
 
 using namespace colibri;
