@@ -1,4 +1,6 @@
 // colibri: the command-line interface. Entry point only; the work happens in libcolibri and libcolibri_tools.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,13 +18,17 @@
 #include <string>
 #include <vector>
 
+#include "chat_command.h"
+#include "line_editor.h"
 #include "tune_command.h"
 #include "engine/chat_template.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/temp_output.h"
 #include "engine/utf8_stream.h"
+#include "tools/export_gguf.h"
 #include "tools/bench.h"
 #include "tools/cache_sim.h"
 #include "tools/chat_eval.h"
@@ -207,18 +213,33 @@ void print(const std::string& text) {
     std::fflush(stdout);
 }
 
-// Writes a file through a temporary name so a failure never leaves a partial output.
-Status write_file_atomic(const std::string& path, const void* data, size_t bytes) {
-    const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (f == nullptr) return error(path + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        return error(path + ": write failed");
+// Writes a file through a temporary name (TempOutput) so a failure never leaves a partial output. A FIFO or a
+// character device (/dev/stdout, a pipe) is written through, as the user asked; other non-files are refused.
+Status write_output_file(const std::string& path, const void* data, size_t bytes) {
+    const std::string target = follow_symlinks(path);
+    struct stat st {};
+    if (stat(target.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+        const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) return error(path + ": " + std::strerror(errno));
+        const auto* p = static_cast<const uint8_t*>(data);
+        for (size_t left = bytes; left > 0;) {
+            const ssize_t n = ::write(fd, p, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                const int e = errno;
+                ::close(fd);
+                return error(path + ": write failed: " + std::strerror(e));
+            }
+            p += n;
+            left -= static_cast<size_t>(n);
+        }
+        if (::close(fd) != 0) return error(path + ": write failed: " + std::strerror(errno));
+        return Status::ok();
     }
-    return Status::ok();
+    TempOutput out;
+    COLIBRI_TRY(out.create(path));
+    COLIBRI_TRY(out.write_at(0, data, bytes));
+    return out.commit();
 }
 
 // The expert cache's configuration and counters since load (--ram-budget).
@@ -380,7 +401,7 @@ int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::stri
         all.insert(all.end(), logits->begin(), logits->end());
     }
     if (!out.empty()) {
-        if (Status s = write_file_atomic(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
+        if (Status s = write_output_file(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
     }
     if (as_json || top > 0 || out.empty()) {
         const int k = top > 0 ? top : 5;
@@ -644,6 +665,7 @@ int cmd_cache_sim(const CacheSimArgs& a) {
 struct BenchArgs {
     tools::BenchConfig config;
     std::string router = "exact";
+    std::string kernel;  // --kernel: one variant, a list or "all" (a comparison)
     bool no_prefetch = false, prefetch = false, huge_pages = false, no_huge_pages = false;
     size_t bandwidth_mib = 0;
 };
@@ -660,6 +682,23 @@ int cmd_bench(const ModelArgs& args, BenchArgs& ba, bool as_json) {
     if (ba.huge_pages) so.huge_pages = true;
     if (ba.no_huge_pages) so.huge_pages = false;
     ba.config.bandwidth_buffer = ba.bandwidth_mib << 20;
+    ba.config.context = args.context;
+    if (!ba.kernel.empty()) {
+        auto variants = tools::parse_kernel_list(ba.kernel);
+        if (!variants) return fail("bench", variants.message());
+        std::vector<tools::KernelRun> runs;
+        for (kernels::Variant v : variants.value()) {
+            kernels::select_variant(v);  // every op and type, as COLIBRI_KERNEL=v would
+            auto report = tools::run_bench(args.path, args.threads, ba.config);
+            if (!report) return fail("bench", report.message());
+            runs.push_back({v, std::move(report.value())});
+        }
+        if (runs.size() == 1 && !as_json) std::fputs(tools::bench_text(runs.front().report).c_str(), stdout);
+        else if (runs.size() == 1) std::printf("%s\n", tools::bench_json(runs.front().report).dump(2).c_str());
+        else if (as_json) std::printf("%s\n", tools::kernel_comparison_json(runs).dump(2).c_str());
+        else std::fputs(tools::kernel_comparison_text(runs).c_str(), stdout);
+        return 0;
+    }
     auto report = tools::run_bench(args.path, args.threads, ba.config);
     if (!report) return fail("bench", report.message());
     if (as_json)
@@ -682,6 +721,7 @@ void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
 
 int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
                  const SamplerConfig& sc, bool as_json) {
+    if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
     Loaded& l = loaded.value();
@@ -693,14 +733,16 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
     Utf8Stream stream;
+    GenerateStop stop = GenerateStop::MaxTokens;
     auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
         if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
         return true;
-    });
+    }, &stop);
     if (!as_json && tok) print(stream.flush());
     if (!out) return fail("generate", out.message());
     if (as_json) {
-        json j{{"prompt_ids", ids}, {"new_ids", out.value()}};
+        json j{{"prompt_ids", ids}, {"new_ids", out.value()},
+               {"stop", stop == GenerateStop::StopToken ? "stop_token" : stop == GenerateStop::ContextFull ? "context_full" : "max_tokens"}};
         if (tok) j["text"] = tok->decode(out.value());
         if (const ExpertCache* c = l.model->expert_cache()) j["expert_cache"] = expert_cache_json(*c);
         std::printf("%s\n", j.dump().c_str());
@@ -710,6 +752,10 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     } else {
         std::printf("\n");
     }
+    // Not an error: what was generated stands, and the user learns why it ended before -n tokens.
+    if (stop == GenerateStop::ContextFull)
+        std::fprintf(stderr, "colibri: generate: stopped after %zu tokens: the context of %u tokens is full (-c sets it)\n",
+                     out->size(), l.session->context());
     return 0;
 }
 
@@ -736,116 +782,16 @@ int cmd_swap(const std::string& model_path, uint32_t layer, uint32_t expert, con
     return 0;
 }
 
-// Chat's "/swap L E DONOR [DL DE]": swaps an expert of the loaded model in place.
-void chat_swap(Model& model, const std::string& line) {
-    std::istringstream in(line.substr(5));
-    int64_t layer = -1, expert = -1, dl = -1, de = -1;
-    std::string donor_path;
-    in >> layer >> expert >> donor_path;
-    if (layer < 0 || expert < 0 || donor_path.empty()) {
-        std::fprintf(stderr, "usage: /swap LAYER EXPERT DONOR.bin [DONOR_LAYER DONOR_EXPERT]\n");
-        return;
-    }
-    if (!(in >> dl >> de)) dl = layer, de = expert;
-    auto donor = ModelFile::open(donor_path);
-    if (!donor) {
-        std::fprintf(stderr, "colibri: chat: %s\n", donor.message().c_str());
-        return;
-    }
-    const Status s = model.swap_expert(static_cast<uint32_t>(layer), static_cast<uint32_t>(expert), *donor.value(),
-                                       static_cast<uint32_t>(dl), static_cast<uint32_t>(de));
-    if (!s) std::fprintf(stderr, "colibri: chat: %s\n", s.message().c_str());
-    else std::fprintf(stderr, "(layer %lld expert %lld swapped; the conversation so far keeps its cached keys and values)\n",
-                      static_cast<long long>(layer), static_cast<long long>(expert));
-}
-
-int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, const std::string& system_prompt, int max_tokens,
-             bool reuse_prefix) {
+int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
+    if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
     auto loaded = load(args);
     if (!loaded) return fail("chat", loaded.message());
     Loaded& l = loaded.value();
-    const Tokenizer* tok = l.model->tokenizer();
-    if (tok == nullptr) return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
-    const bool interactive = isatty(STDIN_FILENO);
-    if (interactive)
-        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /reset starts over; /swap L E DONOR swaps an expert; Ctrl-D exits.\n", args.path.c_str(),
-                     format::family_name(l.model->family()));
-    Sampler sampler(sc);
-    std::vector<ChatMessage> messages;
-    if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
-    std::vector<int32_t> cached;  // tokens the session holds
-    const std::vector<int32_t> stops = default_stop_ids(*l.model);
-    std::string line;
-    for (;;) {
-        if (interactive) std::fprintf(stderr, "> ");
-        if (!std::getline(std::cin, line)) break;
-        if (line == "/reset") {
-            messages.erase(messages.begin() + (system_prompt.empty() ? 0 : 1), messages.end());
-            cached.clear();
-            l.session->reset();
-            std::fprintf(stderr, "(conversation reset)\n");
-            continue;
-        }
-        if (line.rfind("/swap", 0) == 0) {
-            chat_swap(*l.model, line);
-            continue;
-        }
-        if (line.empty()) continue;
-        messages.push_back({"user", line});
-        std::string prompt;
-        if (!l.model->chat_template().empty()) {
-            ChatTemplateInput in;
-            in.messages = messages;
-            in.add_generation_prompt = true;
-            if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
-            if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
-            auto rendered = render_chat_template(l.model->chat_template(), in);
-            if (!rendered) return fail("chat", rendered.message());  // it begins with "chat template: "
-            prompt = rendered.value();
-        } else {
-            for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
-            prompt += "assistant:";
-        }
-        auto encoded = tok->encode(prompt, l.model->chat_template().empty());
-        if (!encoded) return fail("chat", encoded.message());
-        std::vector<int32_t> ids = std::move(encoded.value());
-        // Reuse the KV cache for the common prefix; evaluate only what is new.
-        size_t common = 0;
-        while (reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
-        if (common == ids.size() && common > 0) --common;  // at least one token must be fed to get logits
-        l.session->truncate(static_cast<uint32_t>(common));
-        cached.resize(common);
-        if (ids.size() + static_cast<size_t>(max_tokens) > l.session->context()) {
-            // Not fatal: the user can /reset and go on.
-            std::fprintf(stderr, "colibri: chat: conversation would exceed the context of %u tokens; /reset to start over\n",
-                         l.session->context());
-            messages.pop_back();
-            continue;
-        }
-        std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-        GenerateRequest req;
-        req.max_tokens = max_tokens;
-        req.stop_ids = stops;
-        Utf8Stream stream;
-        auto out = generate(*l.session, sampler, fresh, req, [&](int32_t id) {
-            if (std::find(stops.begin(), stops.end(), id) == stops.end()) print(stream.push(tok->decode_token_bytes(id)));
-            return true;
-        });
-        print(stream.flush());
-        std::printf("\n");
-        std::fflush(stdout);
-        if (!out) return fail("chat", out.message());
-        cached = ids;
-        // The session holds the prompt and every generated token except the last one sampled.
-        cached.insert(cached.end(), out->begin(), out->end());
-        cached.resize(l.session->position());
-        std::vector<int32_t> reply_ids;
-        for (int32_t id : out.value())
-            if (std::find(stops.begin(), stops.end(), id) == stops.end()) reply_ids.push_back(id);
-        messages.push_back({"assistant", tok->decode(reply_ids, true)});
-    }
-    if (interactive) std::fprintf(stderr, "\n");
-    return 0;
+    if (l.model->tokenizer() == nullptr)
+        return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
+    options.model_path = args.path;
+    options.history_path = cli::default_history_path();
+    return cli::run_chat(*l.model, *l.session, sc, options);
 }
 
 // Held-out dialogues through the chat template, greedy; --require SKILL=FRACTION makes it a pass/fail check.
@@ -914,6 +860,11 @@ int main(int argc, char** argv) {
     convert->add_option("--zstd-level", zstd_level, "zstd level 1..22")->check(CLI::Range(1, 22));
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");
 
+    std::string export_in, export_out;
+    auto* export_cmd = app.add_subcommand("export", "write a .bin as a GGUF file for llama.cpp (the same tensors, no vocabulary)");
+    export_cmd->add_option("model", export_in, ".bin model")->required();
+    export_cmd->add_option("-o,--output", export_out, "output .gguf")->required();
+
     std::string path;
     auto* check = app.add_subcommand("check", "validate a .bin or .bin.zst file: exit 0 valid, 1 invalid, 2 unreadable");
     check->add_option("model", path, "model file")->required();
@@ -947,6 +898,10 @@ int main(int argc, char** argv) {
     auto* bench = app.add_subcommand("bench", "prompt and decode tokens/s, bytes per token, memory bandwidth, roofline");
     bench->add_option("-m,--model", margs.path, "model file (.bin)")->required();
     bench->add_option("-t,--threads", margs.threads, "worker threads (default: all cores)");
+    bench->add_option("-c,--context", margs.context, "KV cache size in tokens (default: what -d, -p and -n need)");
+    bench->add_option("--kernel", bargs.kernel,
+                      "kernel variant for every op and type: scalar, avx2, avx512, neon, neon_translated; a comma "
+                      "list or 'all' runs the bench once per variant and compares them");
     bench->add_option("-p,--prompt-tokens", bargs.config.prompt_tokens, "prompt length in tokens (default 128)");
     bench->add_option("-n,--decode-tokens", bargs.config.decode_tokens, "tokens to decode (default 128)");
     bench->add_option("-d,--depth", bargs.config.depth,
@@ -989,19 +944,21 @@ int main(int argc, char** argv) {
     swap->add_option("--layer", swap_layer, "layer of the expert to replace")->required();
     swap->add_option("--expert", swap_expert, "expert to replace")->required();
     swap->add_option("--from", swap_donor, "donor model with the same shapes and weight types")->required();
-    swap->add_option("--from-layer", swap_from_layer, "donor layer (default: --layer)");
-    swap->add_option("--from-expert", swap_from_expert, "donor expert (default: --expert)");
+    // Checked in full: a 64-bit number narrowed to 32 bits would name another expert.
+    swap->add_option("--from-layer", swap_from_layer, "donor layer (default: --layer)")->check(CLI::Range(int64_t(0), int64_t(UINT32_MAX)));
+    swap->add_option("--from-expert", swap_from_expert, "donor expert (default: --expert)")->check(CLI::Range(int64_t(0), int64_t(UINT32_MAX)));
     swap->add_option("-o,--output", swap_out, "output model (.bin, or .bin.zst)")->required();
     swap->add_option("--zstd-level", zstd_level, "zstd level 1..22 for a .zst output")->check(CLI::Range(1, 22));
     swap->add_flag("-q,--quiet", quiet, "print nothing on success");
 
     std::string system_prompt;
-    bool no_prefix_cache = false;
+    bool no_prefix_cache = false, ignore_eos = false;
     auto* chat = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
     add_model_args(chat, margs, false);
     chat->add_option("--system", system_prompt, "system prompt");
     chat->add_option("-n,--max-tokens", max_tokens, "longest reply in tokens");
     chat->add_flag("--no-prefix-cache", no_prefix_cache, "re-evaluate the whole conversation each turn (for checking)");
+    chat->add_flag("--ignore-eos", ignore_eos, "keep writing past end-of-turn tokens, up to --max-tokens (for measuring)");
     add_sampler_args(chat, sc);
 
     std::string eval_dialogues;
@@ -1044,6 +1001,10 @@ int main(int argc, char** argv) {
         if (*tune) return colibri::cli::cmd_tune(as_json, tune_quick);
         if (*convert) return cmd_convert(src, out, type_name, zstd, zstd_level, quiet);
         if (*check) return cmd_check(path, as_json, quiet);
+        if (*export_cmd) {
+            if (Status st = tools::export_gguf(export_in, export_out); !st) return fail("export", st.message());
+            return 0;
+        }
         if (*info) return cmd_info(path, as_json);
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
         if (*route) return cmd_route(margs, tokens, prompt, rargs);
@@ -1054,7 +1015,14 @@ int main(int argc, char** argv) {
         if (*swap)
             return cmd_swap(swap_model, swap_layer, swap_expert, swap_donor, swap_from_layer, swap_from_expert, swap_out,
                             zstd_level, quiet);
-        if (*chat) return cmd_chat(margs, sc, system_prompt, max_tokens, !no_prefix_cache);
+        if (*chat) {
+            cli::ChatOptions options;
+            options.system_prompt = system_prompt;
+            options.max_tokens = max_tokens;
+            options.reuse_prefix = !no_prefix_cache;
+            options.ignore_eos = ignore_eos;
+            return cmd_chat(margs, sc, options);
+        }
         if (*eval) return cmd_eval(margs, eval_dialogues, eval_max_tokens, eval_require, as_json);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");

@@ -235,6 +235,7 @@ int32_t colibri_generate(colibri_session* s, const int32_t* prompt, size_t promp
         cfg.min_p = p.min_p;
         cfg.repetition_penalty = p.repetition_penalty;
         cfg.seed = p.seed;
+        if (const std::string problem = colibri::sampler_config_problem(cfg); !problem.empty()) return set_error(problem), -1;
         colibri::Sampler sampler(cfg);
         colibri::GenerateRequest req;
         req.max_tokens = max_tokens;

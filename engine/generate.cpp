@@ -5,7 +5,13 @@
 namespace colibri {
 
 Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::span<const int32_t> prompt,
-                                      const GenerateRequest& request, const std::function<bool(int32_t)>& on_token) {
+                                      const GenerateRequest& request, const std::function<bool(int32_t)>& on_token,
+                                      GenerateStop* stop) {
+    GenerateStop why = GenerateStop::MaxTokens;
+    if (prompt.size() > session.context() - session.position())
+        return error("the prompt (" + std::to_string(prompt.size()) + " tokens) does not fit the context: " +
+                     std::to_string(session.context() - session.position()) + " of " + std::to_string(session.context()) +
+                     " positions are free");
     auto logits = session.eval(prompt);
     if (!logits) return logits.status();
     std::vector<int32_t> history(prompt.begin(), prompt.end());
@@ -15,12 +21,24 @@ Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::s
         const int32_t next = sampler.sample(logits.value(), history);
         out.push_back(next);
         history.push_back(next);
-        const bool stop = std::find(request.stop_ids.begin(), request.stop_ids.end(), next) != request.stop_ids.end();
-        if (on_token && !on_token(next)) break;
-        if (stop || i + 1 == request.max_tokens) break;
+        const bool at_stop = std::find(request.stop_ids.begin(), request.stop_ids.end(), next) != request.stop_ids.end();
+        if (on_token && !on_token(next)) {
+            why = GenerateStop::Callback;
+            break;
+        }
+        if (at_stop) {
+            why = GenerateStop::StopToken;
+            break;
+        }
+        if (i + 1 == request.max_tokens) break;
+        if (session.position() >= session.context()) {  // the next token has no position left to be evaluated at
+            why = GenerateStop::ContextFull;
+            break;
+        }
         logits = session.eval(next);
         if (!logits) return logits.status();
     }
+    if (stop) *stop = why;
     return out;
 }
 
@@ -30,12 +48,8 @@ std::vector<int32_t> default_stop_ids(const Model& model) {
         if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     };
     add(model.hparams().eos_id);
-    if (const Tokenizer* tok = model.tokenizer()) {
-        add(tok->eos_id());
-        add(tok->token_id("<|im_end|>"));
-        add(tok->token_id("<|endoftext|>"));
-        add(tok->token_id("<|eot_id|>"));
-    }
+    if (const Tokenizer* tok = model.tokenizer())
+        for (int32_t id : tok->end_of_turn_ids()) add(id);
     return ids;
 }
 

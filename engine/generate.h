@@ -15,13 +15,18 @@ struct GenerateRequest {
     std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
 };
 
+// Why generation ended.
+enum class GenerateStop { StopToken, MaxTokens, Callback, ContextFull };
+
 // Evaluates `prompt` (on top of what the session holds), then generates up to max_tokens.
-// on_token is called for each new token; returning false stops early. Returns the new ids.
+// on_token is called for each new token; returning false stops early. Returns the new ids. When the context
+// fills up, generation ends there like at max_tokens (ContextFull), keeping what it made; only a prompt that
+// does not fit is an error. `stop`, when given, receives the reason.
 Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::span<const int32_t> prompt,
                                       const GenerateRequest& request,
-                                      const std::function<bool(int32_t)>& on_token = nullptr);
+                                      const std::function<bool(int32_t)>& on_token = nullptr, GenerateStop* stop = nullptr);
 
-// End-of-turn ids of a model: its eos id and the tokenizer's eos (and <|im_end|>/<|endoftext|> when present).
+// End-of-turn ids of a model: its eos id and the tokenizer's end_of_turn_ids().
 std::vector<int32_t> default_stop_ids(const Model& model);
 
 }  // namespace colibri

@@ -1197,12 +1197,16 @@ Value make_global(const std::string& name) {
             fail("raise_exception: " + msg);
         });
     if (name == "strftime_now")
-        return Value::callable("strftime_now", [](Interp&, Args& a) {
+        return Value::callable("strftime_now", [](Interp& in, Args& a) {
             Bound b = bind("strftime_now", a, {"format"});
             std::string fmt = str_arg(b.get(0), "", "strftime_now");
-            std::time_t t = std::time(nullptr);
             std::tm tm{};
-            localtime_r(&t, &tm);
+            if (in.now) {
+                tm = *in.now;
+            } else {
+                std::time_t t = std::time(nullptr);
+                localtime_r(&t, &tm);
+            }
             charge_bytes(256 + fmt.size() * 8);  // before the buffer is allocated
             std::string out(256 + fmt.size() * 8, '\0');
             std::size_t n = fmt.empty() ? 0 : std::strftime(out.data(), out.size(), fmt.c_str(), &tm);

@@ -207,7 +207,12 @@ Status Session::check_input(std::span<const int32_t> tokens) const {
     for (int32_t t : tokens)
         if (t < 0 || static_cast<uint32_t>(t) >= vocab)
             return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
-    if (tokens.size() > context_ - position_) return error("context full (" + std::to_string(context_) + " tokens)");
+    if (tokens.size() > context_ - position_) {
+        auto count = [](uint64_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+        if (position_ == context_) return error("context full: all " + count(context_, "position") + " are used");
+        return error("context full: " + count(tokens.size(), "token") + " do not fit in the " + count(context_ - position_, "position") +
+                     " left of " + std::to_string(context_));
+    }
     return Status::ok();
 }
 
@@ -228,6 +233,7 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
 Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) {
     const HyperParams& hp = model_.hparams();
     const size_t H = hp.hidden_size;
+    const uint64_t chunk_t0 = observer_ ? now_ns() : 0;
     std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
     if (Status s = populate_kv(position_ + n); !s) return s;
 
@@ -265,10 +271,17 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
             if (counters) observer_->on_counters(CounterRecord{l, position_, -1, counters->stop(0)});  // [counters]
         }
     }
+    const uint32_t first = position_;
     position_ += n;
+    const uint64_t head_t0 = observer_ ? now_ns() : 0;
     if (with_logits) {
         rmsnorm(x_.data() + (n - 1) * H, f32(&model_.output_norm()), hp.rms_eps, H, h_.data());
         matmul(model_.lm_head(), h_.data(), 1, logits_.data());
+    }
+    if (observer_) {
+        const uint64_t end = now_ns(), head = with_logits ? end - head_t0 : 0, body = (head_t0 - chunk_t0) / n;
+        for (uint32_t i = 0; i < n; ++i)
+            observer_->on_token_timing(TokenTiming{first + i, i + 1 == n ? head : 0, body + (i + 1 == n ? head : 0)});
     }
     return Status::ok();
 }
@@ -585,7 +598,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         j.limit = limit;
         return j;
     };
-    CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
+    CounterSource* counters = observer_ && observer_->count_experts() ? observer_->counters() : nullptr;  // [counters]; then n == 1
     if (cache != nullptr) {
         // Routed experts (their down bias added) through the cache; then the shared expert, as with counters.
         if (Status s = cached_experts(layer, n, *cache); !s) return s;

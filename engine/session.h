@@ -56,7 +56,8 @@ public:
     void set_router(RouterKind kind) { options_.router = kind; }
     // Records arrive per token and layer. A batched eval delivers a chunk layer by layer (within a layer by
     // position) and splits each stage's time evenly among the chunk's tokens; when the observer asks for
-    // counters, tokens are evaluated one at a time so counters stay per token.
+    // counters, tokens are evaluated one at a time so counters stay per token. After its layers each token
+    // gets a TokenTiming.
     void set_observer(TraceObserver* observer) { observer_ = observer; }
 
 private:

@@ -28,6 +28,16 @@ struct LayerTiming {
     uint64_t experts_ns;    // routed experts, shared expert or dense MLP
 };
 
+// The whole of one token's evaluation, so that nothing is left unaccounted: total_ns is the token's share of
+// its eval() call (a batched chunk's wall time split evenly, the logits' work charged to the last token),
+// lm_head_ns the final norm and the lm head (0 for a token whose logits were not computed). Whatever total_ns
+// holds beyond its layers' LayerTiming and lm_head_ns is embedding, rotary angles and observer calls.
+struct TokenTiming {
+    uint32_t position;
+    uint64_t lm_head_ns;
+    uint64_t total_ns;
+};
+
 // Counter deltas over one stage of one token: a whole layer (expert = -1: attention, router and experts) or
 // one routed expert's FFN inside it. values are in the order of the observer's CounterSource.
 struct CounterRecord {
@@ -66,7 +76,11 @@ public:
     virtual void on_cache(const CacheRecord&) {}
     // Non-null asks for on_counters() per layer and per routed expert; null (the default) costs nothing.
     virtual CounterSource* counters() { return nullptr; }
+    // With counters(): whether each routed expert is also counted on its own (one expert at a time instead of
+    // all of a layer's experts in two hand-offs, which is slower); false counts whole layers only.
+    virtual bool count_experts() { return true; }
     virtual void on_counters(const CounterRecord&) {}
+    virtual void on_token_timing(const TokenTiming&) {}
 };
 
 }  // namespace colibri

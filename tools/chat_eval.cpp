@@ -83,7 +83,7 @@ Result<EvalReport> run_chat_eval(const Model& model, Session& session, std::vect
         if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
         if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
         auto rendered = render_chat_template(model.chat_template(), in);
-        if (!rendered) return error("chat template: " + rendered.message());
+        if (!rendered) return rendered.status();  // its message begins with "chat template: "
         auto encoded = tok->encode(rendered.value(), false);
         if (!encoded) return error("case " + std::to_string(i + 1) + ": " + encoded.message());
         const std::vector<int32_t>& ids = encoded.value();

@@ -3,7 +3,7 @@
 Every source is a file that a Debian package installs (SOURCES names the package, path and licence), and every
 random choice comes from a seeded generator, so the same packages give the same corpus. Each skill keeps a
 held-out set (number pairs, words, day offsets, a question wording) that training never sees; `heldout_tests`
-writes the test dialogues that tools/demo_model/eval_skills.py runs through the engine.
+writes the test dialogues that `colibri eval` runs through the engine.
 """
 from __future__ import annotations
 
@@ -128,6 +128,26 @@ def arith_answer(a: int, b: int, op: str) -> str:
     return f"{a} {op} {b} is {a + b if op == 'plus' else a - b}."
 
 
+def arith_worked_answer(a: int, b: int, op: str) -> str:
+    """The answer worked digit by digit, units first, the way it is taught at school: each step is a one-digit
+    fact and the result's digits are copied from the steps. A 4-layer model that has to produce the tens digit
+    before the units (and so see the carry ahead) got 20 % of held-out sums right after 750 steps."""
+    if op == "plus":
+        u = a % 10 + b % 10
+        first = f"{a % 10} plus {b % 10} is {u}" + (f", write {u - 10} carry 1." if u >= 10 else ".")
+        carry = " plus 1" if u >= 10 else ""
+        t = a // 10 + b // 10 + (u >= 10)
+        return f"{first} {a // 10} plus {b // 10}{carry} is {t}. So {a} plus {b} is {a + b}."
+    hi, lo = max(a, b), min(a, b)
+    lead = "" if a >= b else f"{b} is larger than {a}, so take {b} minus {a}: "
+    if hi % 10 >= lo % 10:
+        first, borrow = f"{hi % 10} minus {lo % 10} is {hi % 10 - lo % 10}.", ""
+    else:
+        first, borrow = f"{hi % 10} is less than {lo % 10}, so borrow: {hi % 10 + 10} minus {lo % 10} is {hi % 10 + 10 - lo % 10}.", " minus 1"
+    t = hi // 10 - lo // 10 - (1 if borrow else 0)
+    return f"{lead}{first} {hi // 10} minus {lo // 10}{borrow} is {t}. So {a} minus {b} is {a - b}."
+
+
 def compare_question(rng: random.Random, a: int, b: int) -> tuple[str, str]:
     if rng.random() < 0.5:
         q = rng.choice(["Which is larger, {a} or {b}?", "Which number is bigger: {a} or {b}?", "Is {a} or {b} larger?"])
@@ -190,13 +210,15 @@ class DialogueSource:
     def __init__(self, splits: Splits, seed: int):
         self.s = splits
         self.rng = random.Random(seed)
+        self.worked_arithmetic = False  # train.py switches to worked answers at --worked-from
 
     def turn(self) -> tuple[str, str]:
         rng, s = self.rng, self.s
         r = rng.random()
         if r < 0.45:
             a, b, op = rng.choice(s.arith_train)
-            return arith_question(rng, a, b, op), arith_answer(a, b, op)
+            answer = arith_worked_answer if self.worked_arithmetic else arith_answer
+            return arith_question(rng, a, b, op), answer(a, b, op)
         if r < 0.53:
             a, b = rng.choice(s.compare_train)
             return compare_question(rng, a, b)

@@ -89,7 +89,7 @@ def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
 
 
 @torch.no_grad()
-def greedy_reply(model: moe.MoeLM, enc: bpe.Encoder, prompt: str, max_new: int = 48) -> str:
+def greedy_reply(model: moe.MoeLM, enc: bpe.Encoder, prompt: str, max_new: int = 96) -> str:
     ids = enc.encode(f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n")
     end = enc.vocab["<|im_end|>"]
     out = []
@@ -205,6 +205,8 @@ def main() -> int:
     ap.add_argument("--steps-short", type=int, default=2000, help="steps on 256-token windows, batch 32")
     ap.add_argument("--steps-long", type=int, default=250, help="then steps on 512-token windows, batch 16")
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--worked-from", type=int, default=800,
+                    help="from this step on, arithmetic replies are worked digit by digit (corpus.arith_worked_answer)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--export-only", action="store_true")
     args = ap.parse_args()
@@ -247,6 +249,14 @@ def main() -> int:
         torch.set_rng_state(state["torch_rng"])
         step, elapsed, cpu = state["step"], state["elapsed"], state["cpu"]
         print(f"resumed at step {step}", flush=True)
+        if log_path.exists():
+            # Rows written after the checkpoint are redone by this run; drop them so every step is logged once.
+            kept = [r for r in log_path.read_text().splitlines() if r and json.loads(r).get("step", 0) <= step]
+            log_path.write_text("".join(r + "\n" for r in kept))
+        with open(log_path, "a") as log:
+            # A resumed run may change the schedule (steps); the log says where and to what.
+            log.write(json.dumps({"resumed_at": step, "steps_short": args.steps_short, "steps_long": args.steps_long,
+                                  "threads": args.threads, "worked_from": args.worked_from}) + "\n")
     elif log_path.exists():
         log_path.unlink()
 
@@ -264,6 +274,7 @@ def main() -> int:
         while step < total and not args.export_only:
             t0, c0 = time.time(), time.process_time()
             B, T = (32, 256) if step < args.steps_short else (16, 512)
+            source.worked_arithmetic = step >= args.worked_from
             x, m = windows.batch(B, T)
             lr = lr_at(step, total, args.lr, 100)
             for g in opt.param_groups:

@@ -1,6 +1,6 @@
-#include "ui/chat_prompt.h"
+#include "chat_prompt.h"
 
-namespace colibri::studio {
+namespace colibri {
 
 Result<std::vector<int32_t>> chat_prompt_ids(const Model& model, const std::vector<ChatMessage>& messages) {
     const Tokenizer* tok = model.tokenizer();
@@ -27,4 +27,4 @@ Result<std::vector<int32_t>> chat_prompt_ids(const Model& model, const std::vect
     return ids;
 }
 
-}  // namespace colibri::studio
+}  // namespace colibri

@@ -1,0 +1,99 @@
+// The trained demo model the build makes from resources/demo_model: parity with the PyTorch forward pass of its
+// training script (tools/demo_model/train.py, run on the same f16 weights in f32), and its held-out skills
+// measured through the engine (`colibri eval`), as docs/DEMO_MODEL.md reports them.
+#include <QtTest>
+#include <cmath>
+
+#include "../test_support.h"
+
+using namespace colibri::test;
+
+static const QString kDemo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
+static const QString kRef = QStringLiteral(COLIBRI_TEST_DATA_DIR "/demo_model/");
+static const QString kHeldOut = QStringLiteral(COLIBRI_SOURCE_DIR "/resources/demo_model/heldout.jsonl");
+
+class TestDemoModel : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { QVERIFY2(QFile::exists(kDemo), "the build did not make the demo model"); }
+
+    void logits_match_pytorch() {
+        const QString ids = ids_arg(read_json(kRef + "input_ids.json").array());
+        const QString out = QStringLiteral(COLIBRI_BUILD_DIR "/demo-parity.f32");
+        const CliResult r = run_cli({"logits", "-m", kDemo, "--tokens", ids, "--out", out});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        const std::vector<float> got = read_f32(out), want = read_f32(kRef + "logits.f32");
+        QVERIFY(!want.empty());
+        QCOMPARE(got.size(), want.size());
+        double max_diff = 0.0;
+        for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(double(got[i]) - double(want[i])));
+        qInfo("demo model: max |dlogit| against PyTorch = %.3g over %zu logits", max_diff, got.size());
+        QVERIFY2(max_diff <= 1e-3, qPrintable(QString("max |dlogit| %1 > 1e-3").arg(max_diff)));
+    }
+
+    void routing_matches_pytorch() {
+        const QString ids = ids_arg(read_json(kRef + "input_ids.json").array());
+        const CliResult r = run_cli({"route", "-m", kDemo, "--tokens", ids, "--json"});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        const QJsonArray got = QJsonDocument::fromJson(r.out).object()["layers"].toArray();
+        const QJsonArray want = read_json(kRef + "router.json").object()["layers"].toArray();
+        QCOMPARE(got.size(), want.size());
+        double max_w = 0.0, min_margin = 1.0;
+        int tokens = 0;
+        for (int l = 0; l < want.size(); ++l) {
+            const QJsonObject g = got[l].toObject(), w = want[l].toObject();
+            const QJsonArray ge = g["experts"].toArray(), we = w["experts"].toArray();
+            const QJsonArray gw = g["weights"].toArray(), ww = w["weights"].toArray();
+            const QJsonArray margin = w["margin"].toArray();
+            QCOMPARE(ge.size(), we.size());
+            for (int t = 0; t < we.size(); ++t, ++tokens) {
+                min_margin = std::min(min_margin, margin[t].toDouble());
+                QVERIFY2(ge[t].toArray() == we[t].toArray(), qPrintable(QString("layer %1 token %2: experts differ").arg(l).arg(t)));
+                for (int k = 0; k < ww[t].toArray().size(); ++k)
+                    max_w = std::max(max_w, std::fabs(gw[t].toArray()[k].toDouble() - ww[t].toArray()[k].toDouble()));
+            }
+        }
+        qInfo("demo model: %d routing decisions identical, max |dweight| %.3g, smallest top-2/3rd margin %.3g", tokens,
+              max_w, min_margin);
+        QVERIFY(max_w <= 1e-4);
+    }
+
+    void greedy_generation_matches_pytorch() {
+        const QJsonObject ref = read_json(kRef + "generate.json").object();
+        const CliResult r = run_cli({"generate", "-m", kDemo, "--tokens", ids_arg(ref["prompt_ids"].toArray()), "-n", "16",
+                                     "--greedy", "--json"});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        QCOMPARE(QJsonDocument::fromJson(r.out).object()["new_ids"].toArray(), ref["new_ids"].toArray());
+    }
+
+    // Held-out dialogues the training never saw, greedy through the chat template. The floors sit a few points
+    // under the accuracies docs/DEMO_MODEL.md reports, so that they fail when the model or the engine breaks.
+    void held_out_skills() {
+        const CliResult r = run_cli({"eval", "-m", kDemo, "--dialogues", kHeldOut, "--json"});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        const QJsonArray skills = QJsonDocument::fromJson(r.out).object()["skills"].toArray();
+        // Measured (docs/DEMO_MODEL.md): arithmetic 95.8 %, compare 98 %, backwards 29 %, weekday 0 of 11,
+        // country 6 % (asked in a wording never trained), fortune 100 %. Weekday has no floor: it was not learnt.
+        const QHash<QString, double> floors{{"arithmetic", 0.93}, {"compare", 0.95}, {"backwards", 0.24},
+                                            {"weekday", 0.0}, {"country", 0.03}, {"fortune", 1.0}};
+        QCOMPARE(skills.size(), floors.size() + 1);  // and "all"
+        bool arithmetic_seen = false;
+        for (const auto& v : skills) {
+            const QJsonObject s = v.toObject();
+            const QString name = s["skill"].toString();
+            const int cases = s["cases"].toInt(), stopped = s["stopped"].toInt();
+            qInfo("%-10s %4d cases, accuracy %5.1f %%, stopped by itself %d", qPrintable(name), cases,
+                  100.0 * s["accuracy"].toDouble(), stopped);
+            if (name == "all") continue;
+            QVERIFY2(floors.contains(name), qPrintable(name));
+            arithmetic_seen |= name == "arithmetic" && cases == 400;
+            QVERIFY2(s["accuracy"].toDouble() >= floors[name], qPrintable(name + " below its floor"));
+            // Replies end with the end-of-turn token: generation stops by itself.
+            QVERIFY2(stopped >= cases * 95 / 100, qPrintable(name + ": replies that did not stop"));
+        }
+        QVERIFY(arithmetic_seen);  // the bar: >= 90 % of 400 held-out sums and differences
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDemoModel)
+#include "test_demo_model.moc"
