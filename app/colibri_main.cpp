@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -248,6 +249,18 @@ json expert_cache_json(const ExpertCache& c) {
     return {{"policy", cache_policy_name(c.policy())}, {"ram_budget", c.budget()}, {"resident_bytes", c.resident_bytes()},
             {"slot_bytes", c.slot_bytes()}, {"slots_per_layer", c.slots_per_layer()}, {"direct_io", c.direct_io()},
             {"hits", t.hits}, {"misses", t.misses}, {"bytes_read", t.bytes_read}, {"stall_ns", t.stall_ns}};
+}
+
+// Bytes this process (all its threads) has caused to be read from storage: /proc/self/io's read_bytes, which
+// counts page faults on the mapping and the expert cache's reads alike; nullopt where the kernel keeps no I/O
+// accounting. (Page-cache hits are not storage reads, which is the point: it says what a budget costs in I/O.)
+std::optional<uint64_t> storage_read_bytes() {
+    std::ifstream io("/proc/self/io");
+    std::string key;
+    uint64_t value = 0;
+    while (io >> key >> value)
+        if (key == "read_bytes:") return value;
+    return std::nullopt;
 }
 
 // ---- commands ----
@@ -734,15 +747,38 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     const Tokenizer* tok = l.model->tokenizer();
     Utf8Stream stream;
     GenerateStop stop = GenerateStop::MaxTokens;
+    // Timing and storage reads: the prompt (to the first new token) and the decode after it, apart, so that a
+    // budgeted run's cost per decoded token can be read off (tools/bench_ram_budget.py).
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t0 = Clock::now();
+    const std::optional<uint64_t> read0 = storage_read_bytes();
+    Clock::time_point t_first = t0;
+    std::optional<uint64_t> read_first;
+    size_t produced = 0;
     auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
+        if (produced++ == 0) {
+            t_first = Clock::now();
+            read_first = storage_read_bytes();
+        }
         if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
         return true;
     }, &stop);
+    const Clock::time_point t_end = Clock::now();
+    const std::optional<uint64_t> read_end = storage_read_bytes();
     if (!as_json && tok) print(stream.flush());
     if (!out) return fail("generate", out.message());
     if (as_json) {
         json j{{"prompt_ids", ids}, {"new_ids", out.value()},
                {"stop", stop == GenerateStop::StopToken ? "stop_token" : stop == GenerateStop::ContextFull ? "context_full" : "max_tokens"}};
+        // The decode is every step after the first new token (which the prompt's evaluation produced).
+        const auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+        const double decode_s = produced > 1 ? secs(t_first, t_end) : 0.0;
+        j["timing"] = {{"prompt_s", produced ? secs(t0, t_first) : secs(t0, t_end)},
+                       {"decode_s", decode_s},
+                       {"decode_tokens", produced > 1 ? produced - 1 : 0},
+                       {"decode_tokens_per_s", decode_s > 0 ? double(produced - 1) / decode_s : 0.0}};
+        if (read0 && read_first && read_end)
+            j["storage_read_bytes"] = {{"prompt", *read_first - *read0}, {"decode", *read_end - *read_first}};
         if (tok) j["text"] = tok->decode(out.value());
         if (const ExpertCache* c = l.model->expert_cache()) j["expert_cache"] = expert_cache_json(*c);
         std::printf("%s\n", j.dump().c_str());
