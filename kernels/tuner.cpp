@@ -24,11 +24,7 @@
 #endif
 
 namespace colibri::kernels {
-namespace {
 
-using json = nlohmann::json;
-
-// The types the kernels multiply with: the weight-type table's matrix rows.
 const std::vector<WeightType>& kernel_types() {
     static const std::vector<WeightType> types = [] {
         std::vector<WeightType> v;
@@ -38,6 +34,10 @@ const std::vector<WeightType>& kernel_types() {
     }();
     return types;
 }
+
+namespace {
+
+using json = nlohmann::json;
 
 
 // A cycle-rate counter where the CPU has one readable from user space, calibrated against steady_clock.

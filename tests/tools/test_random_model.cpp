@@ -96,6 +96,9 @@ private slots:
         cfg["num_hidden_layers"] = 2;
         cfg["hidden_size"] = 256;
         cfg["vocab_size"] = 1024;
+        // The special token ids move into the smaller vocabulary (a converter refuses ids past vocab_size).
+        for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+            if (cfg.contains(key)) cfg[key] = 1000;
         cfg["num_attention_heads"] = 4;
         cfg["num_key_value_heads"] = 2;
         cfg[gpt_oss ? "num_local_experts" : "num_experts"] = 8;
