@@ -1,6 +1,7 @@
 #include "line_editor.h"
 
 #include <histedit.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,25 @@ namespace colibri::cli {
 struct LineEditor::Editline {
     EditLine* el = nullptr;
     History* history = nullptr;
+    bool interrupted = false;  // Ctrl-C ended the line being read
+    // Bound to Ctrl-C while the editor reads: the key arrives as a character, not as SIGINT (the terminal's ISIG is
+    // off in edit mode). A signal would race the editor: one that lands between two reads (after the echo of one
+    // key, before the read of the next) only sets the handler's flag, and the read that follows blocks with the
+    // typed line still there. Ending the read as if Enter were pressed, with a mark to drop the line, has no window.
+    static unsigned char on_ctrl_c(EditLine* el, int) {
+        Editline* self = nullptr;
+        if (el_get(el, EL_CLIENTDATA, &self) == 0 && self != nullptr) self->interrupted = true;
+        std::fputs("^C\n", stderr);
+        return CC_NEWLINE;
+    }
+    // Ctrl-Z, also a key in edit mode: suspends the chat as the terminal would, in cooked mode while stopped (the
+    // shell expects it) and back in edit mode, the line redrawn, when continued.
+    static unsigned char on_ctrl_z(EditLine* el, int) {
+        el_set(el, EL_PREP_TERM, 0);
+        ::kill(0, SIGTSTP);
+        el_set(el, EL_PREP_TERM, 1);
+        return CC_REDISPLAY;
+    }
     ~Editline() {
         if (el) el_end(el);
         if (history) history_end(history);
@@ -52,6 +72,12 @@ LineEditor::LineEditor(const std::string& history_path)
     el_set(el_->el, EL_EDITOR, "emacs");
     el_set(el_->el, EL_PROMPT, prompt);
     el_set(el_->el, EL_HIST, history, el_->history);
+    el_set(el_->el, EL_CLIENTDATA, el_.get());
+    el_set(el_->el, EL_SETTY, "-d", "-isig", static_cast<char*>(nullptr));
+    el_set(el_->el, EL_ADDFN, "colibri-interrupt", "Drop the line being typed (Ctrl-C)", &Editline::on_ctrl_c);
+    el_set(el_->el, EL_BIND, "^C", "colibri-interrupt", static_cast<char*>(nullptr));
+    el_set(el_->el, EL_ADDFN, "colibri-suspend", "Suspend the chat (Ctrl-Z)", &Editline::on_ctrl_z);
+    el_set(el_->el, EL_BIND, "^Z", "colibri-suspend", static_cast<char*>(nullptr));
     el_source(el_->el, nullptr);  // the user's ~/.editrc, as other libedit programs read it
     if (!history_path_.empty()) history(el_->history, &ev, H_LOAD, history_path_.c_str());
 }
@@ -87,9 +113,17 @@ LineEditor::Outcome LineEditor::read(std::string& line) {
     }
     int count = 0;
     errno = 0;
+    el_->interrupted = false;
+    // The terminal goes into edit mode before the prompt shows. el_gets would otherwise draw the prompt first and
+    // switch the terminal when it reads the first key, and keys typed in between meet the cooked terminal: echoed
+    // twice, or a Ctrl-D turned into an end-of-file mark that edit mode then reads as a NUL key, so the chat never
+    // ends.
+    el_set(el_->el, EL_PREP_TERM, 1);
     const char* got = el_gets(el_->el, &count);
+    if (el_->interrupted) return Outcome::Interrupted;  // Ctrl-C typed at the prompt: on_ctrl_c ended the line
     if (got == nullptr || count <= 0) {
-        // A signal (Ctrl-C, handled by the caller without SA_RESTART) interrupts the read: a fresh prompt.
+        // A SIGINT from elsewhere (kill -INT; the caller's handler has no SA_RESTART) interrupts the read: a fresh
+        // prompt.
         if (count < 0 && errno == EINTR) {
             el_reset(el_->el);
             std::fputs("\n", stderr);

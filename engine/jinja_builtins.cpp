@@ -482,7 +482,13 @@ Value f_indent(Interp&, const Value& v, Args& a) {
     Bound b = bind("indent", a, {"width", "first", "blank"});
     std::string ind;
     if (b.get(0) && b.get(0)->is_string()) ind = b.get(0)->s;
-    else ind = std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, int_arg(b.get(0), 4, "indent"))), ' ');
+    else {
+        // The width is the template's to choose, so it is bounded like any string it builds before it is made
+        // (a fuzzed indent(333333333331) asked for 333 GB).
+        const std::int64_t width = std::max<std::int64_t>(0, int_arg(b.get(0), 4, "indent"));
+        check_size(static_cast<std::uint64_t>(width) > kMaxOutputBytes ? kMaxOutputBytes + 1 : static_cast<std::size_t>(width));
+        ind = std::string(static_cast<std::size_t>(width), ' ');
+    }
     bool first = bool_arg(b.get(1), false), blank = bool_arg(b.get(2), false);
     std::string s = to_str(v) + "\n";
     std::vector<std::string> lines = py_splitlines(s, false);

@@ -191,26 +191,35 @@ std::optional<WeightType> ggml_carried_type(uint32_t type) {
     }
 }
 
+namespace {
+// Q4_K's codes between ggml's order (code e of sub-block j in byte 32·(j / 2) + e, nibble j % 2) and the engine's
+// interleaved one; d, dmin and the scales stay as they are. to_engine picks the direction (import or export).
+void relayout_q4_k(const uint8_t* src, uint8_t* dst, uint64_t bytes, bool to_engine) {
+    for (uint64_t b = 0; b < bytes; b += kQ4_KBytes) {
+        const uint8_t* s = src + b + 16;
+        uint8_t* d = dst + b + 16;
+        std::memcpy(dst + b, src + b, 16);
+        std::memset(d, 0, 128);
+        for (size_t j = 0; j < 8; ++j)
+            for (size_t e = 0; e < 32; ++e) {
+                const size_t ggml_byte = 32 * (j / 2) + e, ggml_shift = 4 * (j % 2);
+                const size_t our_byte = blocks::q4_k_code_byte(j, e), our_shift = blocks::q4_k_code_shift(e);
+                if (to_engine)
+                    d[our_byte] |= static_cast<uint8_t>(((s[ggml_byte] >> ggml_shift) & 0x0F) << our_shift);
+                else
+                    d[ggml_byte] |= static_cast<uint8_t>(((s[our_byte] >> our_shift) & 0x0F) << ggml_shift);
+            }
+    }
+}
+}  // namespace
+
 void ggml_carry_row(uint32_t type, const uint8_t* src, uint8_t* dst, uint64_t n) {
     const uint64_t bytes = n / ggml_block_values(type) * ggml_block_bytes(type);
     if (static_cast<GgmlType>(type) != GgmlType::Q4_K) {
         std::memcpy(dst, src, bytes);
         return;
     }
-    // Q4_K: d, dmin and the scales as they are; code e of sub-block j from ggml's byte 32·(j / 2) + e (nibble
-    // j % 2) to the interleaved position.
-    for (uint64_t b = 0; b < bytes; b += kQ4_KBytes) {
-        const uint8_t* s = src + b;
-        uint8_t* d = dst + b;
-        std::memcpy(d, s, 16);
-        uint8_t* qs = d + 16;
-        std::memset(qs, 0, 128);
-        for (size_t j = 0; j < 8; ++j)
-            for (size_t e = 0; e < 32; ++e) {
-                const uint8_t code = (s[16 + 32 * (j / 2) + e] >> (4 * (j % 2))) & 0x0F;
-                qs[blocks::q4_k_code_byte(j, e)] |= static_cast<uint8_t>(code << blocks::q4_k_code_shift(e));
-            }
-    }
+    relayout_q4_k(src, dst, bytes, true);
 }
 
 uint32_t ggml_type_of(WeightType type) {
@@ -234,17 +243,7 @@ void ggml_export_row(WeightType type, const uint8_t* src, uint8_t* dst, uint64_t
         std::memcpy(dst, src, bytes);
         return;
     }
-    for (uint64_t b = 0; b < bytes; b += kQ4_KBytes) {
-        const uint8_t* s = src + b;
-        uint8_t* d = dst + b;
-        std::memcpy(d, s, 16);
-        std::memset(d + 16, 0, 128);
-        for (size_t j = 0; j < 8; ++j)
-            for (size_t e = 0; e < 32; ++e) {
-                const uint8_t code = (s[16 + blocks::q4_k_code_byte(j, e)] >> blocks::q4_k_code_shift(e)) & 0x0F;
-                d[16 + 32 * (j / 2) + e] |= static_cast<uint8_t>(code << (4 * (j % 2)));
-            }
-    }
+    relayout_q4_k(src, dst, bytes, false);
 }
 
 }  // namespace colibri::tools

@@ -287,6 +287,9 @@ private slots:
                                Row{"{% set r = range(4000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}", "step limit"},
                                Row{"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "size limit"},
                                Row{"{{ 'x' * 1000000000000 }}", "size limit"},
+                               // A filter's width argument is a size too (found by fuzz_jinja: 333 GB asked of indent).
+                               Row{"{{ 'x\\ny'|indent(333333333331) }}", "size limit"},
+                               Row{"{{ 'x'|center(333333333331) }}", "size limit"},
                                // Recursion meets the call limit, or first the stack limit where frames are large (ASan).
                                Row{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion|nests deeper"},
                                Row{"{% macro f() %}{% for i in range(3) %}{{ f() }}{% endfor %}{% endmacro %}{{ f() }}", "recursion|nests deeper"},
