@@ -78,6 +78,7 @@ struct ModelArgs {
     std::string ram_budget;            // empty: the whole model mapped
     std::string cache_policy = "lru";  // with --ram-budget
     std::string hot_trace;             // pinned: the routing trace the hot set is learned from
+    bool cache_prefetch = false;       // read the next MoE layer's predicted experts ahead of use
 };
 
 // The RAM budget options, shared by every command that loads a model.
@@ -86,6 +87,8 @@ void add_budget_args(CLI::App* cmd, ModelArgs& m) {
                     "keep the weights within SIZE (e.g. 6G, 512M): routed experts in a cache of slots read from the file");
     cmd->add_option("--cache-policy", m.cache_policy, "expert cache policy: lru (default), lfru or pinned");
     cmd->add_option("--hot-trace", m.hot_trace, "pinned: learn the hot experts from this routing trace (route --json)");
+    cmd->add_flag("--cache-prefetch", m.cache_prefetch,
+                  "predict the next MoE layer's experts (its router on the current hidden state) and read them ahead");
 }
 
 void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
@@ -126,6 +129,7 @@ Result<uint64_t> parse_size(const std::string& text) {
 Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
     if (args.ram_budget.empty()) {
         if (!args.hot_trace.empty()) return error("--hot-trace needs --ram-budget");
+        if (args.cache_prefetch) return error("--cache-prefetch needs --ram-budget");
         return std::optional<ExpertCacheConfig>();
     }
     auto bytes = parse_size(args.ram_budget);
@@ -135,6 +139,7 @@ Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
     ExpertCacheConfig c;
     c.ram_budget = bytes.value();
     c.policy = *policy;
+    c.prefetch = args.cache_prefetch;
     if (*policy == CachePolicy::Pinned) {
         if (args.hot_trace.empty()) return error("--cache-policy pinned needs --hot-trace (a routing trace from route --json)");
         auto trace = tools::read_routing_trace(args.hot_trace);
@@ -248,7 +253,9 @@ json expert_cache_json(const ExpertCache& c) {
     const ExpertCacheStats t = c.total_stats();
     return {{"policy", cache_policy_name(c.policy())}, {"ram_budget", c.budget()}, {"resident_bytes", c.resident_bytes()},
             {"slot_bytes", c.slot_bytes()}, {"slots_per_layer", c.slots_per_layer()}, {"direct_io", c.direct_io()},
-            {"hits", t.hits}, {"misses", t.misses}, {"bytes_read", t.bytes_read}, {"stall_ns", t.stall_ns}};
+            {"hits", t.hits}, {"misses", t.misses}, {"bytes_read", t.bytes_read}, {"stall_ns", t.stall_ns},
+            {"prefetch", c.prefetching()}, {"prefetched", t.prefetched}, {"predicted", t.predicted},
+            {"predicted_right", t.predicted_right}};
 }
 
 // Bytes this process (all its threads) has caused to be read from storage: /proc/self/io's read_bytes, which
@@ -581,9 +588,12 @@ struct RouteCollector : TraceObserver {
     std::map<uint32_t, std::vector<std::vector<float>>> weights, probs, selection;
     std::map<uint32_t, std::vector<std::vector<uint32_t>>> groups;
     std::map<uint32_t, json> cache;  // per layer: the expert cache's records (--ram-budget)
+    std::map<uint32_t, std::vector<std::vector<int32_t>>> predicted;  // per layer: per position (--predict)
+    void on_prediction(const PredictionRecord& p) override { predicted[p.layer].emplace_back(p.experts.begin(), p.experts.end()); }
     void on_cache(const CacheRecord& c) override {
         cache[c.layer].push_back({{"position", c.position}, {"tokens", c.tokens}, {"hits", c.hits}, {"misses", c.misses},
-                                  {"bytes_read", c.bytes_read}, {"stall_ns", c.stall_ns}});
+                                  {"bytes_read", c.bytes_read}, {"stall_ns", c.stall_ns}, {"prefetched", c.prefetched},
+                                  {"predicted", c.predicted}, {"predicted_right", c.predicted_right}});
     }
     void on_routing(const RoutingRecord& r) override {
         experts[r.layer].emplace_back(r.experts.begin(), r.experts.end());
@@ -606,6 +616,7 @@ struct RouteArgs {
     std::string router = "exact";
     bool compare = false;  // agreement of --router with the exact router
     bool with_probs = false;
+    bool predict = false;  // each MoE layer's experts predicted one layer ahead, per position
 };
 
 int cmd_route(const ModelArgs& args, const std::string& tokens, const std::string& prompt, const RouteArgs& ra) {
@@ -624,6 +635,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     }
     RouteCollector collector;
     l.session->set_router(*kind);
+    l.session->set_predict_experts(ra.predict);
     l.session->set_observer(&collector);
     if (auto r = l.session->eval(std::span<const int32_t>(ids)); !r) return fail("route", r.message());
     json layers = json::array();
@@ -634,6 +646,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
         if (l.model->rules().routing.n_group > 1) e["groups"] = collector.groups[layer];
         if (ra.with_probs) e["probs"] = collector.probs[layer];
         if (collector.cache.count(layer)) e["cache"] = collector.cache[layer];
+        if (ra.predict && collector.predicted.count(layer)) e["predicted"] = collector.predicted[layer];
         layers.push_back(e);
     }
     json out{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)},
@@ -929,6 +942,9 @@ int main(int argc, char** argv) {
     route->add_flag("--probs", rargs.with_probs, "include the full router distribution");
     route->add_option("--router", rargs.router, "router: exact (default) or lut (integer, table exp)");
     route->add_flag("--compare", rargs.compare, "report the top-k agreement of --router with the exact router");
+    route->add_flag("--predict", rargs.predict,
+                    "also the experts predicted for each MoE layer at the one before it (the next router on the current "
+                    "hidden state, as --cache-prefetch reads ahead): per layer \"predicted\", for colibri cache-sim");
 
     BenchArgs bargs;
     auto* bench = app.add_subcommand("bench", "prompt and decode tokens/s, bytes per token, memory bandwidth, roofline");

@@ -74,7 +74,7 @@ colibri_model* colibri_model_open(const char* path) {
     });
 }
 
-colibri_model_options colibri_model_options_defaults(void) { return colibri_model_options{0, nullptr}; }
+colibri_model_options colibri_model_options_defaults(void) { return colibri_model_options{0, nullptr, 0}; }
 
 colibri_model* colibri_model_open_with(const char* path, const colibri_model_options* options) {
     return guarded<>(static_cast<colibri_model*>(nullptr), [&]() -> colibri_model* {
@@ -89,6 +89,7 @@ colibri_model* colibri_model_open_with(const char* path, const colibri_model_opt
             s = colibri::error(std::string("cache policy '") + options->cache_policy + "': use lru or lfru");
         else {
             config.policy = *policy;
+            config.prefetch = options->prefetch != 0;
             s = m->model->use_expert_cache(config);
         }
         if (!s) {
@@ -107,7 +108,8 @@ int colibri_model_cache_stats(const colibri_model* model, colibri_cache_stats* s
         return -1;
     }
     const colibri::ExpertCacheStats t = c->total_stats();
-    *stats = colibri_cache_stats{t.hits, t.misses, t.bytes_read, t.stall_ns, c->slots_per_layer()};
+    *stats = colibri_cache_stats{t.hits, t.misses, t.bytes_read, t.stall_ns, c->slots_per_layer(), t.prefetched, t.predicted,
+                                 t.predicted_right};
     return 0;
 }
 

@@ -3,7 +3,13 @@
 // MoE layer gets the same number of expert slots, buffers in anonymous memory filled from the file with pread
 // by a small I/O thread pool (O_DIRECT where the file system takes it, so the page cache holds no second
 // copy). ExpertSlots (engine/expert_slots.h) decides which expert a miss evicts. A slot holds the expert's
-// section at the same offset within a page as the mapping does, so the kernels compute the same bits.
+// section at the same offset within a page as the mapping does, so the kernels compute the same bits. From a
+// .bin.zst a miss reads the expert's zstd frame and decompresses it into the slot.
+//
+// With prefetch on, the session predicts a layer's experts one MoE layer ahead (the next layer's router applied
+// to the current hidden state) and prefetch() starts reading the predicted misses while the current layer
+// computes; the next acquire() of that layer first waits for them. Reads the computation waits for (a miss at
+// acquire) go before queued prefetches.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -30,19 +36,23 @@ struct ExpertCacheConfig {
     std::vector<std::vector<uint32_t>> hot_experts;
     unsigned io_threads = 4;
     bool direct_io = true;  // try O_DIRECT; buffered reads where the file system refuses it
+    bool prefetch = false;  // read the experts the session predicts for the next MoE layer ahead of use
 };
 
 struct ExpertCacheStats {
     uint64_t hits = 0;
     uint64_t misses = 0;
     uint64_t bytes_read = 0;
-    uint64_t stall_ns = 0;  // time the computation waited for reads
+    uint64_t stall_ns = 0;  // time the computation waited for reads (its misses', and prefetches still running)
+    uint64_t prefetched = 0;       // experts read ahead on a prediction (their bytes are in bytes_read)
+    uint64_t predicted = 0;        // experts used at a layer for which a prediction had been made
+    uint64_t predicted_right = 0;  // of those, how many the prediction named
 };
 
 class ExpertCache {
 public:
     // Fails when the budget cannot hold what every token uses plus top_k slots per MoE layer (the message says
-    // how much is needed), for a .bin.zst, or when the file cannot be opened for reading.
+    // how much is needed), or when the file cannot be opened for reading.
     static Result<std::unique_ptr<ExpertCache>> create(const Model& model, const ExpertCacheConfig& config);
     ~ExpertCache();
     ExpertCache(const ExpertCache&) = delete;
@@ -54,6 +64,7 @@ public:
     uint64_t budget() const { return budget_; }
     CachePolicy policy() const { return policy_; }
     bool direct_io() const { return direct_; }
+    bool prefetching() const { return prefetch_; }
 
     // A session holds a layer's lock from acquire() until it has computed the experts acquired.
     std::unique_lock<std::mutex> lock(uint32_t layer) { return std::unique_lock<std::mutex>(layers_[layer].mutex); }
@@ -63,6 +74,13 @@ public:
     // resident, reading the misses in parallel, and returns its length (at least 1). A failed read is an error
     // and leaves nothing of that expert resident.
     Result<uint32_t> acquire(uint32_t layer, std::span<const uint32_t> experts);
+    // Under the lock: the experts the layer will use for the chunk (distinct), before its first acquire(): scores
+    // the prediction made for the layer, if any.
+    void score_prediction(uint32_t layer, std::span<const uint32_t> experts);
+    // Under the lock (prefetch on): the predicted experts of a layer (distinct) become resident in the background:
+    // the misses among them, as many as the slots hold, are queued for reading and prefetch() returns. A failed
+    // read only leaves its expert out (the acquire() that needs it reads it again and reports the error).
+    void prefetch(uint32_t layer, std::span<const uint32_t> experts);
     // An expert of the last acquire() of the layer: its weights in its slot. Valid under the lock.
     const FfnWeights& weights(uint32_t layer, uint32_t expert) const;
 
@@ -74,10 +92,15 @@ public:
 private:
     ExpertCache() = default;
     struct SlotWeights;  // per slot: views of the expert it holds
+    struct Batch {
+        size_t left = 0;  // reads not finished (under io_mutex_)
+    };
     struct Read {
         void* dst = nullptr;
-        uint64_t offset = 0, bytes = 0;
+        uint64_t offset = 0, bytes = 0;  // in the file as stored
+        uint64_t image_bytes = 0;        // .bin.zst: the section's size once decompressed (0: a plain read)
         Status result;
+        Batch* batch = nullptr;
     };
     struct Layer {
         std::mutex mutex;
@@ -85,16 +108,35 @@ private:
         std::vector<SlotWeights> weights;  // per slot
         std::vector<Read> reads;  // acquire()'s misses, reserved for the layer's slots
         ExpertCacheStats stats;
+        // Prefetch: the reads in flight (and their experts), and the last prediction, per expert.
+        std::vector<Read> prefetch_reads;
+        std::vector<uint32_t> prefetch_experts;
+        Batch prefetch_batch;
+        bool prefetch_pending = false;
+        std::vector<uint8_t> predicted;
+        bool has_prediction = false;
     };
-    // Runs reads on the I/O threads and waits for all of them.
-    void read_all(std::span<Read> reads);
+    // Points the slot's views at its memory for the expert and returns the read that fills it.
+    Read prepare_slot(uint32_t layer, uint32_t slot, uint32_t expert);
+    // Under the layer's lock: waits for the layer's prefetch, if one runs, and settles it (failed reads forgotten).
+    void finish_prefetch(uint32_t layer);
+    // Queues reads on the I/O threads (urgent: before the reads already queued) into `batch`; wait() blocks until
+    // the batch has finished.
+    void submit(std::span<Read> reads, Batch& batch, bool urgent);
+    void wait(Batch& batch);
+    // Per I/O thread: a .bin.zst frame's bytes and a decompression context, made once.
+    struct Decoder;
     void io_loop();
-    Status read_one(Read& r) const;
+    Status read_one(Read& r, Decoder& decoder) const;
+    Status read_exact(int fd, uint8_t* dst, uint64_t bytes, uint64_t offset) const;
 
     const Model* model_ = nullptr;
     CachePolicy policy_ = CachePolicy::Lru;
+    bool prefetch_ = false;
     uint32_t slots_ = 0;
     uint64_t slot_bytes_ = 0, resident_bytes_ = 0, budget_ = 0;
+    bool compressed_ = false;      // a .bin.zst: experts are decompressed into their slots
+    uint64_t max_frame_bytes_ = 0;  // the largest expert frame (.bin.zst)
     int fd_ = -1;         // O_DIRECT when direct_
     int buffered_fd_ = -1;
     mutable std::atomic<bool> direct_{false};  // false once the file system has refused O_DIRECT
@@ -103,11 +145,12 @@ private:
     std::unique_ptr<Layer[]> layers_;
     uint32_t n_layers_ = 0;
 
-    // The I/O pool: one batch of reads at a time (batch_mutex_), taken one by one by the threads.
-    std::mutex batch_mutex_, io_mutex_;
+    // The I/O pool: a ring of queued reads (room for one acquire and one prefetch per layer), taken one by one by
+    // the threads; each read counts down its batch.
+    std::mutex io_mutex_;
     std::condition_variable io_work_, io_done_;
-    std::span<Read> batch_;
-    size_t next_read_ = 0, reads_left_ = 0;
+    std::vector<Read*> queue_;
+    size_t queue_head_ = 0, queue_count_ = 0;
     bool stopping_ = false;
     std::vector<std::thread> io_threads_;
 };

@@ -173,6 +173,13 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     // With an expert cache nothing reads experts through the mapping, so there is nothing to advise.
     if (options_.prefetch_experts && model.expert_cache() == nullptr) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
     if (model.expert_cache() != nullptr) chosen_.reserve(n_exp);
+    {  // next-layer prediction (options_.predict_experts, or a prefetching expert cache): small, always sized
+        sized(predict_in_, C * H);
+        predict_selected_.resize(C * k);
+        predict_w_.resize(C * k);
+        predict_mark_.assign(n_exp, 0);
+        predicted_next_.reserve(n_exp);
+    }
 }
 
 Status Session::populate_kv(uint32_t end) {
@@ -573,6 +580,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     // ffn_out_, in ascending expert order.
     const uint32_t F = hp.expert_ffn;
     ExpertCache* const cache = model_.expert_cache();
+    if (options_.predict_experts || (cache != nullptr && cache->prefetching())) predict_next_layer(layer, n);
     uint32_t block = 0;
     for (uint32_t e = 0; e < n_exp; ++e) {
         expert_block_[e] = block;
@@ -674,6 +682,43 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     return Status::ok();
 }
 
+void Session::predict_next_layer(uint32_t layer, uint32_t n) {
+    const HyperParams& hp = model_.hparams();
+    const auto& layers = model_.layers();
+    predicted_layer_ = -1;
+    uint32_t next = layer + 1;
+    while (next < hp.n_layers && !layers[next].is_moe) ++next;
+    if (next >= hp.n_layers) return;
+    const LayerWeights& w = layers[next];
+    const size_t H = hp.hidden_size;
+    const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
+    // The residual stream before this layer's MoE, under the next layer's norm: what the next router will see,
+    // less this MoE's and the next attention's contributions. router_logits_, router_probs_, selection_ and
+    // groups_ are free once this layer's routing was reported.
+    for (uint32_t t = 0; t < n; ++t) rmsnorm(x_.data() + t * H, f32(w.ffn_norm), hp.rms_eps, H, predict_in_.data() + t * H);
+    matmul(*w.router, predict_in_.data(), n, router_logits_.data());
+    if (w.router_bias)
+        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
+    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
+    const RoutingRules& routing = model_.rules().routing;
+    for (uint32_t t = 0; t < n; ++t)
+        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
+                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, predict_selected_.data() + size_t(t) * k,
+                                predict_w_.data() + size_t(t) * k, selection_.data() + size_t(t) * k,
+                                groups_.data() + size_t(t) * std::max(routing.n_group > 1 ? routing.topk_group : 0u, 1u)});
+    std::fill(predict_mark_.begin(), predict_mark_.end(), uint8_t(0));
+    for (uint32_t s = 0; s < n * k; ++s) predict_mark_[static_cast<uint32_t>(predict_selected_[s])] = 1;
+    predicted_next_.clear();
+    for (uint32_t e = 0; e < n_exp; ++e)
+        if (predict_mark_[e]) predicted_next_.push_back(e);
+    // Without a prefetching cache nothing consumes it; the observer still sees it.
+    ExpertCache* const cache = model_.expert_cache();
+    if (cache != nullptr && cache->prefetching()) predicted_layer_ = static_cast<int32_t>(next);
+    if (observer_)
+        for (uint32_t t = 0; t < n; ++t)
+            observer_->on_prediction(PredictionRecord{next, position_ + t, std::span<const int32_t>(predict_selected_.data() + size_t(t) * k, k)});
+}
+
 Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
     const HyperParams& hp = model_.hparams();
     const size_t H = hp.hidden_size;
@@ -687,6 +732,7 @@ Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
     std::unique_lock<std::mutex> lock = cache.lock(layer);
     const ExpertCacheStats before = cache.layer_stats(layer);
     cache.advance(layer, n);
+    cache.score_prediction(layer, chosen_);
     // Ascending expert order, as many at a time as the layer's slots hold; each group is computed before the
     // next one may evict it. Every output row is the same computation on the same bytes as without a cache.
     for (size_t done = 0; done < chosen_.size();) {
@@ -705,6 +751,13 @@ Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
             gated_jobs_.push_back(j);
             jobs_.push_back({f.down, gate_.data() + at, expert_count_[e], ffn_out_.data() + size_t(expert_block_[e]) * H});
         }
+        if (done == 0 && predicted_layer_ >= 0) {
+            // This layer's first experts are resident: the next MoE layer's predicted ones are read while they
+            // compute (after this layer's own misses, which went first).
+            std::unique_lock<std::mutex> next = cache.lock(static_cast<uint32_t>(predicted_layer_));
+            cache.prefetch(static_cast<uint32_t>(predicted_layer_), predicted_next_);
+            predicted_layer_ = -1;
+        }
         run_gated_matmuls(pool_, gated_jobs_);
         run_matmuls(pool_, jobs_);
         for (uint32_t e : experts) {
@@ -721,7 +774,9 @@ Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
     if (observer_) {
         const ExpertCacheStats after = cache.layer_stats(layer);
         observer_->on_cache(CacheRecord{layer, position_, n, after.hits - before.hits, after.misses - before.misses,
-                                        after.bytes_read - before.bytes_read, after.stall_ns - before.stall_ns});
+                                        after.bytes_read - before.bytes_read, after.stall_ns - before.stall_ns,
+                                        after.prefetched - before.prefetched, after.predicted - before.predicted,
+                                        after.predicted_right - before.predicted_right});
     }
     return Status::ok();
 }

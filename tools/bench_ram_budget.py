@@ -2,7 +2,7 @@
 """Decode under a real memory limit: plain mmap, llama.cpp and colibri's expert cache (docs/PERFORMANCE.md).
 
 usage: tools/bench_ram_budget.py COLIBRI LLAMA_BENCH MODEL.bin MODEL.gguf [--fractions 0.5,0.25]
-                                 [--policies lru,lfru,pinned] [--prompt 16] [--decode 32] [--threads 2]
+                                 [--policies lru,lfru,pinned,lru+prefetch] [--prompt 16] [--decode 32] [--threads 2]
                                  [--headroom-mib 768] [--context 128]
 
 Every run happens inside a memory cgroup whose limit is FRACTION x the size of MODEL.bin, page cache included
@@ -12,7 +12,8 @@ configuration starts cold. The configurations, for each fraction:
 
 - colibri, plain mmap: `colibri generate -m MODEL.bin --tokens <prompt ids> -n DECODE+1 --greedy --json`;
 - colibri's expert cache, per policy: the same with `--ram-budget (limit - headroom) --cache-policy P`
-  (pinned learns its hot set from a routing trace of other tokens, `colibri route --json`, made once, unlimited);
+  (pinned learns its hot set from a routing trace of other tokens, `colibri route --json`, made once, unlimited;
+  P+prefetch adds `--cache-prefetch`: the next MoE layer's experts predicted and read ahead);
 - llama.cpp, mmap, no repacking (its repacked copy is anonymous memory the limit could not hold; `-ot .*=CPU`
   keeps every tensor in the mapped file): `llama-bench -m MODEL.gguf -p 0 -n DECODE -r 1 --no-warmup -ot .*=CPU`.
 
@@ -20,7 +21,8 @@ Reported per run: decode tokens/s (colibri's `timing.decode_tokens_per_s`, llama
 storage per decoded token (colibri: /proc/self/io read_bytes over the decode, `storage_read_bytes.decode`;
 llama.cpp: its task I/O accounting from the moment it prints that the generation run starts to its exit,
 ru_inblock), the cgroup's peak memory (page cache included) and the process's peak RSS, and for the cache its
-hits and misses. Random-weight models route nearly uniformly, so their hit rates are a lower bound.
+hits and misses, and with prefetch the prediction's accuracy (of the experts a predicted layer used, the share
+the prediction named). Random-weight models route nearly uniformly, so their hit rates are a lower bound.
 """
 import argparse
 import json
@@ -142,7 +144,7 @@ def main():
     ap.add_argument("bin")
     ap.add_argument("gguf")
     ap.add_argument("--fractions", default="0.5,0.25")
-    ap.add_argument("--policies", default="lru,lfru,pinned")
+    ap.add_argument("--policies", default="lru,lfru,pinned,lru+prefetch")
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--decode", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -157,7 +159,7 @@ def main():
     prompt_ids = ",".join(str(1 + (i * 7919) % 1000) for i in range(a.prompt))
     trace_ids = ",".join(str(1 + (i * 104729) % 5000) for i in range(64))
     trace_path = a.bin + ".hot-trace.json"
-    if "pinned" in a.policies.split(",") and "pinned" not in skip and not os.path.exists(trace_path):
+    if any(p.split("+")[0] == "pinned" for p in a.policies.split(",")) and not os.path.exists(trace_path):
         print(f"routing trace for the pinned hot set -> {trace_path}", file=sys.stderr, flush=True)
         with open(trace_path, "w") as f:
             subprocess.run([a.colibri, "route", "-m", a.bin, "-t", str(a.threads), "--tokens", trace_ids, "--json"],
@@ -171,9 +173,14 @@ def main():
             budget = limit - (a.headroom_mib << 20)
             configs = [("colibri mmap", "mmap", [])]
             for pol in a.policies.split(","):
-                extra = ["--ram-budget", str(budget), "--cache-policy", pol]
-                if pol == "pinned":
+                base, _, mode = pol.partition("+")
+                if mode not in ("", "prefetch"):
+                    sys.exit(f"bench_ram_budget: unknown policy variant '{pol}' (POLICY or POLICY+prefetch)")
+                extra = ["--ram-budget", str(budget), "--cache-policy", base]
+                if base == "pinned":
                     extra += ["--hot-trace", trace_path]
+                if mode == "prefetch":
+                    extra += ["--cache-prefetch"]
                 configs.append((f"colibri cache {pol}", pol, extra))
             configs.append(("llama.cpp mmap", "llama", None))
             for label, key, extra in configs:
@@ -210,7 +217,10 @@ def main():
                         if "expert_cache" in j:
                             c = j["expert_cache"]
                             row.update(budget=c["ram_budget"], hits=c["hits"], misses=c["misses"],
-                                       slots_per_layer=c["slots_per_layer"], direct_io=c["direct_io"])
+                                       slots_per_layer=c["slots_per_layer"], direct_io=c["direct_io"],
+                                       stall_s=c["stall_ns"] / 1e9, prefetched=c.get("prefetched", 0))
+                            if c.get("predicted"):
+                                row.update(prediction=c["predicted_right"] / c["predicted"])
                 row.update(wall_s=time.monotonic() - start, peak_rss=usage.ru_maxrss * 1024, cgroup_peak=cgroup.peak())
                 print(json.dumps({k: v for k, v in row.items() if k != "new_ids"}), file=sys.stderr, flush=True)
                 rows.append(row)
@@ -225,20 +235,21 @@ def main():
     print(f"{a.bin}: {size / 1e9:.2f} GB, {a.threads} threads, decode {a.decode} tokens after a {a.prompt}-token prompt; "
           f"greedy tokens {same}")
     print()
-    print("| limit | configuration | decode tok/s | vs colibri mmap | MB read per token | hit rate | slots per layer | "
-          "cgroup peak GB | process peak RSS GB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| limit | configuration | decode tok/s | vs colibri mmap | MB read per token | hit rate | prediction | "
+          "slots per layer | cgroup peak GB | process peak RSS GB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         lim = f"{r['fraction']:g} × = {r['limit'] / 1e9:.2f} GB"
         if r["error"]:
-            print(f"| {lim} | {r['config']} | failed: {r['error']} | | | | | | |")
+            print(f"| {lim} | {r['config']} | failed: {r['error']} | | | | | | | |")
             continue
         base = mmap_tps.get(r["fraction"])
         ratio = f"{r['tokens_per_s'] / base:.2f}×" if base else "-"
         rd = f"{r['read_per_token'] / 1e6:.1f}" if r.get("read_per_token") is not None else "-"
         hr = f"{100 * r['hits'] / max(1, r['hits'] + r['misses']):.1f} %" if "hits" in r else "-"
         peak = f"{r['cgroup_peak'] / 1e9:.2f}" if r["cgroup_peak"] else "-"
-        print(f"| {lim} | {r['config']} | {r['tokens_per_s']:.3f} | {ratio} | {rd} | {hr} | "
+        pred = f"{100 * r['prediction']:.1f} %" if "prediction" in r else "-"
+        print(f"| {lim} | {r['config']} | {r['tokens_per_s']:.3f} | {ratio} | {rd} | {hr} | {pred} | "
               f"{r.get('slots_per_layer', '-')} | {peak} | {r['peak_rss'] / 1e9:.2f} |")
     print(json.dumps(rows), file=sys.stderr)
 

@@ -64,11 +64,8 @@ Result<RoutingTrace> parse_routing_trace(std::string_view text) {
         if (li == 0) positions = ex->size();
         if (ex->size() != positions)
             return error(where + " has " + std::to_string(ex->size()) + " positions, layers[0] " + std::to_string(positions));
-        std::vector<std::vector<uint32_t>> per_position;
-        per_position.reserve(ex->size());
-        for (size_t p = 0; p < ex->size(); ++p) {
-            const json& choice = (*ex)[p];
-            const std::string at = where + ".experts[" + std::to_string(p) + "]";
+        // One position's choice (or prediction): top_k distinct ids in range.
+        auto read_choice = [&](const json& choice, const std::string& at) -> Result<std::vector<uint32_t>> {
             if (!choice.is_array() || choice.empty()) return error(at + " is not a non-empty array of expert ids");
             if (t.top_k == 0) t.top_k = static_cast<uint32_t>(choice.size());
             if (choice.size() != t.top_k)
@@ -86,10 +83,29 @@ Result<RoutingTrace> parse_routing_trace(std::string_view text) {
                 max_id = std::max(max_id, v.value());
                 ids.push_back(v.value());
             }
-            per_position.push_back(std::move(ids));
+            return ids;
+        };
+        std::vector<std::vector<uint32_t>> per_position;
+        per_position.reserve(ex->size());
+        for (size_t p = 0; p < ex->size(); ++p) {
+            auto ids = read_choice((*ex)[p], where + ".experts[" + std::to_string(p) + "]");
+            if (!ids) return ids.status();
+            per_position.push_back(std::move(ids.value()));
+        }
+        std::vector<std::vector<uint32_t>> predicted;
+        if (const auto pr = l.find("predicted"); pr != l.end()) {
+            if (!pr->is_array() || pr->size() != positions)
+                return error(where + ".predicted is not an array of " + std::to_string(positions) + " predictions");
+            predicted.reserve(pr->size());
+            for (size_t p = 0; p < pr->size(); ++p) {
+                auto ids = read_choice((*pr)[p], where + ".predicted[" + std::to_string(p) + "]");
+                if (!ids) return ids.status();
+                predicted.push_back(std::move(ids.value()));
+            }
         }
         t.layers.push_back(layer.value());
         t.choices.push_back(std::move(per_position));
+        t.predicted.push_back(std::move(predicted));
     }
     if (positions == 0) return error("the trace has no positions");
     if (!declared) t.n_experts = max_id + 1;
@@ -139,16 +155,52 @@ std::vector<std::vector<uint32_t>> hot_experts(const RoutingTrace& trace) {
     return hot;
 }
 
-ReplayResult replay(const RoutingTrace& trace, CachePolicy policy, uint32_t slots, const RoutingTrace& pin_source) {
+bool RoutingTrace::has_predictions() const {
+    for (const auto& p : predicted)
+        if (!p.empty()) return true;
+    return false;
+}
+
+std::vector<PredictionAccuracy> prediction_accuracy(const RoutingTrace& trace) {
+    std::vector<PredictionAccuracy> out;
+    for (size_t li = 0; li < trace.layers.size(); ++li) {
+        if (li >= trace.predicted.size() || trace.predicted[li].empty()) continue;
+        PredictionAccuracy a{trace.layers[li], 0, 0};
+        for (size_t p = 0; p < trace.choices[li].size(); ++p) {
+            const auto& guess = trace.predicted[li][p];
+            for (uint32_t e : trace.choices[li][p]) {
+                ++a.chosen;
+                a.right += std::find(guess.begin(), guess.end(), e) != guess.end();
+            }
+        }
+        out.push_back(a);
+    }
+    return out;
+}
+
+ReplayResult replay(const RoutingTrace& trace, CachePolicy policy, uint32_t slots, const RoutingTrace& pin_source,
+                    bool with_prediction) {
     ReplayResult r;
-    r.policy = cache_policy_name(policy);
+    r.policy = std::string(cache_policy_name(policy)) + (with_prediction ? "+prediction" : "");
     r.slot_count = slots;
     std::vector<std::vector<uint32_t>> pins;
     if (policy == CachePolicy::Pinned) pins = pinned_sets(trace, pin_source, slots);
     for (size_t li = 0; li < trace.layers.size(); ++li) {
         ExpertSlots cache(policy, trace.n_experts, slots, pins.empty() ? std::span<const uint32_t>() : pins[li]);
-        LayerHits h{trace.layers[li], 0, 0};
-        for (const auto& choice : trace.choices[li]) {
+        LayerHits h{trace.layers[li], 0, 0, 0};
+        const bool predicted = with_prediction && li < trace.predicted.size() && !trace.predicted[li].empty();
+        for (size_t p = 0; p < trace.choices[li].size(); ++p) {
+            const auto& choice = trace.choices[li][p];
+            if (predicted) {
+                // As the engine: the prediction is read in while the layer before computes, before this layer's
+                // clock moves for the token; a group of its own, so that no predicted expert evicts another.
+                cache.begin_group();
+                for (uint32_t e : trace.predicted[li][p]) {
+                    const auto a = cache.access(e);
+                    if (!a) break;
+                    h.prefetched += a->hit ? 0 : 1;
+                }
+            }
             cache.advance(1);
             cache.begin_group();
             for (uint32_t e : choice) {
@@ -163,6 +215,7 @@ ReplayResult replay(const RoutingTrace& trace, CachePolicy policy, uint32_t slot
         }
         r.hits += h.hits;
         r.accesses += h.accesses;
+        r.prefetched += h.prefetched;
         r.layers.push_back(h);
     }
     return r;
@@ -185,7 +238,7 @@ ReplayResult replay_belady(const RoutingTrace& trace, uint32_t slots) {
         std::set<std::pair<uint64_t, uint32_t>> resident;  // (next use, expert)
         std::vector<uint64_t> next_of(trace.n_experts, 0);
         std::vector<bool> in(trace.n_experts, false);
-        LayerHits h{trace.layers[li], 0, 0};
+        LayerHits h{trace.layers[li], 0, 0, 0};
         for (size_t i = 0; i < seq.size(); ++i) {
             const uint32_t e = seq[i];
             ++h.accesses;
@@ -261,10 +314,14 @@ CacheSimReport cache_sim(const RoutingTrace& trace, const std::vector<uint32_t>&
     rep.positions = trace.choices.empty() ? 0 : static_cast<uint32_t>(trace.choices[0].size());
     rep.layers = trace.layers.size();
     rep.pin_source = std::move(pin_source_name);
+    const bool predictions = trace.has_predictions();
+    rep.runs_per_count = predictions ? 5 : 4;
+    if (predictions) rep.prediction = prediction_accuracy(trace);
     for (uint32_t slots : slot_counts) {
         for (CachePolicy p : {CachePolicy::Lru, CachePolicy::Lfru, CachePolicy::Pinned})
             rep.runs.push_back(replay(trace, p, slots, pin_source));
         rep.runs.push_back(replay_belady(trace, slots));
+        if (predictions) rep.runs.push_back(replay(trace, CachePolicy::Lru, slots, pin_source, true));
     }
     return rep;
 }
@@ -274,13 +331,25 @@ json cache_sim_json(const CacheSimReport& rep) {
     for (const ReplayResult& r : rep.runs) {
         json layers = json::array();
         for (const LayerHits& h : r.layers)
-            layers.push_back({{"layer", h.layer}, {"hits", h.hits}, {"accesses", h.accesses},
+            layers.push_back({{"layer", h.layer}, {"hits", h.hits}, {"accesses", h.accesses}, {"prefetched", h.prefetched},
                               {"hit_rate", h.accesses ? double(h.hits) / double(h.accesses) : 0.0}});
         runs.push_back({{"policy", r.policy}, {"slots", r.slot_count}, {"hits", r.hits}, {"accesses", r.accesses},
-                        {"hit_rate", r.rate()}, {"layers", layers}});
+                        {"prefetched", r.prefetched}, {"hit_rate", r.rate()}, {"layers", layers}});
     }
-    return {{"n_experts", rep.n_experts}, {"top_k", rep.top_k}, {"positions", rep.positions}, {"layers", rep.layers},
-            {"lfru_decay", kLfruDecay}, {"pinned_from", rep.pin_source}, {"runs", runs}};
+    json out{{"n_experts", rep.n_experts}, {"top_k", rep.top_k}, {"positions", rep.positions}, {"layers", rep.layers},
+             {"lfru_decay", kLfruDecay}, {"pinned_from", rep.pin_source}, {"runs", runs}};
+    if (!rep.prediction.empty()) {
+        json pred = json::array();
+        uint64_t right = 0, chosen = 0;
+        for (const PredictionAccuracy& a : rep.prediction) {
+            pred.push_back({{"layer", a.layer}, {"right", a.right}, {"chosen", a.chosen},
+                            {"accuracy", a.chosen ? double(a.right) / double(a.chosen) : 0.0}});
+            right += a.right;
+            chosen += a.chosen;
+        }
+        out["prediction"] = {{"layers", pred}, {"accuracy", chosen ? double(right) / double(chosen) : 0.0}};
+    }
+    return out;
 }
 
 std::string cache_sim_text(const CacheSimReport& rep) {
@@ -289,16 +358,29 @@ std::string cache_sim_text(const CacheSimReport& rep) {
     std::snprintf(line, sizeof line, "%zu MoE layers, %u positions, %u experts per layer, top-%u; hot set for pinned: %s\n",
                   rep.layers, rep.positions, rep.n_experts, rep.top_k, rep.pin_source.c_str());
     out << line;
-    // Runs come in fours per slot count: lru, lfru, pinned, belady.
-    for (size_t i = 0; i + 3 < rep.runs.size(); i += 4) {
-        std::snprintf(line, sizeof line, "\nslots per layer %u (%.1f %% of the experts)\n%-8s %8s %8s %8s %8s\n",
-                      rep.runs[i].slot_count, 100.0 * rep.runs[i].slot_count / rep.n_experts, "layer", "lru", "lfru", "pinned", "belady");
+    auto pct = [](uint64_t h, uint64_t a) { return a ? 100.0 * double(h) / double(a) : 0.0; };
+    if (!rep.prediction.empty()) {
+        uint64_t right = 0, chosen = 0;
+        out << "prediction (next layer's router on the hidden state one layer ahead), share of the chosen experts named:";
+        for (const PredictionAccuracy& a : rep.prediction) {
+            std::snprintf(line, sizeof line, " L%u %.1f%%", a.layer, pct(a.right, a.chosen));
+            out << line;
+            right += a.right;
+            chosen += a.chosen;
+        }
+        std::snprintf(line, sizeof line, "; all %.1f%%\n", pct(right, chosen));
         out << line;
-        auto pct = [](uint64_t h, uint64_t a) { return a ? 100.0 * double(h) / double(a) : 0.0; };
+    }
+    // Runs come in groups per slot count: lru, lfru, pinned, belady (, lru+prediction).
+    const size_t per = rep.runs_per_count;
+    for (size_t i = 0; i + per - 1 < rep.runs.size(); i += per) {
+        std::snprintf(line, sizeof line, "\nslots per layer %u (%.1f %% of the experts)\n%-8s %8s %8s %8s %8s",
+                      rep.runs[i].slot_count, 100.0 * rep.runs[i].slot_count / rep.n_experts, "layer", "lru", "lfru", "pinned", "belady");
+        out << line << (per > 4 ? "  lru+prediction\n" : "\n");
         for (size_t li = 0; li < rep.runs[i].layers.size(); ++li) {
             std::snprintf(line, sizeof line, "%-8u", rep.runs[i].layers[li].layer);
             out << line;
-            for (size_t p = 0; p < 4; ++p) {
+            for (size_t p = 0; p < per; ++p) {
                 const LayerHits& h = rep.runs[i + p].layers[li];
                 std::snprintf(line, sizeof line, " %7.1f%%", pct(h.hits, h.accesses));
                 out << line;
@@ -307,7 +389,7 @@ std::string cache_sim_text(const CacheSimReport& rep) {
         }
         std::snprintf(line, sizeof line, "%-8s", "all");
         out << line;
-        for (size_t p = 0; p < 4; ++p) {
+        for (size_t p = 0; p < per; ++p) {
             std::snprintf(line, sizeof line, " %7.1f%%", 100.0 * rep.runs[i + p].rate());
             out << line;
         }

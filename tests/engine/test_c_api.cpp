@@ -69,6 +69,21 @@ private slots:
         QCOMPARE(colibri_model_cache_stats(b, &st), 0);
         QCOMPARE(st.slots_per_layer, 2u);
         QVERIFY(st.misses > 0 && st.bytes_read > 0);
+        QCOMPARE(st.predicted, uint64_t(0));  // no prefetch asked for
+
+        // Prefetch on: the same logits, and the prediction's counters.
+        QCOMPARE(o.prefetch, 0);
+        o.prefetch = 1;
+        colibri_model* p = colibri_model_open_with(model_path_.toUtf8().constData(), &o);
+        QVERIFY2(p != nullptr, colibri_last_error());
+        colibri_session* sp = colibri_session_new(p, 2, 0);
+        QCOMPARE(colibri_session_eval(sp, ids, 10, got.data()), 0);
+        QVERIFY(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+        QCOMPARE(colibri_model_cache_stats(p, &st), 0);
+        if (colibri_model_layer_count(p) > 1) QVERIFY(st.predicted > 0);
+        QVERIFY(st.predicted_right <= st.predicted);
+        colibri_session_free(sp);
+        colibri_model_close(p);
         colibri_session_free(sm);
         colibri_session_free(sb);
         colibri_model_close(m);

@@ -64,6 +64,9 @@ struct CacheObserver : TraceObserver {
         seen.misses += c.misses;
         seen.bytes_read += c.bytes_read;
         seen.stall_ns += c.stall_ns;
+        seen.prefetched += c.prefetched;
+        seen.predicted += c.predicted;
+        seen.predicted_right += c.predicted_right;
     }
 };
 
@@ -301,8 +304,62 @@ private slots:
             QCOMPARE(run["accesses"].get<uint64_t>(), uint64_t(11) * k * route["layers"].size());
     }
 
+    // Replay with prediction, exactly: one slot, top-1, experts 0,1,2,3. A right prediction is read in before its
+    // token, so every access hits; a wrong one evicts the expert the token needs, so none does.
+    void prediction_replay_exact() {
+        const std::vector<std::vector<uint32_t>> actual{{0}, {1}, {2}, {3}};
+        for (bool right : {true, false}) {
+            json t = trace_json({actual}, 5);
+            json guess = json::array();
+            for (uint32_t e = 0; e < 4; ++e) guess.push_back(json::array({right ? e : e + 1}));
+            t["layers"][0]["predicted"] = guess;
+            const tools::RoutingTrace trace = parse(t);
+            QVERIFY(trace.has_predictions());
+            const tools::ReplayResult plain = tools::replay(trace, CachePolicy::Lru, 1, trace);
+            const tools::ReplayResult ahead = tools::replay(trace, CachePolicy::Lru, 1, trace, true);
+            QCOMPARE(plain.hits, uint64_t(0));
+            QCOMPARE(ahead.policy, std::string("lru+prediction"));
+            QCOMPARE(ahead.hits, right ? uint64_t(4) : uint64_t(0));
+            QCOMPARE(ahead.prefetched, uint64_t(4));
+            const auto acc = tools::prediction_accuracy(trace);
+            QCOMPARE(acc.size(), size_t(1));
+            QCOMPARE(acc[0].right, right ? uint64_t(4) : uint64_t(0));
+            QCOMPARE(acc[0].chosen, uint64_t(4));
+        }
+        // A prediction per position or none; each one as well-formed as a choice.
+        for (const char* bad : {R"([[0]])", R"([[0],[1],[2],[9]])", R"([[0],[1],[2],[2,3]])", R"("no")"}) {
+            json t = trace_json({actual}, 5);
+            t["layers"][0]["predicted"] = json::parse(bad);
+            QVERIFY2(!tools::parse_routing_trace(t.dump()), bad);
+        }
+    }
+
+    // route --predict on the trained demo model: predictions for every MoE layer but the first, which cache-sim
+    // replays as lru+prediction and scores.
+    void route_predict_then_replay() {
+        const QString demo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
+        CliResult r = run_cli({"route", "-m", demo, "--prompt", "What is 23 plus 45? The word cat is spelled backwards as tac.",
+                               "--predict", "--json"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const json route = json::parse(r.out.toStdString());
+        QVERIFY(!route["layers"][0].contains("predicted"));
+        for (size_t l = 1; l < route["layers"].size(); ++l)
+            QCOMPARE(route["layers"][l]["predicted"].size(), route["layers"][l]["experts"].size());
+        const QString trace = write_trace("demo-predict.json", r.out);
+        r = run_cli({"cache-sim", trace, "--slots", "4", "--json"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const json j = json::parse(r.out.toStdString());
+        QCOMPARE(j["runs"].size(), size_t(5));
+        QCOMPARE(j["runs"][4]["policy"].get<std::string>(), std::string("lru+prediction"));
+        QCOMPARE(j["prediction"]["layers"].size(), route["layers"].size() - 1);
+        QVERIFY(j["prediction"]["accuracy"].get<double>() > 0.0);
+        r = run_cli({"cache-sim", trace, "--slots", "4"});
+        QVERIFY2(r.out.contains("lru+prediction") && r.out.contains("prediction (next layer's router"), r.out.constData());
+    }
+
     // Logits with a RAM budget of a few slots per layer are bit-identical to the mapped model's, for every
-    // policy and family, over a chunked prompt (more experts than slots: several groups) and single tokens.
+    // policy and family, with and without prefetch, over a chunked prompt (more experts than slots: several
+    // groups) and single tokens.
     void budget_logits_bit_identical_data() {
         QTest::addColumn<QString>("family");
         for (const char* f : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
@@ -335,13 +392,15 @@ private slots:
         for (auto& h : hot)
             for (uint32_t e = hp.n_experts; e-- > 0;) h.push_back(e);
         for (uint32_t n_slots : {k, k + 1, std::max(k, hp.n_experts / 2)}) {
-            for (CachePolicy policy : {CachePolicy::Lru, CachePolicy::Lfru, CachePolicy::Pinned}) {
+            for (CachePolicy policy : {CachePolicy::Lru, CachePolicy::Lfru, CachePolicy::Pinned})
+            for (bool prefetch : {false, true}) {
                 auto m = Model::load(path.toStdString());
                 QVERIFY(m);
                 ExpertCacheConfig c;
                 c.ram_budget = budget_for(path.toStdString(), n_slots);
                 c.policy = policy;
                 c.hot_experts = hot;
+                c.prefetch = prefetch;
                 QVERIFY2(m.value()->use_expert_cache(c), "use_expert_cache");
                 const ExpertCache& cache = *m.value()->expert_cache();
                 QCOMPARE(cache.slots_per_layer(), n_slots);
@@ -351,17 +410,65 @@ private slots:
                 QCOMPARE(got.size(), want.size());
                 for (size_t i = 0; i < got.size(); ++i)
                     QVERIFY2(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0,
-                             qPrintable(QString("%1 slots %2: logits differ at step %3").arg(cache_policy_name(policy)).arg(n_slots).arg(i)));
-                // Every expert an eval used at a layer was one hit or one miss; each miss read its section.
+                             qPrintable(QString("%1 slots %2 prefetch %3: logits differ at step %4")
+                                            .arg(cache_policy_name(policy)).arg(n_slots).arg(prefetch).arg(i)));
+                // Every expert an eval used at a layer was one hit or one miss; each miss and each expert read
+                // ahead read its section.
                 const ExpertCacheStats t = cache.total_stats();
                 QCOMPARE(t.hits + t.misses, uint64_t(obs.used.size()));
-                QVERIFY(t.misses >= uint64_t(n_slots));
-                QVERIFY(t.bytes_read >= t.misses * (cache.slot_bytes() - 4095));
+                QVERIFY(t.misses + t.prefetched >= uint64_t(n_slots));
+                QVERIFY(t.bytes_read >= (t.misses + t.prefetched) * (cache.slot_bytes() - 4095));
                 QCOMPARE(obs.seen.hits, t.hits);
                 QCOMPARE(obs.seen.misses, t.misses);
                 QCOMPARE(obs.seen.bytes_read, t.bytes_read);
+                QCOMPARE(obs.seen.prefetched, t.prefetched);
+                QCOMPARE(obs.seen.predicted, t.predicted);
+                QCOMPARE(obs.seen.predicted_right, t.predicted_right);
+                QVERIFY(t.predicted_right <= t.predicted);
+                if (!prefetch) {
+                    QCOMPARE(t.prefetched, uint64_t(0));
+                    QCOMPARE(t.predicted, uint64_t(0));
+                } else if (m.value()->moe_layer_count() > 1) {
+                    // Every MoE layer after the first was predicted at every eval.
+                    uint64_t later = 0;
+                    uint32_t first_moe = 0;
+                    while (!m.value()->layers()[first_moe].is_moe) ++first_moe;
+                    for (const auto& [call, layer, expert] : obs.used) later += layer > first_moe;
+                    QCOMPARE(t.predicted, later);
+                }
             }
         }
+    }
+
+    // On the trained demo model (routing with structure) the next layer's router on the current hidden state names
+    // most of the next layer's experts: far above chance (top-2 of 16: 1/8), as the published figures for trained
+    // MoE models lead one to expect; and prefetch turns those into hits, fewer reads the computation waits for.
+    void prediction_on_the_demo_model() {
+        const std::string demo = COLIBRI_BUILD_DIR "/demo/demo.bin";
+        auto plain = Model::load(demo);
+        QVERIFY2(plain, plain.message().c_str());
+        auto ids = plain.value()->tokenizer()->encode(
+            "The quick brown fox jumps over the lazy dog. What is 23 plus 45? Tell me a fortune about the sea.");
+        QVERIFY(ids);
+        const auto& hp = plain.value()->hparams();
+        ExpertCacheStats with[2];
+        for (bool prefetch : {false, true}) {
+            auto m = Model::load(demo);
+            QVERIFY(m);
+            ExpertCacheConfig c;
+            c.ram_budget = budget_for(demo, hp.n_experts / 4);
+            c.prefetch = prefetch;
+            QVERIFY(m.value()->use_expert_cache(c));
+            run_logits(*m.value(), ids.value());
+            with[prefetch] = m.value()->expert_cache()->total_stats();
+        }
+        const ExpertCacheStats& p = with[1];
+        QVERIFY(p.predicted > 0);
+        const double accuracy = double(p.predicted_right) / double(p.predicted);
+        const double chance = double(hp.n_experts_active) / hp.n_experts;
+        QVERIFY2(accuracy > 3 * chance, qPrintable(QString("prediction accuracy %1, chance %2").arg(accuracy).arg(chance)));
+        QVERIFY(p.prefetched > 0);
+        QVERIFY2(p.misses < with[0].misses, qPrintable(QString("misses %1 with prefetch, %2 without").arg(p.misses).arg(with[0].misses)));
     }
 
     // With a budget the experts' pages of the mapping are never touched: reads go to the slots, not the page cache.
@@ -406,7 +513,7 @@ private slots:
         QVERIFY2(expert_pages() <= after_load, qPrintable(QString("%1 expert pages after eval, %2 before").arg(expert_pages()).arg(after_load)));
     }
 
-    // What a budget refuses: too small for top_k slots, a .bin.zst; and an expert hot-swap while it is on.
+    // What a budget refuses: too small for top_k slots; and an expert hot-swap while it is on.
     void budget_refusals() {
         const QString path = dir_.filePath("olmoe-refuse.bin");
         QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", path, "-q"}).exit_code, 0);
@@ -424,12 +531,68 @@ private slots:
         auto donor = ModelFile::open(path.toStdString());
         QVERIFY(donor);
         QVERIFY(!m.value()->swap_expert(0, 0, *donor.value(), 0, 1));
+    }
 
-        const QString zst = dir_.filePath("olmoe-refuse.bin.zst");
+    // From a .bin.zst a miss reads the expert's frame and decompresses it into the slot: the same logits as the
+    // plain file's, with and without prefetch; a damaged expert frame fails the eval with a one-line error.
+    void zst_experts_decompressed_into_slots() {
+        const QString plain_path = dir_.filePath("olmoe-z.bin"), zst = dir_.filePath("olmoe-z.bin.zst");
+        QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", plain_path, "-q"}).exit_code, 0);
         QCOMPARE(run_cli({"convert", reference("hf/olmoe/model"), "-o", zst, "--zstd", "-q"}).exit_code, 0);
-        auto z = Model::load(zst.toStdString());
-        QVERIFY(z);
-        QVERIFY(!z.value()->use_expert_cache(c));
+        std::vector<int32_t> ids;
+        for (const auto& v : read_json(reference("hf/olmoe/ref/input_ids.json")).array()) ids.push_back(v.toInt());
+        auto plain = Model::load(plain_path.toStdString());
+        QVERIFY(plain);
+        const auto want = run_logits(*plain.value(), ids);
+        const uint32_t k = plain.value()->hparams().n_experts_active;
+        for (bool prefetch : {false, true}) {
+            auto z = Model::load(zst.toStdString());
+            QVERIFY2(z, z.message().c_str());
+            ExpertCacheConfig c;
+            c.ram_budget = budget_for(zst.toStdString(), k + 1);
+            c.prefetch = prefetch;
+            const Status s = z.value()->use_expert_cache(c);
+            QVERIFY2(s, s.message().c_str());
+            const auto got = run_logits(*z.value(), ids);
+            QCOMPARE(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i)
+                QVERIFY2(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0, qPrintable(QString("step %1").arg(i)));
+            const ExpertCacheStats t = z.value()->expert_cache()->total_stats();
+            QVERIFY(t.misses > 0);
+            QVERIFY(!z.value()->expert_cache()->direct_io());  // frames are read buffered
+        }
+
+        // Damage every expert's frame (the frame table stays valid, so the file still opens).
+        QByteArray bytes = read_all(zst);
+        {
+            auto file = ModelFile::open(zst.toStdString());
+            QVERIFY(file);
+            for (const format::ExpertEntry& e : file.value()->experts()) {
+                const format::FrameEntry* f = file.value()->stored_frame(e.section);
+                QVERIFY(f != nullptr);
+                const auto at = qsizetype(f->stored_offset + f->stored_size / 2);
+                bytes[at] = char(bytes[at] ^ 0x5a);
+            }
+        }
+        const QString bad = dir_.filePath("olmoe-z-bad.bin.zst");
+        write_all(bad, bytes);
+        auto z = Model::load(bad.toStdString());
+        QVERIFY2(z, z.message().c_str());
+        ExpertCacheConfig c;
+        c.ram_budget = budget_for(zst.toStdString(), k + 1);
+        QVERIFY(z.value()->use_expert_cache(c));
+        ThreadPool pool(2);
+        Session session(*z.value(), pool, 0, SessionOptions{});
+        Status failed = Status::ok();
+        for (int32_t id : ids) {
+            auto r = session.eval(id);
+            if (!r) {
+                failed = r.status();
+                break;
+            }
+        }
+        QVERIFY2(!failed, "a damaged expert frame was not noticed");
+        QVERIFY2(QString::fromStdString(failed.message()).contains("zstd"), failed.message().c_str());
     }
 
     // The CLI: --ram-budget gives the same logits file; route --json reports the cache per layer; bad options

@@ -39,6 +39,7 @@ colibri_model* colibri_model_open(const char* path);
 typedef struct colibri_model_options {
     uint64_t ram_budget;      /* bytes; 0: the whole model mapped */
     const char* cache_policy; /* "lru" (also NULL) or "lfru" */
+    int prefetch;             /* nonzero: read the next MoE layer's predicted experts ahead of use */
 } colibri_model_options;
 colibri_model_options colibri_model_options_defaults(void);
 colibri_model* colibri_model_open_with(const char* path, const colibri_model_options* options);
@@ -50,6 +51,9 @@ typedef struct colibri_cache_stats {
     uint64_t bytes_read;
     uint64_t stall_ns;         /* time evaluation waited for expert reads */
     uint32_t slots_per_layer;
+    uint64_t prefetched;       /* experts read ahead on a prediction (prefetch) */
+    uint64_t predicted;        /* experts used where a prediction had been made */
+    uint64_t predicted_right;  /* of those, the ones predicted */
 } colibri_cache_stats;
 int colibri_model_cache_stats(const colibri_model* model, colibri_cache_stats* stats);
 void colibri_model_close(colibri_model* model);
