@@ -3,7 +3,7 @@
 
 usage: tools/bench_ram_budget.py COLIBRI LLAMA_BENCH MODEL.bin MODEL.gguf [--fractions 0.5,0.25]
                                  [--policies lru,lfru,pinned,lru+prefetch] [--prompt 16] [--decode 32] [--threads 2]
-                                 [--headroom-mib 768] [--context 128]
+                                 [--headroom-mib 768] [--context 128] [--reps 1]
 
 Every run happens inside a memory cgroup whose limit is FRACTION x the size of MODEL.bin, page cache included
 (cgroup v1 `memory.limit_in_bytes` where /sys/fs/cgroup/memory is mounted, else v2 `memory.max`); needs root.
@@ -151,6 +151,7 @@ def main():
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--headroom-mib", type=int, default=768,
                     help="what the budgeted process needs besides weights (KV cache, activations, code)")
+    ap.add_argument("--reps", type=int, default=1, help="runs of every configuration (interleaved); the table shows medians")
     ap.add_argument("--skip", default="", help="comma list of configurations to leave out: mmap, llama, lru, ...")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
@@ -183,7 +184,7 @@ def main():
                     extra += ["--cache-prefetch"]
                 configs.append((f"colibri cache {pol}", pol, extra))
             configs.append(("llama.cpp mmap", "llama", None))
-            for label, key, extra in configs:
+            for rep, (label, key, extra) in ((r, c) for r in range(a.reps) for c in configs):
                 if key in skip:
                     continue
                 for f in (a.bin, a.gguf):
@@ -231,17 +232,36 @@ def main():
     # from, never the logits).
     ids = {json.dumps(r["new_ids"]) for r in rows if r.get("new_ids") is not None}
     same = "identical in every colibri run" if len(ids) <= 1 else "DIFFERENT between colibri runs"
-    mmap_tps = {r["fraction"]: r["tokens_per_s"] for r in rows if r["config"] == "colibri mmap" and not r["error"]}
+    # Per (limit, configuration): the median of its runs (the first failure stands for the configuration).
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["fraction"], r["config"]), []).append(r)
+    merged = []
+    for runs in groups.values():
+        failed = [r for r in runs if r["error"]]
+        if failed:
+            merged.append(failed[0])
+            continue
+        m = dict(runs[0])
+        for key in ("tokens_per_s", "read_per_token", "hits", "misses", "prediction", "cgroup_peak", "peak_rss"):
+            vals = [r[key] for r in runs if r.get(key) is not None]
+            if vals:
+                m[key] = statistics.median(vals)
+        m["all_tokens_per_s"] = [r["tokens_per_s"] for r in runs]
+        merged.append(m)
+    mmap_tps = {r["fraction"]: r["tokens_per_s"] for r in merged if r["config"] == "colibri mmap" and not r["error"]}
     print(f"{a.bin}: {size / 1e9:.2f} GB, {a.threads} threads, decode {a.decode} tokens after a {a.prompt}-token prompt; "
           f"greedy tokens {same}")
     print()
+    print(f"Medians of {a.reps} run(s) per configuration; every run's decode tok/s in the last column.")
+    print()
     print("| limit | configuration | decode tok/s | vs colibri mmap | MB read per token | hit rate | prediction | "
-          "slots per layer | cgroup peak GB | process peak RSS GB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+          "slots per layer | cgroup peak GB | process peak RSS GB | runs tok/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in merged:
         lim = f"{r['fraction']:g} × = {r['limit'] / 1e9:.2f} GB"
         if r["error"]:
-            print(f"| {lim} | {r['config']} | failed: {r['error']} | | | | | | | |")
+            print(f"| {lim} | {r['config']} | failed: {r['error']} | | | | | | | | |")
             continue
         base = mmap_tps.get(r["fraction"])
         ratio = f"{r['tokens_per_s'] / base:.2f}×" if base else "-"
@@ -250,7 +270,8 @@ def main():
         peak = f"{r['cgroup_peak'] / 1e9:.2f}" if r["cgroup_peak"] else "-"
         pred = f"{100 * r['prediction']:.1f} %" if "prediction" in r else "-"
         print(f"| {lim} | {r['config']} | {r['tokens_per_s']:.3f} | {ratio} | {rd} | {hr} | {pred} | "
-              f"{r.get('slots_per_layer', '-')} | {peak} | {r['peak_rss'] / 1e9:.2f} |")
+              f"{r.get('slots_per_layer', '-')} | {peak} | {r['peak_rss'] / 1e9:.2f} | "
+              f"{' '.join(f'{v:.2f}' for v in r['all_tokens_per_s'])} |")
     print(json.dumps(rows), file=sys.stderr)
 
 
