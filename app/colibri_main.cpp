@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,7 @@
 #include "engine/utf8_stream.h"
 #include "tools/export_gguf.h"
 #include "tools/bench.h"
+#include "tools/cache_sim.h"
 #include "tools/chat_eval.h"
 #include "tools/check.h"
 #include "tools/convert.h"
@@ -73,13 +75,87 @@ struct ModelArgs {
     std::string path = COLIBRI_DEMO_MODEL;
     unsigned threads = 0;
     uint32_t context = 0;
+    std::string ram_budget;            // empty: the whole model mapped
+    std::string cache_policy = "lru";  // with --ram-budget
+    std::string hot_trace;             // pinned: the routing trace the hot set is learned from
+    bool cache_prefetch = false;       // read the next MoE layer's predicted experts ahead of use
 };
+
+// The RAM budget options, shared by every command that loads a model.
+void add_budget_args(CLI::App* cmd, ModelArgs& m) {
+    cmd->add_option("--ram-budget", m.ram_budget,
+                    "keep the weights within SIZE (e.g. 6G, 512M): routed experts in a cache of slots read from the file");
+    cmd->add_option("--cache-policy", m.cache_policy, "expert cache policy: lru (default), lfru or pinned");
+    cmd->add_option("--hot-trace", m.hot_trace, "pinned: learn the hot experts from this routing trace (route --json)");
+    cmd->add_flag("--cache-prefetch", m.cache_prefetch,
+                  "predict the next MoE layer's experts (its router on the current hidden state) and read them ahead");
+}
 
 void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     auto* opt = cmd->add_option("-m,--model", m.path, "model file (.bin)");
     if (required) opt->required();
     cmd->add_option("-t,--threads", m.threads, "worker threads (default: all cores)");
     cmd->add_option("-c,--context", m.context, "context length in tokens (default: min(model, 4096))");
+    add_budget_args(cmd, m);
+}
+
+// "6G", "512M", "1.5GiB", "4096": bytes, with K, M, G, T as powers of 1024.
+Result<uint64_t> parse_size(const std::string& text) {
+    const std::string bad = "'" + text + "' is not a size (e.g. 6G, 512M, 1048576)";
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception&) {
+        return error(bad);
+    }
+    std::string unit = text.substr(used);
+    if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+    if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+    double scale = 1;
+    if (unit.size() == 1) {
+        const std::string units = "KMGT";
+        const size_t at = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+        if (at == std::string::npos) return error(bad);
+        scale = std::pow(1024.0, double(at + 1));
+    } else if (!unit.empty()) {
+        return error(bad);
+    }
+    if (!(v > 0) || !std::isfinite(v) || v * scale >= 1.8e19) return error(bad);
+    return static_cast<uint64_t>(v * scale);
+}
+
+// What --ram-budget, --cache-policy and --hot-trace ask for; nullopt without a budget.
+Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
+    if (args.ram_budget.empty()) {
+        if (!args.hot_trace.empty()) return error("--hot-trace needs --ram-budget");
+        if (args.cache_prefetch) return error("--cache-prefetch needs --ram-budget");
+        return std::optional<ExpertCacheConfig>();
+    }
+    auto bytes = parse_size(args.ram_budget);
+    if (!bytes) return error("--ram-budget: " + bytes.message());
+    const std::optional<CachePolicy> policy = parse_cache_policy(args.cache_policy);
+    if (!policy) return error("--cache-policy: unknown policy '" + args.cache_policy + "' (lru, lfru or pinned)");
+    ExpertCacheConfig c;
+    c.ram_budget = bytes.value();
+    c.policy = *policy;
+    c.prefetch = args.cache_prefetch;
+    if (*policy == CachePolicy::Pinned) {
+        if (args.hot_trace.empty()) return error("--cache-policy pinned needs --hot-trace (a routing trace from route --json)");
+        auto trace = tools::read_routing_trace(args.hot_trace);
+        if (!trace) return error("--hot-trace: " + trace.message());
+        c.hot_experts = tools::hot_experts(trace.value());
+    } else if (!args.hot_trace.empty()) {
+        return error("--hot-trace is for --cache-policy pinned");
+    }
+    return std::optional<ExpertCacheConfig>(std::move(c));
+}
+
+Status use_budget(Model& model, const ModelArgs& args) {
+    auto config = budget_config(args);
+    if (!config) return config.status();
+    if (!config->has_value()) return Status::ok();
+    return model.use_expert_cache(**config);
 }
 
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt) {
@@ -101,6 +177,7 @@ Result<Loaded> load(const ModelArgs& args) {
     const uint32_t max_position = model.value()->hparams().max_position;
     if (args.context > max_position)
         return error("context " + std::to_string(args.context) + " exceeds the model's maximum of " + std::to_string(max_position));
+    COLIBRI_TRY(use_budget(*model.value(), args));
     Loaded l;
     l.model = std::move(model.value());
     l.pool = std::make_unique<ThreadPool>(args.threads);
@@ -169,6 +246,28 @@ Status write_output_file(const std::string& path, const void* data, size_t bytes
     COLIBRI_TRY(out.create(path));
     COLIBRI_TRY(out.write_at(0, data, bytes));
     return out.commit();
+}
+
+// The expert cache's configuration and counters since load (--ram-budget).
+json expert_cache_json(const ExpertCache& c) {
+    const ExpertCacheStats t = c.total_stats();
+    return {{"policy", cache_policy_name(c.policy())}, {"ram_budget", c.budget()}, {"resident_bytes", c.resident_bytes()},
+            {"slot_bytes", c.slot_bytes()}, {"slots_per_layer", c.slots_per_layer()}, {"direct_io", c.direct_io()},
+            {"hits", t.hits}, {"misses", t.misses}, {"bytes_read", t.bytes_read}, {"stall_ns", t.stall_ns},
+            {"prefetch", c.prefetching()}, {"prefetched", t.prefetched}, {"predicted", t.predicted},
+            {"predicted_right", t.predicted_right}};
+}
+
+// Bytes this process (all its threads) has caused to be read from storage: /proc/self/io's read_bytes, which
+// counts page faults on the mapping and the expert cache's reads alike; nullopt where the kernel keeps no I/O
+// accounting. (Page-cache hits are not storage reads, which is the point: it says what a budget costs in I/O.)
+std::optional<uint64_t> storage_read_bytes() {
+    std::ifstream io("/proc/self/io");
+    std::string key;
+    uint64_t value = 0;
+    while (io >> key >> value)
+        if (key == "read_bytes:") return value;
+    return std::nullopt;
 }
 
 // ---- commands ----
@@ -488,6 +587,14 @@ struct RouteCollector : TraceObserver {
     std::map<uint32_t, std::vector<std::vector<int32_t>>> experts;
     std::map<uint32_t, std::vector<std::vector<float>>> weights, probs, selection;
     std::map<uint32_t, std::vector<std::vector<uint32_t>>> groups;
+    std::map<uint32_t, json> cache;  // per layer: the expert cache's records (--ram-budget)
+    std::map<uint32_t, std::vector<std::vector<int32_t>>> predicted;  // per layer: per position (--predict)
+    void on_prediction(const PredictionRecord& p) override { predicted[p.layer].emplace_back(p.experts.begin(), p.experts.end()); }
+    void on_cache(const CacheRecord& c) override {
+        cache[c.layer].push_back({{"position", c.position}, {"tokens", c.tokens}, {"hits", c.hits}, {"misses", c.misses},
+                                  {"bytes_read", c.bytes_read}, {"stall_ns", c.stall_ns}, {"prefetched", c.prefetched},
+                                  {"predicted", c.predicted}, {"predicted_right", c.predicted_right}});
+    }
     void on_routing(const RoutingRecord& r) override {
         experts[r.layer].emplace_back(r.experts.begin(), r.experts.end());
         weights[r.layer].emplace_back(r.weights.begin(), r.weights.end());
@@ -509,6 +616,7 @@ struct RouteArgs {
     std::string router = "exact";
     bool compare = false;  // agreement of --router with the exact router
     bool with_probs = false;
+    bool predict = false;  // each MoE layer's experts predicted one layer ahead, per position
 };
 
 int cmd_route(const ModelArgs& args, const std::string& tokens, const std::string& prompt, const RouteArgs& ra) {
@@ -527,6 +635,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     }
     RouteCollector collector;
     l.session->set_router(*kind);
+    l.session->set_predict_experts(ra.predict);
     l.session->set_observer(&collector);
     if (auto r = l.session->eval(std::span<const int32_t>(ids)); !r) return fail("route", r.message());
     json layers = json::array();
@@ -536,11 +645,46 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
         json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}, {"selection_scores", collector.selection[layer]}};
         if (l.model->rules().routing.n_group > 1) e["groups"] = collector.groups[layer];
         if (ra.with_probs) e["probs"] = collector.probs[layer];
+        if (collector.cache.count(layer)) e["cache"] = collector.cache[layer];
+        if (ra.predict && collector.predicted.count(layer)) e["predicted"] = collector.predicted[layer];
         layers.push_back(e);
     }
-    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)}, {"layers", layers}}
-                              .dump()
-                              .c_str());
+    json out{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)},
+             {"n_experts", l.model->hparams().n_experts}, {"layers", layers}};
+    if (const ExpertCache* c = l.model->expert_cache()) out["expert_cache"] = expert_cache_json(*c);
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+}
+
+struct CacheSimArgs {
+    std::string trace;
+    std::string slots;      // empty: tools::default_slot_counts
+    std::string pin_trace;  // empty: the hot set is learned from the replayed trace itself
+    bool as_json = false;
+};
+
+int cmd_cache_sim(const CacheSimArgs& a) {
+    auto trace = tools::read_routing_trace(a.trace);
+    if (!trace) return fail("cache-sim", trace.message());
+    std::optional<tools::RoutingTrace> pin_source;
+    if (!a.pin_trace.empty()) {
+        auto p = tools::read_routing_trace(a.pin_trace);
+        if (!p) return fail("cache-sim", p.message());
+        if (p->n_experts > trace->n_experts)
+            return fail("cache-sim", a.pin_trace + ": routes over " + std::to_string(p->n_experts) + " experts, the trace over " +
+                                         std::to_string(trace->n_experts));
+        pin_source = std::move(p.value());
+    }
+    std::vector<uint32_t> slots = tools::default_slot_counts(trace.value());
+    if (!a.slots.empty()) {
+        auto s = tools::parse_slot_counts(a.slots, trace.value());
+        if (!s) return fail("cache-sim", "--slots: " + s.message());
+        slots = std::move(s.value());
+    }
+    const tools::CacheSimReport rep = tools::cache_sim(trace.value(), slots, pin_source ? *pin_source : trace.value(),
+                                                       pin_source ? a.pin_trace : std::string("in-sample"));
+    if (a.as_json) std::printf("%s\n", tools::cache_sim_json(rep).dump().c_str());
+    else std::fputs(tools::cache_sim_text(rep).c_str(), stdout);
     return 0;
 }
 
@@ -616,16 +760,40 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     const Tokenizer* tok = l.model->tokenizer();
     Utf8Stream stream;
     GenerateStop stop = GenerateStop::MaxTokens;
+    // Timing and storage reads: the prompt (to the first new token) and the decode after it, apart, so that a
+    // budgeted run's cost per decoded token can be read off (tools/bench_ram_budget.py).
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t0 = Clock::now();
+    const std::optional<uint64_t> read0 = storage_read_bytes();
+    Clock::time_point t_first = t0;
+    std::optional<uint64_t> read_first;
+    size_t produced = 0;
     auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
+        if (produced++ == 0) {
+            t_first = Clock::now();
+            read_first = storage_read_bytes();
+        }
         if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
         return true;
     }, &stop);
+    const Clock::time_point t_end = Clock::now();
+    const std::optional<uint64_t> read_end = storage_read_bytes();
     if (!as_json && tok) print(stream.flush());
     if (!out) return fail("generate", out.message());
     if (as_json) {
         json j{{"prompt_ids", ids}, {"new_ids", out.value()},
                {"stop", stop == GenerateStop::StopToken ? "stop_token" : stop == GenerateStop::ContextFull ? "context_full" : "max_tokens"}};
+        // The decode is every step after the first new token (which the prompt's evaluation produced).
+        const auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+        const double decode_s = produced > 1 ? secs(t_first, t_end) : 0.0;
+        j["timing"] = {{"prompt_s", produced ? secs(t0, t_first) : secs(t0, t_end)},
+                       {"decode_s", decode_s},
+                       {"decode_tokens", produced > 1 ? produced - 1 : 0},
+                       {"decode_tokens_per_s", decode_s > 0 ? double(produced - 1) / decode_s : 0.0}};
+        if (read0 && read_first && read_end)
+            j["storage_read_bytes"] = {{"prompt", *read_first - *read0}, {"decode", *read_end - *read_first}};
         if (tok) j["text"] = tok->decode(out.value());
+        if (const ExpertCache* c = l.model->expert_cache()) j["expert_cache"] = expert_cache_json(*c);
         std::printf("%s\n", j.dump().c_str());
     } else if (!tok) {
         for (size_t i = 0; i < out->size(); ++i) std::printf("%s%d", i ? "," : "", out.value()[i]);
@@ -774,6 +942,9 @@ int main(int argc, char** argv) {
     route->add_flag("--probs", rargs.with_probs, "include the full router distribution");
     route->add_option("--router", rargs.router, "router: exact (default) or lut (integer, table exp)");
     route->add_flag("--compare", rargs.compare, "report the top-k agreement of --router with the exact router");
+    route->add_flag("--predict", rargs.predict,
+                    "also the experts predicted for each MoE layer at the one before it (the next router on the current "
+                    "hidden state, as --cache-prefetch reads ahead): per layer \"predicted\", for colibri cache-sim");
 
     BenchArgs bargs;
     auto* bench = app.add_subcommand("bench", "prompt and decode tokens/s, bytes per token, memory bandwidth, roofline");
@@ -853,6 +1024,13 @@ int main(int argc, char** argv) {
     eval->add_flag("--json", as_json, "JSON output with every reply");
 
     bool tune_quick = false;
+    CacheSimArgs csargs;
+    auto* cache_sim = app.add_subcommand("cache-sim", "replay a routing trace (route --json): LRU, LFRU, pinned and Belady hit rates per layer");
+    cache_sim->add_option("trace", csargs.trace, "routing trace (colibri route --json output)")->required();
+    cache_sim->add_option("--slots", csargs.slots, "slots per layer: A..B, N or A,B,C (default: 12.5, 25, 50, 75 % of the experts)");
+    cache_sim->add_option("--pin-trace", csargs.pin_trace, "learn the pinned hot set from this trace (default: the replayed one)");
+    cache_sim->add_flag("--json", csargs.as_json, "JSON output");
+
     auto* tune = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
     tune->add_flag("--json", as_json, "JSON output");
     tune->add_flag("--quick", tune_quick, "one shape, three repetitions");
@@ -883,6 +1061,7 @@ int main(int argc, char** argv) {
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
         if (*route) return cmd_route(margs, tokens, prompt, rargs);
         if (*bench) return cmd_bench(margs, bargs, as_json);
+        if (*cache_sim) return cmd_cache_sim(csargs);
         if (*compare) return cmd_compare(margs, cargs, as_json);
         if (*gen) return cmd_generate(margs, tokens, prompt, n, sc, as_json);
         if (*swap)

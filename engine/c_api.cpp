@@ -74,6 +74,45 @@ colibri_model* colibri_model_open(const char* path) {
     });
 }
 
+colibri_model_options colibri_model_options_defaults(void) { return colibri_model_options{0, nullptr, 0}; }
+
+colibri_model* colibri_model_open_with(const char* path, const colibri_model_options* options) {
+    return guarded<>(static_cast<colibri_model*>(nullptr), [&]() -> colibri_model* {
+        colibri_model* m = colibri_model_open(path);
+        if (m == nullptr || options == nullptr || options->ram_budget == 0) return m;
+        colibri::ExpertCacheConfig config;
+        config.ram_budget = options->ram_budget;
+        const std::optional<colibri::CachePolicy> policy =
+            colibri::parse_cache_policy(options->cache_policy ? options->cache_policy : "lru");
+        colibri::Status s;
+        if (!policy || *policy == colibri::CachePolicy::Pinned)
+            s = colibri::error(std::string("cache policy '") + options->cache_policy + "': use lru or lfru");
+        else {
+            config.policy = *policy;
+            config.prefetch = options->prefetch != 0;
+            s = m->model->use_expert_cache(config);
+        }
+        if (!s) {
+            set_error(s.message());
+            delete m;
+            return nullptr;
+        }
+        return m;
+    });
+}
+
+int colibri_model_cache_stats(const colibri_model* model, colibri_cache_stats* stats) {
+    const colibri::ExpertCache* c = model ? model->model->expert_cache() : nullptr;
+    if (c == nullptr || stats == nullptr) {
+        set_error(model ? "the model has no RAM budget" : "no model given");
+        return -1;
+    }
+    const colibri::ExpertCacheStats t = c->total_stats();
+    *stats = colibri_cache_stats{t.hits, t.misses, t.bytes_read, t.stall_ns, c->slots_per_layer(), t.prefetched, t.predicted,
+                                 t.predicted_right};
+    return 0;
+}
+
 void colibri_model_close(colibri_model* model) { delete model; }
 
 int colibri_model_swap_expert(colibri_model* model, uint32_t layer, uint32_t expert, const char* donor_path,

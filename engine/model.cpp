@@ -1,5 +1,7 @@
 #include "model.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 
 #include "schema.h"
@@ -79,6 +81,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
 Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& donor, uint32_t donor_layer,
                           uint32_t donor_expert) {
     const std::string target = "expert L" + std::to_string(layer) + " E" + std::to_string(expert);
+    // The cache reads experts from the file, which a swap does not change.
+    if (expert_cache_) return error("expert hot-swap needs the whole model mapped (no --ram-budget)");
     if (layer >= layers_.size() || !layers_[layer].is_moe) return error("layer " + std::to_string(layer) + " has no experts");
     if (expert >= layers_[layer].experts.size()) return error(target + " does not exist");
     const FfnWeights& w = layers_[layer].experts[expert];
@@ -107,6 +111,19 @@ Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& dono
         const TensorView* t = projections[i].second;
         COLIBRI_TRY(file_->overwrite_section(t->section, t->offset, sources[i]->data, t->size));
     }
+    return Status::ok();
+}
+
+Status Model::use_expert_cache(const ExpertCacheConfig& config) {
+    if (expert_cache_) return error("the model already has an expert cache");
+    auto cache = ExpertCache::create(*this, config);
+    if (!cache) return cache.status();
+    expert_cache_ = std::move(cache.value());
+    // Experts are no longer used through the mapping: neither read-ahead nor 2 MiB folios (mapped_file.cpp)
+    // should bring their pages in around the pages every token uses. Advice only; failure changes nothing.
+    void* base = const_cast<uint8_t*>(file_->data());
+    madvise(base, file_->size(), MADV_NOHUGEPAGE);
+    madvise(base, file_->size(), MADV_RANDOM);
     return Status::ok();
 }
 

@@ -170,7 +170,16 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     gated_jobs_.reserve(n_exp + 1);
     predicted_.assign(size_t(hp.n_layers) * k, -1);
     logits_.resize(hp.vocab_size);
-    if (options_.prefetch_experts) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
+    // With an expert cache nothing reads experts through the mapping, so there is nothing to advise.
+    if (options_.prefetch_experts && model.expert_cache() == nullptr) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
+    if (model.expert_cache() != nullptr) chosen_.reserve(n_exp);
+    {  // next-layer prediction (options_.predict_experts, or a prefetching expert cache): small, always sized
+        sized(predict_in_, C * H);
+        predict_selected_.resize(C * k);
+        predict_w_.resize(C * k);
+        predict_mark_.assign(n_exp, 0);
+        predicted_next_.reserve(n_exp);
+    }
 }
 
 Status Session::populate_kv(uint32_t end) {
@@ -570,12 +579,15 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     // Every selected expert gets a block of rows (one per token that chose it) in expert_in_, gate_, up_ and
     // ffn_out_, in ascending expert order.
     const uint32_t F = hp.expert_ffn;
+    ExpertCache* const cache = model_.expert_cache();
+    if (options_.predict_experts || (cache != nullptr && cache->prefetching())) predict_next_layer(layer, n);
     uint32_t block = 0;
     for (uint32_t e = 0; e < n_exp; ++e) {
         expert_block_[e] = block;
         if (expert_count_[e] == 0) continue;
         // A .bin.zst decompresses the expert on first use; a damaged frame fails the eval.
-        if (Status s = model_.ensure_expert(layer, e); !s) return s;
+        if (cache == nullptr)
+            if (Status s = model_.ensure_expert(layer, e); !s) return s;
         if (n > 1) {  // gather the inputs of the tokens that chose e
             const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
             for (uint32_t r = 0; r < expert_count_[e]; ++r)
@@ -595,7 +607,14 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         return j;
     };
     CounterSource* counters = observer_ && observer_->count_experts() ? observer_->counters() : nullptr;  // [counters]; then n == 1
-    if (counters) {
+    if (cache != nullptr) {
+        // Routed experts (their down bias added) through the cache; then the shared expert, as with counters.
+        if (Status s = cached_experts(layer, n, *cache); !s) return s;
+        if (shared) {
+            if (gated) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
+            ffn(w.shared_expert, h_.data(), n, shared_out_.data());
+        }
+    } else if (counters) {
         // One expert at a time, so each one's counters are its own.
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
@@ -637,7 +656,8 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     std::fill(moe_out_.begin(), moe_out_.begin() + n * H, 0.0f);
     for (uint32_t e = 0; e < n_exp; ++e) {
         const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
-        const float* down_bias = w.experts[e].down_bias ? f32(w.experts[e].down_bias) : nullptr;
+        // (With the cache the bias was added while the expert was resident.)
+        const float* down_bias = w.experts[e].down_bias && cache == nullptr ? f32(w.experts[e].down_bias) : nullptr;
         for (uint32_t r = 0; r < expert_count_[e]; ++r) {
             const float weight = selected_w_[rows[r]];
             float* out = moe_out_.data() + (rows[r] / k) * H;
@@ -658,6 +678,105 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 for (size_t i = 0; i < H; ++i) out[i] += y[i];
             }
         }
+    }
+    return Status::ok();
+}
+
+void Session::predict_next_layer(uint32_t layer, uint32_t n) {
+    const HyperParams& hp = model_.hparams();
+    const auto& layers = model_.layers();
+    predicted_layer_ = -1;
+    uint32_t next = layer + 1;
+    while (next < hp.n_layers && !layers[next].is_moe) ++next;
+    if (next >= hp.n_layers) return;
+    const LayerWeights& w = layers[next];
+    const size_t H = hp.hidden_size;
+    const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
+    // The residual stream before this layer's MoE, under the next layer's norm: what the next router will see,
+    // less this MoE's and the next attention's contributions. router_logits_, router_probs_, selection_ and
+    // groups_ are free once this layer's routing was reported.
+    for (uint32_t t = 0; t < n; ++t) rmsnorm(x_.data() + t * H, f32(w.ffn_norm), hp.rms_eps, H, predict_in_.data() + t * H);
+    matmul(*w.router, predict_in_.data(), n, router_logits_.data());
+    if (w.router_bias)
+        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
+    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
+    const RoutingRules& routing = model_.rules().routing;
+    for (uint32_t t = 0; t < n; ++t)
+        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
+                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, predict_selected_.data() + size_t(t) * k,
+                                predict_w_.data() + size_t(t) * k, selection_.data() + size_t(t) * k,
+                                groups_.data() + size_t(t) * std::max(routing.n_group > 1 ? routing.topk_group : 0u, 1u)});
+    std::fill(predict_mark_.begin(), predict_mark_.end(), uint8_t(0));
+    for (uint32_t s = 0; s < n * k; ++s) predict_mark_[static_cast<uint32_t>(predict_selected_[s])] = 1;
+    predicted_next_.clear();
+    for (uint32_t e = 0; e < n_exp; ++e)
+        if (predict_mark_[e]) predicted_next_.push_back(e);
+    // Without a prefetching cache nothing consumes it; the observer still sees it.
+    ExpertCache* const cache = model_.expert_cache();
+    if (cache != nullptr && cache->prefetching()) predicted_layer_ = static_cast<int32_t>(next);
+    if (observer_)
+        for (uint32_t t = 0; t < n; ++t)
+            observer_->on_prediction(PredictionRecord{next, position_ + t, std::span<const int32_t>(predict_selected_.data() + size_t(t) * k, k)});
+}
+
+Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
+    const HyperParams& hp = model_.hparams();
+    const size_t H = hp.hidden_size;
+    const uint32_t F = hp.expert_ffn;
+    const float limit = model_.rules().swiglu_limit;
+    chosen_.clear();
+    for (uint32_t e = 0; e < hp.n_experts; ++e)
+        if (expert_count_[e]) chosen_.push_back(e);
+    auto input_of = [&](uint32_t e) { return n > 1 ? expert_in_.data() + expert_block_[e] * H : h_.data(); };
+
+    std::unique_lock<std::mutex> lock = cache.lock(layer);
+    const ExpertCacheStats before = cache.layer_stats(layer);
+    cache.advance(layer, n);
+    cache.score_prediction(layer, chosen_);
+    // Ascending expert order, as many at a time as the layer's slots hold; each group is computed before the
+    // next one may evict it. Every output row is the same computation on the same bytes as without a cache.
+    for (size_t done = 0; done < chosen_.size();) {
+        auto group = cache.acquire(layer, std::span<const uint32_t>(chosen_).subspan(done));
+        if (!group) return group.status();
+        const std::span<const uint32_t> experts = std::span<const uint32_t>(chosen_).subspan(done, group.value());
+        gated_jobs_.clear();
+        jobs_.clear();
+        for (uint32_t e : experts) {
+            const FfnWeights& f = cache.weights(layer, e);
+            const size_t at = size_t(expert_block_[e]) * F;
+            GatedJob j{f.gate, f.up, input_of(e), expert_count_[e], gate_.data() + at, up_.data() + at};
+            j.gate_bias = f.gate_bias ? f32(f.gate_bias) : nullptr;
+            j.up_bias = f.up_bias ? f32(f.up_bias) : nullptr;
+            j.limit = limit;
+            gated_jobs_.push_back(j);
+            jobs_.push_back({f.down, gate_.data() + at, expert_count_[e], ffn_out_.data() + size_t(expert_block_[e]) * H});
+        }
+        if (done == 0 && predicted_layer_ >= 0) {
+            // This layer's first experts are resident: the next MoE layer's predicted ones are read while they
+            // compute (after this layer's own misses, which went first).
+            std::unique_lock<std::mutex> next = cache.lock(static_cast<uint32_t>(predicted_layer_));
+            cache.prefetch(static_cast<uint32_t>(predicted_layer_), predicted_next_);
+            predicted_layer_ = -1;
+        }
+        run_gated_matmuls(pool_, gated_jobs_);
+        run_matmuls(pool_, jobs_);
+        for (uint32_t e : experts) {
+            const FfnWeights& f = cache.weights(layer, e);
+            if (f.down_bias == nullptr) continue;
+            const float* b = f32(f.down_bias);
+            for (uint32_t r = 0; r < expert_count_[e]; ++r) {
+                float* y = ffn_out_.data() + (expert_block_[e] + r) * H;
+                for (size_t i = 0; i < H; ++i) y[i] += b[i];
+            }
+        }
+        done += experts.size();
+    }
+    if (observer_) {
+        const ExpertCacheStats after = cache.layer_stats(layer);
+        observer_->on_cache(CacheRecord{layer, position_, n, after.hits - before.hits, after.misses - before.misses,
+                                        after.bytes_read - before.bytes_read, after.stall_ns - before.stall_ns,
+                                        after.prefetched - before.prefetched, after.predicted - before.predicted,
+                                        after.predicted_right - before.predicted_right});
     }
     return Status::ok();
 }
