@@ -276,7 +276,8 @@ private slots:
         const QString pin = write_trace("pin.json", QByteArray::fromStdString(trace_json({other}, 11).dump()));
         r = run_cli({"cache-sim", path, "--slots", "2", "--pin-trace", pin, "--json"});
         QCOMPARE(r.exit_code, 0);
-        for (const json& run : json::parse(r.out.toStdString())["runs"])
+        const json pinned_elsewhere = json::parse(r.out.toStdString());  // named: a range-for over a temporary's member dangles
+        for (const json& run : pinned_elsewhere["runs"])
             if (run["policy"] == "pinned") QCOMPARE(run["hits"].get<uint64_t>(), uint64_t(0));
 
         r = run_cli({"cache-sim", path, "--slots", "2..3"});
