@@ -75,11 +75,16 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, con
     void* arena = mmap(nullptr, c->arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (arena == MAP_FAILED) return error("--ram-budget: cannot reserve " + mib(c->arena_bytes_) + " for expert slots: " + std::strerror(errno));
     c->arena_ = arena;
-    // Slots in 2 MiB pages where the kernel allows it: a slot's first fill faults and zeroes a few huge pages
-    // instead of hundreds of small ones (on the I/O threads, which share the cores with the computation), and the
-    // kernels then walk fewer pages. On the Qwen3-30B-A3B shape with 54 slots per layer: 13.8-14.6 decoded tok/s
-    // against 10.7-12.8 in small pages, and a 16-token prompt in 1.4 s instead of 4.2-4.9 (docs/PERFORMANCE.md).
+    // Slots in 2 MiB pages where the kernel allows it: fewer faults and page walks. On the Qwen3-30B-A3B shape with
+    // 54 slots per layer: 13.8-14.6 decoded tok/s against 10.7-12.8 in small pages (docs/PERFORMANCE.md)...
     madvise(arena, c->arena_bytes_, MADV_HUGEPAGE);
+    // ...and all of them allocated now, not on each slot's first fill: finding free 2 MiB pages (compaction)
+    // and zeroing them on the I/O threads put seconds on the critical path of the first tokens. The budget is
+    // the user's to spend; it is taken at load. Kernels before 5.14 refuse the advice and fill on first use.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    madvise(arena, c->arena_bytes_, MADV_POPULATE_WRITE);
 
     c->buffered_fd_ = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (c->buffered_fd_ < 0) return error(file.path() + ": " + std::strerror(errno));

@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -120,10 +121,30 @@ Status Model::use_expert_cache(const ExpertCacheConfig& config) {
     if (!cache) return cache.status();
     expert_cache_ = std::move(cache.value());
     // Experts are no longer used through the mapping: neither read-ahead nor 2 MiB folios (mapped_file.cpp)
-    // should bring their pages in around the pages every token uses. Advice only; failure changes nothing.
-    void* base = const_cast<uint8_t*>(file_->data());
-    madvise(base, file_->size(), MADV_NOHUGEPAGE);
-    madvise(base, file_->size(), MADV_RANDOM);
+    // should bring their pages in. Only their sections are advised so: what every token uses keeps its 2 MiB
+    // pages (fewer page walks for the attention and the lm head) and is read ahead now, in large reads, instead
+    // of page by page on first use (a 16-token prompt of the Qwen3-30B-A3B shape took 180,000 major faults with
+    // the whole mapping advised random). Advice only; failure changes nothing. (A .bin.zst's image is anonymous
+    // memory, decompressed already: nothing to advise.)
+    if (!file_->compressed()) {
+        uint8_t* base = const_cast<uint8_t*>(file_->data());
+        const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+        const auto sections = file_->sections();
+        std::vector<uint8_t> is_expert(sections.size(), 0);
+        for (const format::ExpertEntry& e : file_->experts())
+            if (e.section < sections.size()) is_expert[e.section] = 1;
+        for (size_t i = 0; i < sections.size(); ++i) {
+            const uint64_t begin = sections[i].offset / page * page;
+            const uint64_t end = std::min<uint64_t>((sections[i].offset + sections[i].size + page - 1) / page * page, file_->size());
+            if (end <= begin) continue;
+            if (is_expert[i]) {
+                madvise(base + begin, end - begin, MADV_NOHUGEPAGE);
+                madvise(base + begin, end - begin, MADV_RANDOM);
+            } else {
+                madvise(base + begin, end - begin, MADV_WILLNEED);
+            }
+        }
+    }
     return Status::ok();
 }
 
