@@ -118,7 +118,6 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, con
         L.reads.reserve(c->slots_);
         if (c->prefetch_) {
             L.prefetch_reads.reserve(c->slots_);
-            L.prefetch_experts.reserve(c->slots_);
             L.predicted.assign(hp.n_experts, 0);
         }
     }
@@ -166,8 +165,8 @@ ExpertCache::Read ExpertCache::prepare_slot(uint32_t layer, uint32_t slot, uint3
     s.ffn.up_bias = place(src.up_bias, s.up_bias);
     s.ffn.down_bias = place(src.down_bias, s.down_bias);
     if (const format::FrameEntry* f = model_->file().stored_frame(src.gate->section))
-        return Read{s.base, f->stored_offset, f->stored_size, sec.size, Status::ok(), nullptr};
-    return Read{s.base, sec.offset, sec.size, 0, Status::ok(), nullptr};
+        return Read{s.base, f->stored_offset, f->stored_size, sec.size, expert, Status::ok(), nullptr};
+    return Read{s.base, sec.offset, sec.size, 0, expert, Status::ok(), nullptr};
 }
 
 void ExpertCache::finish_prefetch(uint32_t layer) {
@@ -177,13 +176,12 @@ void ExpertCache::finish_prefetch(uint32_t layer) {
     wait(L.prefetch_batch);
     L.stats.stall_ns += now_ns() - t0;
     L.prefetch_pending = false;
-    for (size_t i = 0; i < L.prefetch_reads.size(); ++i) {
-        const Read& r = L.prefetch_reads[i];
+    for (const Read& r : L.prefetch_reads) {
         if (r.result) {
             L.stats.bytes_read += r.bytes;
             ++L.stats.prefetched;
         } else {
-            L.table->forget(L.prefetch_experts[i]);  // nothing half-read stays resident
+            L.table->forget(r.expert);  // nothing half-read stays resident
         }
     }
 }
@@ -206,13 +204,11 @@ void ExpertCache::prefetch(uint32_t layer, std::span<const uint32_t> experts) {
     // One group: a predicted expert read here is not evicted by the next one read here.
     L.table->begin_group();
     L.prefetch_reads.clear();
-    L.prefetch_experts.clear();
     for (uint32_t e : experts) {
         const auto a = L.table->access(e);
         if (!a) break;  // every slot holds a predicted expert
         if (a->hit) continue;
         L.prefetch_reads.push_back(prepare_slot(layer, a->slot, e));
-        L.prefetch_experts.push_back(e);
     }
     if (L.prefetch_reads.empty()) return;
     L.prefetch_pending = true;  // counted when settled, in the layer's next acquire()
@@ -248,11 +244,7 @@ Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> 
                 L.stats.bytes_read += r.bytes;
                 continue;
             }
-            // Nothing half-read stays resident.
-            for (uint32_t i = 0; i < m; ++i) {
-                const int32_t slot = L.table->slot_of(experts[i]);
-                if (slot != ExpertSlots::kNone && L.weights[static_cast<uint32_t>(slot)].base == r.dst) L.table->forget(experts[i]);
-            }
+            L.table->forget(r.expert);  // nothing half-read stays resident
             return error("expert cache: layer " + std::to_string(layer) + ": " + r.result.message());
         }
     }

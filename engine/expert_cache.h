@@ -99,6 +99,7 @@ private:
         void* dst = nullptr;
         uint64_t offset = 0, bytes = 0;  // in the file as stored
         uint64_t image_bytes = 0;        // .bin.zst: the section's size once decompressed (0: a plain read)
+        uint32_t expert = 0;             // whose slot it fills (forgotten if the read fails)
         Status result;
         Batch* batch = nullptr;
     };
@@ -108,9 +109,8 @@ private:
         std::vector<SlotWeights> weights;  // per slot
         std::vector<Read> reads;  // acquire()'s misses, reserved for the layer's slots
         ExpertCacheStats stats;
-        // Prefetch: the reads in flight (and their experts), and the last prediction, per expert.
+        // Prefetch: the reads in flight, and the last prediction, per expert.
         std::vector<Read> prefetch_reads;
-        std::vector<uint32_t> prefetch_experts;
         Batch prefetch_batch;
         bool prefetch_pending = false;
         std::vector<uint8_t> predicted;

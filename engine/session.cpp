@@ -539,15 +539,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const uint32_t n_groups = routing.n_group > 1 ? routing.topk_group : 0;
     const size_t H = hp.hidden_size;
     const uint64_t t0 = observer_ ? now_ns() : 0;
-    matmul(*w.router, h_.data(), n, router_logits_.data());
-    if (w.router_bias)
-        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
-    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
-    for (uint32_t t = 0; t < n; ++t)
-        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
-                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, selected_.data() + size_t(t) * k,
-                                selected_w_.data() + size_t(t) * k, selection_.data() + size_t(t) * k,
-                                groups_.data() + size_t(t) * std::max(n_groups, 1u)});
+    route_chunk(w, h_.data(), n, selected_.data(), selected_w_.data());
     if (observer_) {
         router_ns_ = now_ns() - t0;
         for (uint32_t t = 0; t < n; ++t)
@@ -682,6 +674,21 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     return Status::ok();
 }
 
+void Session::route_chunk(const LayerWeights& w, const float* input, uint32_t n, int32_t* selected, float* weights) {
+    const HyperParams& hp = model_.hparams();
+    const RoutingRules& routing = model_.rules().routing;
+    const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
+    const uint32_t n_groups = routing.n_group > 1 ? routing.topk_group : 0;
+    matmul(*w.router, input, n, router_logits_.data());
+    if (w.router_bias)
+        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
+    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
+    for (uint32_t t = 0; t < n; ++t)
+        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
+                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, selected + size_t(t) * k, weights + size_t(t) * k,
+                                selection_.data() + size_t(t) * k, groups_.data() + size_t(t) * std::max(n_groups, 1u)});
+}
+
 void Session::predict_next_layer(uint32_t layer, uint32_t n) {
     const HyperParams& hp = model_.hparams();
     const auto& layers = model_.layers();
@@ -693,19 +700,10 @@ void Session::predict_next_layer(uint32_t layer, uint32_t n) {
     const size_t H = hp.hidden_size;
     const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
     // The residual stream before this layer's MoE, under the next layer's norm: what the next router will see,
-    // less this MoE's and the next attention's contributions. router_logits_, router_probs_, selection_ and
-    // groups_ are free once this layer's routing was reported.
+    // less this MoE's and the next attention's contributions. route_chunk's scratch (logits, scores, selection
+    // values, groups) is free once this layer's routing was reported.
     for (uint32_t t = 0; t < n; ++t) rmsnorm(x_.data() + t * H, f32(w.ffn_norm), hp.rms_eps, H, predict_in_.data() + t * H);
-    matmul(*w.router, predict_in_.data(), n, router_logits_.data());
-    if (w.router_bias)
-        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
-    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
-    const RoutingRules& routing = model_.rules().routing;
-    for (uint32_t t = 0; t < n; ++t)
-        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
-                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, predict_selected_.data() + size_t(t) * k,
-                                predict_w_.data() + size_t(t) * k, selection_.data() + size_t(t) * k,
-                                groups_.data() + size_t(t) * std::max(routing.n_group > 1 ? routing.topk_group : 0u, 1u)});
+    route_chunk(w, predict_in_.data(), n, predict_selected_.data(), predict_w_.data());
     std::fill(predict_mark_.begin(), predict_mark_.end(), uint8_t(0));
     for (uint32_t s = 0; s < n * k; ++s) predict_mark_[static_cast<uint32_t>(predict_selected_[s])] = 1;
     predicted_next_.clear();

@@ -85,6 +85,9 @@ private:
     Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
     // The routed experts of a chunk through the expert cache, in groups that fit in the layer's slots.
     Status cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache);
+    // A layer's router on `n` rows of input: per token its top-k experts and their weights into selected / weights;
+    // the logits, scores, selection values and groups into router_logits_, router_probs_, selection_, groups_.
+    void route_chunk(const LayerWeights& w, const float* input, uint32_t n, int32_t* selected, float* weights);
     // Expert cache prefetch: predicts the next MoE layer's experts for the chunk (predicted_next_, predicted_layer_).
     void predict_next_layer(uint32_t layer, uint32_t n);
     // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
