@@ -1,32 +1,68 @@
 #include "chat_command.h"
 
-#include <unistd.h>
+#include <signal.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <iostream>
+#include <span>
 #include <sstream>
 #include <vector>
 
-#include "engine/chat_service.h"
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/chat_prompt.h"
+#include "engine/format.h"
+#include "engine/generate.h"
+#include "engine/model_file.h"
+#include "engine/utf8_stream.h"
+#include "line_editor.h"
 
 namespace colibri::cli {
 
 namespace {
+
+volatile sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+// Ctrl-C while the chat runs stops the reply being generated (or clears the prompt's line) instead of ending
+// the program. Installed without SA_RESTART so that a read at the prompt returns at once.
+class InterruptHandler {
+public:
+    InterruptHandler() {
+        struct sigaction sa = {};
+        sa.sa_handler = on_interrupt;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &previous_);
+    }
+    ~InterruptHandler() { sigaction(SIGINT, &previous_, nullptr); }
+    InterruptHandler(const InterruptHandler&) = delete;
+    InterruptHandler& operator=(const InterruptHandler&) = delete;
+    // Clears a Ctrl-C that came while nothing was being generated (it must not stop the next reply).
+    static void clear() { g_interrupted = 0; }
+    static bool pending() { return g_interrupted != 0; }
+
+private:
+    struct sigaction previous_ = {};
+};
 
 void print(const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
 }
 
-// Streams the reply to stdout as it is generated.
-struct TerminalObserver final : TurnObserver {
-    bool on_token(const TokenEvent& e) override {
-        print(e.text);
-        return true;
-    }
-};
+const char* const kHelp =
+    "Commands:\n"
+    "  /help                     this list\n"
+    "  /reset                    start a new conversation (the system prompt stays)\n"
+    "  /swap L E DONOR [DL DE]   replace expert E of layer L with expert DE of layer DL of DONOR.bin, live\n"
+    "  /exit                     leave (also Ctrl-D)\n"
+    "Anything else is a message; begin it with // to send a message that starts with /.\n"
+    "Ctrl-C stops the reply being written; the up and down arrows recall earlier lines.\n";
+
+bool is_blank(const std::string& line) {
+    return std::all_of(line.begin(), line.end(), [](unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; });
+}
 
 // "/swap L E DONOR [DL DE]": swaps an expert of the loaded model in place.
 void chat_swap(Model& model, const std::string& line) {
@@ -39,6 +75,10 @@ void chat_swap(Model& model, const std::string& line) {
         return;
     }
     if (!(in >> dl >> de)) dl = layer, de = expert;
+    if (layer > UINT32_MAX || expert > UINT32_MAX || dl < 0 || de < 0 || dl > UINT32_MAX || de > UINT32_MAX) {
+        std::fprintf(stderr, "colibri: chat: /swap: layer and expert numbers must be below 2^32\n");
+        return;
+    }
     auto donor = ModelFile::open(donor_path);
     if (!donor) {
         std::fprintf(stderr, "colibri: chat: %s\n", donor.message().c_str());
@@ -51,65 +91,125 @@ void chat_swap(Model& model, const std::string& line) {
                       static_cast<long long>(layer), static_cast<long long>(expert));
 }
 
+// The statistics line after a reply: generated tokens and their rate, the prompt's tokens and theirs.
+void print_statistics(size_t generated, double decode_seconds, size_t prompt_tokens, double prompt_seconds,
+                      GenerateStop stop) {
+    const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+    // The first token comes out of the prompt's evaluation: the decode rate counts the ones after it.
+    const double decode_rate = generated > 1 ? rate(static_cast<double>(generated - 1), decode_seconds) : 0.0;
+    std::fprintf(stderr, "[%zu token%s, %.1f tokens/s; prompt %zu token%s, %.1f tokens/s%s]\n", generated,
+                 generated == 1 ? "" : "s", decode_rate, prompt_tokens, prompt_tokens == 1 ? "" : "s",
+                 rate(static_cast<double>(prompt_tokens), prompt_seconds),
+                 stop == GenerateStop::Callback      ? "; stopped"
+                 : stop == GenerateStop::MaxTokens   ? "; reached --max-tokens"
+                 : stop == GenerateStop::ContextFull ? "; context full, /reset to go on"
+                                                     : "");
+}
+
 }  // namespace
 
-int cmd_chat(Model& model, Session& session, const ChatArgs& args) {
-    if (model.tokenizer() == nullptr) {
-        std::fprintf(stderr, "colibri: chat: %s: model has no tokenizer (convert a directory with tokenizer.json)\n",
-                     args.model_path.c_str());
-        return 1;
-    }
-    const bool interactive = isatty(STDIN_FILENO);
-    if (interactive)
-        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /reset starts over; /swap L E DONOR swaps an expert; Ctrl-D exits.\n",
-                     args.model_path.c_str(), format::family_name(model.family()));
-    ChatService chat(model, session);
-    chat.set_reuse_prefix(args.reuse_prefix);
-    Sampler sampler(args.sampling);  // one generator for the whole conversation
-    TurnOptions options;
-    options.reply.max_tokens = args.max_tokens;
-    options.reply.stop_ids = default_stop_ids(model);
+int run_chat(Model& model, Session& session, const SamplerConfig& sampling, const ChatOptions& options) {
+    const Tokenizer* tok = model.tokenizer();
+    InterruptHandler interrupts;
+    LineEditor editor(options.history_path);
+    if (editor.interactive())
+        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /help lists the commands; Ctrl-C stops a reply; Ctrl-D exits.\n",
+                     options.model_path.c_str(), format::family_name(model.family()));
+    Sampler sampler(sampling);
     std::vector<ChatMessage> messages;
-    if (!args.system_prompt.empty()) messages.push_back({"system", args.system_prompt});
-
+    if (!options.system_prompt.empty()) messages.push_back({"system", options.system_prompt});
+    std::vector<int32_t> cached;  // tokens the session holds
+    // End-of-turn tokens end a reply (none with --ignore-eos) and are never printed.
+    const std::vector<int32_t> ends = default_stop_ids(model);
+    const std::vector<int32_t> stops = options.ignore_eos ? std::vector<int32_t>() : ends;
     std::string line;
     for (;;) {
-        if (interactive) std::fprintf(stderr, "> ");
-        if (!std::getline(std::cin, line)) break;
-        if (line == "/reset") {
-            messages.erase(messages.begin() + (args.system_prompt.empty() ? 0 : 1), messages.end());
-            chat.reset();
-            std::fprintf(stderr, "(conversation reset)\n");
+        const LineEditor::Outcome got = editor.read(line);
+        if (got == LineEditor::Outcome::End) break;
+        if (got == LineEditor::Outcome::Interrupted || is_blank(line)) continue;
+        editor.remember(line);
+        if (line[0] == '/' && line.rfind("//", 0) != 0) {
+            const std::string command = line.substr(0, line.find_first_of(" \t"));
+            if (command == "/exit" || command == "/quit") break;
+            if (command == "/help") {
+                std::fputs(kHelp, stderr);
+            } else if (command == "/reset") {
+                messages.erase(messages.begin() + (options.system_prompt.empty() ? 0 : 1), messages.end());
+                cached.clear();
+                session.reset();
+                std::fprintf(stderr, "(conversation reset)\n");
+            } else if (command == "/swap") {
+                chat_swap(model, line);
+            } else {
+                std::fprintf(stderr, "colibri: chat: unknown command '%s' (/help lists them; // sends a message starting with /)\n",
+                             command.c_str());
+            }
             continue;
         }
-        if (line.rfind("/swap", 0) == 0) {
-            chat_swap(model, line);
+        if (line.rfind("//", 0) == 0) line.erase(0, 1);
+        // One bad line costs that line, not the conversation.
+        if (!is_valid_utf8(line)) {
+            std::fprintf(stderr, "colibri: chat: the line is not valid UTF-8; it was not sent (the conversation goes on)\n");
             continue;
         }
-        if (line.empty()) continue;
         messages.push_back({"user", line});
-        auto ids = chat_prompt_ids(model, messages);
-        if (!ids) {
-            std::fprintf(stderr, "colibri: chat: %s\n", ids.message().c_str());
-            return 1;
+        auto encoded = chat_prompt_ids(model, messages);
+        if (!encoded) {  // a template's message begins with "chat template: "
+            std::fprintf(stderr, "colibri: chat: %s (the line was not sent)\n", encoded.message().c_str());
+            messages.pop_back();
+            continue;
         }
-        if (ids->size() + static_cast<size_t>(std::max(args.max_tokens, 0)) > session.context()) {
+        std::vector<int32_t> ids = std::move(encoded.value());
+        // Reuse the KV cache for the common prefix; evaluate only what is new.
+        size_t common = 0;
+        while (options.reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
+        if (common == ids.size() && common > 0) --common;  // at least one token must be fed to get logits
+        session.truncate(static_cast<uint32_t>(common));
+        cached.resize(common);
+        if (ids.size() + static_cast<size_t>(options.max_tokens) > session.context()) {
             // Not fatal: the user can /reset and go on.
             std::fprintf(stderr, "colibri: chat: conversation would exceed the context of %u tokens; /reset to start over\n",
                          session.context());
             messages.pop_back();
             continue;
         }
-        TerminalObserver terminal;
-        auto result = chat.run(ids.value(), sampler, options, &terminal);
-        print("\n");
-        if (!result) {
-            std::fprintf(stderr, "colibri: chat: %s\n", result.message().c_str());
+        std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
+        GenerateRequest req;
+        req.max_tokens = options.max_tokens;
+        req.stop_ids = stops;
+        Utf8Stream stream;
+        using Clock = std::chrono::steady_clock;
+        const Clock::time_point start = Clock::now();
+        Clock::time_point first_token = start;
+        size_t streamed = 0;
+        GenerateStop stop = GenerateStop::StopToken;
+        InterruptHandler::clear();
+        auto out = generate(session, sampler, fresh, req, [&](int32_t id) {
+            if (streamed++ == 0) first_token = Clock::now();
+            if (std::find(ends.begin(), ends.end(), id) == ends.end()) print(stream.push(tok->decode_token_bytes(id)));
+            return !InterruptHandler::pending();
+        }, &stop);
+        const Clock::time_point end = Clock::now();
+        print(stream.flush());
+        std::printf("\n");
+        std::fflush(stdout);
+        if (!out) {
+            std::fprintf(stderr, "colibri: chat: %s\n", out.message().c_str());
             return 1;
         }
-        messages.push_back({"assistant", result->reply});
+        print_statistics(out->size(), std::chrono::duration<double>(end - first_token).count(), fresh.size(),
+                         std::chrono::duration<double>(first_token - start).count(), stop);
+        InterruptHandler::clear();
+        cached = ids;
+        // The session holds the prompt and every generated token except the last one sampled.
+        cached.insert(cached.end(), out->begin(), out->end());
+        cached.resize(session.position());
+        std::vector<int32_t> reply_ids;
+        for (int32_t id : out.value())
+            if (std::find(ends.begin(), ends.end(), id) == ends.end()) reply_ids.push_back(id);
+        messages.push_back({"assistant", tok->decode(reply_ids, true)});
     }
-    if (interactive) std::fprintf(stderr, "\n");
+    if (editor.interactive()) std::fprintf(stderr, "\n");
     return 0;
 }
 

@@ -1,25 +1,25 @@
-// `colibri chat`: the terminal twin of the Studio's chat, over the chat service (engine/chat_service.h).
+// `colibri chat`: the interactive chat loop on a loaded model (the Studio's chat view, in a terminal).
 #pragma once
 #include <string>
 
+#include "engine/model.h"
 #include "engine/sampler.h"
-
-namespace colibri {
-class Model;
-class Session;
-}  // namespace colibri
+#include "engine/session.h"
 
 namespace colibri::cli {
 
-struct ChatArgs {
-    std::string model_path;  // for the banner
-    std::string system_prompt;
-    int max_tokens = 256;
-    bool reuse_prefix = true;
-    SamplerConfig sampling;
+struct ChatOptions {
+    std::string model_path;     // shown in the banner
+    std::string system_prompt;  // kept across /reset
+    int max_tokens = 512;       // longest reply
+    bool reuse_prefix = true;   // false: re-evaluate the whole conversation every turn (for checking)
+    bool ignore_eos = false;    // generate up to max_tokens whatever comes (measuring, testing Ctrl-C)
+    std::string history_path;   // the terminal's line history (empty: none)
 };
 
-// Runs the conversation until end of input or /exit; returns the exit code.
-int cmd_chat(Model& model, Session& session, const ChatArgs& args);
+// Reads messages from the terminal (libedit: line editing, history) or from piped stdin, streams each reply to
+// stdout and its statistics to stderr. Ctrl-C stops the reply being written, not the program; /help lists the
+// commands. Returns the exit code.
+int run_chat(Model& model, Session& session, const SamplerConfig& sampling, const ChatOptions& options);
 
 }  // namespace colibri::cli

@@ -1,8 +1,11 @@
 // colibri: the command-line interface. Entry point only; the work happens in libcolibri and libcolibri_tools.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,13 +20,19 @@
 #include <vector>
 
 #include "chat_command.h"
+#include "line_editor.h"
 #include "serve_command.h"
 #include "tune_command.h"
+#include "engine/chat_template.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/temp_output.h"
+#include "engine/utf8_stream.h"
+#include "tools/export_gguf.h"
 #include "tools/bench.h"
+#include "tools/cache_sim.h"
 #include "tools/chat_eval.h"
 #include "tools/check.h"
 #include "tools/convert.h"
@@ -67,13 +76,87 @@ struct ModelArgs {
     std::string path = COLIBRI_DEMO_MODEL;
     unsigned threads = 0;
     uint32_t context = 0;
+    std::string ram_budget;            // empty: the whole model mapped
+    std::string cache_policy = "lru";  // with --ram-budget
+    std::string hot_trace;             // pinned: the routing trace the hot set is learned from
+    bool cache_prefetch = false;       // read the next MoE layer's predicted experts ahead of use
 };
+
+// The RAM budget options, shared by every command that loads a model.
+void add_budget_args(CLI::App* cmd, ModelArgs& m) {
+    cmd->add_option("--ram-budget", m.ram_budget,
+                    "keep the weights within SIZE (e.g. 6G, 512M): routed experts in a cache of slots read from the file");
+    cmd->add_option("--cache-policy", m.cache_policy, "expert cache policy: lru (default), lfru or pinned");
+    cmd->add_option("--hot-trace", m.hot_trace, "pinned: learn the hot experts from this routing trace (route --json)");
+    cmd->add_flag("--cache-prefetch", m.cache_prefetch,
+                  "predict the next MoE layer's experts (its router on the current hidden state) and read them ahead");
+}
 
 void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     auto* opt = cmd->add_option("-m,--model", m.path, "model file (.bin)");
     if (required) opt->required();
     cmd->add_option("-t,--threads", m.threads, "worker threads (default: all cores)");
     cmd->add_option("-c,--context", m.context, "context length in tokens (default: min(model, 4096))");
+    add_budget_args(cmd, m);
+}
+
+// "6G", "512M", "1.5GiB", "4096": bytes, with K, M, G, T as powers of 1024.
+Result<uint64_t> parse_size(const std::string& text) {
+    const std::string bad = "'" + text + "' is not a size (e.g. 6G, 512M, 1048576)";
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception&) {
+        return error(bad);
+    }
+    std::string unit = text.substr(used);
+    if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+    if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+    double scale = 1;
+    if (unit.size() == 1) {
+        const std::string units = "KMGT";
+        const size_t at = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+        if (at == std::string::npos) return error(bad);
+        scale = std::pow(1024.0, double(at + 1));
+    } else if (!unit.empty()) {
+        return error(bad);
+    }
+    if (!(v > 0) || !std::isfinite(v) || v * scale >= 1.8e19) return error(bad);
+    return static_cast<uint64_t>(v * scale);
+}
+
+// What --ram-budget, --cache-policy and --hot-trace ask for; nullopt without a budget.
+Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
+    if (args.ram_budget.empty()) {
+        if (!args.hot_trace.empty()) return error("--hot-trace needs --ram-budget");
+        if (args.cache_prefetch) return error("--cache-prefetch needs --ram-budget");
+        return std::optional<ExpertCacheConfig>();
+    }
+    auto bytes = parse_size(args.ram_budget);
+    if (!bytes) return error("--ram-budget: " + bytes.message());
+    const std::optional<CachePolicy> policy = parse_cache_policy(args.cache_policy);
+    if (!policy) return error("--cache-policy: unknown policy '" + args.cache_policy + "' (lru, lfru or pinned)");
+    ExpertCacheConfig c;
+    c.ram_budget = bytes.value();
+    c.policy = *policy;
+    c.prefetch = args.cache_prefetch;
+    if (*policy == CachePolicy::Pinned) {
+        if (args.hot_trace.empty()) return error("--cache-policy pinned needs --hot-trace (a routing trace from route --json)");
+        auto trace = tools::read_routing_trace(args.hot_trace);
+        if (!trace) return error("--hot-trace: " + trace.message());
+        c.hot_experts = tools::hot_experts(trace.value());
+    } else if (!args.hot_trace.empty()) {
+        return error("--hot-trace is for --cache-policy pinned");
+    }
+    return std::optional<ExpertCacheConfig>(std::move(c));
+}
+
+Status use_budget(Model& model, const ModelArgs& args) {
+    auto config = budget_config(args);
+    if (!config) return config.status();
+    if (!config->has_value()) return Status::ok();
+    return model.use_expert_cache(**config);
 }
 
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt) {
@@ -95,6 +178,7 @@ Result<Loaded> load(const ModelArgs& args) {
     const uint32_t max_position = model.value()->hparams().max_position;
     if (args.context > max_position)
         return error("context " + std::to_string(args.context) + " exceeds the model's maximum of " + std::to_string(max_position));
+    COLIBRI_TRY(use_budget(*model.value(), args));
     Loaded l;
     l.model = std::move(model.value());
     l.pool = std::make_unique<ThreadPool>(args.threads);
@@ -136,18 +220,55 @@ void print(const std::string& text) {
     std::fflush(stdout);
 }
 
-// Writes a file through a temporary name so a failure never leaves a partial output.
-Status write_file_atomic(const std::string& path, const void* data, size_t bytes) {
-    const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (f == nullptr) return error(path + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        return error(path + ": write failed");
+// Writes a file through a temporary name (TempOutput) so a failure never leaves a partial output. A FIFO or a
+// character device (/dev/stdout, a pipe) is written through, as the user asked; other non-files are refused.
+Status write_output_file(const std::string& path, const void* data, size_t bytes) {
+    const std::string target = follow_symlinks(path);
+    struct stat st {};
+    if (stat(target.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+        const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) return error(path + ": " + std::strerror(errno));
+        const auto* p = static_cast<const uint8_t*>(data);
+        for (size_t left = bytes; left > 0;) {
+            const ssize_t n = ::write(fd, p, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                const int e = errno;
+                ::close(fd);
+                return error(path + ": write failed: " + std::strerror(e));
+            }
+            p += n;
+            left -= static_cast<size_t>(n);
+        }
+        if (::close(fd) != 0) return error(path + ": write failed: " + std::strerror(errno));
+        return Status::ok();
     }
-    return Status::ok();
+    TempOutput out;
+    COLIBRI_TRY(out.create(path));
+    COLIBRI_TRY(out.write_at(0, data, bytes));
+    return out.commit();
+}
+
+// The expert cache's configuration and counters since load (--ram-budget).
+json expert_cache_json(const ExpertCache& c) {
+    const ExpertCacheStats t = c.total_stats();
+    return {{"policy", cache_policy_name(c.policy())}, {"ram_budget", c.budget()}, {"resident_bytes", c.resident_bytes()},
+            {"slot_bytes", c.slot_bytes()}, {"slots_per_layer", c.slots_per_layer()}, {"direct_io", c.direct_io()},
+            {"hits", t.hits}, {"misses", t.misses}, {"bytes_read", t.bytes_read}, {"stall_ns", t.stall_ns},
+            {"prefetch", c.prefetching()}, {"prefetched", t.prefetched}, {"predicted", t.predicted},
+            {"predicted_right", t.predicted_right}};
+}
+
+// Bytes this process (all its threads) has caused to be read from storage: /proc/self/io's read_bytes, which
+// counts page faults on the mapping and the expert cache's reads alike; nullopt where the kernel keeps no I/O
+// accounting. (Page-cache hits are not storage reads, which is the point: it says what a budget costs in I/O.)
+std::optional<uint64_t> storage_read_bytes() {
+    std::ifstream io("/proc/self/io");
+    std::string key;
+    uint64_t value = 0;
+    while (io >> key >> value)
+        if (key == "read_bytes:") return value;
+    return std::nullopt;
 }
 
 // ---- commands ----
@@ -301,7 +422,7 @@ int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::stri
         all.insert(all.end(), logits->begin(), logits->end());
     }
     if (!out.empty()) {
-        if (Status s = write_file_atomic(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
+        if (Status s = write_output_file(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
     }
     if (as_json || top > 0 || out.empty()) {
         const int k = top > 0 ? top : 5;
@@ -467,6 +588,14 @@ struct RouteCollector : TraceObserver {
     std::map<uint32_t, std::vector<std::vector<int32_t>>> experts;
     std::map<uint32_t, std::vector<std::vector<float>>> weights, probs, selection;
     std::map<uint32_t, std::vector<std::vector<uint32_t>>> groups;
+    std::map<uint32_t, json> cache;  // per layer: the expert cache's records (--ram-budget)
+    std::map<uint32_t, std::vector<std::vector<int32_t>>> predicted;  // per layer: per position (--predict)
+    void on_prediction(const PredictionRecord& p) override { predicted[p.layer].emplace_back(p.experts.begin(), p.experts.end()); }
+    void on_cache(const CacheRecord& c) override {
+        cache[c.layer].push_back({{"position", c.position}, {"tokens", c.tokens}, {"hits", c.hits}, {"misses", c.misses},
+                                  {"bytes_read", c.bytes_read}, {"stall_ns", c.stall_ns}, {"prefetched", c.prefetched},
+                                  {"predicted", c.predicted}, {"predicted_right", c.predicted_right}});
+    }
     void on_routing(const RoutingRecord& r) override {
         experts[r.layer].emplace_back(r.experts.begin(), r.experts.end());
         weights[r.layer].emplace_back(r.weights.begin(), r.weights.end());
@@ -488,6 +617,7 @@ struct RouteArgs {
     std::string router = "exact";
     bool compare = false;  // agreement of --router with the exact router
     bool with_probs = false;
+    bool predict = false;  // each MoE layer's experts predicted one layer ahead, per position
 };
 
 int cmd_route(const ModelArgs& args, const std::string& tokens, const std::string& prompt, const RouteArgs& ra) {
@@ -506,6 +636,7 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     }
     RouteCollector collector;
     l.session->set_router(*kind);
+    l.session->set_predict_experts(ra.predict);
     l.session->set_observer(&collector);
     if (auto r = l.session->eval(std::span<const int32_t>(ids)); !r) return fail("route", r.message());
     json layers = json::array();
@@ -515,17 +646,53 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
         json e{{"layer", layer}, {"experts", ex}, {"weights", collector.weights[layer]}, {"selection_scores", collector.selection[layer]}};
         if (l.model->rules().routing.n_group > 1) e["groups"] = collector.groups[layer];
         if (ra.with_probs) e["probs"] = collector.probs[layer];
+        if (collector.cache.count(layer)) e["cache"] = collector.cache[layer];
+        if (ra.predict && collector.predicted.count(layer)) e["predicted"] = collector.predicted[layer];
         layers.push_back(e);
     }
-    std::printf("%s\n", json{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)}, {"layers", layers}}
-                              .dump()
-                              .c_str());
+    json out{{"tokens", ids}, {"router", router_kind_name(*kind)}, {"routing", routing_json(*l.model)},
+             {"n_experts", l.model->hparams().n_experts}, {"layers", layers}};
+    if (const ExpertCache* c = l.model->expert_cache()) out["expert_cache"] = expert_cache_json(*c);
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+}
+
+struct CacheSimArgs {
+    std::string trace;
+    std::string slots;      // empty: tools::default_slot_counts
+    std::string pin_trace;  // empty: the hot set is learned from the replayed trace itself
+    bool as_json = false;
+};
+
+int cmd_cache_sim(const CacheSimArgs& a) {
+    auto trace = tools::read_routing_trace(a.trace);
+    if (!trace) return fail("cache-sim", trace.message());
+    std::optional<tools::RoutingTrace> pin_source;
+    if (!a.pin_trace.empty()) {
+        auto p = tools::read_routing_trace(a.pin_trace);
+        if (!p) return fail("cache-sim", p.message());
+        if (p->n_experts > trace->n_experts)
+            return fail("cache-sim", a.pin_trace + ": routes over " + std::to_string(p->n_experts) + " experts, the trace over " +
+                                         std::to_string(trace->n_experts));
+        pin_source = std::move(p.value());
+    }
+    std::vector<uint32_t> slots = tools::default_slot_counts(trace.value());
+    if (!a.slots.empty()) {
+        auto s = tools::parse_slot_counts(a.slots, trace.value());
+        if (!s) return fail("cache-sim", "--slots: " + s.message());
+        slots = std::move(s.value());
+    }
+    const tools::CacheSimReport rep = tools::cache_sim(trace.value(), slots, pin_source ? *pin_source : trace.value(),
+                                                       pin_source ? a.pin_trace : std::string("in-sample"));
+    if (a.as_json) std::printf("%s\n", tools::cache_sim_json(rep).dump().c_str());
+    else std::fputs(tools::cache_sim_text(rep).c_str(), stdout);
     return 0;
 }
 
 struct BenchArgs {
     tools::BenchConfig config;
     std::string router = "exact";
+    std::string kernel;  // --kernel: one variant, a list or "all" (a comparison)
     bool no_prefetch = false, prefetch = false, huge_pages = false, no_huge_pages = false;
     size_t bandwidth_mib = 0;
 };
@@ -542,6 +709,23 @@ int cmd_bench(const ModelArgs& args, BenchArgs& ba, bool as_json) {
     if (ba.huge_pages) so.huge_pages = true;
     if (ba.no_huge_pages) so.huge_pages = false;
     ba.config.bandwidth_buffer = ba.bandwidth_mib << 20;
+    ba.config.context = args.context;
+    if (!ba.kernel.empty()) {
+        auto variants = tools::parse_kernel_list(ba.kernel);
+        if (!variants) return fail("bench", variants.message());
+        std::vector<tools::KernelRun> runs;
+        for (kernels::Variant v : variants.value()) {
+            kernels::select_variant(v);  // every op and type, as COLIBRI_KERNEL=v would
+            auto report = tools::run_bench(args.path, args.threads, ba.config);
+            if (!report) return fail("bench", report.message());
+            runs.push_back({v, std::move(report.value())});
+        }
+        if (runs.size() == 1 && !as_json) std::fputs(tools::bench_text(runs.front().report).c_str(), stdout);
+        else if (runs.size() == 1) std::printf("%s\n", tools::bench_json(runs.front().report).dump(2).c_str());
+        else if (as_json) std::printf("%s\n", tools::kernel_comparison_json(runs).dump(2).c_str());
+        else std::fputs(tools::kernel_comparison_text(runs).c_str(), stdout);
+        return 0;
+    }
     auto report = tools::run_bench(args.path, args.threads, ba.config);
     if (!report) return fail("bench", report.message());
     if (as_json)
@@ -564,6 +748,7 @@ void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
 
 int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
                  const SamplerConfig& sc, bool as_json) {
+    if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
     Loaded& l = loaded.value();
@@ -574,16 +759,42 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     // With explicit token ids the caller decides when to stop, as HF generate with a fixed length does.
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
-    auto out = generate(*l.session, sampler, ids, req, [&](const TokenEvent& e) {
-        if (as_json || !tok) return true;
-        print(e.text);
-        if (e.end_of_turn) print(tok->decode_token_bytes(e.id));  // the end token is shown, as it always was
+    Utf8Stream stream;
+    GenerateStop stop = GenerateStop::MaxTokens;
+    // Timing and storage reads: the prompt (to the first new token) and the decode after it, apart, so that a
+    // budgeted run's cost per decoded token can be read off (tools/bench_ram_budget.py).
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t0 = Clock::now();
+    const std::optional<uint64_t> read0 = storage_read_bytes();
+    Clock::time_point t_first = t0;
+    std::optional<uint64_t> read_first;
+    size_t produced = 0;
+    auto out = generate(*l.session, sampler, ids, req, [&](int32_t id) {
+        if (produced++ == 0) {
+            t_first = Clock::now();
+            read_first = storage_read_bytes();
+        }
+        if (!as_json && tok) print(stream.push(tok->decode_token_bytes(id)));
         return true;
-    });
+    }, &stop);
+    const Clock::time_point t_end = Clock::now();
+    const std::optional<uint64_t> read_end = storage_read_bytes();
+    if (!as_json && tok) print(stream.flush());
     if (!out) return fail("generate", out.message());
     if (as_json) {
-        json j{{"prompt_ids", ids}, {"new_ids", out.value()}};
+        json j{{"prompt_ids", ids}, {"new_ids", out.value()},
+               {"stop", stop == GenerateStop::StopToken ? "stop_token" : stop == GenerateStop::ContextFull ? "context_full" : "max_tokens"}};
+        // The decode is every step after the first new token (which the prompt's evaluation produced).
+        const auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+        const double decode_s = produced > 1 ? secs(t_first, t_end) : 0.0;
+        j["timing"] = {{"prompt_s", produced ? secs(t0, t_first) : secs(t0, t_end)},
+                       {"decode_s", decode_s},
+                       {"decode_tokens", produced > 1 ? produced - 1 : 0},
+                       {"decode_tokens_per_s", decode_s > 0 ? double(produced - 1) / decode_s : 0.0}};
+        if (read0 && read_first && read_end)
+            j["storage_read_bytes"] = {{"prompt", *read_first - *read0}, {"decode", *read_end - *read_first}};
         if (tok) j["text"] = tok->decode(out.value());
+        if (const ExpertCache* c = l.model->expert_cache()) j["expert_cache"] = expert_cache_json(*c);
         std::printf("%s\n", j.dump().c_str());
     } else if (!tok) {
         for (size_t i = 0; i < out->size(); ++i) std::printf("%s%d", i ? "," : "", out.value()[i]);
@@ -591,6 +802,10 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     } else {
         std::printf("\n");
     }
+    // Not an error: what was generated stands, and the user learns why it ended before -n tokens.
+    if (stop == GenerateStop::ContextFull)
+        std::fprintf(stderr, "colibri: generate: stopped after %zu tokens: the context of %u tokens is full (-c sets it)\n",
+                     out->size(), l.session->context());
     return 0;
 }
 
@@ -615,6 +830,18 @@ int cmd_swap(const std::string& model_path, uint32_t layer, uint32_t expert, con
         std::printf("wrote %s: layer %u expert %u replaced by %s layer %u expert %u\n", out.c_str(), layer, expert,
                     donor_path.c_str(), from_layer, from_expert);
     return 0;
+}
+
+int cmd_chat(const ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
+    if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
+    auto loaded = load(args);
+    if (!loaded) return fail("chat", loaded.message());
+    Loaded& l = loaded.value();
+    if (l.model->tokenizer() == nullptr)
+        return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
+    options.model_path = args.path;
+    options.history_path = cli::default_history_path();
+    return cli::run_chat(*l.model, *l.session, sc, options);
 }
 
 // Held-out dialogues through the chat template, greedy; --require SKILL=FRACTION makes it a pass/fail check.
@@ -683,6 +910,11 @@ int main(int argc, char** argv) {
     convert->add_option("--zstd-level", zstd_level, "zstd level 1..22")->check(CLI::Range(1, 22));
     convert->add_flag("-q,--quiet", quiet, "print nothing on success");
 
+    std::string export_in, export_out;
+    auto* export_cmd = app.add_subcommand("export", "write a .bin as a GGUF file for llama.cpp (the same tensors, no vocabulary)");
+    export_cmd->add_option("model", export_in, ".bin model")->required();
+    export_cmd->add_option("-o,--output", export_out, "output .gguf")->required();
+
     std::string path;
     auto* check = app.add_subcommand("check", "validate a .bin or .bin.zst file: exit 0 valid, 1 invalid, 2 unreadable");
     check->add_option("model", path, "model file")->required();
@@ -711,11 +943,18 @@ int main(int argc, char** argv) {
     route->add_flag("--probs", rargs.with_probs, "include the full router distribution");
     route->add_option("--router", rargs.router, "router: exact (default) or lut (integer, table exp)");
     route->add_flag("--compare", rargs.compare, "report the top-k agreement of --router with the exact router");
+    route->add_flag("--predict", rargs.predict,
+                    "also the experts predicted for each MoE layer at the one before it (the next router on the current "
+                    "hidden state, as --cache-prefetch reads ahead): per layer \"predicted\", for colibri cache-sim");
 
     BenchArgs bargs;
     auto* bench = app.add_subcommand("bench", "prompt and decode tokens/s, bytes per token, memory bandwidth, roofline");
     bench->add_option("-m,--model", margs.path, "model file (.bin)")->required();
     bench->add_option("-t,--threads", margs.threads, "worker threads (default: all cores)");
+    bench->add_option("-c,--context", margs.context, "KV cache size in tokens (default: what -d, -p and -n need)");
+    bench->add_option("--kernel", bargs.kernel,
+                      "kernel variant for every op and type: scalar, avx2, avx512, neon, neon_translated; a comma "
+                      "list or 'all' runs the bench once per variant and compares them");
     bench->add_option("-p,--prompt-tokens", bargs.config.prompt_tokens, "prompt length in tokens (default 128)");
     bench->add_option("-n,--decode-tokens", bargs.config.decode_tokens, "tokens to decode (default 128)");
     bench->add_option("-d,--depth", bargs.config.depth,
@@ -758,19 +997,21 @@ int main(int argc, char** argv) {
     swap->add_option("--layer", swap_layer, "layer of the expert to replace")->required();
     swap->add_option("--expert", swap_expert, "expert to replace")->required();
     swap->add_option("--from", swap_donor, "donor model with the same shapes and weight types")->required();
-    swap->add_option("--from-layer", swap_from_layer, "donor layer (default: --layer)");
-    swap->add_option("--from-expert", swap_from_expert, "donor expert (default: --expert)");
+    // Checked in full: a 64-bit number narrowed to 32 bits would name another expert.
+    swap->add_option("--from-layer", swap_from_layer, "donor layer (default: --layer)")->check(CLI::Range(int64_t(0), int64_t(UINT32_MAX)));
+    swap->add_option("--from-expert", swap_from_expert, "donor expert (default: --expert)")->check(CLI::Range(int64_t(0), int64_t(UINT32_MAX)));
     swap->add_option("-o,--output", swap_out, "output model (.bin, or .bin.zst)")->required();
     swap->add_option("--zstd-level", zstd_level, "zstd level 1..22 for a .zst output")->check(CLI::Range(1, 22));
     swap->add_flag("-q,--quiet", quiet, "print nothing on success");
 
     std::string system_prompt;
-    bool no_prefix_cache = false;
+    bool no_prefix_cache = false, ignore_eos = false;
     auto* chat = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
     add_model_args(chat, margs, false);
     chat->add_option("--system", system_prompt, "system prompt");
     chat->add_option("-n,--max-tokens", max_tokens, "longest reply in tokens");
     chat->add_flag("--no-prefix-cache", no_prefix_cache, "re-evaluate the whole conversation each turn (for checking)");
+    chat->add_flag("--ignore-eos", ignore_eos, "keep writing past end-of-turn tokens, up to --max-tokens (for measuring)");
     add_sampler_args(chat, sc);
 
     std::string eval_dialogues;
@@ -782,6 +1023,14 @@ int main(int argc, char** argv) {
     eval->add_option("-n,--max-tokens", eval_max_tokens, "longest reply in tokens (default 96)");
     eval->add_option("--require", eval_require, "SKILL=FRACTION: exit 1 when a skill's accuracy is lower ('all' for every case)");
     eval->add_flag("--json", as_json, "JSON output with every reply");
+
+    bool tune_quick = false;
+    CacheSimArgs csargs;
+    auto* cache_sim = app.add_subcommand("cache-sim", "replay a routing trace (route --json): LRU, LFRU, pinned and Belady hit rates per layer");
+    cache_sim->add_option("trace", csargs.trace, "routing trace (colibri route --json output)")->required();
+    cache_sim->add_option("--slots", csargs.slots, "slots per layer: A..B, N or A,B,C (default: 12.5, 25, 50, 75 % of the experts)");
+    cache_sim->add_option("--pin-trace", csargs.pin_trace, "learn the pinned hot set from this trace (default: the replayed one)");
+    cache_sim->add_flag("--json", csargs.as_json, "JSON output");
 
     colibri::cli::ServeArgs sargs;
     auto* serve = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching, and a local socket + shared-memory mode (docs/SERVER.md)");
@@ -801,7 +1050,6 @@ int main(int argc, char** argv) {
     serve->add_option("--alias", sargs.aliases, "another name clients may give as \"model\"");
     serve->add_flag("-q,--quiet", sargs.quiet, "no line per request");
 
-    bool tune_quick = false;
     auto* tune = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
     tune->add_flag("--json", as_json, "JSON output");
     tune->add_flag("--quick", tune_quick, "one shape, three repetitions");
@@ -824,23 +1072,30 @@ int main(int argc, char** argv) {
         if (*tune) return colibri::cli::cmd_tune(as_json, tune_quick);
         if (*convert) return cmd_convert(src, out, type_name, zstd, zstd_level, quiet);
         if (*check) return cmd_check(path, as_json, quiet);
+        if (*export_cmd) {
+            if (Status st = tools::export_gguf(export_in, export_out); !st) return fail("export", st.message());
+            return 0;
+        }
         if (*info) return cmd_info(path, as_json);
         if (*logits) return cmd_logits(margs, tokens, prompt, logits_out, top, as_json);
         if (*route) return cmd_route(margs, tokens, prompt, rargs);
         if (*bench) return cmd_bench(margs, bargs, as_json);
+        if (*cache_sim) return cmd_cache_sim(csargs);
+        if (*serve) return colibri::cli::cmd_serve(sargs);
         if (*compare) return cmd_compare(margs, cargs, as_json);
         if (*gen) return cmd_generate(margs, tokens, prompt, n, sc, as_json);
         if (*swap)
             return cmd_swap(swap_model, swap_layer, swap_expert, swap_donor, swap_from_layer, swap_from_expert, swap_out,
                             zstd_level, quiet);
         if (*chat) {
-            auto loaded = load(margs);
-            if (!loaded) return fail("chat", loaded.message());
-            colibri::cli::ChatArgs cargs{margs.path, system_prompt, max_tokens, !no_prefix_cache, sc};
-            return colibri::cli::cmd_chat(*loaded->model, *loaded->session, cargs);
+            cli::ChatOptions options;
+            options.system_prompt = system_prompt;
+            options.max_tokens = max_tokens;
+            options.reuse_prefix = !no_prefix_cache;
+            options.ignore_eos = ignore_eos;
+            return cmd_chat(margs, sc, options);
         }
         if (*eval) return cmd_eval(margs, eval_dialogues, eval_max_tokens, eval_require, as_json);
-        if (*serve) return colibri::cli::cmd_serve(sargs);
     } catch (const std::bad_alloc&) {
         return fail("error", "out of memory");
     } catch (const std::exception& e) {

@@ -1,9 +1,11 @@
-// colibri-studio: the Qt 6 desktop application. Entry point only; everything else is colibri_studio_core.
+// colibri-studio: the Qt 6 desktop application. Entry point only; everything else is colibri_ui.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <cstdio>
 
+#include "kernels/tuner.h"
 #include "ui/views/main_window.h"
 #include "ui/views/screenshot.h"
 
@@ -11,21 +13,42 @@
 #define COLIBRI_DEMO_MODEL ""
 #endif
 
+using namespace colibri;
 using namespace colibri::studio;
+
+namespace {
+
+int fail(const QString& what) {
+    std::fprintf(stderr, "colibri-studio: %s\n", qPrintable(what));
+    return 1;
+}
+
+// "1280x720" → the size; empty when malformed.
+QSize parse_geometry(const QString& text) {
+    const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("^(\\d{3,5})[xX](\\d{3,5})$")).match(text.trimmed());
+    if (!m.hasMatch()) return {};
+    return {m.captured(1).toInt(), m.captured(2).toInt()};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("Colibri"));
     QApplication::setApplicationName(QStringLiteral("Colibri Studio"));
     QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+    QApplication::setDesktopFileName(QStringLiteral("colibri-studio"));
 
     QCommandLineParser cli;
-    cli.setApplicationDescription(QStringLiteral("Colibri Studio: chat, routing, heatmaps, profiling and model files"));
+    cli.setApplicationDescription(QStringLiteral("Colibri Studio: chat, routing, heatmaps, profiling, kernels and model files"));
     cli.addHelpOption();
     cli.addVersionOption();
-    cli.addPositionalArgument(QStringLiteral("model"), QStringLiteral("model to open (.bin or .bin.zst)"), QStringLiteral("[model]"));
+    cli.addPositionalArgument(QStringLiteral("model"), QStringLiteral("model to open (.bin or .bin.zst; a .gguf file or Hugging Face directory is offered for conversion)"),
+                              QStringLiteral("[model]"));
     const QCommandLineOption screenshot(QStringLiteral("screenshot"), QStringLiteral("write a PNG of every view into DIR and exit"),
                                         QStringLiteral("DIR"));
+    const QCommandLineOption geometry(QStringLiteral("geometry"), QStringLiteral("window size, e.g. 1280x720 (with --screenshot: the pictures' size)"),
+                                      QStringLiteral("WxH"));
     const QCommandLineOption tune_report(QStringLiteral("tune-report"), QStringLiteral("import a `colibri tune --json` report (repeatable)"),
                                          QStringLiteral("FILE"));
     const QCommandLineOption threads(QStringLiteral("threads"), QStringLiteral("engine threads (default: all cores)"), QStringLiteral("N"));
@@ -34,15 +57,31 @@ int main(int argc, char** argv) {
                                             QStringLiteral("SRC"));
     const QCommandLineOption tune(QStringLiteral("screenshot-tune"),
                                   QStringLiteral("with --screenshot: run the quick auto-tune for the kernels view's picture"));
-    cli.addOptions({screenshot, tune_report, threads, convert_source, tune});
+    const QCommandLineOption compare(QStringLiteral("screenshot-compare"),
+                                     QStringLiteral("with --screenshot: compare every kernel variant on the model for the kernels view's picture"));
+    cli.addOptions({screenshot, geometry, tune_report, threads, convert_source, tune, compare});
     cli.process(app);
 
+    // COLIBRI_KERNEL, else the tune cache's choice for this CPU, as the CLI does.
+    std::string kernel_error, kernel_warning;
+    if (!kernels::configure_kernels(&kernel_error, &kernel_warning)) return fail(QString::fromStdString(kernel_error));
+    if (!kernel_warning.empty()) std::fprintf(stderr, "colibri-studio: warning: %s\n", kernel_warning.c_str());
+
+    QSize size(1280, 720);
+    if (cli.isSet(geometry)) {
+        size = parse_geometry(cli.value(geometry));
+        if (size.isEmpty()) {
+            std::fprintf(stderr, "colibri-studio: --geometry %s: expected WIDTHxHEIGHT, e.g. 1280x720\n", qPrintable(cli.value(geometry)));
+            return 2;
+        }
+    }
     MainWindowOptions options;
     options.persist_settings = !cli.isSet(screenshot);
     options.load.threads = cli.value(threads).toUInt();
+    options.demo_model = QStringLiteral(COLIBRI_DEMO_MODEL);
     const QStringList args = cli.positionalArguments();
     if (args.size() > 1) {
-        std::fprintf(stderr, "colibri-studio: usage: colibri-studio [--screenshot DIR] [model]\n");
+        std::fprintf(stderr, "colibri-studio: usage: colibri-studio [--screenshot DIR] [--geometry WxH] [model]\n");
         return 2;
     }
     MainWindow window(options);
@@ -54,21 +93,21 @@ int main(int argc, char** argv) {
         shot.tune_reports = cli.values(tune_report);
         shot.convert_source = cli.value(convert_source);
         shot.tune = cli.isSet(tune);
-        if (!QFileInfo::exists(shot.model)) {
-            std::fprintf(stderr, "colibri-studio: screenshot: %s: no such file\n", qPrintable(shot.model));
-            return 1;
-        }
+        shot.compare_kernels = cli.isSet(compare);
+        shot.geometry = size;
+        if (!QFileInfo::exists(shot.model)) return fail(QStringLiteral("screenshot: %1: no such file").arg(shot.model));
+        if (!is_model_file(shot.model))
+            return fail(QStringLiteral("screenshot: %1: not a .bin or .bin.zst model (convert it first: colibri convert)").arg(shot.model));
         auto written = take_screenshots(window, shot);
-        if (!written) {
-            std::fprintf(stderr, "colibri-studio: screenshot: %s\n", written.message().c_str());
-            return 1;
-        }
+        if (!written) return fail(QStringLiteral("screenshot: %1").arg(QString::fromStdString(written.message())));
         for (const QString& p : written.value()) std::printf("%s\n", qPrintable(p));
         return 0;
     }
 
     for (const QString& report : cli.values(tune_report)) window.import_tune_report(report);
+    if (cli.isSet(geometry)) window.resize(size);
     window.show();
     if (!args.isEmpty()) window.open_model(args.front());
+    else window.show_welcome();
     return app.exec();
 }

@@ -53,13 +53,18 @@ const std::vector<uint8_t>& matrix(WeightType type, size_t rows, size_t cols) {
                 for (size_t i = 0; i < rows * cols; ++i) put16(2 * i, f32_to_bf16(u(rng)));
                 break;
             default: {
-                const size_t bytes = type == WeightType::Q8_0 ? blocks::kQ8_0Bytes
-                                     : type == WeightType::Q4_0 ? blocks::kQ4_0Bytes
-                                                                : blocks::kQ4_KBytes;
+                // Random codes; each type's scale fields (where it keeps them) set to realistic values.
+                const size_t bytes = weight_type_info(type).block_bytes;
                 for (uint8_t& b : m) b = uint8_t(rng());
                 for (size_t b = 0; b < m.size() / bytes; ++b) {
-                    put16(b * bytes, f32_to_f16(0.01f));
-                    if (type == WeightType::Q4_K) put16(b * bytes + 2, f32_to_f16(0.001f));
+                    if (type == WeightType::MXFP4) {
+                        m[b * bytes] = uint8_t(120 + rng() % 8);
+                    } else if (type == WeightType::Q6_K) {
+                        put16(b * bytes + blocks::kQ6_KScale, f32_to_f16(0.01f / 64));
+                    } else {
+                        put16(b * bytes, f32_to_f16(0.01f));
+                        if (type == WeightType::Q4_K || type == WeightType::Q5_K) put16(b * bytes + 2, f32_to_f16(0.001f));
+                    }
                 }
             }
         }
@@ -168,11 +173,14 @@ int main(int argc, char** argv) {
     std::vector<WeightType> types;  // the weight-type table's matrix rows
     for (const WeightTypeInfo& w : weight_types())
         if (w.matrix) types.push_back(w.type);
-    const std::pair<size_t, size_t> shapes[] = {{1024, 1024}, {2816, 1024}, {1024, 2816}, {32000, 1024}};
+    // Mixtral-like expert and head shapes; gpt-oss-20b's expert shape (2 x 2880 rows of fused gate/up, 2880 columns:
+    // block types of 32 only).
+    const std::pair<size_t, size_t> shapes[] = {{1024, 1024}, {2816, 1024}, {1024, 2816}, {32000, 1024}, {5760, 2880}};
     for (Op op : {Op::Matvec, Op::Matmul}) {
         for (WeightType t : types) {
             for (Variant v : supported_variants()) {
                 for (auto [rows, cols] : shapes) {
+                    if (cols % weight_type_info(t).block_values) continue;
                     for (unsigned threads : {1u, 2u}) {
                         const size_t n = op == Op::Matvec ? 1 : 16;
                         const std::string name = std::string(op_name(op)) + "/" + weight_type_label(t) + "/" +

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "model_file.h"
+#include "schema.h"
 #include "temp_output.h"
 
 namespace colibri {
@@ -40,6 +41,13 @@ Result<std::unique_ptr<BinWriter>> BinWriter::create(const std::string& path, Fa
 
 Status BinWriter::layout() {
     if (hparams_.n_layers == 0) return error("model has no layers");
+    // The loader's own check (Model::bind), so that no converter writes a file that would not load; a layer is
+    // MoE when it has a router section, as finish() records it.
+    std::vector<bool> layer_is_moe(hparams_.n_layers, false);
+    for (const PlannedSection& s : plan_)
+        if (s.kind == SectionKind::Router && s.layer < layer_is_moe.size()) layer_is_moe[s.layer] = true;
+    if (const auto problems = schema::hyperparam_problems(static_cast<uint32_t>(family_), hparams_, layer_is_moe); !problems.empty())
+        return error("refusing to write a model the loader would refuse: " + problems.front());
     // Metadata: header, then the tables, each 8-byte aligned.
     const uint32_t section_count = static_cast<uint32_t>(plan_.size() + 1);
     uint32_t tensor_count = 0, expert_count = 0;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "chat_prompt.h"
 #include "chat_service.h"
 #include "generate.h"
 #include "model.h"
@@ -57,10 +58,10 @@ colibri::SamplerConfig sampler_config(const colibri_sampler_params* params) {
 }
 
 // Streams a chat turn's text to the caller's callback.
-struct CallbackObserver final : colibri::TurnObserver {
+struct TextCallbackObserver final : colibri::TurnObserver {
     colibri_text_callback callback;
     void* user;
-    CallbackObserver(colibri_text_callback c, void* u) : callback(c), user(u) {}
+    TextCallbackObserver(colibri_text_callback c, void* u) : callback(c), user(u) {}
     bool on_token(const colibri::TokenEvent& e) override {
         return callback == nullptr || callback(e.text.c_str(), e.text.size(), e.id, user) != 0;
     }
@@ -102,6 +103,45 @@ colibri_model* colibri_model_open(const char* path) {
         }
         return new colibri_model{std::move(m.value())};
     });
+}
+
+colibri_model_options colibri_model_options_defaults(void) { return colibri_model_options{0, nullptr, 0}; }
+
+colibri_model* colibri_model_open_with(const char* path, const colibri_model_options* options) {
+    return guarded<>(static_cast<colibri_model*>(nullptr), [&]() -> colibri_model* {
+        colibri_model* m = colibri_model_open(path);
+        if (m == nullptr || options == nullptr || options->ram_budget == 0) return m;
+        colibri::ExpertCacheConfig config;
+        config.ram_budget = options->ram_budget;
+        const std::optional<colibri::CachePolicy> policy =
+            colibri::parse_cache_policy(options->cache_policy ? options->cache_policy : "lru");
+        colibri::Status s;
+        if (!policy || *policy == colibri::CachePolicy::Pinned)
+            s = colibri::error(std::string("cache policy '") + options->cache_policy + "': use lru or lfru");
+        else {
+            config.policy = *policy;
+            config.prefetch = options->prefetch != 0;
+            s = m->model->use_expert_cache(config);
+        }
+        if (!s) {
+            set_error(s.message());
+            delete m;
+            return nullptr;
+        }
+        return m;
+    });
+}
+
+int colibri_model_cache_stats(const colibri_model* model, colibri_cache_stats* stats) {
+    const colibri::ExpertCache* c = model ? model->model->expert_cache() : nullptr;
+    if (c == nullptr || stats == nullptr) {
+        set_error(model ? "the model has no RAM budget" : "no model given");
+        return -1;
+    }
+    const colibri::ExpertCacheStats t = c->total_stats();
+    *stats = colibri_cache_stats{t.hits, t.misses, t.bytes_read, t.stall_ns, c->slots_per_layer(), t.prefetched, t.predicted,
+                                 t.predicted_right};
+    return 0;
 }
 
 void colibri_model_close(colibri_model* model) { delete model; }
@@ -219,12 +259,14 @@ int32_t colibri_generate(colibri_session* s, const int32_t* prompt, size_t promp
                          colibri_token_callback callback, void* user) {
     return guarded<>(int32_t(-1), [&]() -> int32_t {
         if (s == nullptr || prompt == nullptr || prompt_count == 0) return set_error("no prompt"), -1;
-        colibri::Sampler sampler(sampler_config(params));
+        const colibri::SamplerConfig cfg = sampler_config(params);
+        if (const std::string problem = colibri::sampler_config_problem(cfg); !problem.empty()) return set_error(problem), -1;
+        colibri::Sampler sampler(cfg);
         colibri::GenerateRequest req;
         req.max_tokens = max_tokens;
         req.stop_ids = colibri::default_stop_ids(*s->owner->model);
         auto r = colibri::generate(*s->session, sampler, std::span<const int32_t>(prompt, prompt_count), req,
-                                   [&](const colibri::TokenEvent& e) { return callback == nullptr || callback(e.id, user) != 0; });
+                                   [&](int32_t id) { return callback == nullptr || callback(id, user) != 0; });
         if (!r) return set_error(r.message()), -1;
         const size_t n = std::min(capacity, r->size());
         if (out != nullptr) std::memcpy(out, r->data(), n * sizeof(int32_t));
@@ -257,11 +299,13 @@ int32_t colibri_chat_turn(colibri_chat* chat, const colibri_chat_message* messag
         const colibri::Model& model = chat->service.model();
         auto ids = colibri::chat_prompt_ids(model, conversation);
         if (!ids) return set_error(ids.message()), -1;
-        colibri::Sampler sampler(sampler_config(params));
+        const colibri::SamplerConfig cfg = sampler_config(params);
+        if (const std::string problem = colibri::sampler_config_problem(cfg); !problem.empty()) return set_error(problem), -1;
+        colibri::Sampler sampler(cfg);
         colibri::TurnOptions options;
         options.reply.max_tokens = max_tokens;
         options.reply.stop_ids = colibri::default_stop_ids(model);
-        CallbackObserver observer(callback, user);
+        TextCallbackObserver observer(callback, user);
         auto r = chat->service.run(ids.value(), sampler, options, &observer);
         if (!r) return set_error(r.message()), -1;
         chat->reply = r->reply;

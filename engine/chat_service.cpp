@@ -17,48 +17,6 @@ bool contains(const std::vector<int32_t>& ids, int32_t id) { return std::find(id
 
 }  // namespace
 
-Result<std::string> render_chat_prompt(const Model& model, const std::vector<ChatMessage>& messages) {
-    const Tokenizer* tok = model.tokenizer();
-    if (model.chat_template().empty()) {
-        std::string prompt;
-        for (const ChatMessage& m : messages) prompt += m.role + ": " + m.content + "\n";
-        return prompt + "assistant:";
-    }
-    ChatTemplateInput in;
-    in.messages = messages;
-    in.add_generation_prompt = true;
-    if (tok != nullptr && tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
-    if (tok != nullptr && tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
-    return render_chat_template(model.chat_template(), in);  // an error's message names the chat template
-}
-
-Result<std::vector<int32_t>> chat_prompt_ids(const Model& model, const std::vector<ChatMessage>& messages) {
-    const Tokenizer* tok = model.tokenizer();
-    if (tok == nullptr) return error("the model has no tokenizer; give token ids instead of text");
-    auto prompt = render_chat_prompt(model, messages);
-    if (!prompt) return prompt.status();
-    // The template writes its own special tokens; the plain format relies on the tokenizer's (e.g. BOS).
-    auto encoded = tok->encode(prompt.value(), model.chat_template().empty());
-    if (!encoded) return encoded.status();
-    if (encoded->empty()) return error("the conversation encodes to no tokens");
-    return encoded;
-}
-
-std::vector<int32_t> default_stop_ids(const Model& model) {
-    std::vector<int32_t> ids;
-    auto add = [&ids](int32_t id) {
-        if (id >= 0 && !contains(ids, id)) ids.push_back(id);
-    };
-    add(model.hparams().eos_id);
-    if (const Tokenizer* tok = model.tokenizer()) {
-        add(tok->eos_id());
-        add(tok->token_id("<|im_end|>"));
-        add(tok->token_id("<|endoftext|>"));
-        add(tok->token_id("<|eot_id|>"));
-    }
-    return ids;
-}
-
 const char* finish_reason_name(FinishReason reason) {
     switch (reason) {
         case FinishReason::Stop: return "stop";
@@ -146,7 +104,7 @@ const TokenEvent& ReplyStream::next(std::span<const float> logits) {
     const Tokenizer* tok = model_.tokenizer();
     if (event_.end_of_turn) {
         finish_ = FinishReason::Stop;
-    } else if (tok != nullptr) {
+    } else if (tok != nullptr && !contains(options_.hidden_ids, id)) {
         event_.text = release(utf8_.push(tok->decode_token_bytes(id)));
     }
     text_ += event_.text;
@@ -161,7 +119,7 @@ std::string ReplyStream::reply() const {
     if (tok == nullptr) return {};
     std::vector<int32_t> ids;
     for (int32_t id : tokens_)
-        if (!contains(options_.stop_ids, id)) ids.push_back(id);
+        if (!contains(options_.stop_ids, id) && !contains(options_.hidden_ids, id)) ids.push_back(id);
     return tok->decode(ids, true);
 }
 

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "chat_prompt.h"
 #include "chat_template.h"
+#include "generate.h"
 #include "model.h"
 #include "sampler.h"
 #include "session.h"
@@ -20,14 +22,7 @@
 
 namespace colibri {
 
-// The conversation as the model sees it: its chat template with a generation prompt, or "role: content" lines
-// and "assistant:" for a model without one.
-Result<std::string> render_chat_prompt(const Model& model, const std::vector<ChatMessage>& messages);
-// render_chat_prompt, encoded (the template writes its own special tokens; plain lines get the tokenizer's).
-Result<std::vector<int32_t>> chat_prompt_ids(const Model& model, const std::vector<ChatMessage>& messages);
-
-// End-of-turn ids of a model: its eos id and the tokenizer's eos (and <|im_end|>/<|endoftext|>/<|eot_id|>).
-std::vector<int32_t> default_stop_ids(const Model& model);
+// The conversation's prompt ids: chat_prompt_ids (chat_prompt.h); end-of-turn ids: default_stop_ids (generate.h).
 
 struct TokenLogprob {
     int32_t id = -1;
@@ -48,6 +43,9 @@ struct ReplyOptions {
     std::vector<std::string> stop_strings;  // end the reply where the text first contains one; cut from the text
     // -1: no log-probabilities; 0: the sampled token's; N > 0: also the N most likely tokens'.
     int32_t top_logprobs = -1;
+    // Never shown and left out of reply(), without ending the reply: end-of-turn ids when the caller ignores
+    // them (`colibri chat --ignore-eos`).
+    std::vector<int32_t> hidden_ids;
 };
 
 // One generated token as the caller shows it.

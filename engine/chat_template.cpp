@@ -29,14 +29,15 @@ Result<std::string> render_chat_template(std::string_view template_source, const
         if (extra.is_discarded() || !extra.is_object()) return error("chat template: extra_json is not a JSON object");
         for (auto it = extra.begin(); it != extra.end(); ++it) ctx[it.key()] = it.value();
     }
-    return jinja::render(template_source, ctx);
+    return jinja::render(template_source, ctx, input.now);
 }
 
-Result<std::string> render_chat_template_json(std::string_view template_source, std::string_view context_json) {
+Result<std::string> render_chat_template_json(std::string_view template_source, std::string_view context_json,
+                                              const std::optional<std::tm>& now) {
     nlohmann::ordered_json ctx = nlohmann::ordered_json::parse(context_json, nullptr, false);
     if (ctx.is_discarded()) return error("chat template: the context is not valid JSON");
     if (!ctx.is_object()) return error("chat template: the context must be a JSON object");
-    return jinja::render(template_source, ctx);
+    return jinja::render(template_source, ctx, now);
 }
 
 }  // namespace colibri

@@ -1,4 +1,7 @@
+#include <cmath>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include "format.h"
 #include "schema.h"
 
@@ -62,6 +65,26 @@ bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out) {
     if (cols % w.block_values != 0) return false;
     *out = rows * (cols / w.block_values) * w.block_bytes;
     return true;
+}
+
+std::string numeric_hparams_problem(const HyperParams& hp) {
+    auto show = [](float f) {  // %g: 1e-07 and inf, not 0.000000
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", static_cast<double>(f));
+        return std::string(buf);
+    };
+    if (!(std::isfinite(hp.rms_eps) && hp.rms_eps > 0.0f)) return "rms_eps " + show(hp.rms_eps) + " is not a finite positive number";
+    if (!(std::isfinite(hp.rope_theta) && hp.rope_theta > 0.0f))
+        return "rope_theta " + show(hp.rope_theta) + " is not a finite positive number";
+    // Zero means "not used" for these; inf or NaN would turn every output into NaN.
+    const std::pair<const char*, float> not_negative[] = {
+        {"clip_qkv", hp.clip_qkv}, {"routed_scaling", hp.routed_scaling}, {"swiglu_limit", hp.swiglu_limit},
+        {"rope_factor", hp.rope_factor}, {"yarn_beta_fast", hp.yarn_beta_fast}, {"yarn_beta_slow", hp.yarn_beta_slow}};
+    for (const auto& [name, value] : not_negative)
+        if (!(std::isfinite(value) && value >= 0.0f)) return std::string(name) + " " + show(value) + " is not a finite number >= 0";
+    for (const auto& [name, value] : {std::pair{"yarn_mscale", hp.yarn_mscale}, std::pair{"yarn_mscale_all_dim", hp.yarn_mscale_all_dim}})
+        if (!std::isfinite(value)) return std::string(name) + " " + show(value) + " is not a finite number";
+    return {};
 }
 
 }  // namespace colibri::format

@@ -215,7 +215,22 @@ bool weight_type_is_known(uint32_t t);
 // Bytes to store rows × cols of the type (cols must be a multiple of the block size for block types);
 // returns false when the shape is not valid for the type or the size would overflow.
 bool tensor_bytes(WeightType t, uint64_t rows, uint64_t cols, uint64_t* out);
+// The header's numbers that no tensor shape vouches for, checked alike by the writer (a converter must not
+// write what the loader refuses), the loader and the validator: rms_eps and rope_theta finite and positive, the
+// other floats (clip_qkv, routed_scaling, swiglu_limit, the YaRN ones) finite and, but for the mscales, not
+// negative. Empty when fine, else the first problem.
+std::string numeric_hparams_problem(const HyperParams& hp);
 
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Decompression bounds of a .bin.zst (a small hostile file must not inflate to gigabytes). The metadata frame is
+// decompressed whole; real metadata is kilobytes to a few megabytes.
+inline constexpr uint64_t kMaxMetadataBytes = uint64_t(256) << 20;
+// Weights barely compress (x1 to x2), so an image more than 64 times its file (beyond 64 MiB) is refused.
+inline constexpr uint64_t kMaxImageRatio = 64;
+inline constexpr uint64_t kImageRatioSlack = uint64_t(64) << 20;
+inline bool plausible_image_size(uint64_t image_size, uint64_t file_size) {
+    return image_size <= kImageRatioSlack || image_size / kMaxImageRatio <= file_size;
+}
 
 }  // namespace colibri::format

@@ -1,13 +1,10 @@
-// One-shot generation on a session, with no conversation state: `colibri generate` and the C API's
-// colibri_generate. It is the chat service's loop (engine/chat_service.h, run_reply) without a chat template
-// or prefix reuse: the prompt is evaluated on top of whatever the session holds.
+// The decode loop shared by the CLI, the C API and the Studio: sample, feed back, stop on an end token.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
 
-#include "chat_service.h"
 #include "sampler.h"
 #include "session.h"
 
@@ -18,11 +15,18 @@ struct GenerateRequest {
     std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
 };
 
+// Why generation ended.
+enum class GenerateStop { StopToken, MaxTokens, Callback, ContextFull };
+
 // Evaluates `prompt` (on top of what the session holds), then generates up to max_tokens.
-// on_token is called for each new token with the text it completes (empty for a model without a tokenizer
-// and for a stop id); returning false stops early. Returns the new ids.
+// on_token is called for each new token; returning false stops early. Returns the new ids. When the context
+// fills up, generation ends there like at max_tokens (ContextFull), keeping what it made; only a prompt that
+// does not fit is an error. `stop`, when given, receives the reason.
 Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::span<const int32_t> prompt,
                                       const GenerateRequest& request,
-                                      const std::function<bool(const TokenEvent&)>& on_token = nullptr);
+                                      const std::function<bool(int32_t)>& on_token = nullptr, GenerateStop* stop = nullptr);
+
+// End-of-turn ids of a model: its eos id and the tokenizer's end_of_turn_ids().
+std::vector<int32_t> default_stop_ids(const Model& model);
 
 }  // namespace colibri

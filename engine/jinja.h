@@ -6,8 +6,10 @@
 // (render()); nothing throws out of render().
 #pragma once
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,6 +29,9 @@ inline constexpr int kMaxValueDepth = 400;                     // nesting of lis
 inline constexpr int kMaxParseDepth = 200;                     // nesting of blocks, and the height of an expression tree
 inline constexpr int kMaxCallDepth = 100;                      // macro recursion
 inline constexpr int kMaxEvalDepth = 1000;                     // statements and expressions being evaluated, nested
+// ... and the stack those frames take, measured: a frame's size depends on the build (AddressSanitizer's are
+// several times larger, so 1000 levels overflowed its 8 MiB stack), so the count alone is no bound.
+inline constexpr std::size_t kMaxEvalStackBytes = 2u << 20;
 inline constexpr std::uint64_t kMaxSteps = 10'000'000;         // evaluation steps (guards runaway loops)
 inline constexpr std::uint64_t kMaxWorkBytes = 256ull << 20;   // bytes created, copied, compared or scanned
 inline constexpr std::size_t kMaxListItems = 1'000'000;       // items in one list
@@ -245,8 +250,9 @@ struct Program {
 // Parse a template (jinja_parse.cpp). Throws Error.
 std::shared_ptr<const Program> parse(std::string_view source);
 
-// Render (jinja_eval.cpp); never throws.
-Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context);
+// Render (jinja_eval.cpp); never throws. `now` fixes strftime_now's clock (local time when unset).
+Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context,
+                           const std::optional<std::tm>& now = std::nullopt);
 
 // ---------------------------------------------------------------- interpreter (jinja_eval.cpp)
 struct Scope {
@@ -263,7 +269,9 @@ class Interp {
 public:
     int call_depth = 0;
     int eval_depth = 0;          // nested eval/exec frames: bounds the stack whatever macros recurse into
+    std::uintptr_t stack_base = 0;  // the render's frame address: EvalFrame measures the stack used below it
     std::vector<ScopeP> pinned;  // scopes captured (weakly) by macros: kept alive for the render
+    std::optional<std::tm> now;  // strftime_now's clock when fixed by the caller
     void step(std::uint64_t n = 1) { charge_steps(n); }
     Value eval(const Expr& e, const ScopeP& scope);
     Value eval_filter_chain(const Expr& e, const Value& root, const ScopeP& scope);

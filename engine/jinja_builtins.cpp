@@ -482,7 +482,13 @@ Value f_indent(Interp&, const Value& v, Args& a) {
     Bound b = bind("indent", a, {"width", "first", "blank"});
     std::string ind;
     if (b.get(0) && b.get(0)->is_string()) ind = b.get(0)->s;
-    else ind = std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, int_arg(b.get(0), 4, "indent"))), ' ');
+    else {
+        // The width is the template's to choose, so it is bounded like any string it builds before it is made
+        // (a fuzzed indent(333333333331) asked for 333 GB).
+        const std::int64_t width = std::max<std::int64_t>(0, int_arg(b.get(0), 4, "indent"));
+        check_size(static_cast<std::uint64_t>(width) > kMaxOutputBytes ? kMaxOutputBytes + 1 : static_cast<std::size_t>(width));
+        ind = std::string(static_cast<std::size_t>(width), ' ');
+    }
     bool first = bool_arg(b.get(1), false), blank = bool_arg(b.get(2), false);
     std::string s = to_str(v) + "\n";
     std::vector<std::string> lines = py_splitlines(s, false);
@@ -1197,12 +1203,16 @@ Value make_global(const std::string& name) {
             fail("raise_exception: " + msg);
         });
     if (name == "strftime_now")
-        return Value::callable("strftime_now", [](Interp&, Args& a) {
+        return Value::callable("strftime_now", [](Interp& in, Args& a) {
             Bound b = bind("strftime_now", a, {"format"});
             std::string fmt = str_arg(b.get(0), "", "strftime_now");
-            std::time_t t = std::time(nullptr);
             std::tm tm{};
-            localtime_r(&t, &tm);
+            if (in.now) {
+                tm = *in.now;
+            } else {
+                std::time_t t = std::time(nullptr);
+                localtime_r(&t, &tm);
+            }
             charge_bytes(256 + fmt.size() * 8);  // before the buffer is allocated
             std::string out(256 + fmt.size() * 8, '\0');
             std::size_t n = fmt.empty() ? 0 : std::strftime(out.data(), out.size(), fmt.c_str(), &tm);

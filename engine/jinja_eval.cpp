@@ -358,6 +358,11 @@ struct EvalFrame {
     explicit EvalFrame(Interp& i) : in(i) {
         if (in.eval_depth >= kMaxEvalDepth)
             fail("template evaluation nests deeper than the limit of " + std::to_string(kMaxEvalDepth) + " levels");
+        // The stack grows down on every platform this builds for.
+        const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+        if (in.stack_base != 0 && here < in.stack_base && in.stack_base - here > kMaxEvalStackBytes)
+            fail("template evaluation nests deeper than the stack limit of " + std::to_string(kMaxEvalStackBytes >> 20) +
+                 " MiB (" + std::to_string(in.eval_depth) + " levels)");
         ++in.eval_depth;
     }
     ~EvalFrame() { --in.eval_depth; }
@@ -705,13 +710,15 @@ static std::string one_line(std::string m) {
     return out;
 }
 
-Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context) {
+Result<std::string> render(std::string_view source, const nlohmann::ordered_json& context, const std::optional<std::tm>& now) {
     try {
         Budget budget;
         BudgetScope counting(budget);
         std::shared_ptr<const Program> prog = parse(source);
         if (!context.is_object()) return error("chat template: the context must be a JSON object");
         Interp in;
+        in.now = now;
+        in.stack_base = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
         auto root = std::make_shared<Scope>();
         for (auto it = context.begin(); it != context.end(); ++it) root->set(it.key(), from_json(it.value()));
         std::string out;

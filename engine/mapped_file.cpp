@@ -70,19 +70,56 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     return *this;
 }
 
-Result<MappedFile> MappedFile::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+// Opens a regular file for reading. O_NONBLOCK: opening a FIFO (or some devices) would otherwise wait for a
+// writer forever; it changes nothing for a regular file. Anything else is refused after fstat.
+Result<int> open_regular(const std::string& path, struct stat* st) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return error(path + ": " + std::strerror(errno));
-    struct stat st {};
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0) {
         const int e = errno;
         ::close(fd);
         return error(path + ": " + std::strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st->st_mode)) {
         ::close(fd);
-        return error(path + ": not a regular file");
+        const char* what = S_ISDIR(st->st_mode) ? "a directory" : S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISSOCK(st->st_mode) ? "a socket"
+                           : (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) ? "a device" : "not a file";
+        return error(path + ": not a regular file (" + what + ")");
     }
+    return fd;
+}
+}  // namespace
+
+Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes) {
+    struct stat st {};
+    auto fd = open_regular(path, &st);
+    if (!fd) return fd.status();
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+        ::close(fd.value());
+        return error(path + ": too large (" + std::to_string(st.st_size) + " bytes, at most " + std::to_string(max_bytes) + ")");
+    }
+    std::string out(static_cast<size_t>(st.st_size), '\0');
+    size_t done = 0;
+    while (done < out.size()) {
+        const ssize_t n = ::read(fd.value(), out.data() + done, out.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int e = n < 0 ? errno : 0;
+            ::close(fd.value());
+            return error(path + ": " + (e ? std::strerror(e) : "the file shrank while it was read"));
+        }
+        done += static_cast<size_t>(n);
+    }
+    ::close(fd.value());
+    return out;
+}
+
+Result<MappedFile> MappedFile::open(const std::string& path) {
+    struct stat st {};
+    auto opened = open_regular(path, &st);
+    if (!opened) return opened.status();
+    const int fd = opened.value();
     MappedFile m;
     m.size_ = static_cast<uint64_t>(st.st_size);
     if (m.size_ > 0) {

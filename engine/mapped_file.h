@@ -37,4 +37,8 @@ private:
     uint64_t size_ = 0;
 };
 
+// A small regular file's bytes (config.json, tokenizer.json, an index): opened as MappedFile::open opens, so
+// a FIFO or device under that name is refused instead of blocking; "<path>: too large" past max_bytes.
+Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes = uint64_t(1) << 30);
+
 }  // namespace colibri

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "expert_cache.h"
 #include "model_file.h"
 #include "rope.h"
 #include "router.h"
@@ -105,6 +106,11 @@ public:
     // Makes one routed expert's weights readable: decompresses its section on first use for a .bin.zst (once,
     // thread-safe); free for a .bin. Sessions call it before they touch the expert. Fails on a damaged frame.
     Status ensure_expert(uint32_t layer, uint32_t expert) const;
+    // Models larger than RAM: from now on routed experts are read into a cache of slots within the budget
+    // (engine/expert_cache.h) instead of being used through the mapping. Call before any session evaluates.
+    Status use_expert_cache(const ExpertCacheConfig& config);
+    // Null without a RAM budget.
+    ExpertCache* expert_cache() const { return expert_cache_.get(); }
     // Sessions hold this shared while they evaluate a token.
     SwapLock& swap_lock() const { return swap_lock_; }
 
@@ -123,6 +129,7 @@ private:
     RopeTable rope_;
     ModelRules rules_;
     mutable SwapLock swap_lock_;
+    std::unique_ptr<ExpertCache> expert_cache_;
 };
 
 }  // namespace colibri

@@ -146,6 +146,17 @@ Status ModelFile::validate() {
         tensors_.push_back(TensorView{std::move(name), type, t.n_dims, rows, cols, t.offset, t.size, t.section,
                                       image_.data() + t.offset});
     }
+    // Two tensors sharing bytes (inside one section; sections do not overlap): a write to one, as an expert swap
+    // makes, would change the other.
+    {
+        std::vector<const TensorView*> by_offset;
+        for (const TensorView& t : tensors_)
+            if (t.size > 0) by_offset.push_back(&t);
+        std::sort(by_offset.begin(), by_offset.end(), [](const TensorView* a, const TensorView* b) { return a->offset < b->offset; });
+        for (size_t k = 1; k < by_offset.size(); ++k)
+            if (by_offset[k - 1]->offset + by_offset[k - 1]->size > by_offset[k]->offset)
+                return error("tensors " + by_offset[k - 1]->name + " and " + by_offset[k]->name + " overlap");
+    }
 
     // Layer and expert tables refer only to existing sections of the right kind.
     if (header_.layer_count != header_.hparams.n_layers) return error("layer table does not match n_layers");

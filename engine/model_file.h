@@ -46,6 +46,7 @@ public:
     bool compressed() const { return image_.compressed(); }
     uint64_t stored_size() const { return image_.stored_size(); }
     uint64_t stored_section_size(uint32_t index) const { return image_.stored_section_size(index); }
+    const format::FrameEntry* stored_frame(uint32_t index) const { return image_.frame(index); }
 
     std::span<const format::SectionEntry> sections() const { return sections_; }
     std::span<const format::LayerEntry> layers() const { return layers_; }

@@ -101,6 +101,9 @@ Result<ModelImage> ModelImage::open(const std::string& path) {
     const ZstdHeader& h = header.value();
     if (h.image_size < sizeof(FileHeader) || h.image_size > (uint64_t(1) << 46))
         return error(".bin.zst image size " + std::to_string(h.image_size) + " out of range");
+    if (!plausible_image_size(h.image_size, n))
+        return error(".bin.zst image size " + std::to_string(h.image_size) + " is implausible for a file of " + std::to_string(n) +
+                     " bytes (more than " + std::to_string(kMaxImageRatio) + " times larger: a decompression bomb?)");
     const uint8_t* table = src + h.frame_table_offset;
     if (XXH64(table, size_t(h.frame_count) * sizeof(FrameEntry), 0) != h.frame_table_xxh64)
         return error(".bin.zst frame table checksum mismatch");
@@ -125,6 +128,9 @@ Result<ModelImage> ModelImage::open(const std::string& path) {
     const FrameEntry& meta = img.frames_[0];
     if (meta.image_offset != 0 || meta.image_size < sizeof(FileHeader))
         return error(".bin.zst frame 0 is not the metadata");
+    if (meta.image_size > kMaxMetadataBytes)
+        return error(".bin.zst metadata frame of " + std::to_string(meta.image_size) + " bytes exceeds the limit of " +
+                     std::to_string(kMaxMetadataBytes >> 20) + " MiB");
     img.sections_.resize(img.frames_.size());
     img.sections_[0] = SectionEntry{static_cast<uint32_t>(SectionKind::Metadata), kNone, kNone, 0, 0, meta.image_size, 0};
     img.state_ = std::make_unique<std::atomic<uint8_t>[]>(img.frames_.size());

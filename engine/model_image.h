@@ -51,6 +51,10 @@ public:
     bool resident(uint32_t section) const;
     // Bytes of the section as stored (compressed size for .bin.zst).
     uint64_t stored_section_size(uint32_t section) const;
+    // Where a section's zstd frame lies in a .bin.zst (nullptr for plain files or a section that does not exist).
+    const format::FrameEntry* frame(uint32_t section) const {
+        return compressed_ && section < frames_.size() ? &frames_[section] : nullptr;
+    }
     // xxh64 of a section's contents. A compressed section that is not resident is decompressed into a
     // bounded buffer and hashed on the fly instead of being made resident.
     Result<uint64_t> hash_section(uint32_t section) const;

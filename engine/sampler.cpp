@@ -151,4 +151,16 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     return ids_[keep - 1];
 }
 
+std::string sampler_config_problem(const SamplerConfig& c) {
+    auto show = [](double v) { return std::to_string(v); };
+    if (!(std::isfinite(c.temperature) && c.temperature >= 0.0f)) return "--temperature " + show(c.temperature) + " must be a finite number >= 0";
+    if (c.top_k < 0) return "--top-k " + std::to_string(c.top_k) + " must be >= 0";
+    if (!(c.top_p >= 0.0f && c.top_p <= 1.0f)) return "--top-p " + show(c.top_p) + " must be between 0 and 1";
+    if (!(c.min_p >= 0.0f && c.min_p <= 1.0f)) return "--min-p " + show(c.min_p) + " must be between 0 and 1";
+    if (!(std::isfinite(c.repetition_penalty) && c.repetition_penalty > 0.0f))
+        return "--repeat-penalty " + show(c.repetition_penalty) + " must be a finite number > 0";
+    if (c.repetition_window < 0) return "--repeat-last-n " + std::to_string(c.repetition_window) + " must be >= 0";
+    return {};
+}
+
 }  // namespace colibri

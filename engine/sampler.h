@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace colibri {
@@ -36,5 +37,9 @@ private:
 };
 
 int32_t argmax(std::span<const float> logits);  // lowest index among equal maxima
+
+// Empty when every value is in range (temperature finite and >= 0, top-p and min-p in [0, 1], repetition
+// penalty finite and > 0, top-k and the window >= 0), else what is wrong, naming the CLI option.
+std::string sampler_config_problem(const SamplerConfig& config);
 
 }  // namespace colibri

@@ -172,7 +172,16 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     logits_.resize(hp.vocab_size);
     rows_.resize(C);
     parts_.reserve(C);
-    if (options_.prefetch_experts) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
+    // With an expert cache nothing reads experts through the mapping, so there is nothing to advise.
+    if (options_.prefetch_experts && model.expert_cache() == nullptr) prefetcher_ = std::make_unique<ExpertPrefetcher>(model);
+    if (model.expert_cache() != nullptr) chosen_.reserve(n_exp);
+    {  // next-layer prediction (options_.predict_experts, or a prefetching expert cache): small, always sized
+        sized(predict_in_, C * H);
+        predict_selected_.resize(C * k);
+        predict_w_.resize(C * k);
+        predict_mark_.assign(n_exp, 0);
+        predicted_next_.reserve(n_exp);
+    }
 }
 
 Status Session::populate_kv(uint32_t end) {
@@ -207,7 +216,12 @@ Status Session::check_input(std::span<const int32_t> tokens) const {
     for (int32_t t : tokens)
         if (t < 0 || static_cast<uint32_t>(t) >= vocab)
             return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
-    if (tokens.size() > context_ - position_) return error("context full (" + std::to_string(context_) + " tokens)");
+    if (tokens.size() > context_ - position_) {
+        auto count = [](uint64_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+        if (position_ == context_) return error("context full: all " + count(context_, "position") + " are used");
+        return error("context full: " + count(tokens.size(), "token") + " do not fit in the " + count(context_ - position_, "position") +
+                     " left of " + std::to_string(context_));
+    }
     return Status::ok();
 }
 
@@ -226,6 +240,7 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
 }
 
 Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) {
+    const uint64_t chunk_t0 = observer_ ? now_ns() : 0;
     std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
     if (Status s = populate_kv(position_ + n); !s) return s;
     embed(tokens, n, 0);
@@ -233,8 +248,15 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     observed_ = observer_ != nullptr;
     const Part self{this, 0, n};
     if (Status s = layers(std::span<const Part>(&self, 1), n); !s) return s;
+    const uint32_t first = position_;
     position_ += n;
+    const uint64_t head_t0 = observer_ ? now_ns() : 0;
     if (with_logits) logits_of(n - 1, *this);
+    if (observer_) {
+        const uint64_t end = now_ns(), head = with_logits ? end - head_t0 : 0, body = (head_t0 - chunk_t0) / n;
+        for (uint32_t i = 0; i < n; ++i)
+            observer_->on_token_timing(TokenTiming{first + i, i + 1 == n ? head : 0, body + (i + 1 == n ? head : 0)});
+    }
     return Status::ok();
 }
 
@@ -272,10 +294,10 @@ Status Session::layers(std::span<const Part> parts, uint32_t n) {
         for (uint32_t i = 0; i < n; ++i) rmsnorm(x_.data() + i * H, f32(w.attn_norm), hp.rms_eps, H, h_.data() + i * H);
         for (const Part& p : parts) {
             Session& s = *p.session;
-            if (&s != this) std::copy_n(h_.data() + p.row * H, p.count * H, s.h_.data());
+            if (&s != this) std::copy_n(h_.data() + size_t(p.row) * H, size_t(p.count) * H, s.h_.data());
             if (model_.rules().attention.mla) s.latent_attention(l, w, p.count);
             else s.attention(l, w, p.count);
-            if (&s != this) std::copy_n(s.proj_.data(), p.count * H, proj_.data() + p.row * H);
+            if (&s != this) std::copy_n(s.proj_.data(), size_t(p.count) * H, proj_.data() + size_t(p.row) * H);
         }
         for (size_t i = 0; i < n * H; ++i) x_[i] += proj_[i];
         const uint64_t t1 = observed_ ? now_ns() : 0;
@@ -328,6 +350,7 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
     std::shared_lock weights(lead.model_.swap_lock());  // an expert hot-swap waits for this step
     for (const BatchPart& p : parts)
         if (Status s = p.session->populate_kv(p.session->position_ + static_cast<uint32_t>(p.tokens.size())); !s) return s;
+    const uint64_t step_t0 = now_ns();
     // Parts' rows in order: the lead's first, at row 0, so that its attention works in place.
     std::vector<Part>& rows = lead.parts_;
     rows.clear();
@@ -343,9 +366,19 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         row += m;
     }
     if (Status s = lead.layers(rows, row); !s) return s;
+    // The body's time is split evenly among the step's rows; each part's logits are its own head.
+    const uint64_t body = (now_ns() - step_t0) / row;
     for (const Part& p : rows) {
-        p.session->position_ += p.count;
-        lead.logits_of(p.row + p.count - 1, *p.session);
+        Session& s = *p.session;
+        const uint32_t first = s.position_;
+        s.position_ += p.count;
+        const uint64_t head_t0 = s.observer_ ? now_ns() : 0;
+        lead.logits_of(p.row + p.count - 1, s);
+        if (s.observer_) {
+            const uint64_t head = now_ns() - head_t0;
+            for (uint32_t i = 0; i < p.count; ++i)
+                s.observer_->on_token_timing(TokenTiming{first + i, i + 1 == p.count ? head : 0, body + (i + 1 == p.count ? head : 0)});
+        }
     }
     return Status::ok();
 }
@@ -596,15 +629,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const uint32_t n_groups = routing.n_group > 1 ? routing.topk_group : 0;
     const size_t H = hp.hidden_size;
     const uint64_t t0 = observed_ ? now_ns() : 0;
-    matmul(*w.router, h_.data(), n, router_logits_.data());
-    if (w.router_bias)
-        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
-    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
-    for (uint32_t t = 0; t < n; ++t)
-        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
-                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, selected_.data() + size_t(t) * k,
-                                selected_w_.data() + size_t(t) * k, selection_.data() + size_t(t) * k,
-                                groups_.data() + size_t(t) * std::max(n_groups, 1u)});
+    route_chunk(w, h_.data(), n, selected_.data(), selected_w_.data());
     if (observed_) {
         router_ns_ = now_ns() - t0;
         for (uint32_t t = 0; t < n; ++t)
@@ -637,12 +662,15 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     // Every selected expert gets a block of rows (one per token that chose it) in expert_in_, gate_, up_ and
     // ffn_out_, in ascending expert order.
     const uint32_t F = hp.expert_ffn;
+    ExpertCache* const cache = model_.expert_cache();
+    if (options_.predict_experts || (cache != nullptr && cache->prefetching())) predict_next_layer(layer, n);
     uint32_t block = 0;
     for (uint32_t e = 0; e < n_exp; ++e) {
         expert_block_[e] = block;
         if (expert_count_[e] == 0) continue;
         // A .bin.zst decompresses the expert on first use; a damaged frame fails the eval.
-        if (Status s = model_.ensure_expert(layer, e); !s) return s;
+        if (cache == nullptr)
+            if (Status s = model_.ensure_expert(layer, e); !s) return s;
         if (n > 1) {  // gather the inputs of the tokens that chose e
             const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
             for (uint32_t r = 0; r < expert_count_[e]; ++r)
@@ -661,8 +689,15 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
         j.limit = limit;
         return j;
     };
-    CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
-    if (counters) {
+    CounterSource* counters = observer_ && observer_->count_experts() ? observer_->counters() : nullptr;  // [counters]; then n == 1
+    if (cache != nullptr) {
+        // Routed experts (their down bias added) through the cache; then the shared expert, as with counters.
+        if (Status s = cached_experts(layer, n, *cache); !s) return s;
+        if (shared) {
+            if (gated) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
+            ffn(w.shared_expert, h_.data(), n, shared_out_.data());
+        }
+    } else if (counters) {
         // One expert at a time, so each one's counters are its own.
         for (uint32_t e = 0; e < n_exp; ++e) {
             if (expert_count_[e] == 0) continue;
@@ -704,7 +739,8 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     std::fill(moe_out_.begin(), moe_out_.begin() + n * H, 0.0f);
     for (uint32_t e = 0; e < n_exp; ++e) {
         const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
-        const float* down_bias = w.experts[e].down_bias ? f32(w.experts[e].down_bias) : nullptr;
+        // (With the cache the bias was added while the expert was resident.)
+        const float* down_bias = w.experts[e].down_bias && cache == nullptr ? f32(w.experts[e].down_bias) : nullptr;
         for (uint32_t r = 0; r < expert_count_[e]; ++r) {
             const float weight = selected_w_[rows[r]];
             float* out = moe_out_.data() + (rows[r] / k) * H;
@@ -725,6 +761,113 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
                 for (size_t i = 0; i < H; ++i) out[i] += y[i];
             }
         }
+    }
+    return Status::ok();
+}
+
+void Session::route_chunk(const LayerWeights& w, const float* input, uint32_t n, int32_t* selected, float* weights) {
+    const HyperParams& hp = model_.hparams();
+    const RoutingRules& routing = model_.rules().routing;
+    const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
+    const uint32_t n_groups = routing.n_group > 1 ? routing.topk_group : 0;
+    matmul(*w.router, input, n, router_logits_.data());
+    if (w.router_bias)
+        for (uint32_t t = 0; t < n; ++t) add_bias(router_logits_.data() + size_t(t) * n_exp, w.router_bias, 0, n_exp);
+    const float* selection_bias = w.selection_bias ? f32(w.selection_bias) : nullptr;
+    for (uint32_t t = 0; t < n; ++t)
+        route_token(options_.router, routing, router_logits_.data() + size_t(t) * n_exp, selection_bias, n_exp, k,
+                    RouteOutput{router_probs_.data() + size_t(t) * n_exp, selected + size_t(t) * k, weights + size_t(t) * k,
+                                selection_.data() + size_t(t) * k, groups_.data() + size_t(t) * std::max(n_groups, 1u)});
+}
+
+void Session::predict_next_layer(uint32_t layer, uint32_t n) {
+    const HyperParams& hp = model_.hparams();
+    const auto& layers = model_.layers();
+    predicted_layer_ = -1;
+    uint32_t next = layer + 1;
+    while (next < hp.n_layers && !layers[next].is_moe) ++next;
+    if (next >= hp.n_layers) return;
+    const LayerWeights& w = layers[next];
+    const size_t H = hp.hidden_size;
+    const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
+    // The residual stream before this layer's MoE, under the next layer's norm: what the next router will see,
+    // less this MoE's and the next attention's contributions. route_chunk's scratch (logits, scores, selection
+    // values, groups) is free once this layer's routing was reported.
+    for (uint32_t t = 0; t < n; ++t) rmsnorm(x_.data() + t * H, f32(w.ffn_norm), hp.rms_eps, H, predict_in_.data() + t * H);
+    route_chunk(w, predict_in_.data(), n, predict_selected_.data(), predict_w_.data());
+    std::fill(predict_mark_.begin(), predict_mark_.end(), uint8_t(0));
+    for (uint32_t s = 0; s < n * k; ++s) predict_mark_[static_cast<uint32_t>(predict_selected_[s])] = 1;
+    predicted_next_.clear();
+    for (uint32_t e = 0; e < n_exp; ++e)
+        if (predict_mark_[e]) predicted_next_.push_back(e);
+    // Without a prefetching cache nothing consumes it; the observer still sees it.
+    ExpertCache* const cache = model_.expert_cache();
+    if (cache != nullptr && cache->prefetching()) predicted_layer_ = static_cast<int32_t>(next);
+    if (observed_)
+        for (uint32_t t = 0; t < n; ++t)
+            if (rows_[t].observer)
+                rows_[t].observer->on_prediction(PredictionRecord{next, rows_[t].position, std::span<const int32_t>(predict_selected_.data() + size_t(t) * k, k)});
+}
+
+Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
+    const HyperParams& hp = model_.hparams();
+    const size_t H = hp.hidden_size;
+    const uint32_t F = hp.expert_ffn;
+    const float limit = model_.rules().swiglu_limit;
+    chosen_.clear();
+    for (uint32_t e = 0; e < hp.n_experts; ++e)
+        if (expert_count_[e]) chosen_.push_back(e);
+    auto input_of = [&](uint32_t e) { return n > 1 ? expert_in_.data() + expert_block_[e] * H : h_.data(); };
+
+    std::unique_lock<std::mutex> lock = cache.lock(layer);
+    const ExpertCacheStats before = cache.layer_stats(layer);
+    cache.advance(layer, n);
+    cache.score_prediction(layer, chosen_);
+    // Ascending expert order, as many at a time as the layer's slots hold; each group is computed before the
+    // next one may evict it. Every output row is the same computation on the same bytes as without a cache.
+    for (size_t done = 0; done < chosen_.size();) {
+        auto group = cache.acquire(layer, std::span<const uint32_t>(chosen_).subspan(done));
+        if (!group) return group.status();
+        const std::span<const uint32_t> experts = std::span<const uint32_t>(chosen_).subspan(done, group.value());
+        gated_jobs_.clear();
+        jobs_.clear();
+        for (uint32_t e : experts) {
+            const FfnWeights& f = cache.weights(layer, e);
+            const size_t at = size_t(expert_block_[e]) * F;
+            GatedJob j{f.gate, f.up, input_of(e), expert_count_[e], gate_.data() + at, up_.data() + at};
+            j.gate_bias = f.gate_bias ? f32(f.gate_bias) : nullptr;
+            j.up_bias = f.up_bias ? f32(f.up_bias) : nullptr;
+            j.limit = limit;
+            gated_jobs_.push_back(j);
+            jobs_.push_back({f.down, gate_.data() + at, expert_count_[e], ffn_out_.data() + size_t(expert_block_[e]) * H});
+        }
+        if (done == 0 && predicted_layer_ >= 0) {
+            // This layer's first experts are resident: the next MoE layer's predicted ones are read while they
+            // compute (after this layer's own misses, which went first).
+            std::unique_lock<std::mutex> next = cache.lock(static_cast<uint32_t>(predicted_layer_));
+            cache.prefetch(static_cast<uint32_t>(predicted_layer_), predicted_next_);
+            predicted_layer_ = -1;
+        }
+        run_gated_matmuls(pool_, gated_jobs_);
+        run_matmuls(pool_, jobs_);
+        for (uint32_t e : experts) {
+            const FfnWeights& f = cache.weights(layer, e);
+            if (f.down_bias == nullptr) continue;
+            const float* b = f32(f.down_bias);
+            for (uint32_t r = 0; r < expert_count_[e]; ++r) {
+                float* y = ffn_out_.data() + (expert_block_[e] + r) * H;
+                for (size_t i = 0; i < H; ++i) y[i] += b[i];
+            }
+        }
+        done += experts.size();
+    }
+    // A batched step's record goes to its first row's observer (the cache's work is the whole step's).
+    if (rows_[0].observer) {
+        const ExpertCacheStats after = cache.layer_stats(layer);
+        rows_[0].observer->on_cache(CacheRecord{layer, rows_[0].position, n, after.hits - before.hits, after.misses - before.misses,
+                                        after.bytes_read - before.bytes_read, after.stall_ns - before.stall_ns,
+                                        after.prefetched - before.prefetched, after.predicted - before.predicted,
+                                        after.predicted_right - before.predicted_right});
     }
     return Status::ok();
 }

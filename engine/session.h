@@ -28,6 +28,9 @@ struct SessionOptions {
     bool prefetch_experts = false;
     // Transparent huge pages for the KV cache and the larger activation buffers (engine/activation_buffer.h).
     bool huge_pages = false;
+    // Predict each MoE layer's experts one layer ahead (the next router on the current hidden state) and report
+    // the predictions to the observer (on_prediction), as the expert cache's prefetch does for itself.
+    bool predict_experts = false;
 
     static constexpr uint32_t kMaxChunk = 256;
     // Defaults, overridden by COLIBRI_PREFETCH=0|1 and COLIBRI_HUGEPAGE=0|1 (huge pages default to the
@@ -71,9 +74,12 @@ public:
     uint32_t context() const { return context_; }
     const SessionOptions& options() const { return options_; }
     void set_router(RouterKind kind) { options_.router = kind; }
+    // SessionOptions::predict_experts, between evals.
+    void set_predict_experts(bool on) { options_.predict_experts = on; }
     // Records arrive per token and layer. A batched eval delivers a chunk layer by layer (within a layer by
     // position) and splits each stage's time evenly among the chunk's tokens; when the observer asks for
-    // counters, tokens are evaluated one at a time so counters stay per token.
+    // counters, tokens are evaluated one at a time so counters stay per token. After its layers each token
+    // gets a TokenTiming.
     void set_observer(TraceObserver* observer) { observer_ = observer; }
 
 private:
@@ -106,6 +112,13 @@ private:
     void attention_scores(const float* kc, uint32_t key_dim, uint32_t ring, uint32_t lo, uint32_t n_pos, const float* q,
                           uint32_t heads, const float* sinks, float scale, float* sc, size_t ls) const;
     Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // The routed experts of a chunk through the expert cache, in groups that fit in the layer's slots.
+    Status cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache);
+    // A layer's router on `n` rows of input: per token its top-k experts and their weights into selected / weights;
+    // the logits, scores, selection values and groups into router_logits_, router_probs_, selection_, groups_.
+    void route_chunk(const LayerWeights& w, const float* input, uint32_t n, int32_t* selected, float* weights);
+    // Expert cache prefetch: predicts the next MoE layer's experts for the chunk (predicted_next_, predicted_layer_).
+    void predict_next_layer(uint32_t layer, uint32_t n);
     // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
     void ffn(const FfnWeights& w, const float* x, uint32_t n, float* out);
     // y[i * W.rows + r] = row r of W · x_i for i < n: one read of W for all n vectors.
@@ -162,6 +175,15 @@ private:
     std::vector<uint32_t> expert_block_;  // first row of expert e's block in expert_in_ / gate_ / up_ / ffn_out_
     std::vector<MatmulJob> jobs_;         // reserved for every expert's down projection and the shared expert's
     std::vector<GatedJob> gated_jobs_;    // reserved for every expert's gate/up projections and the shared expert's
+    std::vector<uint32_t> chosen_;    // the chunk's experts at a layer, ascending (expert cache)
+    // Expert cache prefetch: the next MoE layer's router applied to this layer's hidden state (predict_in_, the
+    // residual under the next layer's norm), its choices per token and their union, ascending (predicted_next_).
+    ActivationBuffer<float> predict_in_;
+    std::vector<int32_t> predict_selected_;
+    std::vector<float> predict_w_;
+    std::vector<uint8_t> predict_mark_;
+    std::vector<uint32_t> predicted_next_;
+    int32_t predicted_layer_ = -1;  // the layer predicted_next_ is for; -1: none
     std::vector<int32_t> predicted_;  // [layer][k]: the last token's experts, the guess for the next token
     std::vector<float> logits_;
 };

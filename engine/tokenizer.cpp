@@ -23,6 +23,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <utf8proc.h>
+#include <xxhash.h>
 
 #include <nlohmann/json.hpp>
 
@@ -1051,8 +1052,69 @@ private:
     size_t mask_ = 0;
 };
 
+// Piece -> id: open addressing over a 64-bit hash, the keys in one buffer. Loading gpt-oss's 446k merges looks up
+// 1.3M pieces; with a node-based map every probe was a cache miss (a fifth of the load time).
+class PieceIndex {
+public:
+    void reserve(size_t n) {
+        size_t cap = 16;
+        while (cap < n * 2) cap <<= 1;
+        rehash(cap);
+    }
+    // Inserts the piece, or gives an existing one the new id (a later duplicate in vocab wins, as in a JSON object).
+    void assign(std::string_view key, int32_t id) {
+        if ((count_ + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+        const uint64_t h = XXH3_64bits(key.data(), key.size());
+        size_t i = h & mask_;
+        for (; slots_[i].id >= 0; i = (i + 1) & mask_)
+            if (slots_[i].hash == h && text(slots_[i]) == key) {
+                slots_[i].id = id;
+                return;
+            }
+        if (keys_.size() + key.size() > UINT32_MAX) throw std::length_error("the vocabulary's pieces exceed 4 GiB");
+        slots_[i] = {h, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(key.size()), id};
+        keys_.append(key);
+        ++count_;
+    }
+    int32_t find(std::string_view key) const {
+        if (count_ == 0) return -1;
+        const uint64_t h = XXH3_64bits(key.data(), key.size());
+        for (size_t i = h & mask_; slots_[i].id >= 0; i = (i + 1) & mask_)
+            if (slots_[i].hash == h && text(slots_[i]) == key) return slots_[i].id;
+        return -1;
+    }
+    size_t size() const { return count_; }
+    template <class F>
+    void for_each(F&& f) const {
+        for (const Slot& s : slots_)
+            if (s.id >= 0) f(text(s), s.id);
+    }
+
+private:
+    struct Slot {
+        uint64_t hash;
+        uint32_t off, len;
+        int32_t id;  // -1: empty
+    };
+    std::string_view text(const Slot& s) const { return std::string_view(keys_).substr(s.off, s.len); }
+    void rehash(size_t cap) {
+        std::vector<Slot> old = std::move(slots_);
+        slots_.assign(cap, Slot{0, 0, 0, -1});
+        mask_ = cap - 1;
+        for (const Slot& s : old) {
+            if (s.id < 0) continue;
+            size_t i = s.hash & mask_;
+            while (slots_[i].id >= 0) i = (i + 1) & mask_;
+            slots_[i] = s;
+        }
+    }
+    std::vector<Slot> slots_;
+    std::string keys_;
+    size_t count_ = 0, mask_ = 0;
+};
+
 struct Bpe {
-    StrMap<int32_t> vocab;
+    PieceIndex vocab;
     std::vector<std::string> vocab_r;  // id -> piece ("" for a hole)
     std::vector<uint8_t> has_id;
     MergeMap merges;
@@ -1066,10 +1128,7 @@ struct Bpe {
     mutable std::mutex cache_mu;
     mutable StrMap<std::vector<int32_t>> cache;
 
-    int32_t find(std::string_view s) const {
-        auto it = vocab.find(s);
-        return it == vocab.end() ? -1 : it->second;
-    }
+    int32_t find(std::string_view s) const { return vocab.find(s); }
 
     struct Symbol {
         int32_t id;
@@ -1199,32 +1258,232 @@ int32_t json_id(const json& v, const std::string& what) {
     return static_cast<int32_t>(id);
 }
 
-void parse_bpe(const json& m, Bpe& bpe) {
+// ---------------------------------------------------------------------------------------------
+// Reading tokenizer.json: model.vocab and model.merges are streamed
+// ---------------------------------------------------------------------------------------------
+
+// model.vocab and model.merges as the parser met them. A large vocabulary (gpt-oss: 200k pieces, 446k merges) is
+// most of the file; building it as JSON values first (a std::map node per piece, a vector per merge) took longer
+// than everything else the tokenizer loads, so those two are collected straight from the parser's events.
+struct StreamedModel {
+    struct VocabEntry {
+        std::string piece;
+        int64_t id;
+        bool integer;  // the value was an integer (else it is reported as such)
+    };
+    struct MergeEntry {
+        enum Form : uint8_t { Line, Pair, Bad };
+        size_t a = 0, a_len = 0, b = 0, b_len = 0;  // in merge_text; for the "a b" form, a is the whole line
+        Form form = Bad;
+    };
+    bool have_vocab = false, have_merges = false;
+    std::vector<VocabEntry> vocab;
+    std::vector<MergeEntry> merges;
+    std::string merge_text;  // every merge's text, one after the other
+
+    std::string_view text(size_t at, size_t len) const { return std::string_view(merge_text).substr(at, len); }
+};
+
+// nlohmann::json SAX handler: builds the document as json values, except model.vocab (an object) and model.merges
+// (an array), which go to a StreamedModel. The nesting is bounded by json_too_deep before parsing.
+class TokenizerJsonReader {
+public:
+    explicit TokenizerJsonReader(StreamedModel& model) : model_(model) {}
+    json& root() { return root_; }
+    const std::string& error_message() const { return error_; }
+
+    bool null() { return scalar(json(nullptr)); }
+    bool boolean(bool v) { return scalar(json(v)); }
+    bool number_integer(json::number_integer_t v) {
+        if (mode_ == Mode::Vocab) return vocab_value(static_cast<int64_t>(v), true);
+        return scalar(json(v));
+    }
+    bool number_unsigned(json::number_unsigned_t v) {
+        if (mode_ == Mode::Vocab) return vocab_value(v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v), true);
+        return scalar(json(v));
+    }
+    bool number_float(json::number_float_t v, const json::string_t&) { return scalar(json(v)); }
+    bool binary(json::binary_t&) { return scalar(json(nullptr)); }
+    bool string(json::string_t& v) {
+        switch (mode_) {
+            case Mode::Merges: {
+                StreamedModel::MergeEntry e;
+                e.form = StreamedModel::MergeEntry::Line;
+                e.a = model_.merge_text.size();
+                e.a_len = v.size();
+                model_.merge_text += v;
+                model_.merges.push_back(e);
+                return true;
+            }
+            case Mode::MergePair: {
+                StreamedModel::MergeEntry& e = model_.merges.back();
+                if (pair_items_ < 2) {
+                    (pair_items_ == 0 ? e.a : e.b) = model_.merge_text.size();
+                    (pair_items_ == 0 ? e.a_len : e.b_len) = v.size();
+                    model_.merge_text += v;
+                }
+                ++pair_items_;
+                return true;
+            }
+            default: return scalar(json(std::move(v)));
+        }
+    }
+    bool key(json::string_t& k) {
+        if (mode_ == Mode::Vocab) vocab_key_ = std::move(k);
+        else if (mode_ == Mode::Dom) key_ = std::move(k);
+        return true;
+    }
+    bool start_object(std::size_t) {
+        if (mode_ == Mode::Dom && at_model() && key_ == "vocab") {
+            model_.have_vocab = true;
+            model_.vocab.clear();
+            mode_ = Mode::Vocab;
+            return true;
+        }
+        if (mode_ != Mode::Dom) return skip_container();
+        open(json::object());
+        return true;
+    }
+    bool start_array(std::size_t) {
+        if (mode_ == Mode::Dom && at_model() && key_ == "merges") {
+            model_.have_merges = true;
+            model_.merges.clear();
+            mode_ = Mode::Merges;
+            return true;
+        }
+        if (mode_ == Mode::Merges) {
+            model_.merges.emplace_back().form = StreamedModel::MergeEntry::Pair;
+            pair_items_ = 0;
+            mode_ = Mode::MergePair;
+            return true;
+        }
+        if (mode_ != Mode::Dom) return skip_container();
+        open(json::array());
+        return true;
+    }
+    bool end_object() { return close(); }
+    bool end_array() {
+        if (mode_ == Mode::MergePair) {
+            if (pair_items_ != 2) model_.merges.back().form = StreamedModel::MergeEntry::Bad;
+            mode_ = Mode::Merges;
+            return true;
+        }
+        return close();
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+        error_ = e.what();
+        return false;
+    }
+
+private:
+    enum class Mode { Dom, Vocab, Merges, MergePair, Skip };
+
+    // Inside model (the object under the root's "model" key), waiting for a member's value.
+    bool at_model() const { return stack_.size() == 2 && stack_[1] == model_obj_; }
+
+    json* add(json v) {
+        if (stack_.empty()) {
+            root_ = std::move(v);
+            return &root_;
+        }
+        json& parent = *stack_.back();
+        if (parent.is_object()) {
+            const bool is_model = stack_.size() == 1 && key_ == "model";
+            if (is_model) model_ = StreamedModel{};  // a repeated model member starts afresh
+            if (at_model() && (key_ == "vocab" || key_ == "merges"))  // a later plain value replaces a streamed one
+                (key_ == "vocab" ? model_.have_vocab : model_.have_merges) = false;
+            json& slot = parent[key_];
+            slot = std::move(v);
+            if (is_model) model_obj_ = slot.is_object() ? &slot : nullptr;
+            return &slot;
+        }
+        parent.push_back(std::move(v));
+        return &parent.back();
+    }
+    bool scalar(json v) {
+        switch (mode_) {
+            case Mode::Vocab: return vocab_value(0, false);
+            case Mode::Merges: model_.merges.emplace_back(); return true;
+            case Mode::MergePair: model_.merges.back().form = StreamedModel::MergeEntry::Bad; return true;
+            case Mode::Skip: return true;
+            case Mode::Dom: add(std::move(v)); return true;
+        }
+        return true;
+    }
+    bool vocab_value(int64_t id, bool integer) {
+        model_.vocab.push_back({std::move(vocab_key_), id, integer});
+        vocab_key_.clear();
+        return true;
+    }
+    void open(json v) { stack_.push_back(add(std::move(v))); }
+    bool close() {
+        switch (mode_) {
+            case Mode::Vocab:
+            case Mode::Merges: mode_ = Mode::Dom; return true;
+            case Mode::Skip:
+                if (--skip_depth_ == 0) mode_ = skip_from_;
+                return true;
+            default: break;
+        }
+        if (!stack_.empty()) stack_.pop_back();
+        return true;
+    }
+    // A value inside vocab or merges that is itself an object or array: wrong, and its contents are skipped.
+    bool skip_container() {
+        if (mode_ == Mode::Skip) {
+            ++skip_depth_;
+            return true;
+        }
+        if (mode_ == Mode::Vocab) vocab_value(0, false);
+        else if (mode_ == Mode::Merges) model_.merges.emplace_back();
+        else if (mode_ == Mode::MergePair) model_.merges.back().form = StreamedModel::MergeEntry::Bad;
+        skip_from_ = mode_;
+        skip_depth_ = 1;
+        mode_ = Mode::Skip;
+        return true;
+    }
+
+    StreamedModel& model_;
+    json root_;
+    std::vector<json*> stack_;  // the open containers of the document (their parents do not grow while they are open)
+    std::string key_, vocab_key_, error_;
+    Mode mode_ = Mode::Dom, skip_from_ = Mode::Dom;
+    int skip_depth_ = 0;
+    int pair_items_ = 0;
+    const json* model_obj_ = nullptr;  // the root's "model" object (std::map nodes do not move)
+};
+
+int32_t checked_id(int64_t id, bool integer, const std::string& what) {
+    if (!integer) fail(what + " must be an integer id");
+    if (id < 0 || id >= 0x7FFFFFFF) fail(what + " has an out-of-range id " + std::to_string(id));  // id + 1 fits int32
+    return static_cast<int32_t>(id);
+}
+
+void parse_bpe(const json& m, StreamedModel& st, Bpe& bpe) {
     if (m.contains("type") && !(m["type"].is_string() && m["type"].get<std::string>() == "BPE")) {
         const std::string t = m["type"].is_string() ? m["type"].get<std::string>() : std::string("?");
         fail("unsupported model type '" + t + "' (only BPE is supported)");
     }
-    auto vit = m.find("vocab");
-    if (vit == m.end() || !vit->is_object()) fail("model has no 'vocab' object");
-    auto mit = m.find("merges");
-    if (mit == m.end() || !mit->is_array()) fail("model has no 'merges' array");
+    if (!st.have_vocab) fail("model has no 'vocab' object");
+    if (!st.have_merges) fail("model has no 'merges' array");
 
-    bpe.vocab.reserve(vit->size());
+    bpe.vocab.reserve(st.vocab.size());
     int32_t max_id = -1;
-    for (auto it = vit->begin(); it != vit->end(); ++it) {
-        const int32_t id = json_id(it.value(), "vocab entry '" + it.key() + "'");
-        bpe.vocab[it.key()] = id;
+    for (const auto& e : st.vocab) {
+        const int32_t id = checked_id(e.id, e.integer, "vocab entry '" + e.piece + "'");
+        bpe.vocab.assign(e.piece, id);
         max_id = std::max(max_id, id);
     }
+    st.vocab = {};
     if (static_cast<size_t>(max_id) > 4 * bpe.vocab.size() + (1u << 20))
         fail("vocab ids are far from dense (largest id " + std::to_string(max_id) + " for " +
              std::to_string(bpe.vocab.size()) + " pieces)");
     bpe.vocab_r.assign(static_cast<size_t>(max_id + 1), std::string());
     bpe.has_id.assign(static_cast<size_t>(max_id + 1), 0);
-    for (const auto& [piece, id] : bpe.vocab) {
+    bpe.vocab.for_each([&](std::string_view piece, int32_t id) {
         bpe.vocab_r[id] = piece;
         bpe.has_id[id] = 1;
-    }
+    });
 
     if (m.contains("continuing_subword_prefix") && m["continuing_subword_prefix"].is_string())
         bpe.prefix = m["continuing_subword_prefix"].get<std::string>();
@@ -1244,22 +1503,21 @@ void parse_bpe(const json& m, Bpe& bpe) {
     }
 
     const size_t prefix_len = bpe.prefix ? bpe.prefix->size() : 0;
-    bpe.merges.reserve(mit->size());
+    bpe.merges.reserve(st.merges.size());
     std::string merged;
     uint32_t rank = 0;
-    for (const auto& e : *mit) {
+    for (const auto& e : st.merges) {
         std::string_view a, b;
-        std::string line;
-        if (e.is_string()) {
-            line = e.get<std::string>();
+        if (e.form == StreamedModel::MergeEntry::Line) {
+            const std::string_view line = st.text(e.a, e.a_len);
             const size_t sp = line.find(' ');
             if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos)
-                fail("merge " + std::to_string(rank + 1) + " ('" + line + "') is not two tokens separated by one space");
-            a = std::string_view(line).substr(0, sp);
-            b = std::string_view(line).substr(sp + 1);
-        } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-            a = e[0].get_ref<const std::string&>();
-            b = e[1].get_ref<const std::string&>();
+                fail("merge " + std::to_string(rank + 1) + " ('" + std::string(line) + "') is not two tokens separated by one space");
+            a = line.substr(0, sp);
+            b = line.substr(sp + 1);
+        } else if (e.form == StreamedModel::MergeEntry::Pair) {
+            a = st.text(e.a, e.a_len);
+            b = st.text(e.b, e.b_len);
         } else {
             fail("merge " + std::to_string(rank + 1) + " is neither \"a b\" nor [\"a\", \"b\"]");
         }
@@ -1272,6 +1530,8 @@ void parse_bpe(const json& m, Bpe& bpe) {
         bpe.merges.put(ia, ib, rank, in);
         ++rank;
     }
+    st.merges = {};
+    st.merge_text = {};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1777,6 +2037,7 @@ struct Tokenizer::Impl {
     int32_t bos = -1, eos = -1;
     bool clean_up_spaces = false;
     bool cfg_add_bos = false, cfg_add_eos = false;
+    bool cfg_names_specials = false;  // tokenizer_config.json has add_bos_token or add_eos_token
 
     int32_t token_id(std::string_view piece) const {
         auto it = added_by_content.find(piece);
@@ -1842,16 +2103,15 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
             return error("tokenizer.json is empty");
         if (json_too_deep(tokenizer_json, kMaxJsonDepth))
             return error("tokenizer.json nests deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels");
-        json root;
-        try {
-            root = json::parse(tokenizer_json.begin(), tokenizer_json.end());
-        } catch (const json::parse_error& e) {
-            return error(std::string("tokenizer.json is not valid JSON: ") + e.what());
-        }
+        StreamedModel streamed;
+        TokenizerJsonReader reader(streamed);
+        if (!json::sax_parse(tokenizer_json.begin(), tokenizer_json.end(), &reader))
+            return error(std::string("tokenizer.json is not valid JSON: ") + reader.error_message());
+        const json& root = reader.root();
         if (!root.is_object()) return error("tokenizer.json: the top level is not an object");
         auto mit = root.find("model");
         if (mit == root.end() || !mit->is_object()) return error("tokenizer.json has no 'model' object");
-        parse_bpe(*mit, im.bpe);
+        parse_bpe(*mit, streamed, im.bpe);
 
         auto optional_part = [&](const char* key) -> const json* {
             auto it = root.find(key);
@@ -1941,6 +2201,7 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
         im.clean_up_spaces = cfg_bool("clean_up_tokenization_spaces");
         im.cfg_add_bos = cfg_bool("add_bos_token");
         im.cfg_add_eos = cfg_bool("add_eos_token");
+        im.cfg_names_specials = cfg.contains("add_bos_token") || cfg.contains("add_eos_token");
     } catch (const LoadError& e) {
         return error(stage + ": " + e.what());
     } catch (const std::exception& e) {
@@ -1962,10 +2223,11 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_s
             im.encode_text(clean, ids);
         }
         if (add_special) {
-            if (im.post_processor) {
+            if (im.post_processor && !im.cfg_names_specials) {
                 im.post_processor->apply(ids);
             } else {
-                // No post-processor: follow tokenizer_config.json's add_bos_token / add_eos_token.
+                // As transformers: a config that names add_bos_token / add_eos_token (DeepSeek-V3's does, over a
+                // ByteLevel post-processor) or a file without a post-processor gets "[bos] $A [eos]" from the flags.
                 if (im.cfg_add_bos && im.bos >= 0) ids.insert(ids.begin(), im.bos);
                 if (im.cfg_add_eos && im.eos >= 0) ids.push_back(im.eos);
             }
@@ -2024,5 +2286,16 @@ int32_t Tokenizer::vocab_size() const { return impl_ ? impl_->vocab_size : 0; }
 int32_t Tokenizer::bos_id() const { return impl_ ? impl_->bos : -1; }
 int32_t Tokenizer::eos_id() const { return impl_ ? impl_->eos : -1; }
 int32_t Tokenizer::token_id(std::string_view piece) const { return impl_ ? impl_->token_id(piece) : -1; }
+
+std::vector<int32_t> Tokenizer::end_of_turn_ids() const {
+    std::vector<int32_t> ids;
+    auto add = [&ids](int32_t id) {
+        if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    };
+    add(eos_id());
+    for (const char* piece : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|return|>", "<|call|>", "<|user|>", "<|observation|>"})
+        add(token_id(piece));
+    return ids;
+}
 
 }  // namespace colibri

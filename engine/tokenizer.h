@@ -19,7 +19,8 @@ public:
     static Result<Tokenizer> from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json = {});
 
     // Encode text. Special/added tokens in the text are matched as in HF (split_special_tokens = false).
-    // add_special adds what the tokenizer's post-processor adds (e.g. BOS for Llama), as HF encode() does by default.
+    // add_special adds what the tokenizer's post-processor adds (e.g. BOS for Llama), as HF encode() does by default;
+    // as in transformers, tokenizer_config.json's add_bos_token / add_eos_token, where present, decide instead.
     // Fails (never returns a shortened encoding) when the tokenizer's regexes need more work on this text than
     // its size allows, or its normalizer or post-processor would grow it without bound (a hostile tokenizer.json).
     Result<std::vector<int32_t>> encode(std::string_view text, bool add_special = true) const;
@@ -35,6 +36,10 @@ public:
     int32_t bos_id() const;         // -1 when none
     int32_t eos_id() const;         // -1 when none
     int32_t token_id(std::string_view piece) const;  // -1 when unknown
+    // Tokens after which a chat reply is over: eos, then those chat formats end a turn with (ChatML <|im_end|>,
+    // <|endoftext|>, Llama 3 <|eot_id|>, gpt-oss harmony <|return|> and <|call|>, GLM's next-turn <|user|> and
+    // <|observation|>), each once, those the vocabulary has. harmony's <|end|> is not one: a reply goes on after it.
+    std::vector<int32_t> end_of_turn_ids() const;
 
     Tokenizer();
     ~Tokenizer();

@@ -28,6 +28,16 @@ struct LayerTiming {
     uint64_t experts_ns;    // routed experts, shared expert or dense MLP
 };
 
+// The whole of one token's evaluation, so that nothing is left unaccounted: total_ns is the token's share of
+// its eval() call (a batched chunk's wall time split evenly, the logits' work charged to the last token),
+// lm_head_ns the final norm and the lm head (0 for a token whose logits were not computed). Whatever total_ns
+// holds beyond its layers' LayerTiming and lm_head_ns is embedding, rotary angles and observer calls.
+struct TokenTiming {
+    uint32_t position;
+    uint64_t lm_head_ns;
+    uint64_t total_ns;
+};
+
 // Counter deltas over one stage of one token: a whole layer (expert = -1: attention, router and experts) or
 // one routed expert's FFN inside it. values are in the order of the observer's CounterSource.
 struct CounterRecord {
@@ -47,14 +57,42 @@ public:
     virtual std::span<const uint64_t> stop(unsigned slot) = 0;
 };
 
+// The expert cache (--ram-budget) at one MoE layer over one evaluated chunk of `tokens` tokens from `position`.
+struct CacheRecord {
+    uint32_t layer;
+    uint32_t position;
+    uint32_t tokens;
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t bytes_read;
+    uint64_t stall_ns;  // waiting for expert reads
+    uint64_t prefetched = 0;       // experts read ahead for the next MoE layer (--cache-prefetch)
+    uint64_t predicted = 0;        // this layer's experts, when a prediction had been made for it
+    uint64_t predicted_right = 0;  // of those, the ones predicted
+};
+
+// The experts predicted for a token at a MoE layer, made at the MoE layer before it (the next layer's router on
+// that layer's hidden state): what the expert cache's prefetch reads ahead.
+struct PredictionRecord {
+    uint32_t layer;                    // the layer predicted
+    uint32_t position;
+    std::span<const int32_t> experts;  // top-k, by descending weight
+};
+
 class TraceObserver {
 public:
     virtual ~TraceObserver() = default;
     virtual void on_routing(const RoutingRecord&) {}
     virtual void on_layer_timing(const LayerTiming&) {}
+    virtual void on_cache(const CacheRecord&) {}
+    virtual void on_prediction(const PredictionRecord&) {}
     // Non-null asks for on_counters() per layer and per routed expert; null (the default) costs nothing.
     virtual CounterSource* counters() { return nullptr; }
+    // With counters(): whether each routed expert is also counted on its own (one expert at a time instead of
+    // all of a layer's experts in two hand-offs, which is slower); false counts whole layers only.
+    virtual bool count_experts() { return true; }
     virtual void on_counters(const CounterRecord&) {}
+    virtual void on_token_timing(const TokenTiming&) {}
 };
 
 }  // namespace colibri

@@ -18,7 +18,10 @@ using namespace format;
 Status compress_model(const std::string& bin_path, const std::string& zst_path, const ZstOptions& options) {
     auto file = ModelFile::open(bin_path);
     if (!file) return file.status();
-    const ModelFile& f = *file.value();
+    return compress_model(*file.value(), bin_path, zst_path, options);
+}
+
+Status compress_model(const ModelFile& f, const std::string& bin_path, const std::string& zst_path, const ZstOptions& options) {
     if (f.compressed()) return error(bin_path + ": already a .bin.zst");
     if (options.level < 1 || options.level > ZSTD_maxCLevel())
         return error("zstd level " + std::to_string(options.level) + " out of range (1.." + std::to_string(ZSTD_maxCLevel()) + ")");

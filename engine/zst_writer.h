@@ -19,4 +19,8 @@ struct ZstOptions {
 // failure or cancellation). Every section's checksum is verified while it is compressed.
 Status compress_model(const std::string& bin_path, const std::string& zst_path, const ZstOptions& options = {});
 
+class ModelFile;
+// The same from a model file already open; `label` names it in errors.
+Status compress_model(const ModelFile& file, const std::string& label, const std::string& zst_path, const ZstOptions& options = {});
+
 }  // namespace colibri

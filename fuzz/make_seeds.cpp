@@ -10,6 +10,11 @@
 //                                                                arrays, embedding and output rows) is cut
 //                                                                to VOCAB entries
 //   safetensors-header IN OUT                                   the length prefix and JSON header only
+//   jinja-seeds PARITY.json TOKENIZER_CONFIG.json OUT_DIR ...    template \0 context: every case of the chat
+//                 [TEMPLATE.jinja]                              template parity data, the tokenizer config's
+//                                                                template, and each TEMPLATE with a conversation
+//   join OUT IN...                                              the files joined by NULs (config \0 generation
+//                                                                config)
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -180,6 +185,47 @@ int safetensors_header(const std::string& in, const std::string& out) {
     return write_file(out, bytes.substr(0, 8 + len)) ? 0 : fail("cannot write " + out);
 }
 
+int jinja_seeds(const std::vector<std::string>& a) {
+    // a: jinja-seeds PARITY TOKENIZER_CONFIG OUT_DIR [TEMPLATE...]
+    std::string text;
+    if (!read_file(a[1], text)) return fail("cannot read " + a[1]);
+    const json parity = json::parse(text);
+    fs::create_directories(a[3]);
+    int n = 0;
+    std::string conversation;
+    for (const json& c : parity.at("cases")) {
+        const std::string tpl = c.at("template").get<std::string>(), ctx = c.at("context").dump();
+        if (conversation.empty() && c.value("case", "") == "multi_turn") conversation = ctx;
+        if (!write_file(a[3] + "/case-" + std::to_string(n++) + ".seed", tpl + std::string(1, '\0') + ctx)) return fail("cannot write seeds");
+    }
+    if (conversation.empty()) conversation = R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true})";
+    std::vector<std::string> templates;
+    if (read_file(a[2], text)) {
+        const json cfg = json::parse(text, nullptr, false);
+        if (cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string()) templates.push_back(cfg["chat_template"]);
+    }
+    for (size_t k = 4; k < a.size(); ++k) {
+        if (!read_file(a[k], text)) return fail("cannot read " + a[k]);
+        templates.push_back(text);
+    }
+    for (size_t k = 0; k < templates.size(); ++k) {
+        if (!write_file(a[3] + "/template-" + std::to_string(k) + ".seed", templates[k] + std::string(1, '\0') + conversation) ||
+            !write_file(a[3] + "/template-" + std::to_string(k) + "-default.seed", templates[k]))
+            return fail("cannot write seeds");
+    }
+    return 0;
+}
+
+int join_files(const std::vector<std::string>& a) {
+    std::string out, part;
+    for (size_t k = 2; k < a.size(); ++k) {
+        if (!read_file(a[k], part)) return fail("cannot read " + a[k]);
+        if (k > 2) out += '\0';
+        out += part;
+    }
+    return write_file(a[1], out) ? 0 : fail("cannot write " + a[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,8 +236,10 @@ int main(int argc, char** argv) {
         if (a.size() == 3 && a[0] == "gguf-header") return gguf_header(a[1], a[2]);
         if (a.size() == 4 && a[0] == "gguf-slim") return gguf_slim(a[1], std::stoull(a[2]), a[3]);
         if (a.size() == 3 && a[0] == "safetensors-header") return safetensors_header(a[1], a[2]);
+        if (a.size() >= 4 && a[0] == "jinja-seeds") return jinja_seeds(a);
+        if (a.size() >= 3 && a[0] == "join") return join_files(a);
     } catch (const std::exception& e) {
         return fail(e.what());
     }
-    return fail("usage: tokenizer-subset | tokenizer-seeds | gguf-header | gguf-slim | safetensors-header (see the source)");
+    return fail("usage: tokenizer-subset | tokenizer-seeds | gguf-header | gguf-slim | safetensors-header | jinja-seeds | join (see the source)");
 }

@@ -6,6 +6,10 @@
 # reproduce with `FUZZER WORK/artifacts/<file>`.
 set -euo pipefail
 fuzzer=$1 seconds=$2 dict=$3 seeds=$4 work=$5
+if [[ ! -d "$seeds" ]] || [[ -z "$(find "$seeds" -type f -print -quit)" ]]; then
+  echo "run_fuzzer.sh: no seeds in $seeds (the fuzz_seeds target makes them; re-run cmake if shared/reference appeared after configuring)" >&2
+  exit 1
+fi
 rm -rf "$work"
 mkdir -p "$work/corpus" "$work/artifacts"
 # libFuzzer would cut inputs to 1 MiB; the whole-model seeds are larger.

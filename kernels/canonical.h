@@ -10,7 +10,7 @@
 //    A 512-bit register, two 256-bit or four 128-bit ones hold the 16 lanes; a scalar loop with std::fma
 //    emulates them.
 //
-// 2. Block types (q8_0, q4_0, q4_K): the activation vector is quantised to 8 bits per block of 32 values
+// 2. Block types (q8_0, q4_0, q4_K, q5_K, q6_K, mxfp4): the activation vector is quantised to 8 bits per block of 32 values
 //    (as llama.cpp's q8 activation blocks do), then every block's dot product is an exact integer.
 //    a) Activation quantisation of block b (x[32b .. 32b + 31]), quantize_block below (kernels/activations.cpp,
 //       the reference; a variant may supply its own vector version of exactly these operations, the
@@ -26,16 +26,23 @@
 //       amax = 0 gives q = 0, d_x = 0. NaN/Inf in x never trap or reach an undefined conversion, but the
 //       result is garbage (Inf makes inv = 0, d_x = Inf; denormal amax can make inv = Inf). The
 //       quantisation of the vector's other blocks is unaffected.
-//    b) Per 32-column unit g of a row (a q8_0/q4_0 block, a q4_K sub-block), an exact int32 sum
+//    b) Per 32-column unit g of a row (a q8_0/q4_0/mxfp4 block, a q4_K/q5_K sub-block, 32 values of a q6_K
+//       super-block), an exact int32 sum
 //         isum_g = Σ_i wq[i] · q[i]  with  q8_0: wq = the stored i8;  q4_0: wq = nibble − 8;
-//                                          q4_K: wq = the 4-bit code 0..15 of value i (the min is applied
-//                                          below; blocks::q4_k_code says where it is stored);
-//       any ISA may compute it any way it likes (VNNI with an offset and −128·s_x, pmaddubsw, ...): it is
-//       an integer, |isum| < 2^20, so float(isum) is exact.
+//                                          q4_K, q5_K: wq = the 4- or 5-bit code of value i (the min is
+//                                          applied below; blocks::q4_k_code / q5_k_code say where it is);
+//                                          mxfp4: wq = the doubled e2m1 value (blocks::kMxfp4Doubled);
+//                                          q6_K: wq = sc_i · (code_i − 32), sc_i the int8 scale of value
+//                                          i's 16 (blocks::q6_k_code, q6_k_scale), so the scales are inside
+//                                          the integer sum, as ggml's kernels do;
+//       any ISA may compute it any way it likes (VNNI with an offset and −128·s_x, pmaddubsw, a table
+//       lookup, ...): it is an integer, |isum| ≤ 32·128·32·127 < 2^24 (q6_K; < 2^20 for the others), so
+//       float(isum) is exact.
 //    c) The float combination, 16 lanes, lane = g mod 16, units in increasing g:
-//         q8_0, q4_0:  lane[g % 16] = fma(float(isum_g), d_w_g · d_x_g, lane[g % 16])
-//                      (d_w_g the block's f16 scale, the product d_w·d_x rounded once, in f32);
-//         q4_K:        lane[g % 16] = fma(float(isum_g), (d·sc_j) · d_x_g, lane[g % 16]);
+//         q8_0, q4_0,  lane[g % 16] = fma(float(isum_g), d_w_g · d_x_g, lane[g % 16])
+//         q6_K, mxfp4: (d_w_g the block's f16 scale; q6_K: its super-block's f16 d; mxfp4: 2^(e − 128) from
+//                      the block's e8m0 byte, blocks::mxfp4_scale; the product d_w·d_x rounded once, in f32);
+//         q4_K, q5_K:  lane[g % 16] = fma(float(isum_g), (d·sc_j) · d_x_g, lane[g % 16]);
 //                      lane[g % 16] = fma(−float(s_x,g), (dmin·m_j) · d_x_g, lane[g % 16]);
 //                      (j = g mod 8 the sub-block; d·sc_j and dmin·m_j are exact f32 products, the
 //                      products with d_x are rounded once; the scale term first, then the min term);

@@ -57,6 +57,47 @@ void dequantize_q4_k(const uint8_t* row, size_t cols, float* out) {
     }
 }
 
+// The float operations of ggml's dequantize_row_q5_K, in its order: (d·sc)·q − dmin·m.
+void dequantize_q5_k(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ5_KValues; ++b) {
+        const uint8_t* blk = row + b * kQ5_KBytes;
+        const float d = load_f16(blk), dmin = load_f16(blk + 2);
+        for (size_t j = 0; j < kQ5_KValues / 32; ++j) {
+            uint8_t sc, mn;
+            q4_k_scale_min(blk + 4, j, &sc, &mn);
+            const float step = d * float(sc), offset = dmin * float(mn);
+            float* o = out + b * kQ5_KValues + j * 32;
+            for (size_t e = 0; e < 32; ++e) o[e] = step * float(q5_k_code(blk, j, e)) - offset;
+        }
+    }
+}
+
+// ggml's dequantize_row_q6_K: (d·sc)·(q − 32).
+void dequantize_q6_k(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kQ6_KValues; ++b) {
+        const uint8_t* blk = row + b * kQ6_KBytes;
+        const float d = load_f16(blk + kQ6_KScale);
+        for (size_t u = 0; u < kQ6_KValues / 32; ++u) {
+            float* o = out + b * kQ6_KValues + u * 32;
+            for (size_t e = 0; e < 32; ++e)
+                o[e] = (d * float(q6_k_scale(blk, u, e))) * float(int(q6_k_code(blk, u, e)) - 32);
+        }
+    }
+}
+
+// ggml's dequantize_row_mxfp4: the doubled e2m1 value times 2^(e − 128), exact.
+void dequantize_mxfp4(const uint8_t* row, size_t cols, float* out) {
+    for (size_t b = 0; b < cols / kMxfp4Values; ++b) {
+        const uint8_t* blk = row + b * kMxfp4Bytes;
+        const float d = mxfp4_scale(blk[0]);
+        float* o = out + b * kMxfp4Values;
+        for (size_t i = 0; i < 16; ++i) {
+            o[i] = float(kMxfp4Doubled[blk[1 + i] & 0x0F]) * d;
+            o[16 + i] = float(kMxfp4Doubled[blk[1 + i] >> 4]) * d;
+        }
+    }
+}
+
 }  // namespace
 
 size_t row_bytes(WeightType type, size_t cols) { return weight_row_bytes(type, cols); }
@@ -78,6 +119,9 @@ void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, flo
         case WeightType::Q8_0: dequantize_q8_0(base, cols, out); break;
         case WeightType::Q4_0: dequantize_q4_0(base, cols, out); break;
         case WeightType::Q4_K: dequantize_q4_k(base, cols, out); break;
+        case WeightType::Q5_K: dequantize_q5_k(base, cols, out); break;
+        case WeightType::Q6_K: dequantize_q6_k(base, cols, out); break;
+        case WeightType::MXFP4: dequantize_mxfp4(base, cols, out); break;
     }
 }
 

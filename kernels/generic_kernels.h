@@ -13,8 +13,8 @@
 // product) and isums<T>(const Chunk&, nb, qx, sx): the 16 lanes float(isum_g) of those units (lanes ≥ nb
 // are +0), qx the quantised activations from unit g0 on, sx their block sums (both zero-padded to 16 units).
 // Optional: kMatmulRows (float matmul register block), quantize_blocks (canonical::quantize_blocks in vector
-// code, the same bytes), q4_k_scales (chunk_scales for q4_K in vector code), q8_0_scales(p) (the 16 scales of
-// a whole q8_0 chunk at p) and
+// code, the same bytes), k_scales<kBlockBytes> (chunk_scales for q4_K and q5_K in vector code), q8_0_scales(p)
+// (the 16 scales of a whole q8_0 chunk at p), mxfp4_scales(p, nb) (the 2^(e − 128) of nb mxfp4 blocks at p) and
 // matmul_activations<T>(qa, n) (the activations permuted to the unit order of the ISA's Chunk, once per call).
 #pragma once
 #include <algorithm>
@@ -54,6 +54,27 @@ inline void q4_k_scale_min(const uint8_t* s, size_t j, uint8_t* sc, uint8_t* mn)
         *sc = static_cast<uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
         *mn = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
     }
+}
+
+// blocks::mxfp4_scale, repeated here with internal linkage: 2^(e − 128), exact.
+inline float mxfp4_scale(uint8_t e) {
+    const uint32_t bits = e < 2 ? uint32_t(0x00200000u) << e : uint32_t(e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// The block types whose units have a scale and a min (x = (d·sc)·q − dmin·m): a second fma per unit.
+constexpr bool has_min(WeightType t) { return t == WeightType::Q4_K || t == WeightType::Q5_K; }
+
+// Bytes of one block of a block type (a super-block for the K types).
+constexpr size_t block_bytes(WeightType t) {
+    return t == WeightType::Q8_0   ? blocks::kQ8_0Bytes
+           : t == WeightType::Q4_0 ? blocks::kQ4_0Bytes
+           : t == WeightType::Q4_K ? blocks::kQ4_KBytes
+           : t == WeightType::Q5_K ? blocks::kQ5_KBytes
+           : t == WeightType::Q6_K ? blocks::kQ6_KBytes
+                                   : blocks::kMxfp4Bytes;
 }
 
 // The float types' path (canonical.h, 1). A Decoder turns group g of a row (kGroup consecutive columns) into
@@ -287,15 +308,28 @@ void matmul(const void* w, size_t cols, const float* x, size_t n, float* y, size
 inline constexpr size_t kUnit = canonical::kActBlock;  // columns per unit (block / sub-block)
 inline constexpr size_t kChunk = kLanes;                // units per pass: one per lane
 
-// The weight scales of units g0 .. g0 + nb − 1 (lanes ≥ nb are 0): q8_0/q4_0 put d_w in a; q4_K puts d·sc_j in
-// a and dmin·m_j in b (exact products). Always inlined: for a row's partial last chunk GCC called it out of
+// The weight scales of units g0 .. g0 + nb − 1 (lanes ≥ nb are 0): q8_0/q4_0/mxfp4 put d_w in a, q6_K its
+// super-block's d; q4_K/q5_K put d·sc_j in a and dmin·m_j in b (exact products). Always inlined: for a row's partial last chunk GCC called it out of
 // line, its two results passed through memory (0.7 % of a q4_k decode's cpu-clock samples in that copy).
 template <class Isa, WeightType T>
 [[gnu::always_inline]] inline void chunk_scales(const uint8_t* row, size_t g0, size_t nb, typename Isa::V* a, typename Isa::V* b) {
-    if constexpr (T == WeightType::Q4_K && requires { Isa::q4_k_scales(row, g0, nb, a, b); }) {
+    if constexpr (has_min(T) && requires { Isa::template k_scales<block_bytes(T)>(row, g0, nb, a, b); }) {
         // An ISA with a vector unpacking of the scales (the same exact products).
-        Isa::q4_k_scales(row, g0, nb, a, b);
-    } else if constexpr (T == WeightType::Q4_K) {
+        Isa::template k_scales<block_bytes(T)>(row, g0, nb, a, b);
+    } else if constexpr (T == WeightType::Q6_K) {
+        // One f16 d per super-block: units of the first in lanes 0..7, of the second (if any) in 8..15.
+        const uint8_t* blk = row + (g0 / 8) * blocks::kQ6_KBytes;
+        *a = Isa::halves(Isa::half(blk + blocks::kQ6_KScale), nb > 8 ? Isa::half(blk + blocks::kQ6_KBytes + blocks::kQ6_KScale) : 0.0f);
+        *b = Isa::zero();
+    } else if constexpr (T == WeightType::MXFP4 && requires { Isa::mxfp4_scales(row, nb); }) {
+        *a = Isa::mxfp4_scales(row + g0 * blocks::kMxfp4Bytes, nb);
+        *b = Isa::zero();
+    } else if constexpr (T == WeightType::MXFP4) {
+        alignas(64) float sc[kLanes] = {};
+        for (size_t k = 0; k < nb; ++k) sc[k] = mxfp4_scale(row[(g0 + k) * blocks::kMxfp4Bytes]);
+        *a = Isa::load(sc);
+        *b = Isa::zero();
+    } else if constexpr (has_min(T)) {
         // The eight 6-bit scales and mins of a super-block (blocks::q4_k_scale_min) as bytes, four at a time
         // from the 12 scale bytes read as little-endian words; then d·sc and dmin·m, exact products.
         constexpr size_t kPer = blocks::kQ4_KValues / kUnit;
@@ -315,13 +349,13 @@ template <class Isa, WeightType T>
         };
         uint64_t sc0, mn0, sc1 = 0, mn1 = 0;
         float d0, dmin0, d1 = 0.0f, dmin1 = 0.0f;
-        const uint8_t* blk = row + (g0 / kPer) * blocks::kQ4_KBytes;
+        const uint8_t* blk = row + (g0 / kPer) * block_bytes(T);  // q5_K keeps q4_K's d, dmin and scales
         unpack(blk, &sc0, &mn0, &d0, &dmin0);  // nb is 8 or 16: one or two super-blocks
-        if (nb > kPer) unpack(blk + blocks::kQ4_KBytes, &sc1, &mn1, &d1, &dmin1);
+        if (nb > kPer) unpack(blk + block_bytes(T), &sc1, &mn1, &d1, &dmin1);
         *a = Isa::mul(Isa::halves(d0, d1), Isa::u8_16(sc0, sc1));
         *b = Isa::mul(Isa::halves(dmin0, dmin1), Isa::u8_16(mn0, mn1));
     } else {
-        constexpr size_t bytes = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes : blocks::kQ4_0Bytes;
+        constexpr size_t bytes = block_bytes(T);
         if constexpr (T == WeightType::Q8_0 && requires { Isa::q8_0_scales(row); }) {
             // An ISA with a whole-chunk way to the 16 q8_0 scales (the same values as f16_strided).
             *a = nb == kChunk ? Isa::q8_0_scales(row + g0 * bytes) : Isa::f16_strided(row + g0 * bytes, bytes, nb);
@@ -354,7 +388,7 @@ inline void qdot_vectors(const uint8_t* row, const canonical::QuantizedActivatio
             const V is = Isa::template isums<T>(wc, nb, qx + at * kUnit, qa.sum + at);
             const V dx = Isa::load(qa.d + at);
             acc[i] = Isa::fma(is, Isa::mul(a, dx), acc[i]);
-            if constexpr (T == WeightType::Q4_K) acc[i] = Isa::fma(Isa::load(qa.nsum + at), Isa::mul(b, dx), acc[i]);
+            if constexpr (has_min(T)) acc[i] = Isa::fma(Isa::load(qa.nsum + at), Isa::mul(b, dx), acc[i]);
         }
     }
     #pragma GCC unroll 8
@@ -544,12 +578,18 @@ constexpr KernelSet make_kernel_set() {
     s.matvec[size_t(WeightType::Q8_0)] = qmatvec<Isa, WeightType::Q8_0>;
     s.matvec[size_t(WeightType::Q4_K)] = qmatvec<Isa, WeightType::Q4_K>;
     s.matvec[size_t(WeightType::Q4_0)] = qmatvec<Isa, WeightType::Q4_0>;
+    s.matvec[size_t(WeightType::Q5_K)] = qmatvec<Isa, WeightType::Q5_K>;
+    s.matvec[size_t(WeightType::Q6_K)] = qmatvec<Isa, WeightType::Q6_K>;
+    s.matvec[size_t(WeightType::MXFP4)] = qmatvec<Isa, WeightType::MXFP4>;
     s.matmul[size_t(WeightType::F32)] = matmul<Isa, WeightType::F32>;
     s.matmul[size_t(WeightType::F16)] = matmul<Isa, WeightType::F16>;
     s.matmul[size_t(WeightType::BF16)] = matmul<Isa, WeightType::BF16>;
     s.matmul[size_t(WeightType::Q8_0)] = qmatmul<Isa, WeightType::Q8_0>;
     s.matmul[size_t(WeightType::Q4_K)] = qmatmul<Isa, WeightType::Q4_K>;
     s.matmul[size_t(WeightType::Q4_0)] = qmatmul<Isa, WeightType::Q4_0>;
+    s.matmul[size_t(WeightType::Q5_K)] = qmatmul<Isa, WeightType::Q5_K>;
+    s.matmul[size_t(WeightType::Q6_K)] = qmatmul<Isa, WeightType::Q6_K>;
+    s.matmul[size_t(WeightType::MXFP4)] = qmatmul<Isa, WeightType::MXFP4>;
     s.quantize = quantizer<Isa>();
     s.weighted_rows = weighted_rows<Isa>;
     s.stream_sum = stream_sum<Isa>;

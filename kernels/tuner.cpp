@@ -24,11 +24,7 @@
 #endif
 
 namespace colibri::kernels {
-namespace {
 
-using json = nlohmann::json;
-
-// The types the kernels multiply with: the weight-type table's matrix rows.
 const std::vector<WeightType>& kernel_types() {
     static const std::vector<WeightType> types = [] {
         std::vector<WeightType> v;
@@ -38,6 +34,10 @@ const std::vector<WeightType>& kernel_types() {
     }();
     return types;
 }
+
+namespace {
+
+using json = nlohmann::json;
 
 
 // A cycle-rate counter where the CPU has one readable from user space, calibrated against steady_clock.
@@ -106,16 +106,21 @@ std::vector<uint8_t> make_matrix(WeightType type, size_t rows, size_t cols, Rand
         case WeightType::BF16:
             for (size_t i = 0; i < n; ++i) put_u16(&m[2 * i], f32_to_bf16(rng.uniform()));
             break;
-        case WeightType::Q8_0:
-        case WeightType::Q4_0:
-        case WeightType::Q4_K: {
-            const size_t bytes = type == WeightType::Q8_0 ? blocks::kQ8_0Bytes
-                                 : type == WeightType::Q4_0 ? blocks::kQ4_0Bytes
-                                                            : blocks::kQ4_KBytes;
+        default: {
+            // Random codes; the scale fields set to realistic values (where each type keeps them).
+            const size_t bytes = weight_type_info(type).block_bytes;
             for (uint8_t& b : m) b = uint8_t(rng.next() >> 56);
             for (size_t b = 0; b < m.size() / bytes; ++b) {
-                put_u16(&m[b * bytes], f32_to_f16(0.01f + 0.01f * std::fabs(rng.uniform())));
-                if (type == WeightType::Q4_K) put_u16(&m[b * bytes + 2], f32_to_f16(0.001f));
+                uint8_t* blk = &m[b * bytes];
+                const float d = 0.01f + 0.01f * std::fabs(rng.uniform());
+                if (type == WeightType::MXFP4) {
+                    blk[0] = uint8_t(120 + (rng.next() >> 61));  // 2^-8 .. 2^-1
+                } else if (type == WeightType::Q6_K) {
+                    put_u16(blk + blocks::kQ6_KScale, f32_to_f16(d / 64));
+                } else {
+                    put_u16(blk, f32_to_f16(d));
+                    if (type == WeightType::Q4_K || type == WeightType::Q5_K) put_u16(blk + 2, f32_to_f16(0.001f));
+                }
             }
             break;
         }

@@ -17,6 +17,9 @@ struct TuneShape {
     size_t rows, cols;
 };
 
+// The types the kernels multiply with, which the tuner measures: the weight-type table's matrix rows.
+const std::vector<WeightType>& kernel_types();
+
 struct TuneOptions {
     bool quick = false;             // one shape (1024x1024), 3 repetitions: seconds, for tests and a first look
     std::vector<TuneShape> shapes;  // empty: the bench model's (1024x1024, 2816x1024, 1024x2816, 32000x1024)

@@ -33,6 +33,12 @@ inline constexpr WeightTypeInfo kWeightTypeTable[] = {
      "4.5 bits: super-blocks of 256 with 6-bit sub-block scales and mins"},
     {WeightType::Q4_0, "q4_0", "q4_0", blocks::kQ4_0Values, blocks::kQ4_0Bytes, true, true, WeightType::F16,
      "4.5 bits: blocks of 32 nibbles with an f16 scale"},
+    {WeightType::Q5_K, "q5_k", "q5_K", blocks::kQ5_KValues, blocks::kQ5_KBytes, true, true, WeightType::Q8_0,
+     "5.5 bits: super-blocks of 256 with 6-bit sub-block scales and mins"},
+    {WeightType::Q6_K, "q6_k", "q6_K", blocks::kQ6_KValues, blocks::kQ6_KBytes, true, true, WeightType::Q8_0,
+     "6.6 bits: super-blocks of 256 with an int8 scale per 16 values"},
+    {WeightType::MXFP4, "mxfp4", "mxfp4", blocks::kMxfp4Values, blocks::kMxfp4Bytes, true, true, WeightType::F16,
+     "4.25 bits: blocks of 32 e2m1 values with a power-of-two scale (gpt-oss)"},
 };
 inline constexpr size_t kWeightTypeCount = sizeof(kWeightTypeTable) / sizeof(kWeightTypeTable[0]);
 static_assert(kWeightTypeCount == kLastWeightType + 1, "one table row per WeightType");

@@ -375,18 +375,33 @@ private:
             wait_done(done_fd);
             return false;
         }
-        // Until the job ends: a cancel header or a closed socket cancels it.
-        bool keep = true;
+        // Until the job ends: a cancel header or a closed socket cancels it. The header is peeked first: the
+        // client may already have read the job's end from the ring and sent its next request before the done
+        // signal reaches this thread; that request is left for the next serve_request.
+        bool keep = true, watch = true;
         for (;;) {
             pollfd p[2] = {{done_fd, POLLIN, 0}, {fd, POLLIN, 0}};
-            const int r = ::poll(p, keep ? 2 : 1, -1);
+            const int r = ::poll(p, watch ? 2 : 1, -1);
             if (r < 0 && errno == EINTR) continue;
             if (p[0].revents & POLLIN) break;
-            if (keep && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-                colibri_local_request_header c{};
-                if (!read_exact(fd, &c, sizeof c, Clock::now() + std::chrono::seconds(options_.request_timeout_s)) ||
-                    c.magic != COLIBRI_LOCAL_MAGIC || c.kind != COLIBRI_LOCAL_CANCEL)
-                    keep = false;  // gone, or talking nonsense mid-request: close after the job ends
+            if (!watch || !(p[1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            colibri_local_request_header c{};
+            ssize_t n;
+            do n = ::recv(fd, &c, sizeof c, MSG_PEEK | MSG_DONTWAIT);
+            while (n < 0 && errno == EINTR);
+            if (n > 0 && static_cast<size_t>(n) < sizeof c) {
+                pollfd d{done_fd, POLLIN, 0};  // a header on its way: look again in a millisecond
+                ::poll(&d, 1, 1);
+                continue;
+            }
+            const bool whole = n == static_cast<ssize_t>(sizeof c) && c.magic == COLIBRI_LOCAL_MAGIC && c.version == COLIBRI_LOCAL_VERSION;
+            if (whole && c.kind == COLIBRI_LOCAL_CANCEL) {
+                read_exact(fd, &c, sizeof c, Clock::now() + std::chrono::seconds(options_.request_timeout_s));
+                job->cancel();
+            } else if (whole && (c.kind == COLIBRI_LOCAL_CHAT || c.kind == COLIBRI_LOCAL_COMPLETIONS)) {
+                watch = false;  // the next request: this job has ended
+            } else {
+                keep = watch = false;  // gone, or talking nonsense mid-request: cancel, close after the job ends
                 job->cancel();
             }
         }

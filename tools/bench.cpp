@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,8 +36,8 @@ uint64_t size_of(const FfnWeights& f) {
 
 // Drops the file's pages from the page cache (no process may have it mapped for this to take effect).
 Status drop_page_cache(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return error(path + ": cannot open");
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block this
+    if (fd < 0) return error(path + ": cannot open: " + std::strerror(errno));
     const int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);
     if (rc != 0) return error(path + ": posix_fadvise failed");
@@ -149,6 +150,29 @@ Bandwidth BandwidthProbe::result() const {
     return bw;
 }
 
+namespace {
+
+// Sums the stage times of a decode, per layer, for BenchReport::decode_layers.
+struct StageTimer final : TraceObserver {
+    std::map<uint32_t, LayerTimes> layers;
+    uint64_t lm_head_ns = 0, token_ns = 0;
+    uint32_t tokens = 0;
+    void on_layer_timing(const LayerTiming& t) override {
+        LayerTimes& l = layers[t.layer];
+        l.layer = t.layer;
+        l.attention_us += t.attention_ns * 1e-3;
+        l.router_us += t.router_ns * 1e-3;
+        l.experts_us += t.experts_ns * 1e-3;
+    }
+    void on_token_timing(const TokenTiming& t) override {
+        lm_head_ns += t.lm_head_ns;
+        token_ns += t.total_ns;
+        ++tokens;
+    }
+};
+
+}  // namespace
+
 Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, const BenchConfig& config) {
     if (config.prompt_tokens == 0 || config.decode_tokens == 0) return error("-p and -n must be at least 1");
     if (config.reps == 0) return error("--reps must be at least 1");
@@ -157,7 +181,12 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     report.model_path = model_path;
     report.threads = pool.size();
     report.config = config;
-    const uint32_t context = config.depth + std::max(config.prompt_tokens, config.decode_tokens) + 1;
+    const uint32_t needed = config.depth + std::max(config.prompt_tokens, config.decode_tokens) + 1;
+    if (config.context != 0 && config.context < needed)
+        return error("-c " + std::to_string(config.context) + " is less than the " + std::to_string(needed) +
+                     " tokens of context the test needs (depth + max(prompt, decode) + 1)");
+    const uint32_t context = std::max(needed, config.context);
+    report.context = context;
 
     // Cold starts first: no mapping of the file may be alive when its pages are dropped.
     for (uint32_t r = 0; r < config.cold_reps; ++r) {
@@ -224,6 +253,27 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     }
     report.prompt_tps = Spread::of(prompt_tps);
     report.decode_tps = Spread::of(decode_tps);
+    if (config.layer_times) {
+        if (Status st = start(); !st) return st;
+        StageTimer timer;
+        s.set_observer(&timer);
+        int32_t next = first;
+        for (uint32_t i = 0; i < config.decode_tokens; ++i) {
+            auto logits = s.eval(next);
+            if (!logits) return logits.status();
+            next = argmax(logits.value());
+        }
+        s.set_observer(nullptr);
+        const double n = std::max(timer.tokens, 1u);
+        for (auto& [layer, t] : timer.layers) {
+            t.attention_us /= n;
+            t.router_us /= n;
+            t.experts_us /= n;
+            report.decode_layers.push_back(t);
+        }
+        report.decode_lm_head_us = timer.lm_head_ns * 1e-3 / n;
+        report.decode_token_us = timer.token_ns * 1e-3 / n;
+    }
     report.bytes = decode_token_bytes(*l->model);
     std::map<WeightType, bool> types;
     for (const TensorView& t : l->model->file().tensors()) types[t.type] = true;
@@ -254,6 +304,7 @@ json bench_json(const BenchReport& r) {
     const TokenBytes& b = r.bytes;
     json j{{"model", r.model_path},
            {"threads", r.threads},
+           {"context", r.context},
            {"prompt_tokens", r.config.prompt_tokens},
            {"decode_tokens", r.config.decode_tokens},
            {"depth", r.config.depth},
@@ -283,6 +334,15 @@ json bench_json(const BenchReport& r) {
     json k = json::object();
     for (const auto& [type, v] : r.kernels) k[type] = {{"matvec", v.first}, {"matmul", v.second}};
     j["kernels"] = k;
+    if (!r.decode_layers.empty()) {
+        json layers = json::array();
+        for (const LayerTimes& l : r.decode_layers)
+            layers.push_back({{"layer", l.layer}, {"attention_us", l.attention_us}, {"router_us", l.router_us},
+                              {"experts_us", l.experts_us}, {"total_us", l.total_us()}});
+        j["decode_layers"] = layers;
+        j["decode_lm_head_us"] = r.decode_lm_head_us;
+        j["decode_token_us"] = r.decode_token_us;
+    }
     if (!r.cold_tps.empty()) {
         j["cold_tokens"] = r.config.cold_tokens;
         j["cold_tokens_per_s"] = spread_json(Spread::of(r.cold_tps));
@@ -314,6 +374,19 @@ std::string bench_text(const BenchReport& r) {
     std::string kernels;
     for (const auto& [type, v] : r.kernels) kernels += (kernels.empty() ? "" : ", ") + type + " " + v.first + "/" + v.second;
     line("kernels (matvec/matmul): %s\n", kernels.c_str());
+    if (!r.decode_layers.empty()) {
+        std::string layers;
+        double sum = 0;
+        for (const LayerTimes& l : r.decode_layers) {
+            std::snprintf(buf, sizeof buf, "%sL%u %.1f", layers.empty() ? "" : ", ", l.layer, l.total_us());
+            layers += buf;
+            sum += l.total_us();
+        }
+        line("decode time per token (one observed run after the timed ones): %.1f us = layers %.1f (%s) + lm head "
+             "%.1f + other %.1f\n",
+             r.decode_token_us, sum, layers.c_str(), r.decode_lm_head_us,
+             std::max(0.0, r.decode_token_us - sum - r.decode_lm_head_us));
+    }
     line("bytes per decoded token: %.2f MB (attention %.2f, router %.3f, experts %.2f, shared %.2f, dense %.2f, "
          "lm head %.2f, embedding row %.4f, norms %.4f)\n",
          r.bytes.total() / 1e6, r.bytes.attention / 1e6, r.bytes.router / 1e6, r.bytes.experts / 1e6,
@@ -332,6 +405,66 @@ std::string bench_text(const BenchReport& r) {
          "measured either side of it; %.1f%% median against median)\n",
          r.roofline_tps(), 100.0 * r.roofline_fraction(), 100.0 * r.roofline_fraction_of_medians());
     return out;
+}
+
+Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list) {
+    std::string runnable;
+    for (kernels::Variant v : kernels::supported_variants()) runnable += (runnable.empty() ? "" : ", ") + std::string(kernels::variant_name(v));
+    if (list == "all") return kernels::supported_variants();
+    std::vector<kernels::Variant> out;
+    size_t begin = 0;
+    while (begin <= list.size()) {
+        const size_t end = std::min(list.find(',', begin), list.size());
+        const std::string name = list.substr(begin, end - begin);
+        kernels::Variant v{};
+        if (!kernels::variant_from_name(name, &v))
+            return error("--kernel: unknown variant '" + name + "' (all, or some of: scalar, avx2, avx512, neon, neon_translated)");
+        if (!kernels::variant_supported(v))
+            return error("--kernel: " + name + ": this CPU or build cannot run it (it runs " + runnable + ")");
+        if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+        begin = end + 1;
+    }
+    return out;
+}
+
+std::string kernel_comparison_text(const std::vector<KernelRun>& runs) {
+    if (runs.empty()) return {};
+    char buf[512];
+    std::string out;
+    const BenchReport& base = runs.front().report;
+    std::snprintf(buf, sizeof buf, "kernel comparison: %s, %u threads, prompt %u, decode %u tokens, %u reps\n",
+                  base.model_path.c_str(), base.threads, base.config.prompt_tokens, base.config.decode_tokens, base.config.reps);
+    out += buf;
+    std::snprintf(buf, sizeof buf, "%-18s %12s %8s %12s %8s  %s\n", "kernel", "prompt tok/s", "x", "decode tok/s", "x",
+                  "decode us per layer (L: total), lm head");
+    out += buf;
+    for (const KernelRun& r : runs) {
+        std::string layers;
+        for (const LayerTimes& l : r.report.decode_layers) {
+            std::snprintf(buf, sizeof buf, "%sL%u: %.1f", layers.empty() ? "" : ", ", l.layer, l.total_us());
+            layers += buf;
+        }
+        if (!r.report.decode_layers.empty()) {
+            std::snprintf(buf, sizeof buf, "; %.1f", r.report.decode_lm_head_us);
+            layers += buf;
+        }
+        std::snprintf(buf, sizeof buf, "%-18s %12.2f %8.2f %12.2f %8.2f  %s\n", kernels::variant_display_name(r.variant),
+                      r.report.prompt_tps.median, r.report.prompt_tps.median / base.prompt_tps.median, r.report.decode_tps.median,
+                      r.report.decode_tps.median / base.decode_tps.median, layers.c_str());
+        out += buf;
+    }
+    for (const KernelRun& r : runs) out += "\n== kernel " + std::string(kernels::variant_name(r.variant)) + "\n" + bench_text(r.report);
+    return out;
+}
+
+json kernel_comparison_json(const std::vector<KernelRun>& runs) {
+    json list = json::array();
+    for (const KernelRun& r : runs) {
+        json j = bench_json(r.report);
+        j["kernel"] = kernels::variant_name(r.variant);
+        list.push_back(std::move(j));
+    }
+    return json{{"kernel_comparison", list}};
 }
 
 }  // namespace colibri::tools

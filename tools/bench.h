@@ -13,6 +13,7 @@
 #include "engine/session.h"
 #include "engine/status.h"
 #include "engine/thread_pool.h"
+#include "kernels/registry.h"
 
 namespace colibri::tools {
 
@@ -30,6 +31,12 @@ struct BenchConfig {
     uint32_t cold_reps = 0;
     uint32_t cold_tokens = 16;
     uint64_t seed = 1;  // of the prompt's random token ids
+    // KV cache size of the session (-c); 0 = what the test needs (depth + max(prompt, decode) + 1). Smaller
+    // than that is an error.
+    uint32_t context = 0;
+    // After the timed repetitions, one more decode of decode_tokens steps with a timing observer attached, for
+    // the time per layer and stage (the timed runs have none, so they stay undisturbed). Off: no layer times.
+    bool layer_times = true;
     size_t bandwidth_buffer = 0;  // bytes read by the bandwidth benchmark; 0 = bandwidth_buffer_bytes()
     SessionOptions session;
 };
@@ -97,8 +104,16 @@ size_t bandwidth_buffer_bytes();
 std::vector<double> paired_roofline_fractions(const std::vector<double>& decode_tps, const std::vector<double>& pass_gbs,
                                               uint64_t bytes);
 
+// Mean time per decoded token, per layer and stage, from the observed decode after the timed repetitions.
+struct LayerTimes {
+    uint32_t layer = 0;
+    double attention_us = 0, router_us = 0, experts_us = 0;
+    double total_us() const { return attention_us + router_us + experts_us; }
+};
+
 struct BenchReport {
     std::string model_path;
+    uint32_t context = 0;  // of the session
     unsigned threads = 0;
     BenchConfig config;
     Spread prompt_tps, decode_tps;
@@ -110,6 +125,9 @@ struct BenchReport {
     TokenBytes bytes;
     // Per weight type of the model's tensors: the kernel variant of matvec and of matmul (kernels/registry.h).
     std::vector<std::pair<std::string, std::pair<std::string, std::string>>> kernels;
+    // Empty unless config.layer_times: per layer, then the lm head (final norm included) and the whole token.
+    std::vector<LayerTimes> decode_layers;
+    double decode_lm_head_us = 0, decode_token_us = 0;
     double roofline_tps() const { return bandwidth.best.median * 1e9 / double(bytes.total()); }
     // Each decode repetition against the bandwidth measured on either side of it (paired_roofline_fractions),
     // in order; the headline fraction is their median. On a host whose bandwidth moves between repetitions,
@@ -129,5 +147,18 @@ struct BenchReport {
 Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, const BenchConfig& config);
 nlohmann::json bench_json(const BenchReport& report);
 std::string bench_text(const BenchReport& report);
+
+// `colibri bench --kernel LIST`: "all" (every variant this CPU runs) or names separated by commas
+// (kernels::variant_from_name); an error names a variant that is unknown or that this CPU cannot run.
+Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list);
+// The same bench run once per kernel variant (selected for every op and type), side by side.
+struct KernelRun {
+    kernels::Variant variant;
+    BenchReport report;
+};
+// One row per variant: prompt and decode tok/s (median), each against the first variant's, and the decode
+// time per layer; then each run's full report.
+std::string kernel_comparison_text(const std::vector<KernelRun>& runs);
+nlohmann::json kernel_comparison_json(const std::vector<KernelRun>& runs);
 
 }  // namespace colibri::tools

@@ -316,6 +316,28 @@ private:
             c.shape_ok = ok;
             report_.tensors.push_back(std::move(c));
         }
+        // Tensors that lie in their sections may still share bytes with one another.
+        std::vector<uint32_t> placed;
+        for (uint32_t i = 0; i < tensor_entries_.size(); ++i) {
+            const TensorEntry& t = tensor_entries_[i];
+            if (t.size > 0 && t.section < sections_.size() && t.offset >= sections_[t.section].offset &&
+                range_fits(t.offset - sections_[t.section].offset, t.size, sections_[t.section].size))
+                placed.push_back(i);
+        }
+        std::sort(placed.begin(), placed.end(), [&](uint32_t a, uint32_t b) { return tensor_entries_[a].offset < tensor_entries_[b].offset; });
+        uint32_t reacher = 0;  // the placed tensor reaching furthest so far
+        for (size_t k = 0; k < placed.size(); ++k) {
+            const TensorEntry& t = tensor_entries_[placed[k]];
+            if (k > 0) {
+                const TensorEntry& r = tensor_entries_[reacher];
+                if (r.offset + r.size > t.offset) {
+                    problem("tensor " + report_.tensors[placed[k]].name + ": overlaps tensor " + report_.tensors[reacher].name +
+                            " (starts at " + std::to_string(t.offset) + ", the other ends at " + std::to_string(r.offset + r.size) + ")");
+                    report_.tensors[placed[k]].shape_ok = false;
+                }
+            }
+            if (k == 0 || t.offset + t.size > tensor_entries_[reacher].offset + tensor_entries_[reacher].size) reacher = placed[k];
+        }
     }
 
     // The layer and expert tables point at existing sections of the right kind, consistent with the header.

@@ -34,8 +34,6 @@ namespace {
 
 // Chunks handed to the sink: large enough that hashing dominates, small enough for prompt cancellation.
 constexpr uint64_t kChunkBytes = uint64_t(1) << 20;
-// The metadata frame is decompressed whole; real metadata is kilobytes to a few megabytes.
-constexpr uint64_t kMaxMetadataBytes = uint64_t(1) << 30;
 
 }  // namespace
 
@@ -63,6 +61,10 @@ Result<CheckSource> CheckSource::open(const std::string& path, bool* unreadable)
     if (!header) return header.status();
     const ZstdHeader& h = header.value();
     src.image_size_ = h.image_size;
+    if (!plausible_image_size(h.image_size, n))
+        src.problems_.push_back(".bin.zst image size " + std::to_string(h.image_size) + " is implausible for a file of " +
+                                std::to_string(n) + " bytes (the loader refuses images more than " + std::to_string(kMaxImageRatio) +
+                                " times their file)");
     const uint8_t* table = data + h.frame_table_offset;
     // A damaged table may still locate most frames: report it and read on, every frame bounds-checked.
     if (XXH64(table, size_t(h.frame_count) * sizeof(FrameEntry), 0) != h.frame_table_xxh64)

@@ -31,9 +31,11 @@ struct ConvertSummary {
 // Converts an HF directory. On any failure (or cancellation) nothing is left at out_path.
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options);
 
-// Converts a GGUF file (llama.cpp). Architectures: llama with experts (Mixtral), qwen2moe, olmoe; f32, f16, bf16
-// tensors and Q8_0, Q4_0, Q4_K, Q6_K ones (dequantised, then stored as options.type); tokenizer.ggml.* becomes the
-// .bin's tokenizer (gguf_tokenizer.h).
+// Converts a GGUF file (llama.cpp). Architectures: llama with experts (Mixtral), qwen2moe, olmoe, qwen3moe,
+// gpt-oss, deepseek2, glm4moe; f32, f16, bf16
+// tensors (matrices stored as options.type) and Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4 ones, whose blocks are carried
+// over unchanged (no requantisation; norms, biases and routers are dequantised to f32, exactly); tokenizer.ggml.*
+// becomes the .bin's tokenizer (gguf_tokenizer.h).
 Result<ConvertSummary> convert_gguf(const std::string& gguf_path, const std::string& out_path, const ConvertOptions& options);
 
 // What `colibri convert` and the Studio's dialog call: a directory is an HF model, anything else a GGUF file.

@@ -1,18 +1,27 @@
 // GGUF import. llama.cpp's hyper-parameter keys are read (each checked, errors name the key) into the HF-style
 // config that plan_model() plans from; GGUF tensors are mapped onto the HF names of that plan (undoing the
-// rotary row permutation llama.cpp applies to llama q/k, slicing stacked expert tensors, dequantising Q8_0,
-// Q4_0, Q4_K and Q6_K tensors on demand); the tokenizer.ggml.* keys become the HF tokenizer files; then the
-// writer loop shared with the HF importer streams the .bin.
+// rotary row permutation llama.cpp applies to llama q/k, slicing stacked expert tensors); the tokenizer.ggml.*
+// keys become the HF tokenizer files; then the writer loop shared with the HF importer streams the .bin.
+//
+// No double quantisation: a matrix stored in a ggml block type the engine computes on (Q8_0, Q4_0, Q4_K, Q5_K,
+// Q6_K, MXFP4) keeps its blocks, moved but never re-encoded (Q4_K's nibbles go to the engine's interleaved
+// order), so every weight keeps its value; f32/f16/bf16 matrices are stored as the requested type; tensors the
+// engine keeps in f32 (norms, biases, routers) are dequantised, which is exact.
 //
 // Architectures: llama with experts (Mixtral), qwen2moe (shared expert with a sigmoid gate, q/k/v biases),
-// olmoe (q/k RMSNorms over the whole projection). llama.cpp permutes q/k rows only for llama.
+// olmoe (q/k RMSNorms over the whole projection), qwen3moe, gpt-oss, deepseek2 (DeepSeek-V3's MLA with llama.cpp's
+// per-head attn_k_b / attn_v_b) and glm4moe; tools/gguf_names.h has every tensor's place. llama.cpp permutes q/k
+// rows only for llama.
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include "convert.h"
 #include "convert_plan.h"
 #include "engine/tokenizer.h"
 #include "ggml_dequant.h"
 #include "gguf.h"
+#include "gguf_names.h"
 #include "gguf_tokenizer.h"
 
 namespace colibri::tools {
@@ -56,14 +65,18 @@ public:
     }
     bool has(const std::string& gguf) const { return file_.tensors().count(gguf) != 0; }
 
-    // A whole 1-d or 2-d tensor. as_row: a 1-d tensor is taken as a [1, n] matrix (a gate vector).
-    void map(const std::string& hf, const std::string& gguf, uint32_t unpermute_heads = 0, bool as_row = false) {
+    // A whole 1-d or 2-d tensor. as_row: a 1-d tensor is taken as a [1, n] matrix (a gate vector); flattened: a
+    // 3-d tensor is taken as the matrix of its rows ([ne2·ne1, ne0]).
+    void map(const std::string& hf, const std::string& gguf, uint32_t unpermute_heads = 0, bool as_row = false, bool flattened = false) {
         wanted_[hf] = gguf;
         auto it = file_.tensors().find(gguf);
         if (it == file_.tensors().end() || !status_) return;  // a missing tensor is reported by check_shapes
         const GgufTensor& g = it->second;
-        if (g.ne.size() > 2) return fail(error("tensor " + gguf + " has " + std::to_string(g.ne.size()) + " dims, expected at most 2"));
+        const size_t max_dims = flattened ? 3 : 2;
+        if (g.ne.size() > max_dims)
+            return fail(error("tensor " + gguf + " has " + std::to_string(g.ne.size()) + " dims, expected at most " + std::to_string(max_dims)));
         std::vector<uint64_t> shape = g.ne.size() == 1 ? std::vector<uint64_t>{g.ne[0]} : std::vector<uint64_t>{g.ne[1], g.ne[0]};
+        if (g.ne.size() == 3) shape = {g.ne[2] * g.ne[1], g.ne[0]};
         if (as_row && shape.size() == 1) shape = {1, shape[0]};
         Entry e;
         if (!describe(g, shape, g.data, g.size, e)) return;
@@ -74,31 +87,63 @@ public:
         }
         map_.emplace(hf, std::move(e));
     }
-    // Expert e of a stacked [n_expert, rows, cols] tensor.
+    // Expert e of a stacked [n_expert, rows, cols] tensor, or of a stack of vectors [n_expert, n] (gpt-oss's
+    // expert biases).
     void map_expert(const std::string& hf, const std::string& gguf, uint64_t expert) {
         wanted_[hf] = gguf;
         auto it = file_.tensors().find(gguf);
         if (it == file_.tensors().end() || !status_) return;
         const GgufTensor& g = it->second;
-        if (g.ne.size() != 3 || expert >= g.ne[2])
+        const size_t dims = g.ne.size();
+        if ((dims != 2 && dims != 3) || expert >= g.ne[dims - 1])
             return fail(error("tensor " + gguf + " has shape [" + join(g.ne) + "] (ggml order), not a stack of experts"));
-        const uint64_t bytes = g.size / g.ne[2];
+        const uint64_t bytes = g.size / g.ne[dims - 1];
         Entry e;
-        if (!describe(g, {g.ne[1], g.ne[0]}, g.data + expert * bytes, bytes, e)) return;
+        const std::vector<uint64_t> shape = dims == 3 ? std::vector<uint64_t>{g.ne[1], g.ne[0]} : std::vector<uint64_t>{g.ne[0]};
+        if (!describe(g, shape, g.data + expert * bytes, bytes, e)) return;
         map_.emplace(hf, std::move(e));
     }
 
-    // Makes the data of a quantised tensor available (dequantised); others need nothing.
+    // The engine's type that would hold this tensor's blocks unchanged, if it is quantised in one.
+    std::optional<WeightType> carried_type(const std::string& hf) const {
+        auto it = map_.find(hf);
+        if (it == map_.end() || !it->second.quantized) return std::nullopt;
+        return ggml_carried_type(it->second.ggml_type);
+    }
+    // From now on the tensor is presented as its blocks (carried_type), not as f32 values.
+    void carry(const std::string& hf) {
+        Entry& e = map_.at(hf);
+        e.carry = true;
+        e.tensor.blocks = ggml_carried_type(e.ggml_type);
+        e.tensor.size = e.quantized_size;
+    }
+
+    // Makes the data of a quantised tensor available: its blocks in the engine's layout and row order when
+    // carried, else its values dequantised to f32; others need nothing.
     Status load(const std::string& hf) {
         auto it = map_.find(hf);
         if (it == map_.end() || !it->second.quantized) return Status::ok();
         Entry& e = it->second;
-        const uint64_t n = e.tensor.elements();
-        buffer_.resize(n);
-        ggml_dequantize_row(e.ggml_type, e.quantized, buffer_.data(), n);
-        // The quantised pages are done with; the f32 buffer is what the writer reads now.
-        release_source_pages(SourceTensor{hf, SourceDType::F32, {}, e.quantized, e.quantized_size, {}});
-        e.tensor.data = reinterpret_cast<const uint8_t*>(buffer_.data());
+        const std::vector<uint64_t>& shape = e.tensor.shape;
+        const uint64_t n = e.tensor.elements(), cols = shape.back(), rows = n / cols;
+        if (e.carry) {
+            const uint64_t row_bytes = e.quantized_size / rows;
+            blocks_.resize(e.quantized_size);
+            for (uint64_t r = 0; r < rows; ++r) {
+                const uint64_t from = e.tensor.row_order.empty() ? r : e.tensor.row_order[r];
+                ggml_carry_row(e.ggml_type, e.quantized + from * row_bytes, blocks_.data() + r * row_bytes, cols);
+            }
+            e.tensor.data = blocks_.data();
+        } else {
+            buffer_.resize(n);
+            ggml_dequantize_row(e.ggml_type, e.quantized, buffer_.data(), n);
+            e.tensor.data = reinterpret_cast<const uint8_t*>(buffer_.data());
+        }
+        // The mapped pages are done with; the buffer is what the writer reads now.
+        SourceTensor mapped;
+        mapped.data = e.quantized;
+        mapped.size = e.quantized_size;
+        release_source_pages(mapped);
         return Status::ok();
     }
 
@@ -108,10 +153,15 @@ private:
         uint32_t ggml_type = 0;
         const uint8_t* quantized = nullptr;  // non-null: tensor.data is filled by load()
         uint64_t quantized_size = 0;
+        bool carry = false;  // load() re-lays out the blocks instead of dequantising them
     };
 
     bool describe(const GgufTensor& g, std::vector<uint64_t> shape, const uint8_t* data, uint64_t size, Entry& e) {
-        e.tensor = SourceTensor{"", SourceDType::F32, std::move(shape), data, size, {}};
+        e.tensor = SourceTensor{};
+        e.tensor.dtype = SourceDType::F32;
+        e.tensor.shape = std::move(shape);
+        e.tensor.data = data;
+        e.tensor.size = size;
         e.ggml_type = g.type;
         switch (static_cast<GgmlType>(g.type)) {
             case GgmlType::F32: return true;
@@ -121,7 +171,7 @@ private:
         }
         if (!ggml_is_dequantizable(g.type)) {
             fail(error("tensor " + g.name + " has ggml type " + ggml_type_name(g.type) +
-                       ", which cannot be imported (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)"));
+                       ", which cannot be imported (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, mxfp4)"));
             return false;
         }
         e.quantized = data;
@@ -138,6 +188,7 @@ private:
     std::map<std::string, Entry> map_;
     std::map<std::string, std::string> wanted_;
     std::vector<float> buffer_;
+    std::vector<uint8_t> blocks_;
     Status status_;
 };
 
@@ -154,6 +205,16 @@ public:
         if (v == nullptr) return missing(key, fallback);
         if (!v->is_number_unsigned() || v->get<uint64_t>() == 0 || v->get<uint64_t>() > (uint64_t(1) << 31)) {
             fail(name(key) + " must be a positive integer");
+            return 0;
+        }
+        return v->get<uint64_t>();
+    }
+    // A count that may be 0; 0 when absent.
+    uint64_t count_or_zero(const std::string& key) {
+        const json* v = find(key);
+        if (v == nullptr) return 0;
+        if (!v->is_number_unsigned() || v->get<uint64_t>() > (uint64_t(1) << 31)) {
+            fail(name(key) + " must be a non-negative integer");
             return 0;
         }
         return v->get<uint64_t>();
@@ -208,7 +269,6 @@ private:
 
 struct ArchInfo {
     Family family;
-    bool permuted_qk;  // llama.cpp interleaves the rotary halves of q/k rows (llama only)
 };
 
 Result<ArchInfo> arch_info(const std::string& arch, const json& md) {
@@ -216,63 +276,145 @@ Result<ArchInfo> arch_info(const std::string& arch, const json& md) {
         auto it = md.find("llama.expert_count");
         if (it == md.end() || !it->is_number_unsigned() || it->get<uint64_t>() == 0)
             return error("GGUF architecture 'llama' without experts is a dense model; only MoE models are supported");
-        return ArchInfo{Family::Mixtral, true};
     }
-    if (arch == "qwen2moe") return ArchInfo{Family::Qwen2Moe, false};
-    if (arch == "olmoe") return ArchInfo{Family::Olmoe, false};
-    return error("GGUF architecture '" + arch + "' is not supported (llama with experts, qwen2moe, olmoe)");
+    if (const std::optional<Family> f = family_from_gguf_architecture(arch)) return ArchInfo{*f};
+    return error("GGUF architecture '" + arch + "' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe)");
 }
 
 std::string layer_prefix(uint32_t l) { return "blk." + std::to_string(l) + "."; }
 
-// The HF config.json that the GGUF metadata stands for, in the fields plan_model() reads.
+// The HF config.json that the GGUF metadata stands for, in the fields plan_model() reads. Where llama.cpp keeps no
+// key for a fact, its own rule for the architecture is followed (said at each place).
 Result<json> config_from_metadata(const GgufFile& file, const std::string& arch, const ArchInfo& info) {
     const json& md = file.metadata();
+    const Family fam = info.family;
+    const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;
+    const auto has_tensor = [&](const std::string& name) { return file.tensors().count(name) != 0; };
     Meta meta(md, arch);
     json cfg;
-    cfg["model_type"] = format::family_name(info.family);
-    const uint64_t hidden = meta.count("embedding_length"), layers = meta.count("block_count");
-    const uint64_t heads = meta.count("attention.head_count");
+    cfg["model_type"] = format::family_name(fam);
+    const uint64_t hidden = meta.count("embedding_length"), heads = meta.count("attention.head_count");
+    uint64_t layers = meta.count("block_count");
+    // GLM-4.5's files count the multi-token-prediction layers (the last ones) in block_count; they are not run.
+    if (glm4 && meta.has("nextn_predict_layers")) {
+        const uint64_t nextn = meta.count_or_zero("nextn_predict_layers");
+        if (meta.status() && nextn >= layers) meta.fail(meta.name("nextn_predict_layers") + " is not below the block count");
+        layers -= std::min(nextn, layers);
+    }
     cfg["hidden_size"] = hidden;
     cfg["num_hidden_layers"] = layers;
     cfg["num_attention_heads"] = heads;
-    cfg["num_key_value_heads"] = meta.count("attention.head_count_kv", heads);
-    cfg[info.family == Family::Mixtral ? "num_local_experts" : "num_experts"] = meta.count("expert_count");
+    // MLA's GGUF says one KV head (the shared latent); the HF config counts the query heads.
+    cfg["num_key_value_heads"] = deepseek ? heads : meta.count("attention.head_count_kv", heads);
+    const char* experts_key = deepseek || glm4 ? "n_routed_experts" : fam == Family::Mixtral || gpt_oss ? "num_local_experts" : "num_experts";
+    cfg[experts_key] = meta.count("expert_count");
     cfg["num_experts_per_tok"] = meta.count("expert_used_count");
     cfg["rms_norm_eps"] = meta.real("attention.layer_norm_rms_epsilon");
-    cfg["rope_theta"] = meta.real("rope.freq_base", 10000.0);
+    json rope = {{"rope_theta", meta.real("rope.freq_base", 10000.0)}, {"rope_type", "default"}};
     if (meta.has("context_length")) cfg["max_position_embeddings"] = meta.count("context_length");
-    if (meta.has("attention.key_length") || meta.has("attention.value_length")) {
+    if (deepseek) {
+        // Newer files give the MLA sizes under *_mla (key_length is then the latent's); older ones only key_length.
+        const bool mla_keys = meta.has("attention.key_length_mla");
+        const uint64_t key = meta.count(mla_keys ? "attention.key_length_mla" : "attention.key_length");
+        const uint64_t value = meta.count(mla_keys ? "attention.value_length_mla" : "attention.value_length");
+        const uint64_t rot = meta.count("rope.dimension_count");
+        if (meta.status() && rot >= key) meta.fail(meta.name("rope.dimension_count") + " is not below the key length");
+        cfg["qk_rope_head_dim"] = rot;
+        cfg["qk_nope_head_dim"] = key - std::min(rot, key);
+        cfg["v_head_dim"] = value;
+        cfg["head_dim"] = rot;
+        cfg["kv_lora_rank"] = meta.count("attention.kv_lora_rank");
+        if (meta.has("attention.q_lora_rank") && meta.count_or_zero("attention.q_lora_rank") > 0)
+            cfg["q_lora_rank"] = meta.count("attention.q_lora_rank");
+        cfg["rope_interleave"] = true;  // llama.cpp rotates adjacent pairs for deepseek2, as rope_interleave does
+    } else if (meta.has("attention.key_length") || meta.has("attention.value_length")) {
         const uint64_t k = meta.count("attention.key_length"), v = meta.count("attention.value_length");
         if (meta.status() && k != v) meta.fail(meta.name("attention.key_length") + " differs from " + meta.name("attention.value_length"));
         cfg["head_dim"] = k;
     }
-    if (info.family == Family::Qwen2Moe) {
+    const std::string b0 = layer_prefix(0);
+    if (fam == Family::Qwen2Moe || fam == Family::Qwen3Moe) {
         cfg["moe_intermediate_size"] = meta.count("expert_feed_forward_length");
-        if (meta.has("expert_shared_feed_forward_length") || file.tensors().count("blk.0.ffn_gate_shexp.weight"))
+        if (fam == Family::Qwen2Moe && (meta.has("expert_shared_feed_forward_length") || has_tensor(b0 + "ffn_gate_shexp.weight")))
             cfg["shared_expert_intermediate_size"] = meta.count("expert_shared_feed_forward_length");
         // llama.cpp keeps no decoder_sparse_step / mlp_only_layers: a layer without a router is a dense one.
         json dense = json::array();
         for (uint32_t l = 0; l < layers && l < 4096; ++l)
-            if (!file.tensors().count(layer_prefix(l) + "ffn_gate_inp.weight")) dense.push_back(l);
+            if (!has_tensor(layer_prefix(l) + "ffn_gate_inp.weight")) dense.push_back(l);
         cfg["mlp_only_layers"] = dense;
         if (!dense.empty()) cfg["intermediate_size"] = meta.count("feed_forward_length");
+        if (fam == Family::Qwen3Moe) cfg["attention_bias"] = has_tensor(b0 + "attn_q.bias");
+    } else if (deepseek || glm4) {
+        cfg["moe_intermediate_size"] = meta.count("expert_feed_forward_length");
+        cfg["intermediate_size"] = meta.count("feed_forward_length");
+        cfg["n_shared_experts"] = meta.count_or_zero("expert_shared_count");
+        cfg["first_k_dense_replace"] = meta.count_or_zero("leading_dense_block_count");
+        cfg["n_group"] = meta.count("expert_group_count", 1);
+        cfg["topk_group"] = meta.count("expert_group_used_count", 1);
+        cfg["routed_scaling_factor"] = meta.real("expert_weights_scale", 1.0);
+        // 2: sigmoid (gguf.ExpertGatingFuncType). deepseek2 files made from a config without scoring_func (the
+        // transformers 5 spelling) have no key: a selection bias (exp_probs_b) is DeepSeek-V3's sigmoid router.
+        const uint64_t gating = meta.has("expert_gating_func") ? meta.count("expert_gating_func") : 0;
+        bool any_selection_bias = false;
+        for (uint32_t l = 0; l < layers && l < 4096 && !any_selection_bias; ++l) any_selection_bias = has_tensor(layer_prefix(l) + "exp_probs_b.bias");
+        if (meta.status() && gating != 2 && !(gating == 0 && any_selection_bias))
+            meta.fail(meta.name("expert_gating_func") + (gating ? " is not sigmoid" : " is missing and there is no exp_probs_b") +
+                      "; only sigmoid routing with a selection bias (DeepSeek-V3, GLM-4.5) is supported");
+        if (glm4) {
+            cfg["attention_bias"] = has_tensor(b0 + "attn_q.bias");
+            cfg["use_qk_norm"] = has_tensor(b0 + "attn_q_norm.weight");
+        }
+    } else if (gpt_oss) {
+        cfg["intermediate_size"] = meta.has("expert_feed_forward_length") ? meta.count("expert_feed_forward_length")
+                                                                          : meta.count("feed_forward_length");
+        cfg["attention_bias"] = has_tensor(b0 + "attn_q.bias");
+        // llama.cpp's gpt-oss: layers 0, 2, 4, ... attend to a sliding window, the others to everything.
+        if (meta.has("attention.sliding_window")) {
+            cfg["sliding_window"] = meta.count("attention.sliding_window");
+            json types = json::array();
+            for (uint32_t l = 0; l < layers && l < 4096; ++l) types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+            cfg["layer_types"] = types;
+        }
     } else {
         // Mixtral and OLMoE: the expert width is the feed-forward length (newer files also say it explicitly).
         cfg["intermediate_size"] = meta.has("expert_feed_forward_length") ? meta.count("expert_feed_forward_length")
                                                                           : meta.count("feed_forward_length");
     }
-    if (info.family != Family::Mixtral) cfg["norm_topk_prob"] = meta.flag("expert_weights_norm", false);
-    if (info.family == Family::Olmoe && meta.has("attention.clamp_kqv")) cfg["clip_qkv"] = meta.real("attention.clamp_kqv");
-    if (const std::string scaling = meta.text("rope.scaling.type"); !scaling.empty() && scaling != "none")
-        meta.fail(meta.name("rope.scaling.type") + " '" + scaling + "' is not supported");
-    if (meta.has("expert_gating_func") && meta.count("expert_gating_func") != 1)  // 1: softmax (gguf.ExpertGatingFuncType)
-        meta.fail(meta.name("expert_gating_func") + " is not softmax; only softmax routing is supported");
+    // llama.cpp always renormalises qwen3moe's top-k weights; elsewhere the key says so.
+    if (fam != Family::Mixtral && !gpt_oss) cfg["norm_topk_prob"] = meta.flag("expert_weights_norm", fam == Family::Qwen3Moe);
+    if (fam == Family::Olmoe && meta.has("attention.clamp_kqv")) cfg["clip_qkv"] = meta.real("attention.clamp_kqv");
+    if (const std::string scaling = meta.text("rope.scaling.type"); scaling == "yarn") {
+        rope["rope_type"] = "yarn";
+        rope["factor"] = meta.real("rope.scaling.factor");
+        rope["original_max_position_embeddings"] = meta.count("rope.scaling.original_context_length");
+        rope["beta_fast"] = meta.real("rope.scaling.yarn_beta_fast", 32.0);
+        rope["beta_slow"] = meta.real("rope.scaling.yarn_beta_slow", 1.0);
+        // deepseek2 stores 0.1·mscale_all_dim; llama.cpp takes mscale equal to it, as the released configs have.
+        if (meta.has("rope.scaling.yarn_log_multiplier")) {
+            const double mscale = meta.real("rope.scaling.yarn_log_multiplier") / 0.1;
+            rope["mscale"] = mscale;
+            rope["mscale_all_dim"] = mscale;
+        }
+        // The released gpt-oss configs say truncate: false; GGUF has no key for it.
+        if (gpt_oss) rope["truncate"] = false;
+    } else if (!scaling.empty() && scaling != "none") {
+        meta.fail(meta.name("rope.scaling.type") + " '" + scaling + "' is not supported (yarn)");
+    }
+    if (!deepseek && !glm4 && meta.has("expert_gating_func") && meta.count("expert_gating_func") != 1)  // 1: softmax
+        meta.fail(meta.name("expert_gating_func") + " is not softmax; only softmax routing is supported for " + arch);
     if (!meta.status()) return meta.status();
 
     const uint64_t head_dim = cfg.contains("head_dim") ? cfg["head_dim"].get<uint64_t>() : hidden / heads;
-    if (meta.has("rope.dimension_count") && meta.count("rope.dimension_count") != head_dim)
-        return error("GGUF metadata: " + meta.name("rope.dimension_count") + " differs from the head size (partial rotary embeddings are not supported)");
+    if (!deepseek && meta.has("rope.dimension_count")) {
+        const uint64_t rot = meta.count("rope.dimension_count");
+        if (glm4 && rot < head_dim) {
+            rope["partial_rotary_factor"] = double(rot) / double(head_dim);
+        } else if (rot != head_dim) {
+            return error("GGUF metadata: " + meta.name("rope.dimension_count") + " differs from the head size (partial rotary embeddings are " +
+                         "supported for glm4moe only)");
+        }
+    }
+    cfg["rope_parameters"] = rope;
 
     // The vocabulary is the embedding's rows; the token list may be shorter (never longer, checked later).
     auto embd = file.tensors().find("token_embd.weight");
@@ -290,41 +432,25 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     return cfg;
 }
 
-void map_tensors(GgufSource& src, const format::HyperParams& hp, const ArchInfo& info, uint32_t heads, uint32_t kv_heads) {
-    const bool mixtral = info.family == Family::Mixtral;
-    src.map("model.embed_tokens.weight", "token_embd.weight");
-    src.map("lm_head.weight", "output.weight");
-    src.map("model.norm.weight", "output_norm.weight");
-    for (uint32_t l = 0; l < hp.n_layers; ++l) {
-        const std::string b = layer_prefix(l), h = "model.layers." + std::to_string(l) + ".";
-        const std::string attn = h + "self_attn.";
-        src.map(h + "input_layernorm.weight", b + "attn_norm.weight");
-        src.map(h + "post_attention_layernorm.weight", b + "ffn_norm.weight");
-        src.map(attn + "q_proj.weight", b + "attn_q.weight", info.permuted_qk ? heads : 0);
-        src.map(attn + "k_proj.weight", b + "attn_k.weight", info.permuted_qk ? kv_heads : 0);
-        src.map(attn + "v_proj.weight", b + "attn_v.weight");
-        src.map(attn + "o_proj.weight", b + "attn_output.weight");
-        for (const char* p : {"q", "k", "v"}) src.map(attn + p + "_proj.bias", b + "attn_" + p + ".bias");
-        src.map(attn + "q_norm.weight", b + "attn_q_norm.weight");
-        src.map(attn + "k_norm.weight", b + "attn_k_norm.weight");
-
-        const std::string moe = h + (mixtral ? "block_sparse_moe." : "mlp.");
-        src.map(moe + "gate.weight", b + "ffn_gate_inp.weight");
-        const char* const hf_proj[3] = {mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj"};
-        const char* const gguf_proj[3] = {"ffn_gate", "ffn_up", "ffn_down"};
-        const bool stacked = src.has(b + "ffn_gate_exps.weight");  // current llama.cpp; older files have one tensor per expert
-        for (uint32_t e = 0; e < hp.n_experts; ++e) {
-            const std::string x = moe + "experts." + std::to_string(e) + ".";
-            for (int p = 0; p < 3; ++p) {
-                if (stacked) src.map_expert(x + hf_proj[p] + ".weight", b + gguf_proj[p] + "_exps.weight", e);
-                else src.map(x + hf_proj[p] + ".weight", b + gguf_proj[p] + "." + std::to_string(e) + ".weight");
-            }
+// Each planned tensor from its GGUF place (gguf_names.h). Older files keep one tensor per expert
+// (blk.L.ffn_gate.E.weight) instead of a stack.
+void map_tensors(GgufSource& src, const Plan& plan) {
+    for (size_t i = 0; i < plan.specs.size(); ++i) {
+        const std::string& hf = plan.sources[i];
+        const std::optional<GgufPlace> place = gguf_place(plan.family, plan.hp, plan.specs[i]);
+        if (!place) {
+            src.map(hf, plan.specs[i].name + " (no GGUF tensor)");
+            continue;
         }
-        for (int p = 0; p < 3; ++p) {
-            src.map(moe + "shared_expert." + hf_proj[p] + ".weight", b + gguf_proj[p] + "_shexp.weight");
-            src.map(h + "mlp." + hf_proj[p] + ".weight", b + gguf_proj[p] + ".weight");  // dense layers
+        if (place->expert < 0) {
+            src.map(hf, place->name, place->permute_heads, place->as_row, place->flattened);
+        } else if (src.has(place->name)) {
+            src.map_expert(hf, place->name, uint64_t(place->expert));
+        } else {
+            const std::string stack = "_exps.weight", legacy = place->name.substr(0, place->name.size() - stack.size()) + "." +
+                                                               std::to_string(place->expert) + ".weight";
+            src.map(hf, place->name.size() > stack.size() && place->name.ends_with(stack) ? legacy : place->name);
         }
-        src.map(moe + "shared_expert_gate.weight", b + "ffn_gate_inp_shexp.weight", 0, true);
     }
 }
 
@@ -343,6 +469,21 @@ Status check_shapes(const Plan& plan, const GgufSource& src) {
         }
     }
     return Status::ok();
+}
+
+// Matrices quantised in a type the engine computes on keep their blocks: the plan stores them in that type,
+// whatever was requested for the float ones.
+void carry_blocks(Plan& plan, GgufSource& src) {
+    size_t i = 0;
+    for (PlannedSection& s : plan.sections)
+        for (PlannedTensor& t : s.tensors) {
+            const size_t at = i++;
+            if (plan.specs[at].kind != schema::Kind::Matrix) continue;
+            if (const std::optional<WeightType> carried = src.carried_type(plan.sources[at])) {
+                t.type = *carried;
+                src.carry(plan.sources[at]);
+            }
+        }
 }
 
 // Puts the HF tokenizer files the GGUF metadata stands for into the plan, as convert_hf() does for a directory.
@@ -392,9 +533,11 @@ Result<ConvertSummary> convert_gguf(const std::string& path, const std::string& 
     Plan plan = std::move(planned.value());
 
     GgufSource src(*file.value());
-    map_tensors(src, plan.hp, info.value(), plan.hp.n_heads, plan.hp.n_kv_heads);
+    map_tensors(src, plan);
     if (!src.status()) return error(path + ": " + src.status().message());
     if (Status s = check_shapes(plan, src); !s) return error(path + ": " + s.message());
+
+    carry_blocks(plan, src);
 
     ConvertSummary summary;
     summary.family = plan.family;

@@ -1,4 +1,6 @@
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <fstream>
 #include <mutex>
@@ -9,6 +11,8 @@
 #include "convert.h"
 #include "convert_plan.h"
 #include "engine/bin_writer.h"
+#include "engine/json_depth.h"
+#include "engine/mapped_file.h"
 #include "engine/model_file.h"
 #include "engine/router.h"
 #include "engine/schema.h"
@@ -27,18 +31,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result<std::string> read_text(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) return error(p.string() + ": cannot read");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+// A FIFO or device under one of these names is refused, not waited on (read_small_file).
+Result<std::string> read_text(const fs::path& p) { return read_small_file(p.string()); }
+
+// An optional file: empty when absent, an error when present but unreadable (so it is not silently dropped).
+Result<std::optional<std::string>> read_optional(const fs::path& p) {
+    std::error_code ec;
+    if (!fs::exists(p, ec) && !fs::is_symlink(p, ec)) return std::optional<std::string>();
+    auto text = read_text(p);
+    if (!text) return text.status();
+    return std::optional<std::string>(std::move(text.value()));
 }
 
-// Typed access to config.json fields with one-line errors naming the field.
+// Parses a JSON file of the model directory; a document nested past kMaxJsonDepth is refused before parsing.
+Result<json> parse_json_file(std::string_view text, const std::string& name) {
+    if (json_too_deep(text)) return error(name + ": nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return error(name + ": not valid JSON");
+    if (!j.is_object()) return error(name + ": the top level is not a JSON object");
+    return j;
+}
+
+// Typed access to config.json fields with one-line errors naming the field. Holds a reference: copying a JSON
+// value recurses once per level of nesting.
 class Config {
 public:
-    explicit Config(json j) : j_(std::move(j)) {}
+    explicit Config(const json& j) : j_(j) {}
     Status status() const { return status_; }
 
     uint32_t u32(const char* key, std::optional<uint32_t> fallback = std::nullopt) {
@@ -57,7 +75,20 @@ public:
             fail(std::string("field '") + key + "' must be a number");
             return 0;
         }
-        return v->get<float>();
+        const double d = v->get<double>();
+        if (!(std::fabs(d) <= std::numeric_limits<float>::max())) {  // narrowing it would be undefined, or inf
+            fail(std::string("field '") + key + "' is " + v->dump() + ", out of float32's range");
+            return 0;
+        }
+        return static_cast<float>(d);
+    }
+    // A positive number that stays positive and finite as the float32 the file stores (1e-50 would become 0).
+    float positive_float(const char* key, float fallback) {
+        const json* v = find(key);
+        const float f = number(key, fallback);
+        if (v != nullptr && v->is_number() && !(std::isfinite(f) && f > 0.0f))
+            fail(std::string("field '") + key + "' must be a positive number that float32 can hold (got " + v->dump() + ")");
+        return f;
     }
     bool boolean(const char* key, bool fallback) {
         const json* v = find(key);
@@ -68,12 +99,17 @@ public:
         }
         return v->get<bool>();
     }
-    // An optional token id: an integer, or a list whose first entry is used.
-    int32_t token_id(const char* key) {
+    // An optional token id: an integer, or a list whose first entry is used; one outside the vocabulary is an
+    // error (narrowing 2^40 to int32 would quietly make it 0).
+    int32_t token_id(const char* key, uint32_t vocab_size) {
         const json* v = find(key);
         if (v == nullptr) return -1;
         if (v->is_array() && !v->empty()) v = &(*v)[0];
         if (!v->is_number_integer()) return -1;
+        if (v->is_number_unsigned() ? v->get<uint64_t>() >= vocab_size : (v->get<int64_t>() < 0 || v->get<int64_t>() >= int64_t(vocab_size))) {
+            fail(std::string("field '") + key + "' is " + v->dump() + ", not a token id below vocab_size " + std::to_string(vocab_size));
+            return -1;
+        }
         return v->get<int32_t>();
     }
     const json* find(const char* key) const {
@@ -91,7 +127,7 @@ private:
         fail(std::string("missing field '") + key + "'");
         return T{};
     }
-    json j_;
+    const json& j_;
     Status status_;
 };
 
@@ -170,7 +206,10 @@ Status read_rope(Config& cfg, const json& raw, HyperParams& hp, double* partial_
         auto it = p.find(key);
         if (it == p.end() || it->is_null()) return fallback;
         if (!it->is_number()) return error(std::string("config.json: rope parameter '") + key + "' must be a number");
-        return it->get<double>();
+        const double d = it->get<double>();
+        if (!(std::fabs(d) <= std::numeric_limits<float>::max()))  // stored as float32
+            return error(std::string("config.json: rope parameter '") + key + "' is " + it->dump() + ", out of float32's range");
+        return d;
     };
     auto theta = number("rope_theta", cfg.number("rope_theta", 10000.0f));
     if (!theta) return theta.status();
@@ -252,7 +291,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     hp.n_kv_heads = cfg.u32("num_key_value_heads", hp.n_heads);
     hp.vocab_size = cfg.u32("vocab_size");
     hp.max_position = cfg.u32("max_position_embeddings", 4096);
-    hp.rms_eps = cfg.number("rms_norm_eps", 1e-6f);
+    hp.rms_eps = cfg.positive_float("rms_norm_eps", 1e-6f);
     // Experts: each family's own key first, then the other spellings transformers accepts for it.
     const char* const expert_keys[] = {deepseek || glm4 ? "n_routed_experts" : (fam == Family::Mixtral || gpt_oss) ? "num_local_experts" : "num_experts",
                                        "num_local_experts", "num_experts"};
@@ -269,6 +308,10 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     if (hp.n_layers > 4096) return error("config.json: num_hidden_layers " + std::to_string(hp.n_layers) + " exceeds 4096");
     if (hp.n_experts > 4096) return error("config.json: " + std::to_string(hp.n_experts) + " experts exceed 4096");
     if (hp.n_heads > 65536 || hp.n_kv_heads > 65536) return error("config.json: head counts exceed 65536");
+    // Every expert is a planned section of three tensors: the plan itself must stay small.
+    if (uint64_t(hp.n_layers) * hp.n_experts > (uint64_t(1) << 18))
+        return error("config.json: " + std::to_string(hp.n_layers) + " layers x " + std::to_string(hp.n_experts) +
+                     " experts exceed 262144 experts in all");
     hp.head_dim = cfg.find("head_dim") ? cfg.u32("head_dim") : (hp.n_heads ? hp.hidden_size / hp.n_heads : 0);
     if (hp.head_dim * hp.n_heads != hp.hidden_size && !cfg.find("head_dim") && !deepseek)
         return error("config.json: hidden_size is not a multiple of num_attention_heads");
@@ -279,14 +322,22 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     if (Status s = read_rope(cfg, cfg_json, hp, &partial_rotary); !s) return s;
     const bool old_family = fam == Family::Mixtral || fam == Family::Qwen2Moe || fam == Family::Olmoe;
     if (old_family && hp.rope_scaling != 0) return error("config.json: rope_scaling is not supported yet for " + mt->get<std::string>());
-    if (const json* sw = cfg.find("sliding_window"); !gpt_oss && sw && sw->is_number_unsigned() &&
-                                                      cfg.boolean("use_sliding_window", fam == Family::Mixtral)) {
-        // With a context no longer than the window, full attention equals sliding-window attention.
-        hp.max_position = std::min<uint32_t>(hp.max_position, sw->get<uint32_t>());
+    if (const json* sw = cfg.find("sliding_window"); !gpt_oss && sw && cfg.boolean("use_sliding_window", fam == Family::Mixtral)) {
+        if (!sw->is_number_unsigned() || sw->get<uint64_t>() == 0)
+            return error("config.json: field 'sliding_window' must be a positive integer or null");
+        // With a context no longer than the window, full attention equals sliding-window attention (a window of
+        // 2^32 or more limits nothing).
+        hp.max_position = static_cast<uint32_t>(std::min<uint64_t>(hp.max_position, sw->get<uint64_t>()));
     }
     if (cfg.boolean("tie_word_embeddings", false)) hp.flags |= kTiedEmbeddings;
-    hp.bos_id = cfg.token_id("bos_token_id");
-    hp.eos_id = gen_eos.empty() ? cfg.token_id("eos_token_id") : gen_eos[0];
+    hp.bos_id = cfg.token_id("bos_token_id", hp.vocab_size);
+    hp.eos_id = cfg.token_id("eos_token_id", hp.vocab_size);
+    if (!gen_eos.empty()) {
+        if (gen_eos[0] < 0 || static_cast<uint64_t>(gen_eos[0]) >= hp.vocab_size)
+            return error("generation_config.json: eos_token_id " + std::to_string(gen_eos[0]) + " is not a token id below vocab_size " +
+                         std::to_string(hp.vocab_size));
+        hp.eos_id = gen_eos[0];
+    }
 
     std::vector<bool> moe_layer(hp.n_layers, true);
     std::vector<bool> sliding(hp.n_layers, false);
@@ -315,9 +366,9 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         hp.expert_ffn = cfg.u32("intermediate_size");
         hp.flags |= kQkNorm;
         if (cfg.boolean("norm_topk_prob", false)) hp.flags |= kNormTopkProb;
-        if (const json* c = cfg.find("clip_qkv")) {
-            if (!c->is_number() || c->get<float>() <= 0) return error("config.json: field 'clip_qkv' must be a positive number or null");
-            hp.clip_qkv = c->get<float>();
+        if (cfg.find("clip_qkv")) {
+            hp.clip_qkv = cfg.number("clip_qkv");
+            if (cfg.status() && !(hp.clip_qkv > 0.0f)) return error("config.json: field 'clip_qkv' must be a positive number or null");
         }
         if (cfg.boolean("attention_bias", false)) return error("config.json: attention_bias is not supported for olmoe");
     } else if (gpt_oss) {
@@ -326,7 +377,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         if (cfg.boolean("attention_bias", true)) hp.flags |= kQkvBias | kOutputBias;
         hp.router_scoring = static_cast<uint8_t>(RouterScoring::SoftmaxSelected);
         hp.swiglu_limit = cfg.number("swiglu_limit", 7.0f);
-        if (!(hp.swiglu_limit > 0.0f)) return error("config.json: field 'swiglu_limit' must be positive");
+        if (cfg.status() && !(hp.swiglu_limit > 0.0f)) return error("config.json: field 'swiglu_limit' must be positive");
         // layer_types: "sliding_attention" layers attend to the last sliding_window positions.
         if (const json* lt = cfg.find("layer_types")) {
             if (!lt->is_array() || lt->size() != hp.n_layers) return error("config.json: field 'layer_types' must list every layer");
@@ -342,12 +393,13 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         hp.expert_ffn = cfg.u32("moe_intermediate_size");
         const uint32_t shared = cfg.find("n_shared_experts") ? cfg.u32("n_shared_experts") : 0;
         if (shared) {
+            if (uint64_t(shared) * hp.expert_ffn > UINT32_MAX) return error("config.json: n_shared_experts x moe_intermediate_size exceeds 2^32");
             hp.shared_expert_ffn = shared * hp.expert_ffn;
             hp.flags |= kSharedExpert | kSharedExpertUngated;
         }
         if (cfg.boolean("norm_topk_prob", deepseek)) hp.flags |= kNormTopkProb;
         const float scaling = cfg.number("routed_scaling_factor", 1.0f);
-        if (!(scaling > 0.0f)) return error("config.json: field 'routed_scaling_factor' must be positive");
+        if (cfg.status() && !(scaling > 0.0f)) return error("config.json: field 'routed_scaling_factor' must be positive");
         hp.routed_scaling = scaling;
         const uint32_t n_group = cfg.u32("n_group", 1), topk_group = cfg.u32("topk_group", 1);
         if (n_group > 255 || topk_group > n_group) return error("config.json: n_group / topk_group out of range");
@@ -388,6 +440,8 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     if (partial_rotary != 1.0) {
         if (!(partial_rotary > 0.0 && partial_rotary < 1.0)) return error("config.json: partial_rotary_factor must lie in (0, 1]");
         hp.rotary_dim = static_cast<uint32_t>(hp.head_dim * partial_rotary);  // int(head_dim * factor), as transformers
+        // 0 would mean "all of head_dim" in the file, the opposite of what a tiny factor asks for.
+        if (hp.rotary_dim == 0) return error("config.json: partial_rotary_factor " + std::to_string(partial_rotary) + " leaves no dimension to rotate");
     }
 
     // The engine's own checks, so that no file is written that would not load.
@@ -403,6 +457,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         plan.sections.back().tensors.push_back(PlannedTensor{spec.name, t, spec.n_dims(), spec.rows, spec.cols});
         if (spec.section == SectionKind::Attention && sliding[spec.layer]) plan.sections.back().layer_flags = kLayerSliding;
         plan.sources.push_back(hf_source_name(fam, hp, spec));
+        plan.specs.push_back(spec);
     }
     return plan;
 }
@@ -495,6 +550,13 @@ Status quantize_tensor(const SourceTensor& src, const PlannedTensor& dst, std::v
 // Converts one source tensor into the planned type. Fails on values the type cannot quantise (NaN, Inf, too large).
 Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vector<uint8_t>& out) {
     const uint64_t n = src.elements();
+    if (src.blocks) {  // carried over as they are (GGUF blocks of a type the engine computes on)
+        if (*src.blocks != dst.type || src.size != dst.rows * kernels::row_bytes(dst.type, dst.cols))
+            return error("tensor " + src.name + ": its " + weight_type_name(*src.blocks) + " blocks do not fill the planned " +
+                         weight_type_name(dst.type) + " tensor");
+        out.assign(src.data, src.data + src.size);
+        return Status::ok();
+    }
     switch (dst.type) {
         case WeightType::F32:
             out.resize(n * 4);
@@ -539,37 +601,52 @@ std::string chat_template_from_config(const json& tc) {
 
 }  // namespace
 
+Result<Plan> plan_from_config_text(std::string_view config_json, std::string_view generation_config_json, WeightType type) {
+    auto cfg = parse_json_file(config_json, "config.json");
+    if (!cfg) return cfg.status();
+    std::vector<int32_t> gen_eos;
+    if (generation_config_json.find_first_not_of(" \t\r\n") != std::string_view::npos) {
+        auto g = parse_json_file(generation_config_json, "generation_config.json");
+        if (!g) return g.status();
+        if (g->contains("eos_token_id")) {
+            const json& e = (*g)["eos_token_id"];
+            // Out of int32's range stays visible (as -1, refused by the plan) instead of wrapping to a valid-looking id.
+            auto id = [](const json& v) { return v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX ? v.get<int32_t>() : -1; };
+            if (e.is_number_integer() && !(e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT64_MAX))) gen_eos.push_back(id(e));
+            if (e.is_array())
+                for (const json& v : e)
+                    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))) gen_eos.push_back(id(v));
+        }
+    }
+    return plan_model(cfg.value(), gen_eos, type);
+}
+
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
     if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)) || !weight_type_info(options.type).quantisable)
         return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
     std::error_code ec;
     if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");
-    auto cfg_text = read_text(fs::path(hf_dir) / "config.json");
-    if (!cfg_text) return error(hf_dir + ": no config.json");
-    json cfg = json::parse(cfg_text.value(), nullptr, false);
-    if (cfg.is_discarded() || !cfg.is_object()) return error(hf_dir + "/config.json: not valid JSON");
-
-    std::vector<int32_t> gen_eos;
-    if (auto gen = read_text(fs::path(hf_dir) / "generation_config.json")) {
-        json g = json::parse(gen.value(), nullptr, false);
-        if (!g.is_discarded() && g.contains("eos_token_id")) {
-            const json& e = g["eos_token_id"];
-            if (e.is_number_integer()) gen_eos.push_back(e.get<int32_t>());
-            if (e.is_array())
-                for (const json& v : e)
-                    if (v.is_number_integer()) gen_eos.push_back(v.get<int32_t>());
-        }
-    }
-    auto planned = plan_model(cfg, gen_eos, options.type);
+    const fs::path cfg_path = fs::path(hf_dir) / "config.json";
+    std::error_code ec2;
+    if (!fs::exists(cfg_path, ec2)) return error(hf_dir + ": no config.json");
+    auto cfg_text = read_text(cfg_path);
+    if (!cfg_text) return cfg_text.status();
+    auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json");
+    if (!gen_text) return gen_text.status();
+    auto planned = plan_from_config_text(cfg_text.value(), gen_text.value().value_or(std::string()), options.type);
     if (!planned) return error(hf_dir + "/" + planned.message());
     Plan plan = std::move(planned.value());
 
     // Tokenizer and chat template travel inside the .bin.
     ConvertSummary summary;
     summary.family = plan.family;
-    if (auto tok = read_text(fs::path(hf_dir) / "tokenizer.json")) {
+    auto tok_file = read_optional(fs::path(hf_dir) / "tokenizer.json");
+    if (!tok_file) return tok_file.status();
+    if (const std::optional<std::string>& tok = tok_file.value()) {
         std::string config_text;
-        if (auto tc = read_text(fs::path(hf_dir) / "tokenizer_config.json")) config_text = tc.value();
+        auto tc_file = read_optional(fs::path(hf_dir) / "tokenizer_config.json");
+        if (!tc_file) return tc_file.status();
+        if (tc_file.value()) config_text = *tc_file.value();
         auto parsed = Tokenizer::from_json(tok.value(), config_text);
         if (!parsed) return error(hf_dir + "/tokenizer.json: " + parsed.message());
         if (parsed->vocab_size() > static_cast<int32_t>(plan.hp.vocab_size))
@@ -578,8 +655,9 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
         plan.sections.insert(plan.sections.begin(), PlannedSection{SectionKind::TokenizerJson, kNone, kNone, {}, tok.value()});
         summary.has_tokenizer = true;
         if (!config_text.empty()) {
-            json tc = json::parse(config_text, nullptr, false);
-            if (tc.is_discarded()) return error(hf_dir + "/tokenizer_config.json: not valid JSON");
+            auto tc_parsed = parse_json_file(config_text, hf_dir + "/tokenizer_config.json");
+            if (!tc_parsed) return tc_parsed.status();
+            const json& tc = tc_parsed.value();
             plan.sections.insert(plan.sections.begin() + 1, PlannedSection{SectionKind::TokenizerConfig, kNone, kNone, {}, config_text});
             const std::string tmpl = chat_template_from_config(tc);
             if (!tmpl.empty()) {

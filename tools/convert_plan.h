@@ -8,6 +8,7 @@
 
 #include "convert.h"
 #include "engine/bin_writer.h"
+#include "engine/schema.h"
 #include "safetensors.h"
 
 namespace colibri::tools {
@@ -17,10 +18,15 @@ struct Plan {
     format::HyperParams hp{};
     std::vector<PlannedSection> sections;
     std::vector<std::string> sources;  // HF name of the source of each planned tensor, in write order
+    std::vector<schema::TensorSpec> specs;  // the schema's entry of each planned tensor, in write order
 };
 
 // Plans a model from an HF config.json (and generation_config's eos ids). Errors name the config field.
 Result<Plan> plan_model(const nlohmann::json& config, const std::vector<int32_t>& gen_eos, WeightType type);
+
+// The same from the files' text (generation_config may be empty): the JSON is depth-checked before it is parsed.
+// Errors begin with "config.json: " or "generation_config.json: ". What convert_hf and the fuzz_config target run.
+Result<Plan> plan_from_config_text(std::string_view config_json, std::string_view generation_config_json, WeightType type);
 
 // Checks every source tensor's shape, then streams them through the writer into out_path. `load`, when given,
 // is called with each source name just before that tensor is encoded, so a source can produce the data then

@@ -3,15 +3,20 @@
 #include <cstring>
 
 #include "kernels/half.h"
+#include "kernels/weight_types.h"
 
 namespace colibri::tools {
 
 namespace {
 
+uint64_t kernels_row_bytes(WeightType type, uint64_t n) { return weight_row_bytes(type, n); }
+
 constexpr uint32_t kQ8_0Bytes = 2 + 32;
 constexpr uint32_t kQ4_0Bytes = 2 + 16;
 constexpr uint32_t kQ4_KBytes = 2 + 2 + 12 + 128;
+constexpr uint32_t kQ5_KBytes = 2 + 2 + 12 + 32 + 128;
 constexpr uint32_t kQ6_KBytes = 128 + 64 + 16 + 2;
+constexpr uint32_t kMxfp4Bytes = 1 + 16;
 
 float half_at(const uint8_t* p) {
     uint16_t h;
@@ -67,6 +72,45 @@ void q4_k_block(const uint8_t* b, float* y) {
     }
 }
 
+void q5_k_block(const uint8_t* b, float* y) {
+    const float d = half_at(b), dmin = half_at(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* q = b + 48;
+    for (int chunk = 0; chunk < 4; ++chunk) {  // 64 values from 32 bytes of nibbles and bits 2·chunk, 2·chunk + 1
+        uint8_t sc0, m0, sc1, m1;
+        q4_k_scale_min(scales, 2 * chunk, &sc0, &m0);
+        q4_k_scale_min(scales, 2 * chunk + 1, &sc1, &m1);
+        const float d0 = d * static_cast<float>(sc0), min0 = dmin * static_cast<float>(m0);
+        const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
+        const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * chunk)), hi_bit = static_cast<uint8_t>(2u << (2 * chunk));
+        for (int l = 0; l < 32; ++l) {
+            y[l] = d0 * static_cast<float>((q[l] & 0x0F) + (qh[l] & lo_bit ? 16 : 0)) - min0;
+            y[l + 32] = d1 * static_cast<float>((q[l] >> 4) + (qh[l] & hi_bit ? 16 : 0)) - min1;
+        }
+        q += 32;
+        y += 64;
+    }
+}
+
+// ggml's kvalues_mxfp4: the e2m1 values doubled. The scale 2^(e − 128) as f32 bits, denormal for e < 2.
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+float e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? uint32_t(0x00200000u) << e : uint32_t(e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+void mxfp4_block(const uint8_t* b, float* y) {
+    const float d = e8m0_half(b[0]);
+    for (int j = 0; j < 16; ++j) {
+        y[j] = static_cast<float>(kMxfp4Values[b[1 + j] & 0x0F]) * d;
+        y[j + 16] = static_cast<float>(kMxfp4Values[b[1 + j] >> 4]) * d;
+    }
+}
+
 void q6_k_block(const uint8_t* b, float* y) {
     const uint8_t* ql = b;
     const uint8_t* qh = b + 128;
@@ -98,8 +142,10 @@ bool ggml_is_dequantizable(uint32_t type) { return ggml_block_values(type) != 0;
 uint32_t ggml_block_values(uint32_t type) {
     switch (static_cast<GgmlType>(type)) {
         case GgmlType::Q8_0:
-        case GgmlType::Q4_0: return 32;
+        case GgmlType::Q4_0:
+        case GgmlType::MXFP4: return 32;
         case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
         case GgmlType::Q6_K: return 256;
         default: return 0;
     }
@@ -110,7 +156,9 @@ uint32_t ggml_block_bytes(uint32_t type) {
         case GgmlType::Q8_0: return kQ8_0Bytes;
         case GgmlType::Q4_0: return kQ4_0Bytes;
         case GgmlType::Q4_K: return kQ4_KBytes;
+        case GgmlType::Q5_K: return kQ5_KBytes;
         case GgmlType::Q6_K: return kQ6_KBytes;
+        case GgmlType::MXFP4: return kMxfp4Bytes;
         default: return 0;
     }
 }
@@ -123,10 +171,79 @@ void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, uint64_t
         case GgmlType::Q8_0: block = q8_0_block; break;
         case GgmlType::Q4_0: block = q4_0_block; break;
         case GgmlType::Q4_K: block = q4_k_block; break;
+        case GgmlType::Q5_K: block = q5_k_block; break;
         case GgmlType::Q6_K: block = q6_k_block; break;
+        case GgmlType::MXFP4: block = mxfp4_block; break;
         default: return;
     }
     for (uint64_t i = 0; i < n / values; ++i) block(src + i * bytes, dst + i * values);
+}
+
+std::optional<WeightType> ggml_carried_type(uint32_t type) {
+    switch (static_cast<GgmlType>(type)) {
+        case GgmlType::Q8_0: return WeightType::Q8_0;
+        case GgmlType::Q4_0: return WeightType::Q4_0;
+        case GgmlType::Q4_K: return WeightType::Q4_K;
+        case GgmlType::Q5_K: return WeightType::Q5_K;
+        case GgmlType::Q6_K: return WeightType::Q6_K;
+        case GgmlType::MXFP4: return WeightType::MXFP4;
+        default: return std::nullopt;
+    }
+}
+
+namespace {
+// Q4_K's codes between ggml's order (code e of sub-block j in byte 32·(j / 2) + e, nibble j % 2) and the engine's
+// interleaved one; d, dmin and the scales stay as they are. to_engine picks the direction (import or export).
+void relayout_q4_k(const uint8_t* src, uint8_t* dst, uint64_t bytes, bool to_engine) {
+    for (uint64_t b = 0; b < bytes; b += kQ4_KBytes) {
+        const uint8_t* s = src + b + 16;
+        uint8_t* d = dst + b + 16;
+        std::memcpy(dst + b, src + b, 16);
+        std::memset(d, 0, 128);
+        for (size_t j = 0; j < 8; ++j)
+            for (size_t e = 0; e < 32; ++e) {
+                const size_t ggml_byte = 32 * (j / 2) + e, ggml_shift = 4 * (j % 2);
+                const size_t our_byte = blocks::q4_k_code_byte(j, e), our_shift = blocks::q4_k_code_shift(e);
+                if (to_engine)
+                    d[our_byte] |= static_cast<uint8_t>(((s[ggml_byte] >> ggml_shift) & 0x0F) << our_shift);
+                else
+                    d[ggml_byte] |= static_cast<uint8_t>(((s[our_byte] >> our_shift) & 0x0F) << ggml_shift);
+            }
+    }
+}
+}  // namespace
+
+void ggml_carry_row(uint32_t type, const uint8_t* src, uint8_t* dst, uint64_t n) {
+    const uint64_t bytes = n / ggml_block_values(type) * ggml_block_bytes(type);
+    if (static_cast<GgmlType>(type) != GgmlType::Q4_K) {
+        std::memcpy(dst, src, bytes);
+        return;
+    }
+    relayout_q4_k(src, dst, bytes, true);
+}
+
+uint32_t ggml_type_of(WeightType type) {
+    switch (type) {
+        case WeightType::F32: return uint32_t(GgmlType::F32);
+        case WeightType::F16: return uint32_t(GgmlType::F16);
+        case WeightType::BF16: return uint32_t(GgmlType::BF16);
+        case WeightType::Q8_0: return uint32_t(GgmlType::Q8_0);
+        case WeightType::Q4_0: return uint32_t(GgmlType::Q4_0);
+        case WeightType::Q4_K: return uint32_t(GgmlType::Q4_K);
+        case WeightType::Q5_K: return uint32_t(GgmlType::Q5_K);
+        case WeightType::Q6_K: return uint32_t(GgmlType::Q6_K);
+        case WeightType::MXFP4: return uint32_t(GgmlType::MXFP4);
+    }
+    return uint32_t(GgmlType::F32);
+}
+
+void ggml_export_row(WeightType type, const uint8_t* src, uint8_t* dst, uint64_t n) {
+    const uint64_t bytes = kernels_row_bytes(type, n);
+    if (type != WeightType::Q4_K) {
+        std::memcpy(dst, src, bytes);
+        return;
+    }
+    relayout_q4_k(src, dst, bytes, false);
 }
 
 }  // namespace colibri::tools

@@ -3,13 +3,16 @@
 // ggml's reference dequantiser and gguf-py's numpy one, so the results are bit-identical to theirs.
 #pragma once
 #include <cstdint>
+#include <optional>
+
+#include "kernels/types.h"
 
 namespace colibri::tools {
 
 // ggml type ids (ggml.h's enum ggml_type) of the types this module reads.
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14, BF16 = 30 };
+enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30, MXFP4 = 39 };
 
-// True for the block-quantised types dequantize_row() handles: Q8_0, Q4_0, Q4_K, Q6_K.
+// True for the block-quantised types dequantize_row() handles: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4.
 bool ggml_is_dequantizable(uint32_t type);
 
 // Values per block and bytes per block of a dequantizable type; 0 for any other type.
@@ -23,8 +26,27 @@ uint32_t ggml_block_bytes(uint32_t type);
 //         x = d·(q − 8).
 //   Q4_K: per 256 values f16 d, f16 dmin, 12 bytes of eight 6-bit (scale, min) pairs, 128 bytes of nibbles;
 //         each 64 values take 32 bytes, low nibbles first; x = (d·scale)·q − (dmin·min).
+//   Q5_K: Q4_K's d, dmin and scales, then 32 bytes holding each value's fifth bit (bit j of byte l for value l
+//         of sub-block j), then the nibbles as Q4_K's; x = (d·scale)·q − (dmin·min).
 //   Q6_K: per 256 values 128 bytes of low nibbles, 64 bytes of high 2-bit pairs, 16 int8 scales (one per 16
 //         values), f16 d; x = (d·scale)·(q − 32).
+//   MXFP4: per 32 values an e8m0 byte e and 16 bytes of e2m1 nibbles ordered as Q4_0's; x = v·2^(e − 128)
+//         with v the doubled e2m1 value (an integer of −12..12).
 void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, uint64_t n);
+
+// The engine's weight type that holds a ggml block type's values unchanged: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and MXFP4
+// (kernels/types.h); none for any other type.
+std::optional<WeightType> ggml_carried_type(uint32_t type);
+
+// n values (whole blocks) of a carried type from ggml's blocks into the engine's: the same bytes, except that
+// Q4_K's nibbles move to the interleaved order of kernels/types.h (blocks::q4_k_code_byte); no value changes.
+void ggml_carry_row(uint32_t type, const uint8_t* src, uint8_t* dst, uint64_t n);
+
+// The ggml type id of an engine weight type (all of them have one: f32, f16, bf16 and the carried types).
+uint32_t ggml_type_of(WeightType type);
+
+// The inverse of ggml_carry_row: n values of an engine type as ggml's blocks (q4_K's nibbles back to ggml's order;
+// every other type as it is).
+void ggml_export_row(WeightType type, const uint8_t* src, uint8_t* dst, uint64_t n);
 
 }  // namespace colibri::tools

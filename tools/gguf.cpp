@@ -22,7 +22,7 @@ const std::map<uint32_t, TypeInfo>& type_table() {
         {0, {"f32", 1, 4}},      {1, {"f16", 1, 2}},       {2, {"q4_0", 32, 18}}, {3, {"q4_1", 32, 20}},
         {6, {"q5_0", 32, 22}},   {7, {"q5_1", 32, 24}},    {8, {"q8_0", 32, 34}}, {10, {"q2_k", 256, 84}},
         {11, {"q3_k", 256, 110}}, {12, {"q4_k", 256, 144}}, {13, {"q5_k", 256, 176}}, {14, {"q6_k", 256, 210}},
-        {30, {"bf16", 1, 2}},
+        {30, {"bf16", 1, 2}},    {39, {"mxfp4", 32, 17}},
     };
     return t;
 }
@@ -33,6 +33,17 @@ public:
     Reader(const uint8_t* p, uint64_t n) : p_(p), n_(n) {}
     bool ok() const { return ok_; }
     uint64_t pos() const { return pos_; }
+    const uint8_t* data() const { return p_; }
+    void fail_now(std::string why = {}) {
+        if (ok_ && !why.empty()) why_ = std::move(why);
+        ok_ = false;
+    }
+    const std::string& why() const { return why_; }
+    bool skip(uint64_t n) {
+        if (!ok_ || n > n_ - pos_) return ok_ = false;
+        pos_ += n;
+        return true;
+    }
     template <typename T>
     T get() {
         T v{};
@@ -58,7 +69,36 @@ private:
     const uint8_t* p_;
     uint64_t n_, pos_ = 0;
     bool ok_ = true;
+    std::string why_;  // set when the failure is not simply running past the end
 };
+
+uint64_t scalar_size(uint32_t type) {
+    switch (type) {
+        case kU8: case kI8: case kBool: return 1;
+        case kU16: case kI16: return 2;
+        case kU32: case kI32: case kF32: return 4;
+        case kU64: case kI64: case kF64: return 8;
+        default: return 0;
+    }
+}
+
+// Moves past an array's elements without building them; false when it runs off the file or nests too deep.
+bool skip_array(Reader& r, uint32_t item, uint64_t n, int depth) {
+    if (depth > 2) return false;
+    if (const uint64_t size = scalar_size(item); size != 0) return n <= UINT64_MAX / size && r.skip(n * size);
+    if (item != kString && item != kArray) return false;
+    for (uint64_t i = 0; i < n && r.ok(); ++i) {
+        if (item == kString) {
+            const uint64_t len = r.get<uint64_t>();
+            if (len > (uint64_t(1) << 30) || !r.skip(len)) return false;  // as Reader::str
+        } else {
+            const uint32_t inner = r.get<uint32_t>();
+            const uint64_t m = r.get<uint64_t>();
+            if (!skip_array(r, inner, m, depth + 1)) return false;
+        }
+    }
+    return r.ok();
+}
 
 json read_value(Reader& r, uint32_t type, int depth) {
     switch (type) {
@@ -77,13 +117,20 @@ json read_value(Reader& r, uint32_t type, int depth) {
         case kArray: {
             const uint32_t item = r.get<uint32_t>();
             const uint64_t n = r.get<uint64_t>();
-            if (depth > 2 || n > (uint64_t(1) << 26)) {
-                r.get<uint8_t>();  // nothing sane is this deep or long
+            if (depth > 0 || n > (uint64_t(1) << 26) || (item != kString && item != kArray && scalar_size(item) == 0)) {
+                // nothing sane is this long or of an unknown type
+                r.fail_now("an array of " + std::to_string(n) + " elements of type " + std::to_string(item) +
+                           " (at most 2^26 elements of a known type)");
                 return json();
             }
-            json a = json::array();
-            for (uint64_t i = 0; i < n && r.ok(); ++i) a.push_back(read_value(r, item, depth + 1));
-            return a;
+            const uint64_t start = r.pos();
+            if (!skip_array(r, item, n, 1)) {
+                r.fail_now();
+                return json();
+            }
+            if (item == kArray) return json();  // arrays of arrays: nothing reads them
+            // The elements' bytes as they are in the file: one allocation the size of the array.
+            return json::binary(std::vector<uint8_t>(r.data() + start, r.data() + r.pos()), static_cast<std::uint8_t>(item));
         }
         default: r.str(); return json();  // unknown type: fail the reader below
     }
@@ -93,10 +140,115 @@ json read_value(Reader& r, uint32_t type, int depth) {
 // (which makes the rest of the header one "name") gives a short message.
 std::string quoted_name(const std::string& name) {
     constexpr size_t kMax = 96;
-    return name.size() <= kMax ? name : name.substr(0, kMax) + "... (" + std::to_string(name.size()) + " bytes)";
+    if (name.empty()) return "with an empty name";
+    return "'" + (name.size() <= kMax ? name : name.substr(0, kMax) + "... (" + std::to_string(name.size()) + " bytes)") + "'";
 }
 
 }  // namespace
+
+namespace {
+
+// Element `i` of a scalar array's bytes, as a double or an int64 (false for strings or out-of-range reads).
+template <typename T>
+T load(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+bool binary_array(const json& v, uint32_t* type, const std::vector<uint8_t>** bytes) {
+    if (!v.is_binary() || !v.get_binary().has_subtype()) return false;
+    *type = static_cast<uint32_t>(v.get_binary().subtype());
+    *bytes = &static_cast<const std::vector<uint8_t>&>(v.get_binary());
+    return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> gguf_strings(const json& v) {
+    std::vector<std::string> out;
+    if (v.is_array()) {
+        out.reserve(v.size());
+        for (const json& s : v) {
+            if (!s.is_string()) return std::nullopt;
+            out.push_back(s.get<std::string>());
+        }
+        return out;
+    }
+    uint32_t type;
+    const std::vector<uint8_t>* bytes;
+    if (!binary_array(v, &type, &bytes) || type != kString) return std::nullopt;
+    Reader r(bytes->data(), bytes->size());
+    while (r.pos() < bytes->size()) {
+        out.push_back(r.str());
+        if (!r.ok()) return std::nullopt;  // cannot happen: the reader checked these bytes when it kept them
+    }
+    return out;
+}
+
+std::optional<std::vector<int64_t>> gguf_integers(const json& v) {
+    std::vector<int64_t> out;
+    if (v.is_array()) {
+        out.reserve(v.size());
+        for (const json& x : v) {
+            if (!x.is_number_integer()) return std::nullopt;
+            if (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX)) return std::nullopt;
+            out.push_back(x.get<int64_t>());
+        }
+        return out;
+    }
+    uint32_t type;
+    const std::vector<uint8_t>* bytes;
+    if (!binary_array(v, &type, &bytes)) return std::nullopt;
+    const uint64_t size = scalar_size(type);
+    if (size == 0 || type == kF32 || type == kF64 || type == kBool) return std::nullopt;
+    out.reserve(bytes->size() / size);
+    for (size_t at = 0; at + size <= bytes->size(); at += size) {
+        const uint8_t* p = bytes->data() + at;
+        switch (type) {
+            case kU8: out.push_back(load<uint8_t>(p)); break;
+            case kI8: out.push_back(load<int8_t>(p)); break;
+            case kU16: out.push_back(load<uint16_t>(p)); break;
+            case kI16: out.push_back(load<int16_t>(p)); break;
+            case kU32: out.push_back(load<uint32_t>(p)); break;
+            case kI32: out.push_back(load<int32_t>(p)); break;
+            case kI64: out.push_back(load<int64_t>(p)); break;
+            case kU64: {
+                const uint64_t u = load<uint64_t>(p);
+                if (u > uint64_t(INT64_MAX)) return std::nullopt;
+                out.push_back(static_cast<int64_t>(u));
+                break;
+            }
+        }
+    }
+    return out;
+}
+
+std::optional<std::vector<double>> gguf_reals(const json& v) {
+    std::vector<double> out;
+    if (v.is_array()) {
+        out.reserve(v.size());
+        for (const json& x : v) {
+            if (!x.is_number()) return std::nullopt;
+            out.push_back(x.get<double>());
+        }
+        return out;
+    }
+    uint32_t type;
+    const std::vector<uint8_t>* bytes;
+    if (!binary_array(v, &type, &bytes)) return std::nullopt;
+    if (type == kF32 || type == kF64) {
+        const uint64_t size = scalar_size(type);
+        out.reserve(bytes->size() / size);
+        for (size_t at = 0; at + size <= bytes->size(); at += size)
+            out.push_back(type == kF32 ? load<float>(bytes->data() + at) : load<double>(bytes->data() + at));
+        return out;
+    }
+    auto ints = gguf_integers(v);
+    if (!ints) return std::nullopt;
+    out.assign(ints->begin(), ints->end());
+    return out;
+}
 
 std::string ggml_type_name(uint32_t type) {
     auto it = type_table().find(type);
@@ -126,7 +278,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         if (type > kF64) return error(path + ": GGUF key " + quoted_name(key) + " has unknown type " + std::to_string(type));
         f->metadata_[key] = read_value(r, type, 0);
     }
-    if (!r.ok()) return error(path + ": GGUF metadata runs past the end of the file");
+    if (!r.ok()) return error(path + ": GGUF metadata " + (r.why().empty() ? "runs past the end of the file" : "holds " + r.why()));
     struct Info {
         std::string name;
         std::vector<uint64_t> ne;
@@ -138,7 +290,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         Info t;
         t.name = r.str();
         const uint32_t n_dims = r.get<uint32_t>();
-        if (n_dims == 0 || n_dims > 4) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has " + std::to_string(n_dims) + " dims");
+        if (n_dims == 0 || n_dims > 4) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has " + std::to_string(n_dims) + " dimensions (1 to 4)");
         for (uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(r.get<uint64_t>());
         t.type = r.get<uint32_t>();
         t.offset = r.get<uint64_t>();

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ struct GgufTensor {
 class GgufFile {
 public:
     static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
-    // Metadata as JSON values (arrays of numbers or strings become JSON arrays).
+    // Metadata as JSON values. An array is kept as its bytes from the file (a JSON binary value whose subtype is
+    // the GGUF element type), not as one JSON value per element: a 67 MB array would take gigabytes. Read one
+    // with gguf_strings / gguf_numbers. Arrays of arrays are skipped (null).
     const nlohmann::json& metadata() const { return metadata_; }
     const std::map<std::string, GgufTensor>& tensors() const { return tensors_; }
     uint32_t version() const { return version_; }
@@ -38,5 +41,11 @@ private:
 
 // Name of a ggml type id ("f32", "q8_0", ...), or "type N".
 std::string ggml_type_name(uint32_t type);
+
+// The elements of a metadata array (as GgufFile keeps them, or a plain JSON array); nullopt when `v` is not an
+// array of that kind. Integers for integral T; any number for floating-point T.
+std::optional<std::vector<std::string>> gguf_strings(const nlohmann::json& v);
+std::optional<std::vector<int64_t>> gguf_integers(const nlohmann::json& v);
+std::optional<std::vector<double>> gguf_reals(const nlohmann::json& v);
 
 }  // namespace colibri::tools

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "gguf.h"
 
 namespace colibri::tools {
 
@@ -22,6 +25,18 @@ const char* const kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// o200k (GPT-4o; gpt-oss's o200k_harmony): words split at case changes, contractions kept, digits in threes.
+const char* const kGpt4oRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// DeepSeek-V3: three Split steps, as its tokenizer.json spells them (the third with literal CR and LF characters).
+const char* const kDeepSeek3Regexes[] = {
+    R"(\p{N}{1,3})",
+    "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+",  // [一-龥぀-ゟ゠-ヿ]+: CJK, kana
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|"
+    "\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+};
 
 struct GgufVocab {
     std::string model;
@@ -71,27 +86,29 @@ public:
             if (required) fail("missing " + key);
             return out;
         }
-        if (!v->is_array()) return fail(key + " must be a list of strings"), out;
-        out.reserve(v->size());
-        for (const json& s : *v) {
-            if (!s.is_string()) return fail(key + " must be a list of strings"), std::vector<std::string>();
-            out.push_back(s.get<std::string>());
-        }
-        return out;
+        auto list = gguf_strings(*v);
+        if (!list) return fail(key + " must be a list of strings"), out;
+        return std::move(*list);
     }
     template <typename T>
     std::vector<T> numbers(const std::string& key, size_t n, const char* what) {
         std::vector<T> out;
         const json* v = find(key);
         if (!v) return out;
-        if (!v->is_array() || v->size() != n) return fail(key + " must be a list of " + what + ", one per token"), out;
-        out.reserve(n);
-        for (const json& x : *v) {
-            const bool ok = std::is_integral_v<T> ? x.is_number_integer() : x.is_number();
-            if (!ok) return fail(key + " must be a list of " + what + ", one per token"), std::vector<T>();
-            out.push_back(x.get<T>());
+        std::optional<std::vector<T>> list;
+        if constexpr (std::is_integral_v<T>) {
+            if (auto ints = gguf_integers(*v)) {
+                list.emplace();
+                for (int64_t x : *ints) {
+                    if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) return fail(key + " has an entry out of range"), out;
+                    list->push_back(static_cast<T>(x));
+                }
+            }
+        } else if (auto reals = gguf_reals(*v)) {
+            list.emplace(reals->begin(), reals->end());
         }
-        return out;
+        if (!list || list->size() != n) return fail(key + " must be a list of " + what + ", one per token"), out;
+        return std::move(*list);
     }
     void fail(const std::string& why) {
         if (status_) status_ = error("GGUF metadata: " + why);
@@ -258,17 +275,29 @@ Result<json> build_tokenizer_json(const GgufVocab& v) {
         auto split = [](const char* regex) {
             return json{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
         };
-        if (v.pre == "qwen2") {
+        if (v.pre == "qwen2") {  // Qwen2, Qwen2.5 and Qwen3 (llama.cpp's converter names them all qwen2)
             tj["normalizer"] = {{"type", "NFC"}};
             tj["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split(kQwen2Regex), byte_level(false, false)})}};
         } else if (v.pre == "llama-bpe") {
             tj["normalizer"] = nullptr;
             tj["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split(kLlama3Regex), byte_level(true, false)})}};
+            model["ignore_merges"] = true;  // as Llama 3's tokenizer.json (and llama.cpp's llama-bpe) has it
+        } else if (v.pre == "gpt-4o") {  // gpt-oss
+            tj["normalizer"] = nullptr;
+            tj["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split(kGpt4oRegex), byte_level(true, false)})}};
+            model["ignore_merges"] = true;  // as gpt-oss's tokenizer.json has it
+        } else if (v.pre == "deepseek-v3") {
+            tj["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};
+            json steps = json::array();
+            for (const char* re : kDeepSeek3Regexes) steps.push_back(split(re));
+            steps.push_back(byte_level(true, false));
+            tj["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", std::move(steps)}};
         } else if (v.pre == "gpt-2" || v.pre == "olmo" || v.pre == "default") {
             tj["normalizer"] = nullptr;
             tj["pre_tokenizer"] = byte_level(true, true);
         } else {
-            return error("GGUF metadata: tokenizer.ggml.pre '" + v.pre + "' is not supported (qwen2, llama-bpe, gpt-2, olmo, default)");
+            return error("GGUF metadata: tokenizer.ggml.pre '" + v.pre +
+                         "' is not supported (qwen2, llama-bpe, gpt-4o, deepseek-v3, gpt-2, olmo, default)");
         }
         tj["post_processor"] = add_bos || add_eos ? template_processor(v, add_bos, add_eos) : byte_level(true, false);
         tj["decoder"] = byte_level(true, true);

@@ -7,8 +7,9 @@
 //                  best score first), byte_fallback, Prepend("▁") + Replace(" " → "▁") normalizer (no Prepend
 //                  when tokenizer.ggml.add_space_prefix is false), the Replace/ByteFallback/Fuse/Strip decoder.
 //   model "gpt2"   byte-level BPE: tokens and merges as stored; tokenizer.ggml.pre names the pre-tokenizer
-//                  (qwen2, llama-bpe, or the GPT-2 one for gpt-2 / olmo / default), which is rebuilt as the
-//                  normalizer, Split regex and ByteLevel steps of that family's tokenizer.json.
+//                  (qwen2 for Qwen2/Qwen3, llama-bpe, gpt-4o for gpt-oss, deepseek-v3, or the GPT-2 one for
+//                  gpt-2 / olmo / default), which is rebuilt as the normalizer, Split regexes, ByteLevel steps and
+//                  ignore_merges of that family's tokenizer.json.
 // CONTROL and UNKNOWN tokens become special added tokens, USER_DEFINED ones non-special added tokens;
 // bos/eos/unk/pad ids and add_bos_token/add_eos_token go to tokenizer_config.json and the post-processor.
 #pragma once

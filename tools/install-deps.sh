@@ -6,10 +6,11 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake ninja-build pkg-config
-  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
+  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libedit-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb
   clang libclang-rt-14-dev
   libsimde-dev libbenchmark-dev g++-aarch64-linux-gnu qemu-user
+  dpkg-dev appstream desktop-file-utils shared-mime-info
   curl
 )
 # Node.js runs the openai npm client against colibri serve (tests/server/openai); a Node.js installed some other

@@ -1,13 +1,17 @@
 // colibri-make-model: writes a deterministic random MoE model as a Hugging Face directory (config.json,
-// generation_config.json, model.safetensors, optionally a tokenizer), for the demo model and for tests.
+// generation_config.json, model.safetensors, optionally a tokenizer), for the demo model and for tests; or, with
+// a real-size preset (qwen3-30b-a3b, gpt-oss-20b), straight into a quantised .bin (tools/random_model.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/format.h"
+#include "random_model.h"
 #include "safetensors.h"
 
 using namespace colibri;
@@ -34,6 +38,33 @@ private:
     }
     uint64_t state_;
 };
+
+// The real models' config.json (the fields the converter reads), as their hubs ship them.
+json qwen3_30b_a3b_config() {
+    return json{{"architectures", {"Qwen3MoeForCausalLM"}}, {"model_type", "qwen3_moe"}, {"attention_bias", false},
+                {"bos_token_id", 151643}, {"eos_token_id", 151645}, {"decoder_sparse_step", 1}, {"head_dim", 128},
+                {"hidden_act", "silu"}, {"hidden_size", 2048}, {"intermediate_size", 6144},
+                {"max_position_embeddings", 40960}, {"mlp_only_layers", json::array()}, {"moe_intermediate_size", 768},
+                {"norm_topk_prob", true}, {"num_attention_heads", 32}, {"num_experts", 128}, {"num_experts_per_tok", 8},
+                {"num_hidden_layers", 48}, {"num_key_value_heads", 4}, {"rms_norm_eps", 1e-6}, {"rope_scaling", nullptr},
+                {"rope_theta", 1000000.0}, {"sliding_window", nullptr}, {"tie_word_embeddings", false},
+                {"use_sliding_window", false}, {"vocab_size", 151936}};
+}
+
+json gpt_oss_20b_config() {
+    json layer_types = json::array();
+    for (int l = 0; l < 24; ++l) layer_types.push_back(l % 2 ? "full_attention" : "sliding_attention");
+    return json{{"architectures", {"GptOssForCausalLM"}}, {"model_type", "gpt_oss"}, {"attention_bias", true},
+                {"eos_token_id", 200002}, {"pad_token_id", 199999}, {"experts_per_token", 4}, {"head_dim", 64},
+                {"hidden_act", "silu"}, {"hidden_size", 2880}, {"initial_context_length", 4096},
+                {"intermediate_size", 2880}, {"layer_types", layer_types}, {"max_position_embeddings", 131072},
+                {"num_attention_heads", 64}, {"num_experts_per_tok", 4}, {"num_hidden_layers", 24},
+                {"num_key_value_heads", 8}, {"num_local_experts", 32}, {"rms_norm_eps", 1e-5},
+                {"rope_scaling", {{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"factor", 32.0},
+                                  {"original_max_position_embeddings", 4096}, {"rope_type", "yarn"}, {"truncate", false}}},
+                {"rope_theta", 150000}, {"sliding_window", 128}, {"swiglu_limit", 7.0}, {"tie_word_embeddings", false},
+                {"vocab_size", 201088}};
+}
 
 struct Spec {
     std::string family = "qwen2_moe";
@@ -75,12 +106,54 @@ int main(int argc, char** argv) {
     bool config_only = false;
     app.add_option("--preset", preset,
                    "bench: the benchmark model (mixtral, 8 layers, hidden 1024, 16 heads / 4 KV heads, 8 experts top-2, "
-                   "expert ffn 2816, vocab 32000)");
+                   "expert ffn 2816, vocab 32000), an HF directory; qwen3-30b-a3b (every matrix q4_k, 17.3 GB) or "
+                   "gpt-oss-20b (experts mxfp4, the other matrices q8_0, 12.8 GB): the real shapes, written straight "
+                   "into a .bin (-o model.bin)");
+    std::string type_name;
+    app.add_option("--type", type_name, "real-size presets: the matrices' weight type instead of the preset's");
     app.add_flag("--config-only", config_only, "write config.json and generation_config.json only, no weights");
     CLI11_PARSE(app, argc, argv);
+    if (preset == "qwen3-30b-a3b" || preset == "gpt-oss-20b") {
+        const bool qwen3 = preset == "qwen3-30b-a3b";
+        const json cfg = qwen3 ? qwen3_30b_a3b_config() : gpt_oss_20b_config();
+        if (config_only) {
+            std::error_code mk;
+            fs::create_directories(out_dir, mk);
+            std::ofstream(fs::path(out_dir) / "config.json") << cfg.dump(2) << "\n";
+            return 0;
+        }
+        tools::RandomModelOptions options;
+        options.matrix_type = qwen3 ? WeightType::Q4_K : WeightType::Q8_0;
+        if (!qwen3) options.expert_type = WeightType::MXFP4;
+        if (!type_name.empty()) {
+            WeightType t;
+            if (!format::weight_type_from_name(type_name, &t)) {
+                std::fprintf(stderr, "colibri-make-model: --type: unknown weight type '%s'\n", type_name.c_str());
+                return 1;
+            }
+            options.matrix_type = t;
+            options.expert_type.reset();
+        }
+        options.init = s.init;
+        options.seed = s.seed;
+        const bool tty = isatty(STDERR_FILENO);
+        if (tty)
+            options.progress = [](uint64_t done, uint64_t total) {
+                std::fprintf(stderr, "\rwriting: %3d%%", total ? int(100.0 * double(done) / double(total)) : 100);
+                return true;
+            };
+        auto written = tools::write_random_model(cfg, out_dir, options);
+        if (tty) std::fprintf(stderr, "\n");
+        if (!written) {
+            std::fprintf(stderr, "colibri-make-model: %s: %s\n", out_dir.c_str(), written.message().c_str());
+            return 1;
+        }
+        return 0;
+    }
     if (!preset.empty()) {
         if (preset != "bench") {
-            std::fprintf(stderr, "colibri-make-model: --preset: unknown preset '%s' (bench)\n", preset.c_str());
+            std::fprintf(stderr, "colibri-make-model: --preset: unknown preset '%s' (bench, qwen3-30b-a3b, gpt-oss-20b)\n",
+                         preset.c_str());
             return 1;
         }
         for (const char* shape : {"--family", "--vocab", "--hidden", "--layers", "--heads", "--kv-heads", "--experts",

@@ -13,8 +13,8 @@ namespace colibri::tools {
 bool is_zst_name(const std::string& path);
 
 // Produces out_path. Uncompressed: write_bin(out_path). Compressed: write_bin writes a .bin under a temporary
-// name beside out_path (same file system, so a full disk shows up early), which is compressed into out_path
-// and removed whatever happens. write_bin must itself leave nothing behind on failure (TempOutput).
+// name beside out_path (same file system, so a full disk shows up early), which is unlinked as soon as it is
+// opened and then compressed into out_path. write_bin must itself leave nothing behind on failure (TempOutput).
 Status write_model_output(const std::string& out_path, bool zstd, const ZstOptions& zst,
                           const std::function<Status(const std::string& bin_path)>& write_bin);
 

@@ -29,6 +29,12 @@ Status check_finite(const float* x, size_t n) {
     return Status::ok();
 }
 
+float max_abs(const float* x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+    return m;
+}
+
 Status beyond_range(const char* type, size_t first, size_t count, double amax) {
     return error("columns " + std::to_string(first) + ".." + std::to_string(first + count - 1) + " reach |x| = " +
                  number(amax) + ", beyond what " + type + "'s f16 scales can represent");
@@ -146,9 +152,12 @@ constexpr float kQ4Targets[] = {-8.0f, -8.5f, -7.5f, -7.0f, 7.0f};
 // More starts buy little: 17 starts with 3 refinements lowered the RMS error by 0.3–0.6% (Gaussian,
 // heavy-tailed and outlier data) at about three times the cost.
 
+// q5_K is the same with a fifth bit, q ∈ [0, 31]: the steps below take the top level `top` (15 or 31), the
+// initial steps (max − min) / t for t ∈ top + {0, −0.5, +0.5, −1, +1}.
+
 constexpr size_t kSub = kQ4_KSubBlock;
 constexpr size_t kSubs = kQ4_KValues / kQ4_KSubBlock;
-constexpr float kStarts[] = {15.0f, 14.5f, 15.5f, 14.0f, 16.0f};
+constexpr float kStartOffsets[] = {0.0f, -0.5f, 0.5f, -1.0f, 1.0f};
 constexpr int kRefinements = 2;
 
 struct SubFit {
@@ -156,12 +165,12 @@ struct SubFit {
     float offset = 0.0f;  // M
 };
 
-double assign_affine(const float* x, float step, float offset, uint8_t* q) {
+double assign_affine(const float* x, float step, float offset, float top, uint8_t* q) {
     const float inv = step > 0.0f ? 1.0f / step : 0.0f;
     float acc[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < kSub; i += 4) {
         for (size_t k = 0; k < 4; ++k) {
-            const float l = round_level((x[i + k] + offset) * inv, 0.0f, 15.0f);
+            const float l = round_level((x[i + k] + offset) * inv, 0.0f, top);
             q[i + k] = static_cast<uint8_t>(l);
             const float e = x[i + k] - (step * l - offset);  // as the kernel dequantises
             acc[k] += e * e;
@@ -190,7 +199,7 @@ SubFit solve_affine(const float* x, const uint8_t* q) {
     return SubFit{0.0f, 0.0f};
 }
 
-SubFit fit_sub_block(const float* x) {
+SubFit fit_sub_block(const float* x, float top) {
     float lo = 0.0f, hi = x[0];
     for (size_t i = 0; i < kSub; ++i) {
         lo = std::min(lo, x[i]);
@@ -200,12 +209,12 @@ SubFit fit_sub_block(const float* x) {
     SubFit best;
     double best_err = INFINITY;
     uint8_t q[kSub], next_q[kSub];
-    for (float t : kStarts) {
-        SubFit fit{(hi - lo) / t, -lo};
-        double err = assign_affine(x, fit.step, fit.offset, q);
+    for (float dt : kStartOffsets) {
+        SubFit fit{(hi - lo) / (top + dt), -lo};
+        double err = assign_affine(x, fit.step, fit.offset, top, q);
         for (int round = 0; round < kRefinements; ++round) {
             const SubFit next = solve_affine(x, q);
-            const double next_err = assign_affine(x, next.step, next.offset, next_q);
+            const double next_err = assign_affine(x, next.step, next.offset, top, next_q);
             if (!(next_err < err)) break;
             fit = next;
             err = next_err;
@@ -241,7 +250,7 @@ void codes_around(float v, float unit, uint8_t out[2], int* count) {
 }
 
 // Packs real-valued sub-block fits into the super-block's codes; false when d or dmin overflows f16.
-bool pack_super_block(const float* x, const SubFit* fits, SuperBlock& sb) {
+bool pack_super_block(const float* x, const SubFit* fits, float top, SuperBlock& sb) {
     float max_step = 0.0f, max_offset = 0.0f;
     for (size_t j = 0; j < kSubs; ++j) {
         max_step = std::max(max_step, fits[j].step);
@@ -262,7 +271,7 @@ bool pack_super_block(const float* x, const SubFit* fits, SuperBlock& sb) {
             for (int b = 0; b < n_mn; ++b) {
                 // Step and offset exactly as the kernel forms them.
                 const float step = d * float(scs[a]), offset = dmin * float(mns[b]);
-                const double err = assign_affine(x + j * kSub, step, offset, q);
+                const double err = assign_affine(x + j * kSub, step, offset, top, q);
                 if (err < best) {
                     best = err;
                     sb.sc[j] = scs[a];
@@ -276,7 +285,8 @@ bool pack_super_block(const float* x, const SubFit* fits, SuperBlock& sb) {
     return true;
 }
 
-void write_super_block(const SuperBlock& sb, uint8_t* out) {
+// d, dmin and the 12 scale bytes (blocks::q4_k_scale_min's packing), shared by q4_K and q5_K.
+void write_k_scales(const SuperBlock& sb, uint8_t* out) {
     std::memcpy(out, &sb.d_bits, 2);
     std::memcpy(out + 2, &sb.dmin_bits, 2);
     uint8_t* s = out + 4;
@@ -285,11 +295,195 @@ void write_super_block(const SuperBlock& sb, uint8_t* out) {
         s[j + 4] = static_cast<uint8_t>(sb.mn[j] | ((sb.mn[j + 4] >> 4) << 6));
         s[j + 8] = static_cast<uint8_t>((sb.sc[j + 4] & 0x0F) | ((sb.mn[j + 4] & 0x0F) << 4));
     }
-    uint8_t* qs = s + kQ4_KScaleBytes;  // the interleaved code order (blocks::q4_k_code_byte)
+}
+
+void write_q4_k_block(const SuperBlock& sb, uint8_t* out) {
+    write_k_scales(sb, out);
+    uint8_t* qs = out + 4 + kQ4_KScaleBytes;  // the interleaved code order (blocks::q4_k_code_byte)
     std::memset(qs, 0, kQ4_KValues / 2);
     for (size_t j = 0; j < kSubs; ++j)
         for (size_t e = 0; e < kSub; ++e)
             qs[q4_k_code_byte(j, e)] |= static_cast<uint8_t>(sb.q[j * kSub + e] << q4_k_code_shift(e));
+}
+
+// q5_K in ggml's order (blocks::q5_k_code): sub-blocks 2i and 2i + 1 as the low and high nibbles of code bytes
+// 32i .., their fifth bits as bits 2i and 2i + 1 of the high-bit bytes.
+void write_q5_k_block(const SuperBlock& sb, uint8_t* out) {
+    write_k_scales(sb, out);
+    uint8_t* qh = out + kQ5_KHighBits;
+    uint8_t* qs = out + kQ5_KCodes;
+    std::memset(qh, 0, 32);
+    std::memset(qs, 0, 128);
+    for (size_t j = 0; j < kSubs; ++j)
+        for (size_t e = 0; e < kSub; ++e) {
+            const uint8_t q = sb.q[j * kSub + e];
+            qs[32 * (j / 2) + e] |= static_cast<uint8_t>((q & 0x0F) << (4 * (j % 2)));
+            qh[e] |= static_cast<uint8_t>((q >> 4) << j);
+        }
+}
+
+// One q4_K or q5_K super-block (top 15 or 31): the searched fits and plain min/max scaling, the better kept.
+bool quantize_k_super_block(const float* x, float top, SuperBlock& chosen) {
+    SubFit searched[kSubs], min_max[kSubs];
+    for (size_t j = 0; j < kSubs; ++j) {
+        const float* xs = x + j * kSub;
+        searched[j] = fit_sub_block(xs, top);
+        float lo = 0.0f, hi = xs[0];
+        for (size_t i = 0; i < kSub; ++i) {
+            lo = std::min(lo, xs[i]);
+            hi = std::max(hi, xs[i]);
+        }
+        min_max[j] = SubFit{std::max(hi - lo, 0.0f) / top, -lo};
+    }
+    SuperBlock fitted, plain;
+    const bool fitted_ok = pack_super_block(x, searched, top, fitted);
+    const bool plain_ok = pack_super_block(x, min_max, top, plain);
+    if (!fitted_ok && !plain_ok) return false;
+    chosen = !plain_ok || (fitted_ok && fitted.err <= plain.err) ? fitted : plain;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// q6_K: x ≈ d·sc_g·(q − 32) per group g of 16 values, q ∈ [0, 63], int8 sc_g and one f16 d per 256.
+// 1. Each group's real-valued step s_g is searched as the symmetric types' (the largest-magnitude value onto
+//    level −32, a little beyond or within, or +31; each with its least-squares refit), unrounded.
+// 2. d = max |s_g| / 127 is rounded to f16; each group then takes, among sc ∈ {⌊s_g/d⌋, ⌈s_g/d⌉} (within
+//    −128..127), the one whose nearest levels give the least error, computed as the kernel dequantises:
+//    (d·sc)·(q − 32).
+
+constexpr size_t kQ6Group = 16;
+constexpr float kQ6Targets[] = {-32.0f, -32.5f, -31.5f, -31.0f, 31.0f};
+
+// Nearest levels in [−32, 31] for step `step`; the squared error.
+double assign_q6(const float* x, float step, int8_t* l) {
+    const float inv = step != 0.0f ? 1.0f / step : 0.0f;
+    double sse = 0.0;
+    for (size_t i = 0; i < kQ6Group; ++i) {
+        const float q = round_level(x[i] * inv, -32.0f, 31.0f);
+        l[i] = static_cast<int8_t>(q);
+        const float e = x[i] - step * q;
+        sse += double(e) * e;
+    }
+    return sse;
+}
+
+float fit_q6_group(const float* x) {
+    float xm = 0.0f;
+    for (size_t i = 0; i < kQ6Group; ++i)
+        if (std::fabs(x[i]) > std::fabs(xm)) xm = x[i];
+    if (xm == 0.0f) return 0.0f;
+    float best_step = 0.0f;
+    double best = 0.0;
+    for (size_t i = 0; i < kQ6Group; ++i) best += double(x[i]) * x[i];
+    int8_t l[kQ6Group];
+    for (float t : kQ6Targets) {
+        float step = xm / t;
+        for (int round = 0; round < 2; ++round) {
+            const double err = assign_q6(x, step, l);
+            if (err < best) best = err, best_step = step;
+            double xl = 0.0, ll = 0.0;  // least-squares step for these levels
+            for (size_t i = 0; i < kQ6Group; ++i) xl += double(x[i]) * l[i], ll += double(l[i]) * l[i];
+            if (ll == 0.0) break;
+            step = static_cast<float>(xl / ll);
+        }
+    }
+    return best_step;
+}
+
+bool quantize_q6_k_block(const float* x, uint8_t* out) {
+    constexpr size_t groups = kQ6_KValues / kQ6Group;
+    float steps[groups];
+    float amax = 0.0f;
+    for (size_t g = 0; g < groups; ++g) {
+        steps[g] = fit_q6_group(x + g * kQ6Group);
+        amax = std::max(amax, std::fabs(steps[g]));
+    }
+    uint16_t d_bits;
+    const float d = stored_f16(amax / 127.0f, &d_bits);
+    if (!std::isfinite(d)) return false;
+    int8_t sc[groups] = {};
+    int8_t levels[kQ6_KValues] = {};
+    for (size_t g = 0; g < groups; ++g) {
+        const float* xg = x + g * kQ6Group;
+        double best = INFINITY;
+        const float r = d > 0.0f ? std::floor(steps[g] / d) : 0.0f;
+        for (float c : {r, r + 1.0f}) {
+            const float code = std::clamp(c, -128.0f, 127.0f);
+            int8_t l[kQ6Group];
+            const double err = assign_q6(xg, d * code, l);  // the step as the kernel forms it: d·sc
+            if (err < best) {
+                best = err;
+                sc[g] = static_cast<int8_t>(code);
+                std::memcpy(levels + g * kQ6Group, l, kQ6Group);
+            }
+        }
+    }
+    // ggml's Q6_K order (blocks::q6_k_code): unit u = 4n + k, value e: nibble k / 2 of low byte 64n + 32·(k % 2) + e,
+    // bits 2k, 2k + 1 of high byte 32n + e.
+    std::memset(out, 0, kQ6_KBytes);
+    for (size_t u = 0; u < 8; ++u) {
+        const size_t n = u / 4, k = u % 4;
+        for (size_t e = 0; e < 32; ++e) {
+            const uint8_t q = static_cast<uint8_t>(levels[u * 32 + e] + 32);
+            out[64 * n + 32 * (k % 2) + e] |= static_cast<uint8_t>((q & 0x0F) << (4 * (k / 2)));
+            out[kQ6_KHighBits + 32 * n + e] |= static_cast<uint8_t>((q >> 4) << (2 * k));
+        }
+    }
+    std::memcpy(out + kQ6_KScales, sc, groups);
+    std::memcpy(out + kQ6_KScale, &d_bits, 2);
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// mxfp4: x ≈ 2^(e − 127)·v per block of 32, v an e2m1 value (±0, 0.5, 1, 1.5, 2, 3, 4, 6) and e the block's
+// e8m0 byte. The smallest exponent that holds max|x| without clipping (6·2^(e − 127) ≥ max|x|), one below
+// (clipping the largest values) and one above are tried; each value takes its nearest grid point, and the
+// exponent with the least squared error is kept. e = 255 is NaN in e8m0: a block that needs it is refused.
+
+// The doubled e2m1 magnitudes 0..12 as codes 0..7.
+constexpr float kFp4Magnitudes[8] = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 6.0f, 8.0f, 12.0f};
+
+// The code (sign bit 3, magnitude 0..7) of the grid point nearest to v (in doubled units), ties to the lower magnitude.
+uint8_t fp4_code(float v) {
+    const float a = std::fabs(v);
+    uint8_t best = 0;
+    for (uint8_t m = 1; m < 8; ++m)
+        if (std::fabs(a - kFp4Magnitudes[m]) < std::fabs(a - kFp4Magnitudes[best])) best = m;
+    return static_cast<uint8_t>(best | (v < 0.0f && best != 0 ? 8 : 0));
+}
+
+bool quantize_mxfp4_block(const float* x, uint8_t* out) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < kMxfp4Values; ++i) amax = std::max(amax, std::fabs(x[i]));
+    // The exponent whose doubled grid (12·2^(e − 128) = 6·2^(e − 127)) first reaches amax.
+    int e0 = 0;
+    if (amax > 0.0f) {
+        e0 = static_cast<int>(std::ceil(std::log2(double(amax) / 6.0))) + 127;
+        while (e0 > 0 && 12.0 * std::ldexp(1.0, e0 - 1 - 128) >= amax) --e0;
+        while (12.0 * std::ldexp(1.0, e0 - 128) < amax) ++e0;
+        e0 = std::max(e0, 0);
+    }
+    if (e0 > 254) return false;
+    double best = INFINITY;
+    uint8_t codes[kMxfp4Values];
+    for (int e : {e0, e0 - 1, e0 + 1}) {
+        if (e < 0 || e > 254) continue;
+        const float d = mxfp4_scale(static_cast<uint8_t>(e));
+        uint8_t c[kMxfp4Values];
+        double sse = 0.0;
+        for (size_t i = 0; i < kMxfp4Values; ++i) {
+            c[i] = fp4_code(x[i] / d);
+            const float back = float(kMxfp4Doubled[c[i]]) * d;  // as the kernel dequantises
+            sse += (double(x[i]) - back) * (double(x[i]) - back);
+        }
+        if (sse < best) {
+            best = sse;
+            out[0] = static_cast<uint8_t>(e);
+            std::memcpy(codes, c, kMxfp4Values);
+        }
+    }
+    for (size_t i = 0; i < 16; ++i) out[1 + i] = static_cast<uint8_t>(codes[i] | (codes[16 + i] << 4));
+    return true;
 }
 
 }  // namespace
@@ -306,6 +500,9 @@ Status quantize_row(WeightType type, const float* values, size_t n, uint8_t* out
         case WeightType::Q8_0: return quantize_q8_0(values, n, out);
         case WeightType::Q4_0: return quantize_q4_0(values, n, out);
         case WeightType::Q4_K: return quantize_q4_k(values, n, out);
+        case WeightType::Q5_K: return quantize_q5_k(values, n, out);
+        case WeightType::Q6_K: return quantize_q6_k(values, n, out);
+        case WeightType::MXFP4: return quantize_mxfp4(values, n, out);
         default: return error(std::string("weight type is not a block type"));
     }
 }
@@ -349,27 +546,40 @@ Status quantize_q4_k(const float* values, size_t n, uint8_t* out) {
     COLIBRI_TRY(check_finite(values, n));
     for (size_t b = 0; b < n / kQ4_KValues; ++b) {
         const float* x = values + b * kQ4_KValues;
-        SubFit searched[kSubs], min_max[kSubs];
-        for (size_t j = 0; j < kSubs; ++j) {
-            const float* xs = x + j * kSub;
-            searched[j] = fit_sub_block(xs);
-            float lo = 0.0f, hi = xs[0];
-            for (size_t i = 0; i < kSub; ++i) {
-                lo = std::min(lo, xs[i]);
-                hi = std::max(hi, xs[i]);
-            }
-            min_max[j] = SubFit{std::max(hi - lo, 0.0f) / 15.0f, -lo};
-        }
-        SuperBlock fitted, plain;
-        const bool fitted_ok = pack_super_block(x, searched, fitted);
-        const bool plain_ok = pack_super_block(x, min_max, plain);
-        if (!fitted_ok && !plain_ok) {
-            float amax = 0.0f;
-            for (size_t i = 0; i < kQ4_KValues; ++i) amax = std::max(amax, std::fabs(x[i]));
-            return beyond_range("q4_k", b * kQ4_KValues, kQ4_KValues, amax);
-        }
-        const SuperBlock& chosen = !plain_ok || (fitted_ok && fitted.err <= plain.err) ? fitted : plain;
-        write_super_block(chosen, out + b * kQ4_KBytes);
+        SuperBlock sb;
+        if (!quantize_k_super_block(x, 15.0f, sb)) return beyond_range("q4_k", b * kQ4_KValues, kQ4_KValues, max_abs(x, kQ4_KValues));
+        write_q4_k_block(sb, out + b * kQ4_KBytes);
+    }
+    return Status::ok();
+}
+
+Status quantize_q5_k(const float* values, size_t n, uint8_t* out) {
+    COLIBRI_TRY(check_finite(values, n));
+    for (size_t b = 0; b < n / kQ5_KValues; ++b) {
+        const float* x = values + b * kQ5_KValues;
+        SuperBlock sb;
+        if (!quantize_k_super_block(x, 31.0f, sb)) return beyond_range("q5_k", b * kQ5_KValues, kQ5_KValues, max_abs(x, kQ5_KValues));
+        write_q5_k_block(sb, out + b * kQ5_KBytes);
+    }
+    return Status::ok();
+}
+
+Status quantize_q6_k(const float* values, size_t n, uint8_t* out) {
+    COLIBRI_TRY(check_finite(values, n));
+    for (size_t b = 0; b < n / kQ6_KValues; ++b) {
+        const float* x = values + b * kQ6_KValues;
+        if (!quantize_q6_k_block(x, out + b * kQ6_KBytes)) return beyond_range("q6_k", b * kQ6_KValues, kQ6_KValues, max_abs(x, kQ6_KValues));
+    }
+    return Status::ok();
+}
+
+Status quantize_mxfp4(const float* values, size_t n, uint8_t* out) {
+    COLIBRI_TRY(check_finite(values, n));
+    for (size_t b = 0; b < n / kMxfp4Values; ++b) {
+        const float* x = values + b * kMxfp4Values;
+        if (!quantize_mxfp4_block(x, out + b * kMxfp4Bytes))
+            return error("columns " + std::to_string(b * kMxfp4Values) + ".." + std::to_string(b * kMxfp4Values + 31) + " reach |x| = " +
+                         number(max_abs(x, kMxfp4Values)) + ", beyond what mxfp4's e8m0 scales can represent");
     }
     return Status::ok();
 }

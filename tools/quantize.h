@@ -14,7 +14,7 @@ namespace colibri::tools {
 // type falls back to f16 for rows that are not a multiple of 32. Other types are returned unchanged.
 WeightType storage_type(WeightType requested, uint64_t cols);
 
-// Quantises one row of n values into `type` (q8_0, q4_0 or q4_k; n a multiple of its block size), writing
+// Quantises one row of n values into `type` (q8_0, q4_0, q4_k, q5_k, q6_k or mxfp4; n a multiple of its block size), writing
 // kernels::row_bytes(type, n) bytes to out. Fails with a one-line message naming the column on a NaN or an
 // infinity, and on values too large for the type's f16 scales; then `out` holds nothing meaningful.
 Status quantize_row(WeightType type, const float* values, size_t n, uint8_t* out);
@@ -32,5 +32,16 @@ Status quantize_q4_0(const float* values, size_t n, uint8_t* out);
 // 4-bit q: x ≈ d·sc·q − dmin·mn. Each sub-block's (scale, min) minimises its squared error by a search over
 // initial scales refined by alternating least squares (see quantize.cpp); never worse than min/max scaling.
 Status quantize_q4_k(const float* values, size_t n, uint8_t* out);
+
+// q5_K: q4_K with 5-bit q (0..31), the same search; ggml's Q5_K layout.
+Status quantize_q5_k(const float* values, size_t n, uint8_t* out);
+
+// q6_K: per group of 16 an int8 scale sc under one f16 d per 256, 6-bit q: x ≈ d·sc·(q − 32). Each group's step
+// is searched as q4_0's, then rounded to the int8 code (of the two neighbours) with the least error.
+Status quantize_q6_k(const float* values, size_t n, uint8_t* out);
+
+// mxfp4: per block of 32 an e8m0 exponent e and e2m1 values v: x ≈ 2^(e − 127)·v; three exponents tried around
+// the one that holds max|x|, nearest grid points, the least squared error kept.
+Status quantize_mxfp4(const float* values, size_t n, uint8_t* out);
 
 }  // namespace colibri::tools

@@ -10,6 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include "engine/json_depth.h"
+#include "engine/mapped_file.h"
+#include "engine/temp_output.h"
 #include "kernels/half.h"
 
 namespace colibri::tools {
@@ -73,8 +76,19 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     std::memcpy(&header_len, base, 8);
     if (header_len > size - 8 || header_len > (uint64_t(100) << 20))
         return error(path + ": safetensors header length " + std::to_string(header_len) + " exceeds the file");
-    json header = json::parse(base + 8, base + 8 + header_len, nullptr, false);
-    if (header.is_discarded() || !header.is_object()) return error(path + ": safetensors header is not valid JSON");
+    const std::string_view header_text(reinterpret_cast<const char*>(base + 8), header_len);
+    if (json_too_deep(header_text)) return error(path + ": safetensors header nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    // A name given twice would silently keep the last entry: the file says two things about one tensor.
+    std::set<std::string> names;
+    std::string twice;
+    json header = json::parse(header_text, [&](int depth, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::key && depth == 1 && twice.empty() && !names.insert(parsed.get<std::string>()).second)
+            twice = parsed.get<std::string>();
+        return true;
+    }, false);
+    if (header.is_discarded()) return error(path + ": safetensors header is not valid JSON");
+    if (!header.is_object()) return error(path + ": safetensors header is not a JSON object");
+    if (!twice.empty()) return error(path + ": safetensors header names tensor '" + twice + "' twice");
     const uint64_t data_start = 8 + header_len;
     const uint64_t data_size = size - data_start;
     for (auto it = header.begin(); it != header.end(); ++it) {
@@ -115,6 +129,14 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
         t.size = end - begin;
         f->tensors_.emplace(name, std::move(t));
     }
+    // Two tensors sharing bytes are a damaged or hostile header, not two tensors.
+    std::vector<const SourceTensor*> by_offset;
+    for (const auto& [name, t] : f->tensors_)
+        if (t.size > 0) by_offset.push_back(&t);
+    std::sort(by_offset.begin(), by_offset.end(), [](const SourceTensor* a, const SourceTensor* b) { return a->data < b->data; });
+    for (size_t i = 1; i < by_offset.size(); ++i)
+        if (by_offset[i - 1]->data + by_offset[i - 1]->size > by_offset[i]->data)
+            return error(path + ": safetensors tensors " + by_offset[i - 1]->name + " and " + by_offset[i]->name + " overlap");
     return f;
 }
 
@@ -126,10 +148,10 @@ Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
     const fs::path single = fs::path(dir) / "model.safetensors";
     std::error_code ec;
     if (fs::exists(index, ec)) {
-        std::ifstream in(index);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        json j = json::parse(ss.str(), nullptr, false);
+        auto text = read_small_file(index.string());
+        if (!text) return text.status();
+        if (json_too_deep(text.value())) return error(index.string() + ": nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        json j = json::parse(text.value(), nullptr, false);
         if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
             return error(index.string() + ": not a valid safetensors index (no weight_map)");
         std::set<std::string> unique;
@@ -183,28 +205,29 @@ Status write_safetensors(const std::string& path, const std::vector<OutputTensor
     }
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-    const std::string tmp = path + ".tmp";
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    TempOutput out;
+    COLIBRI_TRY(out.create(path));
     const uint64_t len = text.size();
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    uint64_t at = 0;
+    auto put = [&](const void* data, uint64_t bytes) {
+        Status s = out.write_at(at, data, bytes);
+        at += bytes;
+        return s;
+    };
+    COLIBRI_TRY(put(&len, 8));
+    COLIBRI_TRY(put(text.data(), text.size()));
     std::vector<uint16_t> half;
     for (const OutputTensor& t : tensors) {
         if (t.dtype == SourceDType::F32) {
-            out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
+            COLIBRI_TRY(put(t.values.data(), t.values.size() * 4));
             continue;
         }
         half.resize(t.values.size());
         for (size_t i = 0; i < half.size(); ++i)
             half[i] = t.dtype == SourceDType::F16 ? kernels::f32_to_f16(t.values[i]) : kernels::f32_to_bf16(t.values[i]);
-        out.write(reinterpret_cast<const char*>(half.data()), static_cast<std::streamsize>(half.size() * 2));
+        COLIBRI_TRY(put(half.data(), half.size() * 2));
     }
-    out.close();
-    if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        return error(path + ": write failed");
-    }
-    return Status::ok();
+    return out.commit();
 }
 
 }  // namespace colibri::tools

@@ -4,11 +4,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/mapped_file.h"
 #include "engine/status.h"
+#include "kernels/types.h"
 
 namespace colibri::tools {
 
@@ -17,6 +19,9 @@ enum class SourceDType { F32, F16, BF16 };
 struct SourceTensor {
     std::string name;
     SourceDType dtype;
+    // Set when data holds rows of this block type in the engine's layout, to be stored as they are (a GGUF
+    // tensor carried over without requantisation); dtype is then meaningless.
+    std::optional<WeightType> blocks;
     std::vector<uint64_t> shape;
     const uint8_t* data;  // into the mapping
     uint64_t size;        // bytes

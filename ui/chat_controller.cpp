@@ -19,16 +19,37 @@ Result<std::vector<int32_t>> parse_token_ids(const QString& text) {
 
 ChatController::ChatController(EngineWorker* worker, Conversation* conversation, QObject* parent)
     : QObject(parent), worker_(worker), conversation_(conversation) {
-    connect(worker_, &EngineWorker::generationStarted, this, [this](int reused) { conversation_->begin_pass(reused); });
+    clock_.start();
+    connect(worker_, &EngineWorker::generationStarted, this, [this](int reused) {
+        if (!discarding_) conversation_->begin_pass(reused);
+    });
     connect(worker_, &EngineWorker::tokenGenerated, this, [this](int position, int token, const QString& text, bool end) {
+        if (discarding_) return;
         if (expecting_reply_) {
             const auto& m = conversation_->messages();
             if (m.isEmpty() || m.back().role != QLatin1String("assistant")) conversation_->begin_reply(position);
         }
         conversation_->add_generated(position, token, text, end);
+        // The rate over the tokens after the first: the first one waited for the prompt.
+        const qint64 now = clock_.elapsed();
+        if (first_token_ms_ < 0) first_token_ms_ = now;
+        ++progress_.generated;
+        progress_.tokens_per_second = now > first_token_ms_ ? (progress_.generated - 1) * 1000.0 / static_cast<double>(now - first_token_ms_) : 0.0;
+        progress_.context_used = position + 1;
+        emit progressed();
     });
-    connect(worker_, &EngineWorker::tokenEvaluated, this, [this](const TokenTrace& t) { conversation_->add_trace(t); });
+    connect(worker_, &EngineWorker::tokenEvaluated, this, [this](const TokenTrace& t) {
+        if (!discarding_) conversation_->add_trace(t);
+    });
     connect(worker_, &EngineWorker::generationFinished, this, [this](const GenerationStats& stats) {
+        if (discarding_) {  // a reply stopped by New conversation: nothing of it is kept
+            discarding_ = false;
+            set_generating(false);
+            emit progressed();
+            return;
+        }
+        // Not generating any more before the reply is finished: its header shows its timing, not "generating".
+        set_generating(false);
         conversation_->finish_pass(stats.context_used);
         const auto& m = conversation_->messages();
         if (expecting_reply_ && !m.isEmpty() && m.back().role == QLatin1String("assistant")) {
@@ -40,29 +61,60 @@ ChatController::ChatController(EngineWorker* worker, Conversation* conversation,
                     if (const ConversationToken* t = conversation_->token(p)) ids << QString::number(t->trace.token);
                 reply = ids.join(QStringLiteral(", "));
             }
-            conversation_->finish_reply(reply);
+            ReplyTiming timing;
+            timing.prompt_tokens = stats.prompt_tokens;
+            timing.generated = stats.generated;
+            timing.prompt_seconds = stats.prompt_seconds;
+            timing.decode_seconds = stats.decode_seconds;
+            timing.stopped = stats.stopped;
+            timing.kernel = stats.kernel;
+            conversation_->finish_reply(reply, timing);
         }
         last_ = stats;
-        set_generating(false);
+        progress_.context_used = stats.context_used;
+        progress_.context_size = stats.context_size;
         emit finished(stats);
     });
     connect(worker_, &EngineWorker::generationFailed, this, [this](const QString& error) {
+        if (discarding_) {
+            discarding_ = false;
+            set_generating(false);
+            emit progressed();
+            return;
+        }
         // A message the model never answered is taken back, so it can be edited and sent again.
         const auto& m = conversation_->messages();
-        if (added_user_message_ && !m.isEmpty() && m.back().role == QLatin1String("user")) conversation_->remove_last_message();
+        QString taken_back;
+        if (added_user_message_ && !m.isEmpty() && m.back().role == QLatin1String("user")) {
+            taken_back = m.back().content;
+            conversation_->remove_last_message();
+        }
         set_generating(false);
         emit failed(error);
+        if (!taken_back.isEmpty()) emit sendFailed(taken_back);
     });
 }
 
 void ChatController::set_model(const ModelSummary& model) {
     model_ = model;
     has_model_ = true;
+    untrusted_.clear();
+    untrusted_confirmed_ = false;
+    progress_ = {};
+    progress_.context_size = model.context;
 }
 
 void ChatController::clear_model() {
     has_model_ = false;
     model_ = {};
+    untrusted_.clear();
+    untrusted_confirmed_ = false;
+    progress_ = {};
+}
+
+void ChatController::set_untrusted(const QString& reason) {
+    untrusted_ = reason;
+    untrusted_confirmed_ = false;
 }
 
 void ChatController::set_generating(bool on) {
@@ -76,12 +128,22 @@ void ChatController::start(GenerationRequest request, const ChatSettings& settin
     if (settings.random_seed) request.sampling.seed = QRandomGenerator::global()->generate64();
     if (reply) request.max_tokens = settings.max_tokens;
     expecting_reply_ = reply;
+    progress_.generated = 0;
+    progress_.tokens_per_second = 0.0;
+    first_token_ms_ = -1;
     set_generating(true);
     worker_->generate(request);
 }
 
+namespace {
+std::string blocked_message(const QString& reason) {
+    return "this model failed verification (" + reason.toStdString() + "); choose \"Chat anyway\" in the banner to use it regardless";
+}
+}  // namespace
+
 Status ChatController::send(const QString& message, const ChatSettings& settings) {
     if (!has_model_) return error("open a model first");
+    if (blocked()) return error(blocked_message(untrusted_));
     if (generating_) return error("a reply is still being generated");
     const QString text = message.trimmed();
     if (text.isEmpty()) return error("nothing to send");
@@ -101,6 +163,7 @@ Status ChatController::send(const QString& message, const ChatSettings& settings
 
 Status ChatController::regenerate(const ChatSettings& settings) {
     if (!has_model_) return error("open a model first");
+    if (blocked()) return error(blocked_message(untrusted_));
     if (generating_) return error("a reply is still being generated");
     const auto& m = conversation_->messages();
     if (m.isEmpty()) return error("there is no message to answer again");
@@ -137,9 +200,16 @@ Status ChatController::replay() {
 void ChatController::stop() { worker_->requestStop(); }
 
 void ChatController::new_conversation() {
-    if (generating_) worker_->requestStop();
+    if (generating_) {
+        worker_->requestStop();
+        discarding_ = true;  // what is still on its way from the stopped reply belongs to no conversation
+    }
     conversation_->clear();
     worker_->resetConversation();
+    last_ = {};
+    progress_ = {};
+    progress_.context_size = model_.context;
+    emit progressed();
 }
 
 }  // namespace colibri::studio

@@ -1,5 +1,8 @@
 #include "ui/colors.h"
 
+#include <QGuiApplication>
+#include <QPalette>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,6 +19,28 @@ QColor expert_color(int expert) {
 QColor text_color_on(const QColor& background) {
     const double luminance = 0.299 * background.redF() + 0.587 * background.greenF() + 0.114 * background.blueF();
     return luminance > 0.55 ? QColor(Qt::black) : QColor(Qt::white);
+}
+
+QColor blend(const QColor& a, const QColor& b, double t) {
+    t = std::clamp(t, 0.0, 1.0);
+    return QColor::fromRgbF(static_cast<float>(a.redF() + (b.redF() - a.redF()) * t), static_cast<float>(a.greenF() + (b.greenF() - a.greenF()) * t),
+                            static_cast<float>(a.blueF() + (b.blueF() - a.blueF()) * t));
+}
+
+bool dark_palette() {
+    const QPalette p = QGuiApplication::palette();
+    return p.color(QPalette::Window).lightness() < p.color(QPalette::WindowText).lightness();
+}
+
+QColor status_color(StatusColor s) {
+    const bool dark = dark_palette();
+    switch (s) {
+    case StatusColor::Ok: return dark ? QColor(129, 199, 132) : QColor(46, 125, 50);
+    case StatusColor::Warning: return dark ? QColor(255, 183, 77) : QColor(178, 106, 0);
+    case StatusColor::Error: return dark ? QColor(239, 83, 80) : QColor(198, 40, 40);
+    case StatusColor::Normal: break;
+    }
+    return QGuiApplication::palette().color(QPalette::WindowText);
 }
 
 QColor heat_color(double t) {

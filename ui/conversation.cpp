@@ -35,9 +35,10 @@ void Conversation::begin_reply(int first_position) {
     emit messagesChanged();
 }
 
-void Conversation::finish_reply(const QString& text) {
+void Conversation::finish_reply(const QString& text, const ReplyTiming& timing) {
     if (messages_.isEmpty() || messages_.back().role != QLatin1String("assistant")) return;
     messages_.back().content = text;
+    messages_.back().timing = timing;
     emit messagesChanged();
 }
 
@@ -138,6 +139,10 @@ QJsonObject Conversation::to_json() const {
             o["first_token"] = m.first_token;
             o["token_count"] = m.token_count;
         }
+        if (m.timing.valid())
+            o["timing"] = QJsonObject{{"prompt_tokens", m.timing.prompt_tokens}, {"generated", m.timing.generated},
+                                      {"prompt_seconds", m.timing.prompt_seconds}, {"decode_seconds", m.timing.decode_seconds},
+                                      {"stopped", m.timing.stopped}, {"kernel", m.timing.kernel}};
         messages.append(o);
     }
     for (const ConversationToken& t : tokens_) {
@@ -159,7 +164,15 @@ Status Conversation::from_json(const QJsonObject& o) {
         const QString role = m.value("role").toString();
         if (role != QLatin1String("user") && role != QLatin1String("assistant") && role != QLatin1String("system"))
             return error("message with unknown role '" + role.toStdString() + "'");
-        messages.push_back({role, m.value("content").toString(), m.value("first_token").toInt(-1), m.value("token_count").toInt(0)});
+        ReplyTiming timing;
+        const QJsonObject t = m.value("timing").toObject();
+        timing.prompt_tokens = std::max(0, t.value("prompt_tokens").toInt());
+        timing.generated = std::max(0, t.value("generated").toInt());
+        timing.prompt_seconds = std::max(0.0, t.value("prompt_seconds").toDouble());
+        timing.decode_seconds = std::max(0.0, t.value("decode_seconds").toDouble());
+        timing.stopped = t.value("stopped").toBool();
+        timing.kernel = t.value("kernel").toString();
+        messages.push_back({role, m.value("content").toString(), m.value("first_token").toInt(-1), m.value("token_count").toInt(0), timing});
     }
     std::vector<ConversationToken> tokens;
     for (const auto& v : o.value("tokens").toArray()) {
@@ -185,6 +198,34 @@ Status Conversation::from_json(const QJsonObject& o) {
     emit messagesChanged();
     emit selectionChanged(-1);
     return Status::ok();
+}
+
+QString timing_text(const ReplyTiming& t) {
+    if (!t.valid()) return {};
+    QStringList parts;
+    parts << QObject::tr("%n token(s)", nullptr, t.generated);
+    if (t.decode_seconds > 0) parts << QObject::tr("%1 tokens/s").arg(t.tokens_per_second(), 0, 'f', 1);
+    if (t.prompt_tokens > 0) parts << QObject::tr("prompt %1 tokens in %2 s").arg(t.prompt_tokens).arg(t.prompt_seconds, 0, 'f', 2);
+    parts << QObject::tr("%1 s").arg(t.prompt_seconds + t.decode_seconds, 0, 'f', 2);
+    if (!t.kernel.isEmpty()) parts << t.kernel;
+    if (t.stopped) parts << QObject::tr("stopped");
+    return parts.join(QStringLiteral(" · "));
+}
+
+QString Conversation::to_markdown() const {
+    QString out = QStringLiteral("# Conversation\n\n");
+    auto role_name = [](const QString& role) {
+        if (role == QLatin1String("user")) return QObject::tr("You");
+        if (role == QLatin1String("assistant")) return QObject::tr("Model");
+        return QObject::tr("System");
+    };
+    if (!system_prompt_.trimmed().isEmpty()) out += QStringLiteral("## %1\n\n%2\n\n").arg(role_name(QStringLiteral("system")), system_prompt_.trimmed());
+    for (const ConversationMessage& m : messages_) {
+        out += QStringLiteral("## %1\n\n").arg(role_name(m.role));
+        if (m.timing.valid()) out += QStringLiteral("*%1*\n\n").arg(timing_text(m.timing));
+        out += m.content.trimmed() + QStringLiteral("\n\n");
+    }
+    return out;
 }
 
 }  // namespace colibri::studio

@@ -19,12 +19,28 @@ struct ConversationToken {
     bool end_of_turn = false;  // the model's stop token ending a reply
 };
 
+// How long a reply took (the GenerationStats of the request that produced it).
+struct ReplyTiming {
+    int prompt_tokens = 0;      // evaluated for this reply (beyond the reused prefix)
+    int generated = 0;
+    double prompt_seconds = 0.0;
+    double decode_seconds = 0.0;
+    bool stopped = false;
+    QString kernel;
+    bool valid() const { return generated > 0 || prompt_tokens > 0; }
+    double tokens_per_second() const { return decode_seconds > 0 ? generated / decode_seconds : 0.0; }
+};
+
 struct ConversationMessage {
     QString role;
     QString content;
     int first_token = -1;  // assistant replies: position of the first generated token
     int token_count = 0;
+    ReplyTiming timing;    // assistant replies, once finished
 };
+
+// "24 tokens · 160.2 tokens/s · prompt 63 tokens in 0.31 s · 0.46 s · AVX-512": a reply's timing for people.
+QString timing_text(const ReplyTiming& timing);
 
 class Conversation : public QObject {
     Q_OBJECT
@@ -44,7 +60,7 @@ public:
     QVector<ChatTurn> request_messages() const;
     void add_user_message(const QString& text);
     void begin_reply(int first_position);
-    void finish_reply(const QString& text);
+    void finish_reply(const QString& text, const ReplyTiming& timing = {});
     // Regenerate drops the last reply; a failed request takes back its message.
     void remove_last_message();
     void clear();
@@ -65,6 +81,9 @@ public:
     QJsonObject to_json() const;
     Status from_json(const QJsonObject& o);
     std::vector<int32_t> token_ids() const;
+    // The conversation as a Markdown document: the system prompt, then every message under its role, with
+    // each reply's timing.
+    QString to_markdown() const;
 
 signals:
     void messagesChanged();

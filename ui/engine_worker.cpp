@@ -1,14 +1,23 @@
 #include "ui/engine_worker.h"
 
+#include <QDateTime>
+#include <QElapsedTimer>
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
 
-#include "engine/chat_service.h"
+#include "engine/fast_exp.h"
+#include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/perf_counters.h"
 #include "engine/session.h"
 #include "engine/thread_pool.h"
 #include "engine/utf8_stream.h"
-#include "ui/trace_collector.h"
+#include "kernels/cpu_info.h"
+#include "kernels/registry.h"
+#include "engine/chat_prompt.h"
 
 namespace colibri::studio {
 
@@ -19,9 +28,65 @@ void register_metatypes() {
     qRegisterMetaType<CounterSet>();
     qRegisterMetaType<ModelSummary>();
     qRegisterMetaType<GenerationStats>();
+    qRegisterMetaType<KernelComparison>();
+    qRegisterMetaType<KernelComparisonRequest>();
+}
+
+uint64_t now_ns() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// The variant of every op and type as selected now, to put back after a session's own choice.
+struct KernelSelection {
+    kernels::Variant variant[kernels::kOpCount][kernels::kWeightTypeCount];
+    static KernelSelection current() {
+        KernelSelection s;
+        for (size_t op = 0; op < kernels::kOpCount; ++op)
+            for (size_t t = 0; t < kernels::kWeightTypeCount; ++t) s.variant[op][t] = kernels::selected_variant(kernels::Op(op), WeightType(t));
+        return s;
+    }
+    void apply() const {
+        for (size_t op = 0; op < kernels::kOpCount; ++op)
+            for (size_t t = 0; t < kernels::kWeightTypeCount; ++t) kernels::select_variant(kernels::Op(op), WeightType(t), variant[op][t]);
+    }
+};
+
+// Taken when the first worker is made: the startup choice (COLIBRI_KERNEL, tune cache or CPUID).
+const KernelSelection& startup_selection() {
+    static const KernelSelection s = KernelSelection::current();
+    return s;
+}
+
+// The display name of the variant that runs the model's weights, "mixed" when types differ.
+QString running_kernel(const Model& model) {
+    std::set<kernels::Variant> used;
+    for (const TensorView& t : model.file().tensors()) used.insert(kernels::selected_variant(kernels::Op::Matvec, t.type));
+    if (used.size() == 1) return QString::fromLatin1(kernels::variant_display_name(*used.begin()));
+    return used.empty() ? QString() : QObject::tr("mixed");
 }
 
 }  // namespace
+
+std::vector<std::pair<int32_t, float>> top_probabilities(std::span<const float> logits, size_t n, int32_t also, float* also_probability) {
+    std::vector<std::pair<int32_t, float>> top;
+    if (logits.empty()) return top;
+    const float max = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (float l : logits) sum += fast_exp(l - max);
+    if (also_probability != nullptr)
+        *also_probability = also >= 0 && static_cast<size_t>(also) < logits.size()
+                                ? static_cast<float>(fast_exp(logits[static_cast<size_t>(also)] - max) / sum) : -1.0f;
+    if (n == 0) return top;
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    n = std::min(n, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), [&](int32_t a, int32_t b) {
+        return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] || (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+    });
+    for (size_t i = 0; i < n; ++i)
+        top.emplace_back(ids[i], static_cast<float>(fast_exp(logits[static_cast<size_t>(ids[i])] - max) / sum));
+    return top;
+}
 
 CounterSet counter_set(const PerfCounters& c) {
     CounterSet set;
@@ -34,7 +99,10 @@ CounterSet counter_set(const PerfCounters& c) {
     return set;
 }
 
-EngineWorker::EngineWorker() { register_metatypes(); }
+EngineWorker::EngineWorker() {
+    register_metatypes();
+    startup_selection();
+}
 
 EngineWorker::~EngineWorker() { do_unload(); }
 
@@ -54,29 +122,52 @@ void EngineWorker::generate(const GenerationRequest& request) {
     QMetaObject::invokeMethod(this, [this, request, id] { do_generate(request, id); }, Qt::QueuedConnection);
 }
 
+void EngineWorker::compareKernels(const KernelComparisonRequest& request) {
+    const uint64_t id = ++posted_;
+    QMetaObject::invokeMethod(this, [this, request, id] { do_compare(request, id); }, Qt::QueuedConnection);
+}
+
 void EngineWorker::resetConversation() {
     QMetaObject::invokeMethod(this, [this] {
-        if (chat_) chat_->reset();
+        if (session_) session_->reset();
+        cached_.clear();
     }, Qt::QueuedConnection);
 }
 
-void EngineWorker::setCounting(bool on) {
-    QMetaObject::invokeMethod(this, [this, on] {
-        counting_ = on;
-        if (collector_) collector_->set_counting(on);
+void EngineWorker::setCounting(Counting mode) {
+    QMetaObject::invokeMethod(this, [this, mode] {
+        counting_ = mode;
+        if (collector_) collector_->set_counting(mode);
     }, Qt::QueuedConnection);
+}
+
+void EngineWorker::setKernel(const QString& variant) {
+    QMetaObject::invokeMethod(this, [this, variant] { kernel_ = variant; }, Qt::QueuedConnection);
 }
 
 void EngineWorker::requestStop() { cancelled_.store(posted_.load()); }
 
+Status EngineWorker::apply_kernel() {
+    if (kernel_.isEmpty()) {
+        startup_selection().apply();
+        return Status::ok();
+    }
+    kernels::Variant v{};
+    if (!kernels::variant_from_name(kernel_.toStdString(), &v)) return error("unknown kernel variant '" + kernel_.toStdString() + "'");
+    if (!kernels::select_variant(v)) return error(std::string(kernels::variant_display_name(v)) + " kernels do not run on this CPU");
+    return Status::ok();
+}
+
 void EngineWorker::do_unload() {
     // The session refers to the model and the pool; the pool's threads carry the inherited counters.
-    chat_.reset();
     session_.reset();
     collector_.reset();
     pool_.reset();
     model_.reset();
     counters_.reset();
+    cached_.clear();
+    stop_ids_.clear();
+    logits_ = {};
 }
 
 void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
@@ -99,7 +190,7 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     collector_ = std::make_unique<TraceCollector>(counters_.get());
     collector_->set_counting(counting_);
     session_->set_observer(collector_.get());
-    chat_ = std::make_unique<ChatService>(*model_, *session_);
+    stop_ids_ = default_stop_ids(*model_);
 
     ModelSummary summary = summarize(*model_, path);
     summary.context = static_cast<int>(session_->context());
@@ -118,38 +209,34 @@ QString EngineWorker::token_text(int32_t token, std::string& pending) const {
     return QString::fromUtf8(ready.data(), static_cast<qsizetype>(ready.size()));
 }
 
-// The chat service's turn seen from the Studio: every evaluated position becomes a TokenTrace, every sampled
-// token a tokenGenerated signal, and requestStop() cancels between tokens.
-class EngineWorker::TurnSignals final : public TurnObserver {
-public:
-    TurnSignals(EngineWorker& worker, uint64_t id) : w_(worker), id_(id) {}
-    void on_started(uint32_t reused) override { emit w_.generationStarted(static_cast<int>(reused)); }
-    void before_eval(uint32_t position, std::span<const int32_t> tokens, bool generated) override {
-        // One token per step (prompt_step = 1): each position gets its own trace.
-        const QString text = generated ? generated_text_ : w_.token_text(tokens[0], pending_);
-        w_.collector_->begin(static_cast<int>(position), tokens[0], text, generated);
+Status EngineWorker::eval_traced(const std::vector<int32_t>& tokens, const std::vector<QString>& texts, bool generated,
+                                 TokenTrace* generated_extra) {
+    collector_->begin(static_cast<int>(session_->position()), tokens, texts, generated);
+    auto logits = session_->eval(std::span<const int32_t>(tokens));
+    if (!logits) return logits.status();
+    logits_ = logits.value();
+    cached_.insert(cached_.end(), tokens.begin(), tokens.end());
+    std::vector<TokenTrace> traces = collector_->take();
+    if (generated_extra != nullptr && traces.size() == 1) {
+        // The sampler's time and the alternatives belong to the step that produced this token.
+        TokenTrace& t = traces.front();
+        t.sampling_ns = generated_extra->sampling_ns;
+        t.step_ns = generated_extra->step_ns > 0 ? now_ns() - generated_extra->step_ns : t.step_ns;
+        t.probability = generated_extra->probability;
+        t.alternatives = std::move(generated_extra->alternatives);
     }
-    void after_eval(std::span<const float>) override { emit w_.tokenEvaluated(w_.collector_->take()); }
-    bool on_token(const TokenEvent& e) override {
-        const Tokenizer* tok = w_.model_->tokenizer();
-        if (tok == nullptr) generated_text_ = QStringLiteral("[%1] ").arg(e.id);
-        else if (e.end_of_turn) generated_text_ = QString::fromStdString(tok->decode_token_bytes(e.id));
-        else generated_text_ = QString::fromUtf8(e.text.data(), static_cast<qsizetype>(e.text.size()));
-        emit w_.tokenGenerated(static_cast<int>(w_.session_->position()), e.id, generated_text_, e.end_of_turn);
-        return true;
-    }
-    bool cancelled() override { return id_ <= w_.cancelled_.load(); }
-
-private:
-    EngineWorker& w_;
-    uint64_t id_;
-    std::string pending_;  // the prompt's unfinished character
-    QString generated_text_;
-};
+    for (const TokenTrace& t : traces) emit tokenEvaluated(t);
+    return Status::ok();
+}
 
 void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
+    auto cancelled = [this, id] { return id <= cancelled_.load(); };
     if (!session_) {
         emit generationFailed(tr("no model is loaded"));
+        return;
+    }
+    if (Status s = apply_kernel(); !s) {
+        emit generationFailed(QString::fromStdString(s.message()));
         return;
     }
     std::vector<int32_t> ids = request.token_ids;
@@ -163,34 +250,227 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
         }
         ids = std::move(rendered.value());
     }
-    TurnOptions options;
-    options.reply.max_tokens = std::max(0, request.max_tokens);
-    // With explicit ids the caller decides when to stop, as `colibri generate --tokens` does.
-    if (request.token_ids.empty()) options.reply.stop_ids = default_stop_ids(*model_);
-    options.prompt_step = 1;
-    // Every generated token is evaluated, the last one too, so each has its routing and the cache holds the
-    // whole reply for the next turn.
-    options.evaluate_last = true;
-    Sampler sampler(request.sampling);
-    TurnSignals observer(*this, id);
-    auto turn = chat_->run(ids, sampler, options, &observer);
-    if (!turn) {
-        QString message = QString::fromStdString(turn.message());
-        if (message.startsWith(QLatin1String("conversation would exceed"))) message = tr("the %1; start a new one").arg(message);
-        emit generationFailed(message);
+    for (int32_t t : ids)
+        if (t < 0 || static_cast<uint32_t>(t) >= model_->hparams().vocab_size) {
+            emit generationFailed(tr("token id %1 out of range (vocabulary %2)").arg(t).arg(model_->hparams().vocab_size));
+            return;
+        }
+    const int max_tokens = std::max(0, request.max_tokens);
+    if (ids.size() + static_cast<size_t>(max_tokens) > session_->context()) {
+        emit generationFailed(tr("the conversation (%1 tokens) and a reply of up to %2 would exceed the context of %3 tokens; "
+                                 "start a new conversation or lower the maximum reply length")
+                                  .arg(ids.size()).arg(max_tokens).arg(session_->context()));
         return;
     }
+
+    // Reuse the KV cache for the common prefix, as `colibri chat` does; at least one token must be fed.
+    size_t common = 0;
+    while (common < cached_.size() && common < ids.size() && cached_[common] == ids[common]) ++common;
+    if (common == ids.size()) --common;
+    session_->truncate(static_cast<uint32_t>(common));
+    cached_.resize(common);
+
     GenerationStats stats;
-    stats.reused_tokens = static_cast<int>(turn->reused);
-    stats.prompt_tokens = static_cast<int>(turn->prompt_evaluated);
-    stats.generated = static_cast<int>(turn->tokens.size());
-    stats.prompt_seconds = turn->prompt_seconds;
-    stats.decode_seconds = turn->decode_seconds;
-    stats.context_used = static_cast<int>(turn->context_used);
+    stats.reused_tokens = static_cast<int>(common);
     stats.context_size = static_cast<int>(session_->context());
-    stats.stopped = turn->finish == FinishReason::Cancelled;
-    stats.reply = QString::fromStdString(turn->reply);
+    stats.kernel = running_kernel(*model_);
+    emit generationStarted(static_cast<int>(common));
+    auto fail = [this](const Status& s) { emit generationFailed(QString::fromStdString(s.message())); };
+
+    // The prompt in chunks, as `colibri chat` evaluates it (one token at a time while counting, so that the
+    // counters stay per token), with a chance to stop between chunks.
+    const size_t chunk = collector_->counting() ? 1 : session_->options().chunk;
+    QElapsedTimer clock;
+    clock.start();
+    std::string pending;
+    for (size_t i = common; i < ids.size();) {
+        if (cancelled()) {
+            stats.stopped = true;
+            break;
+        }
+        const size_t n = std::min(chunk, ids.size() - i);
+        std::vector<int32_t> part(ids.begin() + static_cast<std::ptrdiff_t>(i), ids.begin() + static_cast<std::ptrdiff_t>(i + n));
+        std::vector<QString> texts;
+        for (int32_t t : part) texts.push_back(token_text(t, pending));
+        if (Status s = eval_traced(part, texts, false); !s) return fail(s);
+        stats.prompt_tokens += static_cast<int>(n);
+        i += n;
+    }
+    stats.prompt_seconds = static_cast<double>(clock.nsecsElapsed()) * 1e-9;
+
+    // With explicit ids the caller decides when to stop, as `colibri generate --tokens` does.
+    const bool use_stop_ids = request.token_ids.empty();
+    Sampler sampler(request.sampling);
+    std::vector<int32_t> history(ids.begin() + static_cast<std::ptrdiff_t>(common), ids.end());
+    std::vector<int32_t> reply;
+    clock.restart();
+    pending.clear();
+    const Tokenizer* tok = model_->tokenizer();
+    while (!stats.stopped && stats.generated < max_tokens) {
+        if (cancelled()) {
+            stats.stopped = true;
+            break;
+        }
+        TokenTrace step;
+        step.step_ns = now_ns();
+        const int32_t next = sampler.sample(logits_, history);
+        step.sampling_ns = now_ns() - step.step_ns;
+        // What else the model considered here: its own distribution, before the sampling settings.
+        for (const auto& [token, p] : top_probabilities(logits_, 5, next, &step.probability)) {
+            const std::string bytes = tok ? tok->decode_token_bytes(token) : std::string();
+            step.alternatives.push_back({token, QString::fromUtf8(bytes.data(), static_cast<qsizetype>(bytes.size())), p});
+        }
+        history.push_back(next);
+        const bool end = use_stop_ids && std::find(stop_ids_.begin(), stop_ids_.end(), next) != stop_ids_.end();
+        const QString text = token_text(next, pending);
+        emit tokenGenerated(static_cast<int>(session_->position()), next, text, end);
+        ++stats.generated;
+        if (!end) reply.push_back(next);
+        // Every generated token is evaluated, the last one too, so each has its routing and the cache
+        // holds the whole reply for the next turn.
+        if (Status s = eval_traced({next}, {text}, true, &step); !s) return fail(s);
+        if (end) break;
+    }
+    stats.decode_seconds = static_cast<double>(clock.nsecsElapsed()) * 1e-9;
+    stats.context_used = static_cast<int>(session_->position());
+    if (tok) stats.reply = QString::fromStdString(tok->decode(reply, true));
     emit generationFinished(stats);
+}
+
+void EngineWorker::do_compare(const KernelComparisonRequest& request, uint64_t id) {
+    auto cancelled = [this, id] { return id <= cancelled_.load(); };
+    KernelComparison result;
+    result.cpu = QString::fromStdString(kernels::cpu_model());
+    result.reps = std::max(1, request.reps);
+    result.decode_tokens = std::max(1, request.decode_tokens);
+    if (!session_) {
+        result.error = tr("no model is loaded");
+        emit kernelComparisonFinished(result);
+        return;
+    }
+    result.model = QString::fromStdString(model_->file().path());
+    result.threads = static_cast<int>(pool_->size());
+    std::vector<kernels::Variant> variants;
+    for (const QString& name : request.variants) {
+        kernels::Variant v{};
+        if (!kernels::variant_from_name(name.toStdString(), &v) || !kernels::variant_supported(v)) {
+            result.error = tr("%1: this CPU cannot run it").arg(name);
+            emit kernelComparisonFinished(result);
+            return;
+        }
+        variants.push_back(v);
+    }
+    if (variants.empty()) variants = kernels::supported_variants();
+
+    // The prompt: the caller's ids, else seeded random ones as `colibri bench` uses; both cut to length.
+    std::vector<int32_t> prompt = request.prompt;
+    const uint32_t vocab = model_->hparams().vocab_size;
+    if (prompt.empty()) {
+        std::mt19937_64 rng(1);
+        prompt.resize(static_cast<size_t>(std::max(1, request.prompt_tokens)));
+        for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % vocab);
+    }
+    if (request.prompt_tokens > 0 && prompt.size() > static_cast<size_t>(request.prompt_tokens)) prompt.resize(static_cast<size_t>(request.prompt_tokens));
+    result.prompt_tokens = static_cast<int>(prompt.size());
+    if (prompt.size() + static_cast<size_t>(result.decode_tokens) > session_->context()) {
+        result.error = tr("the prompt and decode (%1 tokens) exceed the context of %2").arg(prompt.size() + result.decode_tokens).arg(session_->context());
+        emit kernelComparisonFinished(result);
+        return;
+    }
+
+    // Timing only: no counters, whatever the profiler is set to, so that every variant runs as in a chat.
+    const KernelSelection before = KernelSelection::current();
+    const Counting counting = collector_->counting_mode();
+    collector_->set_counting(Counting::Off);
+    cached_.clear();  // the session will hold the comparison's tokens, not the chat's
+    std::vector<KernelRun> runs(variants.size());
+    const int total = result.reps * static_cast<int>(variants.size());
+    int done = 0;
+    bool stopped = false;
+    for (int rep = 0; rep < result.reps && !stopped; ++rep) {
+        for (size_t vi = 0; vi < variants.size(); ++vi) {
+            if (cancelled()) {
+                stopped = true;
+                break;
+            }
+            kernels::select_variant(variants[vi]);
+            KernelRun& run = runs[vi];
+            run.variant = QString::fromLatin1(kernels::variant_name(variants[vi]));
+            run.display = QString::fromLatin1(kernels::variant_display_name(variants[vi]));
+            emit kernelComparisonProgress(done, total, tr("%1, repetition %2 of %3").arg(run.display).arg(rep + 1).arg(result.reps));
+            session_->reset();
+            collector_->begin(0, prompt, {}, false);
+            uint64_t t0 = now_ns();
+            auto logits = session_->eval(std::span<const int32_t>(prompt));
+            if (!logits) {
+                result.error = QString::fromStdString(logits.message());
+                stopped = true;
+                break;
+            }
+            run.prompt_tps.push_back(static_cast<double>(prompt.size()) / (static_cast<double>(now_ns() - t0) * 1e-9));
+            // Greedy decode, with the per-layer times of every step summed.
+            std::map<int, double> layer_ns;
+            double head_ns = 0, step_ns = 0;
+            std::vector<int32_t> decoded;
+            int32_t next = 0;
+            t0 = now_ns();
+            for (int i = 0; i < result.decode_tokens; ++i) {
+                const std::span<const float> l = logits.value();
+                next = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+                decoded.push_back(next);
+                collector_->begin(static_cast<int>(session_->position()), {next}, {}, true);
+                logits = session_->eval(next);
+                if (!logits) break;
+                for (const TokenTrace& t : collector_->take()) {
+                    for (const LayerProfile& p : t.layers) layer_ns[p.layer] += static_cast<double>(p.attention_ns + p.router_ns + p.experts_ns);
+                    head_ns += static_cast<double>(t.lm_head_ns);
+                    step_ns += static_cast<double>(t.step_ns);
+                }
+            }
+            if (!logits) {
+                result.error = QString::fromStdString(logits.message());
+                stopped = true;
+                break;
+            }
+            run.decode_tps.push_back(result.decode_tokens / (static_cast<double>(now_ns() - t0) * 1e-9));
+            if (rep == 0) {
+                run.decoded = decoded;
+                run.layers.clear();
+                run.layer_us.clear();
+                for (const auto& [layer, ns] : layer_ns) {
+                    run.layers.push_back(layer);
+                    run.layer_us.push_back(ns / result.decode_tokens / 1e3);
+                }
+                run.lm_head_us = head_ns / result.decode_tokens / 1e3;
+                run.token_us = step_ns / result.decode_tokens / 1e3;
+            } else {
+                // Layer times: the mean over the repetitions so far.
+                const double w = 1.0 / (rep + 1);
+                size_t i = 0;
+                for (const auto& [layer, ns] : layer_ns)
+                    if (i < run.layer_us.size()) run.layer_us[i] = run.layer_us[i] * (1 - w) + w * ns / result.decode_tokens / 1e3, ++i;
+                run.lm_head_us = run.lm_head_us * (1 - w) + w * head_ns / result.decode_tokens / 1e3;
+                run.token_us = run.token_us * (1 - w) + w * step_ns / result.decode_tokens / 1e3;
+            }
+            ++done;
+        }
+    }
+    before.apply();
+    collector_->set_counting(counting);
+    session_->reset();
+    cached_.clear();
+    // Only repetitions every variant completed count, so that the variants are compared on equal terms.
+    size_t reps_done = runs.empty() ? 0 : runs.front().decode_tps.size();
+    for (const KernelRun& r : runs) reps_done = std::min(reps_done, r.decode_tps.size());
+    for (KernelRun& r : runs) {
+        r.prompt_tps.resize(std::min(r.prompt_tps.size(), reps_done));
+        r.decode_tps.resize(reps_done);
+    }
+    if (reps_done > 0) result.runs = std::move(runs);
+    result.complete = !stopped && result.error.isEmpty();
+    result.when = QDateTime::currentDateTime().toString(Qt::ISODate);
+    emit kernelComparisonProgress(done, total, QString());
+    emit kernelComparisonFinished(result);
 }
 
 }  // namespace colibri::studio

@@ -1,7 +1,8 @@
 // EngineWorker: the engine (Model, ThreadPool, Session, perf counters) on its own QThread. Callers on any
 // thread use the public functions, which only post work to the worker's thread and return at once; results
 // come back as signals (queued to the receiver's thread). A generation streams token by token, each
-// evaluated position with its trace, and requestStop() ends it within one token.
+// evaluated position with its trace, and requestStop() ends it within one token (one prompt chunk while the
+// prompt is evaluated). The same worker runs a kernel comparison: one prompt and decode per kernel variant.
 #pragma once
 #include <QObject>
 #include <QString>
@@ -13,11 +14,12 @@
 
 #include "engine/sampler.h"
 #include "engine/status.h"
+#include "ui/kernel_comparison.h"
 #include "ui/models/model_summary.h"
 #include "ui/token_trace.h"
+#include "ui/trace_collector.h"
 
 namespace colibri {
-class ChatService;
 class Model;
 class PerfCounters;
 class Session;
@@ -25,8 +27,6 @@ class ThreadPool;
 }  // namespace colibri
 
 namespace colibri::studio {
-
-class TraceCollector;
 
 // The events `counters` offers and what it says about those it could not open, as the profiler shows them.
 CounterSet counter_set(const PerfCounters& counters);
@@ -53,6 +53,7 @@ struct GenerationStats {
     int context_size = 0;
     bool stopped = false;     // by requestStop()
     QString reply;            // generated text without end-of-turn tokens
+    QString kernel;           // the kernel variant the model's weights ran on ("AVX-512"; "mixed" when several)
     double decode_tokens_per_second() const { return decode_seconds > 0 ? generated / decode_seconds : 0.0; }
     double prompt_tokens_per_second() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }
 };
@@ -61,6 +62,11 @@ struct LoadOptions {
     unsigned threads = 0;   // 0: all cores
     uint32_t context = 0;   // 0: min(model, 4096)
 };
+
+// The top `n` tokens of softmax(logits), most likely first; also_probability (when not null) gets the
+// probability of token `also` (-1 when it is out of range).
+std::vector<std::pair<int32_t, float>> top_probabilities(std::span<const float> logits, size_t n, int32_t also = -1,
+                                                         float* also_probability = nullptr);
 
 class EngineWorker : public QObject {
     Q_OBJECT
@@ -72,10 +78,16 @@ public:
     void load(const QString& path, const LoadOptions& options = {});
     void unload();
     void generate(const GenerationRequest& request);
-    void resetConversation();     // forget the KV cache; the next generation evaluates from scratch
-    void setCounting(bool on);    // sample perf counters per layer and expert (on by default)
+    void resetConversation();       // forget the KV cache; the next generation evaluates from scratch
+    void setCounting(Counting mode);  // perf counters per layer or per layer and expert (off by default)
+    // The kernel variant this session's generations run on (kernels::variant_name; empty: the startup choice,
+    // COLIBRI_KERNEL or the tune cache or CPUID). A variant this CPU cannot run fails the next generation.
+    void setKernel(const QString& variant);
+    // The same prompt and greedy decode once per variant (interleaved repetitions); results as
+    // kernelComparisonFinished, partial when stopped. The chat's cache is forgotten afterwards.
+    void compareKernels(const KernelComparisonRequest& request);
 
-    // Thread-safe and immediate: cancels the running generation and any already posted.
+    // Thread-safe and immediate: cancels the running generation or comparison and any already posted.
     void requestStop();
 
 signals:
@@ -89,23 +101,32 @@ signals:
     void tokenEvaluated(const colibri::studio::TokenTrace& trace);
     void generationFinished(const colibri::studio::GenerationStats& stats);
     void generationFailed(const QString& error);
+    void kernelComparisonProgress(int done, int total, const QString& what);
+    void kernelComparisonFinished(const colibri::studio::KernelComparison& result);
 
 private:
     void do_load(const QString& path, const LoadOptions& options);
     void do_unload();
     void do_generate(const GenerationRequest& request, uint64_t id);
+    void do_compare(const KernelComparisonRequest& request, uint64_t id);
+    // Evaluates tokens (one or a prompt chunk) with the collector attached and emits their traces.
+    Status eval_traced(const std::vector<int32_t>& tokens, const std::vector<QString>& texts, bool generated,
+                       TokenTrace* generated_extra = nullptr);
     QString token_text(int32_t token, std::string& pending) const;
-    class TurnSignals;
+    Status apply_kernel();
 
     std::unique_ptr<PerfCounters> counters_;
     std::unique_ptr<ThreadPool> pool_;
     std::unique_ptr<Model> model_;
     std::unique_ptr<Session> session_;
     std::unique_ptr<TraceCollector> collector_;
-    std::unique_ptr<ChatService> chat_;  // the conversation on session_: turns, prefix reuse, stop ids
-    bool counting_ = true;
+    std::vector<int32_t> cached_;     // the tokens the session holds, for prefix reuse
+    std::vector<int32_t> stop_ids_;
+    std::span<const float> logits_;   // of the last evaluated position
+    Counting counting_ = Counting::Off;
+    QString kernel_;                  // setKernel's choice
 
-    std::atomic<uint64_t> posted_{0};     // generation requests posted so far
+    std::atomic<uint64_t> posted_{0};     // requests posted so far
     std::atomic<uint64_t> cancelled_{0};  // requests with an id up to this are cancelled
 };
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/format.h"
 #include "engine/model_file.h"
 #include "kernels/matvec.h"
 #include "tools/convert.h"
@@ -28,6 +29,7 @@ FileLayout layout_of(const tools::CheckReport& r) {
     layout.compressed = r.compressed;
     layout.family = qs(r.family);
     if (r.unreadable || (r.sections.empty() && !r.fatal.empty())) layout.error = qs(r.fatal);
+    layout.unreadable = r.unreadable;
     for (const tools::SectionCheck& c : r.sections)
         layout.sections.push_back(SectionInfo{static_cast<int>(c.index), qs(c.kind), qs(c.name), static_cast<int>(c.layer),
                                               static_cast<int>(c.expert), c.offset, c.size, c.stored_size, c.aligned, c.in_bounds});
@@ -114,7 +116,113 @@ TensorHistogram tensor_histogram(const QString& path, const QString& tensor, int
     return h;
 }
 
+namespace {
+
+QString shape_text(const TensorView& t) {
+    return t.n_dims == 1 ? QStringLiteral("[%1]").arg(t.rows) : QStringLiteral("[%1, %2]").arg(t.rows).arg(t.cols);
+}
+
+}  // namespace
+
+TensorComparison compare_tensors(const QString& a_path, const QString& b_path, const std::function<bool(quint64, quint64)>& progress) {
+    TensorComparison out;
+    out.path_a = a_path;
+    out.path_b = b_path;
+    auto fa = ModelFile::open(a_path.toStdString());
+    if (!fa) {
+        out.error = qs(fa.message());
+        return out;
+    }
+    auto fb = ModelFile::open(b_path.toStdString());
+    if (!fb) {
+        out.error = qs(fb.message());
+        return out;
+    }
+    const ModelFile& A = *fa.value();
+    const ModelFile& B = *fb.value();
+    quint64 total = 0, done = 0;
+    for (const TensorView& t : A.tensors()) total += t.size;
+    std::vector<float> ra, rb;
+    for (const TensorView& ta : A.tensors()) {
+        TensorDiff d;
+        d.name = QString::fromStdString(ta.name);
+        d.shape_a = shape_text(ta);
+        d.type_a = QString::fromLatin1(format::weight_type_name(ta.type));
+        const TensorView* tb = B.find_tensor(ta.name);
+        if (tb == nullptr) {
+            d.kind = TensorDiff::Kind::OnlyInA;
+            out.tensors.push_back(std::move(d));
+            done += ta.size;
+            continue;
+        }
+        d.shape_b = shape_text(*tb);
+        d.type_b = QString::fromLatin1(format::weight_type_name(tb->type));
+        if (ta.n_dims != tb->n_dims || ta.rows != tb->rows || ta.cols != tb->cols) {
+            d.kind = TensorDiff::Kind::ShapeDiffers;
+            out.tensors.push_back(std::move(d));
+            done += ta.size;
+            continue;
+        }
+        if (Status s = A.ensure_section(ta.section); !s) {
+            d.kind = TensorDiff::Kind::Unreadable;
+            d.error = qs(s.message());
+        } else if (Status s2 = B.ensure_section(tb->section); !s2) {
+            d.kind = TensorDiff::Kind::Unreadable;
+            d.error = qs(s2.message());
+        }
+        if (d.kind == TensorDiff::Kind::Unreadable) {
+            out.tensors.push_back(std::move(d));
+            done += ta.size;
+            continue;
+        }
+        const uint64_t rows = ta.n_dims == 1 ? 1 : ta.rows, cols = ta.n_dims == 1 ? ta.rows : ta.cols;
+        ra.resize(cols);
+        rb.resize(cols);
+        double sum_d2 = 0, sum_a2 = 0, sum_b2 = 0, sum_ab = 0;
+        for (uint64_t r = 0; r < rows; ++r) {
+            kernels::dequantize_row(ta.type, ta.data, cols, r, ra.data());
+            kernels::dequantize_row(tb->type, tb->data, cols, r, rb.data());
+            for (uint64_t c = 0; c < cols; ++c) {
+                const double x = ra[c], y = rb[c], diff = x - y;
+                d.max_abs = std::max(d.max_abs, std::fabs(diff));
+                sum_d2 += diff * diff;
+                sum_a2 += x * x;
+                sum_b2 += y * y;
+                sum_ab += x * y;
+            }
+            // Progress and cancel about every 4 MiB of A's bytes.
+            if ((r & 63) == 63 && progress && !progress(done + ta.size * (r + 1) / rows, total)) {
+                out.cancelled = true;
+                return out;
+            }
+        }
+        d.values = rows * cols;
+        d.rms = d.values > 0 ? std::sqrt(sum_d2 / static_cast<double>(d.values)) : 0.0;
+        const double rms_a = d.values > 0 ? std::sqrt(sum_a2 / static_cast<double>(d.values)) : 0.0;
+        d.relative_rms = rms_a > 0 ? d.rms / rms_a : (d.rms > 0 ? 1.0 : 0.0);
+        d.cosine = sum_a2 > 0 && sum_b2 > 0 ? sum_ab / std::sqrt(sum_a2 * sum_b2) : (sum_a2 == sum_b2 ? 1.0 : 0.0);
+        d.kind = d.max_abs == 0.0 ? TensorDiff::Kind::Identical : TensorDiff::Kind::Differs;
+        out.tensors.push_back(std::move(d));
+        done += ta.size;
+        if (progress && !progress(done, total)) {
+            out.cancelled = true;
+            return out;
+        }
+    }
+    for (const TensorView& tb : B.tensors())
+        if (A.find_tensor(tb.name) == nullptr) {
+            TensorDiff d;
+            d.name = QString::fromStdString(tb.name);
+            d.shape_b = shape_text(tb);
+            d.type_b = QString::fromLatin1(format::weight_type_name(tb.type));
+            d.kind = TensorDiff::Kind::OnlyInB;
+            out.tensors.push_back(std::move(d));
+        }
+    return out;
+}
+
 FileWorker::FileWorker() {
+    qRegisterMetaType<TensorComparison>();
     qRegisterMetaType<FileLayout>();
     qRegisterMetaType<TensorHistogram>();
     qRegisterMetaType<tools::CheckReport>();
@@ -140,6 +248,20 @@ void FileWorker::convert(const ConvertJob& job) {
 }
 
 void FileWorker::cancel() { cancelled_.store(posted_.load()); }
+
+void FileWorker::compare(const QString& a, const QString& b) {
+    const uint64_t id = ++posted_;
+    QMetaObject::invokeMethod(this, [this, a, b, id] { do_compare(a, b, id); }, Qt::QueuedConnection);
+}
+
+void FileWorker::do_compare(const QString& a, const QString& b, uint64_t id) {
+    TensorComparison c = compare_tensors(a, b, [this, id](quint64 done, quint64 total) {
+        if (cancelled(id)) return false;
+        emit progress(done, total);
+        return true;
+    });
+    emit comparedFiles(c);
+}
 
 void FileWorker::do_verify(const QString& path, uint64_t id) {
     if (cancelled(id)) {

@@ -7,6 +7,7 @@
 #include <QStringList>
 #include <QVector>
 #include <atomic>
+#include <functional>
 #include <vector>
 
 #include "kernels/types.h"
@@ -50,6 +51,7 @@ struct FileLayout {
     std::vector<SectionInfo> sections;
     std::vector<TensorInfo> tensors;
     QStringList problems;    // what the structure alone shows to be wrong
+    bool unreadable = false; // the path could not be opened at all (missing, a directory, no permission)
 };
 
 struct TensorHistogram {
@@ -60,6 +62,26 @@ struct TensorHistogram {
     quint64 sampled = 0;      // used for the histogram (every value up to a million, else whole rows strided)
     quint64 non_finite = 0;
     std::vector<quint64> bins;
+    bool constant() const { return sampled > 0 && min == max; }
+};
+
+// One tensor of file A against the tensor of the same name in file B.
+struct TensorDiff {
+    QString name;
+    QString shape_a, shape_b, type_a, type_b;
+    enum class Kind { Identical, Differs, ShapeDiffers, OnlyInA, OnlyInB, Unreadable } kind = Kind::Identical;
+    quint64 values = 0;
+    double max_abs = 0.0;      // largest |a - b|
+    double rms = 0.0;          // root mean square of a - b
+    double relative_rms = 0.0; // rms / rms(a): 0 identical; q8_0 of random weights ~0.005, q4 ~0.1
+    double cosine = 1.0;       // of the two tensors as vectors
+    QString error;
+};
+struct TensorComparison {
+    QString path_a, path_b;
+    QString error;  // a file could not be opened
+    bool cancelled = false;
+    std::vector<TensorDiff> tensors;  // A's order, then what only B has
 };
 
 struct ConvertJob {
@@ -78,6 +100,8 @@ public:
     void verify(const QString& path);
     void histogram(const QString& path, const QString& tensor, int bins = 64);
     void convert(const ConvertJob& job);
+    // Every tensor of a against b's of the same name (dequantised values), with progress; cancel stops it.
+    void compare(const QString& a, const QString& b);
     // Thread-safe: ends the running verification or conversion (and any posted) at the next progress step.
     void cancel();
 
@@ -90,10 +114,12 @@ signals:
     void converted(const QString& output, const QString& summary);
     void convertFailed(const QString& error);
     void convertCancelled();
+    void comparedFiles(const colibri::studio::TensorComparison& result);
 
 private:
     void do_verify(const QString& path, uint64_t id);
     void do_convert(const ConvertJob& job, uint64_t id);
+    void do_compare(const QString& a, const QString& b, uint64_t id);
     bool cancelled(uint64_t id) const { return id <= cancelled_.load(); }
     std::atomic<uint64_t> posted_{0}, cancelled_{0};
 };
@@ -102,9 +128,12 @@ FileLayout read_layout(const QString& path);
 // The layout a check report describes (its sections and tensors, whether or not they were hashed).
 FileLayout layout_of(const tools::CheckReport& report);
 TensorHistogram tensor_histogram(const QString& path, const QString& tensor, int bins);
+// progress(done_bytes, total_bytes) returns false to stop (the result is then marked cancelled).
+TensorComparison compare_tensors(const QString& a, const QString& b, const std::function<bool(quint64, quint64)>& progress = {});
 
 }  // namespace colibri::studio
 
 Q_DECLARE_METATYPE(colibri::studio::FileLayout)
 Q_DECLARE_METATYPE(colibri::studio::TensorHistogram)
+Q_DECLARE_METATYPE(colibri::studio::TensorComparison)
 Q_DECLARE_METATYPE(colibri::tools::CheckReport)

@@ -5,6 +5,7 @@
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -21,8 +22,26 @@ struct LayerRouting {
 
 struct LayerProfile {
     int layer = 0;
-    uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;
+    uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;  // experts_ns without the counter reads inside it
+    uint64_t counter_ns = 0;         // reading the counters at this layer: the profiler's own cost
     std::vector<uint64_t> counters;  // empty when counters were off; else in CounterSet::names order
+};
+
+// One of the most likely tokens where a generated token was sampled: the model's distribution (softmax of
+// the logits, before temperature and the other sampling settings).
+struct TokenAlternative {
+    int32_t token = -1;
+    QString text;
+    float probability = 0.0f;
+};
+
+// Where one position's time went, in nanoseconds. total is the whole step: for a generated token from the
+// start of its sampling to the end of its evaluation, for a prompt token its share of the chunk it was
+// evaluated in; other is what total holds beyond the named stages (embedding, bookkeeping).
+struct TokenTime {
+    uint64_t attention = 0, router = 0, experts = 0, lm_head = 0, sampling = 0, counters = 0, total = 0;
+    uint64_t named() const { return attention + router + experts + lm_head + sampling + counters; }
+    uint64_t other() const { return total > named() ? total - named() : 0; }
 };
 
 struct ExpertCounters {
@@ -39,6 +58,14 @@ struct TokenTrace {
     std::vector<LayerRouting> routing;  // MoE layers, ascending
     std::vector<LayerProfile> layers;   // every layer, ascending
     std::vector<ExpertCounters> experts;
+    uint64_t lm_head_ns = 0;   // final norm and lm head (tokens whose logits were computed)
+    uint64_t sampling_ns = 0;  // the sampler (generated tokens)
+    uint64_t step_ns = 0;      // see TokenTime::total
+    bool counted = false;          // perf counters were read per layer for this position
+    bool experts_counted = false;  // ... and per routed expert
+    float probability = -1.0f;     // generated tokens: the model's probability of this token; -1 unknown
+    std::vector<TokenAlternative> alternatives;  // generated tokens: the top 5 where it was sampled
+    TokenTime time() const;
 
     const LayerRouting* routing_at(int layer) const {
         for (const LayerRouting& r : routing)
@@ -46,6 +73,20 @@ struct TokenTrace {
         return nullptr;
     }
 };
+
+inline TokenTime TokenTrace::time() const {
+    TokenTime t;
+    for (const LayerProfile& l : layers) {
+        t.attention += l.attention_ns;
+        t.router += l.router_ns;
+        t.experts += l.experts_ns;
+        t.counters += l.counter_ns;
+    }
+    t.lm_head = lm_head_ns;
+    t.sampling = sampling_ns;
+    t.total = std::max(step_ns, t.named());
+    return t;
+}
 
 // The counters a loaded model's traces carry, and what the profiler says about those it could not open.
 struct CounterSet {

@@ -72,6 +72,7 @@ ProfileTotals profile_totals(const Conversation& c, const TokenSpan& span, int c
             s.attention_ns += l.attention_ns;
             s.router_ns += l.router_ns;
             s.experts_ns += l.experts_ns;
+            s.counter_ns += l.counter_ns;
             add(s.counters, l.counters);
         }
         // Activations come from the routing, counters from the per-expert records when they were sampled.
@@ -92,6 +93,36 @@ ProfileTotals profile_totals(const Conversation& c, const TokenSpan& span, int c
     }
     for (auto& [key, e] : experts) p.per_expert.push_back(std::move(e));
     return p;
+}
+
+TimeTotals time_totals(const Conversation& c, const TokenSpan& span) {
+    TimeTotals t;
+    auto add = [](TokenTime& sum, const TokenTime& x) {
+        sum.attention += x.attention;
+        sum.router += x.router;
+        sum.experts += x.experts;
+        sum.lm_head += x.lm_head;
+        sum.sampling += x.sampling;
+        sum.counters += x.counters;
+        sum.total += x.total;
+    };
+    for (const ConversationToken& tok : c.tokens()) {
+        if (!span.contains(tok)) continue;
+        const TokenTime x = tok.trace.time();
+        ++t.tokens;
+        add(t.sum, x);
+        if (!tok.trace.generated) continue;
+        ++t.generated;
+        add(t.generated_sum, x);
+        if (tok.trace.counted) {
+            ++t.counted;
+            t.counted_ns += x.total;
+        } else {
+            ++t.uncounted;
+            t.uncounted_ns += x.total;
+        }
+    }
+    return t;
 }
 
 }  // namespace colibri::studio

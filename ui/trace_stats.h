@@ -39,6 +39,7 @@ ExpertUsage expert_usage(const Conversation& c, const TokenSpan& span, int exper
 struct StageTotals {
     int tokens = 0;
     uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;
+    uint64_t counter_ns = 0;  // reading the counters (the profiler's own cost, outside the three stages)
     std::vector<uint64_t> counters;  // sums
 };
 
@@ -56,5 +57,21 @@ struct ProfileTotals {
 };
 
 ProfileTotals profile_totals(const Conversation& c, const TokenSpan& span, int counters);
+
+// Where the span's tokens spent their time (TokenTrace::time()), and for the generated ones the mean step with
+// and without counters, which is what reading the counters costs.
+struct TimeTotals {
+    int tokens = 0;
+    TokenTime sum;
+    int generated = 0;
+    TokenTime generated_sum;
+    int counted = 0, uncounted = 0;  // generated tokens with counters read, and without
+    uint64_t counted_ns = 0, uncounted_ns = 0;
+    double mean_ms(uint64_t TokenTime::*stage, bool generated_only) const {
+        const int n = generated_only ? generated : tokens;
+        return n > 0 ? static_cast<double>((generated_only ? generated_sum : sum).*stage) / n / 1e6 : 0.0;
+    }
+};
+TimeTotals time_totals(const Conversation& c, const TokenSpan& span);
 
 }  // namespace colibri::studio

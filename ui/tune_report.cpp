@@ -70,4 +70,15 @@ Result<TuneReport> read_tune_report(const QString& path) {
     return parse_tune_report(f.readAll(), path);
 }
 
+QByteArray tune_report_json(const TuneReport& report) {
+    QJsonArray results;
+    for (const TuneResult& r : report.results)
+        results.append(QJsonObject{{"op", r.op}, {"type", r.type}, {"rows", r.rows}, {"cols", r.cols}, {"variant", r.variant},
+                                   {"ns_median", r.ns_median}, {"gflops", r.gflops}, {"gbps", r.gbps}, {"chosen", r.chosen}});
+    return QJsonDocument(QJsonObject{{"colibri_version", report.colibri_version},
+                                     {"cpu", QJsonObject{{"model", report.cpu_model}, {"features", QJsonArray::fromStringList(report.cpu_features)}}},
+                                     {"results", results}})
+        .toJson(QJsonDocument::Compact);
+}
+
 }  // namespace colibri::studio

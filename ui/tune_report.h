@@ -37,6 +37,8 @@ struct TuneReport {
 
 Result<TuneReport> parse_tune_report(const QByteArray& json, const QString& source);
 Result<TuneReport> read_tune_report(const QString& path);
+// The report as `colibri tune --json` writes it (what parse_tune_report reads back).
+QByteArray tune_report_json(const TuneReport& report);
 
 }  // namespace colibri::studio
 

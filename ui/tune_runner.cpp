@@ -12,7 +12,7 @@ void TuneWorker::run(const kernels::TuneOptions& options, const QString& cache_p
 void TuneWorker::do_run(const kernels::TuneOptions& options, const QString& cache_path, uint64_t id) {
     auto stopped = [this, id] { return id <= cancelled_.load(); };
     if (stopped()) {
-        emit cancelled();
+        emit cancelled(TuneReport{});
         return;
     }
     const kernels::TuneReport report = kernels::run_tuner(options, [&](size_t done, size_t total, const kernels::TuneResult& r) {
@@ -22,7 +22,12 @@ void TuneWorker::do_run(const kernels::TuneOptions& options, const QString& cach
         return !stopped();
     });
     if (report.cancelled) {
-        emit cancelled();
+        // The finished measurements stay: a long tune cancelled near its end still shows what it measured.
+        TuneReport partial;
+        if (!report.results.empty())
+            if (auto parsed = parse_tune_report(QByteArray::fromStdString(kernels::tune_report_json(report)), tr("this machine, cancelled")))
+                partial = parsed.value();
+        emit cancelled(partial);
         return;
     }
     // Through the report's JSON, so a run here and a report imported from another machine are read alike.
@@ -51,9 +56,9 @@ TuneRunner::TuneRunner(QObject* parent)
         running_ = false;
         emit finished(report, note);
     });
-    connect(worker_, &TuneWorker::cancelled, this, [this] {
+    connect(worker_, &TuneWorker::cancelled, this, [this](const TuneReport& partial) {
         running_ = false;
-        emit cancelled();
+        emit cancelled(partial);
     });
     connect(worker_, &TuneWorker::failed, this, [this](const QString& error) {
         running_ = false;

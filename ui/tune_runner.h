@@ -1,6 +1,6 @@
 // Runs the kernel auto-tuner (kernels/tuner.h) on its own thread for the kernels view: progress after each
-// measurement, cancel between measurements, and the finished report in the same form as an imported one
-// (tune_report.h). A complete run saves its choice to the tune cache, as `colibri tune` does, so the engine
+// measurement, cancel between measurements (the measurements finished by then come with the cancellation),
+// and the finished report in the same form as an imported one (tune_report.h). A complete run saves its choice to the tune cache, as `colibri tune` does, so the engine
 // uses it from the next start.
 #pragma once
 #include <QObject>
@@ -27,7 +27,8 @@ public:
 signals:
     void progress(int done, int total, const QString& measured);
     void finished(const colibri::studio::TuneReport& report, const QString& cache_note);
-    void cancelled();
+    // partial: what was measured before the cancel (possibly no results).
+    void cancelled(const colibri::studio::TuneReport& partial);
     void failed(const QString& error);
 
 private:
@@ -52,7 +53,7 @@ public:
 signals:
     void progress(int done, int total, const QString& measured);
     void finished(const colibri::studio::TuneReport& report, const QString& cache_note);
-    void cancelled();
+    void cancelled(const colibri::studio::TuneReport& partial);
     void failed(const QString& error);
 
 private:

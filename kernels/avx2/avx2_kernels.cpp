@@ -105,8 +105,8 @@ struct Avx2Isa {
         return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
     }
     static __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-    // Per unit: u = the unsigned operand (q8_0 |w|, −128 giving 0x80 = 128; the 4-bit types their codes) and,
-    // for q8_0, w itself for its sign.
+    // Per unit: u = the unsigned operand (q8_0 |w|, −128 giving 0x80 = 128; the 4-, 5- and 6-bit types their
+    // codes; mxfp4 its values + 12) and, for q8_0, w itself for its sign; for q6_K, w holds its scales.
     struct Chunk {
         __m256i u[16], w[16];
     };
@@ -124,6 +124,33 @@ struct Avx2Isa {
             } else if constexpr (T == WeightType::Q4_0) {
                 const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * blocks::kQ4_0Bytes + 2));
                 c.u[k] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+            } else if constexpr (T == WeightType::Q5_K) {
+                // Unit j of a super-block: nibble j % 2 of code bytes 32·(j / 2) .., the fifth bit is bit j of
+                // the 32 high-bit bytes (the 16-bit shift's spill from the next byte is masked off).
+                const uint8_t* b = row + (g / 8) * blocks::kQ5_KBytes;
+                const size_t j = g % 8;
+                __m256i v = load256(b + blocks::kQ5_KCodes + 32 * (j / 2));
+                if (j % 2) v = _mm256_srli_epi16(v, 4);
+                const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(load256(b + blocks::kQ5_KHighBits), _mm_cvtsi32_si128(int(j))),
+                                                    _mm256_set1_epi8(1));
+                c.u[k] = _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi8(0x0F)), _mm256_slli_epi16(hb, 4));
+            } else if constexpr (T == WeightType::Q6_K) {
+                // Unit u = 4n + q: nibble q / 2 of low bytes 64n + 32·(q % 2) .., bits 2q and 2q + 1 of high
+                // bytes 32n ..; w holds its two int8 scales as i16, one per 128-bit half (values 0..15, 16..31).
+                const uint8_t* b = row + (g / 8) * blocks::kQ6_KBytes;
+                const size_t u = g % 8, n = u / 4, q = u % 4;
+                __m256i lo = load256(b + 64 * n + 32 * (q % 2));
+                if (q / 2) lo = _mm256_srli_epi16(lo, 4);
+                const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(load256(b + blocks::kQ6_KHighBits + 32 * n), _mm_cvtsi32_si128(int(2 * q))),
+                                                    _mm256_set1_epi8(3));
+                c.u[k] = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(0x0F)), _mm256_slli_epi16(hi, 4));
+                const auto* sc = reinterpret_cast<const int8_t*>(b + blocks::kQ6_KScales + 2 * u);
+                c.w[k] = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+            } else if constexpr (T == WeightType::MXFP4) {
+                // The 32 nibbles (as q4_0) through a table: each one's doubled e2m1 value + 12, so unsigned.
+                const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * blocks::kMxfp4Bytes + 1));
+                const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+                c.u[k] = _mm256_shuffle_epi8(mxfp4_table(), nib);
             } else {
                 // q4_K: register 8s + 2p + h the low (h = 0) or high nibbles of code piece p of super-block s
                 // (blocks::q4_k_code_byte): lane j holds four codes of sub-block j. Register k's activations are
@@ -134,6 +161,11 @@ struct Avx2Isa {
                 c.u[k] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
             }
         }
+    }
+    // blocks::kMxfp4Doubled + 12 in both 128-bit halves (vpshufb looks up within each half).
+    static __m256i mxfp4_table() {
+        return _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     }
     static constexpr size_t q4_k_x_offset(size_t k) { return 256 * (k / 8) + canonical::q4_k_activation_offset((k % 8) / 2, k % 2); }
     template <WeightType T>
@@ -159,6 +191,17 @@ struct Avx2Isa {
             return _mm256_cvtepi32_ps(_mm256_madd_epi16(acc, _mm256_set1_epi16(1)));
         }
         __m256i p[8];
+        if constexpr (T == WeightType::Q6_K) {
+            // Pairs of (code − 32)·x as i16 (|·| ≤ 2·32·127: the two vpmaddubsw results at most 16002 and
+            // 8128, no saturation), then vpmaddwd with each half's scale: 8 partial sums of sc·(code − 32)·x.
+            #pragma GCC unroll 8
+            for (size_t k = 0; k < 8; ++k) {
+                const __m256i x = load256(qx + 32 * k);
+                const __m256i d = _mm256_sub_epi16(_mm256_maddubs_epi16(c.u[k0 + k], x), _mm256_maddubs_epi16(_mm256_set1_epi8(32), x));
+                p[k] = _mm256_madd_epi16(d, c.w[k0 + k]);
+            }
+            return _mm256_cvtepi32_ps(reduce8(p));
+        }
         #pragma GCC unroll 8
         for (size_t k = 0; k < 8; ++k) {
             const __m256i x = load256(qx + 32 * k);
@@ -167,6 +210,10 @@ struct Avx2Isa {
         }
         __m256i s = reduce8(p);
         if constexpr (T == WeightType::Q4_0) s = _mm256_sub_epi32(s, _mm256_slli_epi32(load256(sx), 3));  // −8·Σx
+        if constexpr (T == WeightType::MXFP4) {  // −12·Σx
+            const __m256i sv = load256(sx);
+            s = _mm256_sub_epi32(s, _mm256_add_epi32(_mm256_slli_epi32(sv, 3), _mm256_slli_epi32(sv, 2)));
+        }
         return _mm256_cvtepi32_ps(s);
     }
     template <WeightType T>

@@ -120,13 +120,15 @@ struct Avx512Isa {
     // vector register per super-block.
     // Always inlined: in a row's partial last chunk (the down projection's 2816 columns end in half a chunk)
     // GCC otherwise called the unpacking out of line, passing its two results through memory.
-    [[gnu::always_inline]] static inline void q4_k_scales(const uint8_t* row, size_t g0, size_t nb, V* a, V* b) {
-        const uint8_t* blk = row + (g0 / 8) * blocks::kQ4_KBytes;
+    // q5_K keeps the same 16 bytes at the start of its (176-byte) super-blocks: kBlockBytes is the stride.
+    template <size_t kBlockBytes>
+    [[gnu::always_inline]] static inline void k_scales(const uint8_t* row, size_t g0, size_t nb, V* a, V* b) {
+        const uint8_t* blk = row + (g0 / 8) * kBlockBytes;
         const bool two = nb > 8;
         // Lane 0: the first super-block's first 16 bytes (d, dmin, the 12 scale bytes at 4..15); lane 1 the
         // second's (zero for none).
         const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
-        const __m128i s1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + blocks::kQ4_KBytes)) : _mm_setzero_si128();
+        const __m128i s1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kBlockBytes)) : _mm_setzero_si128();
         const __m256i s = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
         // Per lane, bytes 0..7 the scales j = 0..7, bytes 8..15 the mins. lo: the byte with the field's low
         // bits (sc: s[j] for j < 4, s[j + 4] after; m: s[j + 4]); hi: the byte whose top two bits are bits 4-5
@@ -175,9 +177,12 @@ struct Avx512Isa {
     // 64 code bytes 64i.. of super-block s; lanes j and 8 + j hold codes of sub-block j, and the activations
     // they multiply are at 64·m in canonical::q4_k_activations' order, so no reduction per unit is needed.
     // q4_0: units 2m and 2m + 1 in p[m] (two per register).
+    // q5_K, q6_K and mxfp4: units 2m and 2m + 1 in p[m] as q4_0 (q5_K its 5-bit codes, q6_K its 6-bit codes
+    // with its scales as i16 in s[m], mxfp4 its values + 12).
     struct Chunk {
         __m512i p[8];
         __mmask64 neg[8];
+        __m512i s[8];
     };
     // q8_0 and q4_0 units g and (if two) g + 1 in one register, lanes 0..7 and 8..15.
     template <WeightType T>
@@ -187,17 +192,72 @@ struct Avx512Isa {
             const __m256i hi = two ? load256(row + (g + 1) * blocks::kQ8_0Bytes + 2) : _mm256_setzero_si256();
             return q8_operand(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), neg);
         } else {
-            static_assert(T == WeightType::Q4_0);
-            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * blocks::kQ4_0Bytes + 2));
-            const __m128i b = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + (g + 1) * blocks::kQ4_0Bytes + 2))
+            static_assert(T == WeightType::Q4_0 || T == WeightType::MXFP4);
+            constexpr size_t bytes = generic::block_bytes(T), skip = T == WeightType::Q4_0 ? 2 : 1;
+            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + g * bytes + skip));
+            const __m128i b = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + (g + 1) * bytes + skip))
                                   : _mm_setzero_si128();
             const __m512i ab = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
             // [a, a, b, b], then the high nibbles of the 2nd and 4th quarter.
             __m512i z = _mm512_shuffle_i64x2(ab, ab, 0x50);
             z = _mm512_srlv_epi16(z, _mm512_set_epi32(0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0, 0x40004, 0x40004,
                                                       0x40004, 0x40004, 0, 0, 0, 0));
-            return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+            z = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+            // mxfp4: each nibble's doubled e2m1 value + 12 (unsigned; −12·Σx afterwards), looked up per 128 bits.
+            if constexpr (T == WeightType::MXFP4) z = _mm512_shuffle_epi8(mxfp4_table(), z);
+            if (!two && T == WeightType::MXFP4) z = _mm512_maskz_mov_epi64(0x0F, z);  // the absent unit stays 0
+            return z;
         }
+    }
+    static __m512i mxfp4_table() {
+        return _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    }
+    // q5_K units 2i and 2i + 1 of super-block b (i = 0..3): the low and high nibbles of code bytes 32i .., with
+    // bits 2i and 2i + 1 of the high-bit bytes as their fifth bits.
+    static __m512i q5_k_pair(const uint8_t* b, size_t i) {
+        const __m256i v = load256(b + blocks::kQ5_KCodes + 32 * i);
+        __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+        z = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+        const __m256i h = load256(b + blocks::kQ5_KHighBits);
+        const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(char(1 << (2 * i)))),
+                                               _mm256_set1_epi8(char(2 << (2 * i))), 1);
+        return _mm512_mask_add_epi8(z, _mm512_test_epi8_mask(hh, bit), z, _mm512_set1_epi8(16));
+    }
+    // q6_K units 2p and 2p + 1 of super-block b (p = 0..3; half n = p / 2, unit numbers 2·(p % 2) and + 1 within
+    // it): their low nibbles are the 64 bytes 64n .. (nibble p % 2), their high bits pairs 4·(p % 2) .. of the
+    // high-bit bytes 32n ..; `scales` gets the four int8 scales 4p .. 4p + 3 as i16, each over the 8 pair sums
+    // of its 16 values.
+    static __m512i q6_k_pair(const uint8_t* b, size_t p, __m512i* scales) {
+        const size_t n = p / 2, q = 2 * (p % 2);
+        __m512i lo = _mm512_loadu_si512(b + 64 * n);
+        if (p % 2) lo = _mm512_srli_epi16(lo, 4);
+        lo = _mm512_and_si512(lo, _mm512_set1_epi8(0x0F));
+        const __m256i h = load256(b + blocks::kQ6_KHighBits + 32 * n);
+        __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+        hh = _mm512_srlv_epi16(hh, _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * q))),
+                                                       _mm256_set1_epi16(short(2 * q + 2)), 1));
+        hh = _mm512_and_si512(hh, _mm512_set1_epi8(3));
+        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + blocks::kQ6_KScales))));
+        // i16 lane L takes scale 4p + L / 8.
+        const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16(short(4 * p)),
+                                             _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
+                                                                                15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3));
+        *scales = _mm512_permutexvar_epi16(idx, sc16);
+        return _mm512_or_si512(lo, _mm512_slli_epi16(hh, 4));
+    }
+    // The 2^(e − 128) of nb mxfp4 blocks at p (stride 17 bytes), lanes ≥ nb zero: the scale bytes gathered as
+    // dwords (each block's 16 bytes of nibbles follow, so the reads stay inside the row) and made f32 bits:
+    // (e − 1) << 23, or the denormal 0x00200000 << e for e < 2.
+    static V mxfp4_scales(const uint8_t* p, size_t nb) {
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(int(blocks::kMxfp4Bytes)));
+        const __mmask16 m = __mmask16((1u << nb) - 1);
+        const __m512i e = _mm512_and_si512(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, p, 1), _mm512_set1_epi32(0xFF));
+        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        const __mmask16 small = _mm512_mask_cmplt_epu32_mask(m, e, _mm512_set1_epi32(2));
+        return _mm512_castsi512_ps(_mm512_maskz_mov_epi32(m, _mm512_mask_blend_epi32(small, normal, tiny)));
     }
     static __m512i q8_operand(__m512i w, __mmask64* neg) {
         if constexpr (kVnni) return _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
@@ -235,6 +295,18 @@ struct Avx512Isa {
                     continue;
                 }
                 q4_k_codes(q + (i / 2) * blocks::kQ4_KBytes + (i % 2) * 64, &c.p[2 * i]);
+            }
+        } else if constexpr (T == WeightType::Q5_K || T == WeightType::Q6_K) {
+            // nb is 8 or 16 (rows of whole super-blocks): registers 4..7 are the second super-block's.
+            #pragma GCC unroll 8
+            for (size_t m = 0; m < 8; ++m) {
+                if (m >= 4 && nb <= 8) {
+                    c.p[m] = c.s[m] = _mm512_setzero_si512();
+                    continue;
+                }
+                const uint8_t* b = row + (g0 / 8 + m / 4) * generic::block_bytes(T);
+                if constexpr (T == WeightType::Q5_K) c.p[m] = q5_k_pair(b, m % 4);
+                else c.p[m] = q6_k_pair(b, m % 4, &c.s[m]);
             }
         } else if (nb == 16) {
             #pragma GCC unroll 8
@@ -287,11 +359,26 @@ struct Avx512Isa {
         if constexpr (T == WeightType::Q4_K) {
             const __m512i s0 = q4_k_super_block(c.p, qx);
             s = q4_k_units(s0, nb > 8 ? q4_k_super_block(c.p + 4, qx + 256) : _mm512_setzero_si512());
-        } else if constexpr (T == WeightType::Q4_0) {
+        } else if constexpr (T == WeightType::Q4_0 || T == WeightType::Q5_K || T == WeightType::MXFP4) {
             __m512i p[8];
             #pragma GCC unroll 8
             for (size_t m = 0; m < 8; ++m) p[m] = dot_u8s8(c.p[m], _mm512_loadu_si512(qx + 64 * m));
-            s = _mm512_sub_epi32(reduce(p), _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));  // lane k: unit g0 + k
+            s = reduce(p);  // lane k: unit g0 + k
+            const __m512i sv = _mm512_loadu_si512(sx);
+            if constexpr (T == WeightType::Q4_0) s = _mm512_sub_epi32(s, _mm512_slli_epi32(sv, 3));  // −8·Σx
+            if constexpr (T == WeightType::MXFP4)  // −12·Σx
+                s = _mm512_sub_epi32(s, _mm512_add_epi32(_mm512_slli_epi32(sv, 3), _mm512_slli_epi32(sv, 2)));
+        } else if constexpr (T == WeightType::Q6_K) {
+            // Pairs of (code − 32)·x as i16 (no saturation: at most 16002 and 8128 before the subtraction),
+            // then vpmaddwd with the scales: 8 partial sums of sc·(code − 32)·x per unit.
+            __m512i p[8];
+            #pragma GCC unroll 8
+            for (size_t m = 0; m < 8; ++m) {
+                const __m512i x = _mm512_loadu_si512(qx + 64 * m);
+                const __m512i d = _mm512_sub_epi16(_mm512_maddubs_epi16(c.p[m], x), _mm512_maddubs_epi16(_mm512_set1_epi8(32), x));
+                p[m] = _mm512_madd_epi16(d, c.s[m]);
+            }
+            s = reduce(p);
         } else {
             __m512i acc[4];
             #pragma GCC unroll 4
@@ -352,28 +439,35 @@ struct Avx512Isa {
             q4_k_codes(q + blocks::kQ4_KBytes, c);
             q4_k_codes(q + blocks::kQ4_KBytes + 64, c + 2);
             return _mm512_cvtepi32_ps(q4_k_units(s0, q4_k_super_block(c, qx + 256)));
-        } else if constexpr (T == WeightType::Q4_0) {
+        } else if constexpr (T == WeightType::Q4_0 || T == WeightType::MXFP4) {
             // Four blocks' 16 bytes in the four 128-bit lanes: the low nibbles are the first 16 values of each
             // unit, the high nibbles the last 16, so both products go into one accumulator whose lane L holds
             // unit 4i + L (4 partial sums each); qx holds each 4 units as their first halves, then second halves.
+            // mxfp4 looks each nibble up in its table of values + 12 (vpshufb, per 128-bit lane).
+            constexpr size_t bytes = generic::block_bytes(T), skip = T == WeightType::Q4_0 ? 2 : 1;
             const __m512i lo4 = _mm512_set1_epi8(0x0F);
             __m512i acc[4];
             #pragma GCC unroll 4
             for (size_t i = 0; i < 4; ++i) {
-                const uint8_t* b = row + (g0 + 4 * i) * blocks::kQ4_0Bytes + 2;
+                const uint8_t* b = row + (g0 + 4 * i) * bytes + skip;
                 __m512i z;
                 if (4 * i + 4 <= nb) {
                     z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-                    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + blocks::kQ4_0Bytes)), 1);
-                    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * blocks::kQ4_0Bytes)), 2);
-                    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 3 * blocks::kQ4_0Bytes)), 3);
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + bytes)), 1);
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * bytes)), 2);
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 3 * bytes)), 3);
                 } else {
-                    alignas(64) uint8_t tmp[64] = {};
-                    for (size_t u = 0; u < 4 && 4 * i + u < nb; ++u) std::memcpy(tmp + 16 * u, b + u * blocks::kQ4_0Bytes, 16);
+                    alignas(64) uint8_t tmp[64] = {};  // units past nb meet zero activations
+                    for (size_t u = 0; u < 4 && 4 * i + u < nb; ++u) std::memcpy(tmp + 16 * u, b + u * bytes, 16);
                     z = _mm512_load_si512(tmp);
                 }
-                const __m512i l = dot_u8s8(_mm512_and_si512(z, lo4), _mm512_loadu_si512(qx + 128 * i));
-                const __m512i h = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+                __m512i wl = _mm512_and_si512(z, lo4);
+                __m512i h = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+                if constexpr (T == WeightType::MXFP4) {
+                    wl = _mm512_shuffle_epi8(mxfp4_table(), wl);
+                    h = _mm512_shuffle_epi8(mxfp4_table(), h);
+                }
+                const __m512i l = dot_u8s8(wl, _mm512_loadu_si512(qx + 128 * i));
                 if constexpr (kVnni) acc[i] = _mm512_dpbusd_epi32(l, h, _mm512_loadu_si512(qx + 128 * i + 64));
                 else acc[i] = _mm512_add_epi32(l, dot_u8s8(h, _mm512_loadu_si512(qx + 128 * i + 64)));
             }
@@ -381,7 +475,9 @@ struct Avx512Isa {
             const __m512i i1 = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 16, 20, 24, 28, 17, 21, 25, 29);
             const __m512i i2 = _mm512_setr_epi32(2, 6, 10, 14, 3, 7, 11, 15, 18, 22, 26, 30, 19, 23, 27, 31);
             __m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(e, i1, f), _mm512_permutex2var_epi32(e, i2, f));
-            s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_loadu_si512(sx), 3));
+            const __m512i sv = _mm512_loadu_si512(sx);
+            if constexpr (T == WeightType::Q4_0) s = _mm512_sub_epi32(s, _mm512_slli_epi32(sv, 3));  // −8·Σx
+            else s = _mm512_sub_epi32(s, _mm512_add_epi32(_mm512_slli_epi32(sv, 3), _mm512_slli_epi32(sv, 2)));  // −12·Σx
             return _mm512_cvtepi32_ps(s);
         } else {
             __m512i p[8];
@@ -427,9 +523,7 @@ struct Avx512Isa {
             // The same chunk kPrefetchRows rows on in each stream, into L1 (memory-bound shapes: 32000x1024
             // q8_0 measured about 1.5x faster on a Sapphire Rapids guest, q4_K 1.25x; 1.1-1.3x on Zen 4).
             // 3 or 8 rows ahead instead of 4: x0.970 / x0.960 (q4_k decode, Zen 5).
-            constexpr size_t unit = T == WeightType::Q8_0 ? blocks::kQ8_0Bytes
-                                    : T == WeightType::Q4_0 ? blocks::kQ4_0Bytes
-                                                            : blocks::kQ4_KBytes / 8;
+            constexpr size_t unit = T == WeightType::Q4_K ? blocks::kQ4_KBytes / 8 : generic::block_bytes(T);
             const uint8_t* p = pf + g0 * unit;
             const size_t bytes = nb * unit;
             for (size_t r = 0; r < R; ++r)
@@ -442,7 +536,7 @@ struct Avx512Isa {
             generic::chunk_scales<Avx512Isa, T>(row, g0, nb, &a, &b);
             const V is = isums_mv<T>(row, g0, nb, qx + g0 * 32, qa.sum + g0);
             acc[r] = fma(is, mul(a, dx), acc[r]);
-            if constexpr (T == WeightType::Q4_K) acc[r] = fma(load(qa.nsum + g0), mul(b, dx), acc[r]);
+            if constexpr (generic::has_min(T)) acc[r] = fma(load(qa.nsum + g0), mul(b, dx), acc[r]);
         }
     }
     // Every 4 units [u0 u1 u2 u3] of the activations as the first 16 bytes of each, then the last 16.
@@ -475,7 +569,7 @@ struct Avx512Isa {
         const canonical::QuantizedActivations qa = canonical::quantize_activations(x, cols, 1, quantize_blocks);
         const int8_t* qx = qa.q;
         if constexpr (T == WeightType::Q4_K) qx = canonical::q4_k_activations(qa, 1);  // once per call
-        if constexpr (T == WeightType::Q4_0) {
+        if constexpr (T == WeightType::Q4_0 || T == WeightType::MXFP4) {
             // Each 4 units as their first 16 values, then their last 16 (isums_mv's q4_0 layout), once per call.
             qx = permute_halves(qa, 1);
         }
@@ -507,6 +601,7 @@ constexpr KernelSet make_avx512_set() {
     s.matvec[size_t(WeightType::Q8_0)] = Isa::template qmatvec<WeightType::Q8_0>;
     s.matvec[size_t(WeightType::Q4_K)] = Isa::template qmatvec<WeightType::Q4_K, kNtQ4K ? 0 : 3>;
     s.matvec[size_t(WeightType::Q4_0)] = Isa::template qmatvec<WeightType::Q4_0>;
+    s.matvec[size_t(WeightType::MXFP4)] = Isa::template qmatvec<WeightType::MXFP4>;
     return s;
 }
 

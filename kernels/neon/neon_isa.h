@@ -81,9 +81,11 @@ struct NeonIsa {
         p1 = vmlal_s8(p1, vget_high_s8(w1), vget_high_s8(x1));
         return vpadalq_s16(vpaddlq_s16(p0), p1);
     }
-    // Per unit the 32 weights as signed bytes (q4_0: nibble − 8; q4_K: the codes 0..15).
+    // Per unit the 32 weights as signed bytes (q4_0: nibble − 8; q4_K, q5_K: the codes; q6_K: code − 32, with
+    // its two int8 scales in sc; mxfp4: the doubled e2m1 values).
     struct Chunk {
         int8x16_t w[32];
+        int32_t sc[32];
     };
     template <WeightType T>
     static void prepare(const uint8_t* row, size_t g0, size_t nb, Chunk& c) {
@@ -91,6 +93,7 @@ struct NeonIsa {
             const size_t g = g0 + k;
             if (k >= nb) {
                 c.w[2 * k] = c.w[2 * k + 1] = vdupq_n_s8(0);
+                c.sc[2 * k] = c.sc[2 * k + 1] = 0;
             } else if constexpr (T == WeightType::Q8_0) {
                 const auto* w = reinterpret_cast<const int8_t*>(row + g * blocks::kQ8_0Bytes + 2);
                 c.w[2 * k] = vld1q_s8(w);
@@ -100,6 +103,41 @@ struct NeonIsa {
                 const int8x16_t eight = vdupq_n_s8(8);
                 c.w[2 * k] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0F))), eight);
                 c.w[2 * k + 1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), eight);
+            } else if constexpr (T == WeightType::Q5_K) {
+                // Unit j: nibble j % 2 of code bytes 32·(j / 2) .., the fifth bit is bit j of the high-bit bytes.
+                const uint8_t* b = row + (g / 8) * blocks::kQ5_KBytes;
+                const size_t j = g % 8;
+                const int8x16_t shift = vdupq_n_s8(int8_t(-int(4 * (j % 2)))), hshift = vdupq_n_s8(int8_t(-int(j)));
+                const auto code = [&](size_t h) {
+                    const uint8x16_t lo = vandq_u8(vshlq_u8(vld1q_u8(b + blocks::kQ5_KCodes + 32 * (j / 2) + 16 * h), shift), vdupq_n_u8(0x0F));
+                    const uint8x16_t hb = vandq_u8(vshlq_u8(vld1q_u8(b + blocks::kQ5_KHighBits + 16 * h), hshift), vdupq_n_u8(1));
+                    return vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hb, 4)));
+                };
+                c.w[2 * k] = code(0);  // (two statements, not a loop over the halves: see q6_K)
+                c.w[2 * k + 1] = code(1);
+            } else if constexpr (T == WeightType::Q6_K) {
+                // Unit u = 4n + q: nibble q / 2 of low bytes 64n + 32·(q % 2) .., bits 2q, 2q + 1 of high bytes
+                // 32n ..; minus 32.
+                const uint8_t* b = row + (g / 8) * blocks::kQ6_KBytes;
+                const size_t u = g % 8, n = u / 4, q = u % 4;
+                const int8x16_t shift = vdupq_n_s8(int8_t(-int(4 * (q / 2)))), hshift = vdupq_n_s8(int8_t(-int(2 * q)));
+                const auto code = [&](size_t h) {
+                    const uint8x16_t lo = vandq_u8(vshlq_u8(vld1q_u8(b + 64 * n + 32 * (q % 2) + 16 * h), shift), vdupq_n_u8(0x0F));
+                    const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(b + blocks::kQ6_KHighBits + 32 * n + 16 * h), hshift), vdupq_n_u8(3));
+                    return vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
+                };
+                // Two statements: written as a loop over the halves, GCC 12 with SIMDe's vector types left c.w
+                // unwritten for the q6_K instantiation of qdot_vectors (-Wmaybe-uninitialized, wrong sums).
+                c.w[2 * k] = code(0);
+                c.w[2 * k + 1] = code(1);
+                c.sc[2 * k] = int8_t(b[blocks::kQ6_KScales + 2 * u]);
+                c.sc[2 * k + 1] = int8_t(b[blocks::kQ6_KScales + 2 * u + 1]);
+            } else if constexpr (T == WeightType::MXFP4) {
+                // The nibbles (as q4_0) through a table of the doubled e2m1 values.
+                const uint8x16_t b = vld1q_u8(row + g * blocks::kMxfp4Bytes + 1);
+                const int8x16_t table = vld1q_s8(blocks::kMxfp4Doubled);
+                c.w[2 * k] = vqtbl1q_s8(table, vandq_u8(b, vdupq_n_u8(0x0F)));
+                c.w[2 * k + 1] = vqtbl1q_s8(table, vshrq_n_u8(b, 4));
             } else {
                 // q4_K: the 16 bytes k % 8 of super-block k / 8's codes (piece p = (k % 8) / 2, half k % 2:
                 // sub-blocks 4·(k % 2) .. + 3, four codes each per nibble; blocks::q4_k_code_byte), low nibbles
@@ -149,7 +187,16 @@ struct NeonIsa {
             #pragma GCC unroll 4
             for (size_t k = 0; k < 4; ++k) {
                 const size_t u = 4 * t + k;
-                p[k] = dot32(c.w[2 * u], c.w[2 * u + 1], qx + 32 * u);
+                if constexpr (T == WeightType::Q6_K) {
+                    // Each 16 values' products (|·| ≤ 2·32·127 per i16 lane) to i32, times that 16's scale.
+                    const int8x16_t x0 = vld1q_s8(qx + 32 * u), x1 = vld1q_s8(qx + 32 * u + 16);
+                    const int8x16_t w0 = c.w[2 * u], w1 = c.w[2 * u + 1];
+                    const int16x8_t p0 = vmlal_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)), vget_high_s8(w0), vget_high_s8(x0));
+                    const int16x8_t p1 = vmlal_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(x1)), vget_high_s8(w1), vget_high_s8(x1));
+                    p[k] = vmlaq_n_s32(vmulq_n_s32(vpaddlq_s16(p0), c.sc[2 * u]), vpaddlq_s16(p1), c.sc[2 * u + 1]);
+                } else {
+                    p[k] = dot32(c.w[2 * u], c.w[2 * u + 1], qx + 32 * u);
+                }
             }
             // [a0+a1, a2+a3, b0+b1, b2+b3], twice: the four totals in order.
             r.q[t] = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3])));

@@ -84,9 +84,21 @@ struct ScalarIsa {
             } else if constexpr (T == WeightType::Q4_0) {
                 const uint8_t* qs = row + g * blocks::kQ4_0Bytes + 2;
                 for (size_t i = 0; i < 16; ++i) s += (int32_t(qs[i] & 0x0F) - 8) * x[i] + (int32_t(qs[i] >> 4) - 8) * x[16 + i];
-            } else {
+            } else if constexpr (T == WeightType::Q4_K) {
                 const uint8_t* qs = row + (g / 8) * blocks::kQ4_KBytes + 4 + blocks::kQ4_KScaleBytes;
                 for (size_t e = 0; e < 32; ++e) s += int32_t(blocks::q4_k_code(qs, g % 8, e)) * x[e];
+            } else if constexpr (T == WeightType::Q5_K) {
+                const uint8_t* b = row + (g / 8) * blocks::kQ5_KBytes;
+                for (size_t e = 0; e < 32; ++e) s += int32_t(blocks::q5_k_code(b, g % 8, e)) * x[e];
+            } else if constexpr (T == WeightType::Q6_K) {
+                const uint8_t* b = row + (g / 8) * blocks::kQ6_KBytes;
+                for (size_t e = 0; e < 32; ++e)
+                    s += int32_t(blocks::q6_k_scale(b, g % 8, e)) * (int32_t(blocks::q6_k_code(b, g % 8, e)) - 32) * x[e];
+            } else {
+                static_assert(T == WeightType::MXFP4);
+                const uint8_t* qs = row + g * blocks::kMxfp4Bytes + 1;
+                for (size_t i = 0; i < 16; ++i)
+                    s += int32_t(blocks::kMxfp4Doubled[qs[i] & 0x0F]) * x[i] + int32_t(blocks::kMxfp4Doubled[qs[i] >> 4]) * x[16 + i];
             }
             r.v[k] = float(s);
         }

@@ -3,9 +3,12 @@
 #include <QtTest>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "../test_support.h"
 #include "colibri/colibri.h"
+#include "engine/model.h"
 
 extern "C" int colibri_c_header_check(void);
 
@@ -28,6 +31,63 @@ private slots:
         QVERIFY(colibri_model_open(nullptr) == nullptr);
         QVERIFY(colibri_model_open("/nonexistent/model.bin") == nullptr);
         QVERIFY(QString(colibri_last_error()).contains("No such file"));
+    }
+
+    // A RAM budget of top-k slots per layer: the same logits, counters that saw the misses; a budget too small
+    // and an unknown policy are errors.
+    void ram_budget() {
+        auto probe = colibri::Model::load(model_path_.toStdString());
+        QVERIFY(probe);
+        colibri::ExpertCacheConfig all;
+        all.ram_budget = uint64_t(1) << 50;
+        QVERIFY(probe.value()->use_expert_cache(all));
+        const colibri::ExpertCache& c = *probe.value()->expert_cache();
+        const uint64_t budget = c.resident_bytes() + 2 * c.slot_bytes() * probe.value()->moe_layer_count();
+
+        colibri_model_options o = colibri_model_options_defaults();
+        QCOMPARE(o.ram_budget, uint64_t(0));
+        o.ram_budget = budget - 1;
+        QVERIFY(colibri_model_open_with(model_path_.toUtf8().constData(), &o) == nullptr);
+        QVERIFY2(QString(colibri_last_error()).contains("too small"), colibri_last_error());
+        o.ram_budget = budget;
+        o.cache_policy = "fifo";
+        QVERIFY(colibri_model_open_with(model_path_.toUtf8().constData(), &o) == nullptr);
+        o.cache_policy = "lfru";
+        colibri_model* b = colibri_model_open_with(model_path_.toUtf8().constData(), &o);
+        QVERIFY2(b != nullptr, colibri_last_error());
+        colibri_model* m = colibri_model_open(model_path_.toUtf8().constData());
+        colibri_cache_stats st{};
+        QCOMPARE(colibri_model_cache_stats(m, &st), -1);
+
+        const int32_t ids[] = {1, 300, 17, 4000, 9, 22, 31000, 5, 5, 600};
+        std::vector<float> want(32000), got(32000);
+        colibri_session* sm = colibri_session_new(m, 2, 0);
+        colibri_session* sb = colibri_session_new(b, 2, 0);
+        QCOMPARE(colibri_session_eval(sm, ids, 10, want.data()), 0);
+        QCOMPARE(colibri_session_eval(sb, ids, 10, got.data()), 0);
+        QVERIFY(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+        QCOMPARE(colibri_model_cache_stats(b, &st), 0);
+        QCOMPARE(st.slots_per_layer, 2u);
+        QVERIFY(st.misses > 0 && st.bytes_read > 0);
+        QCOMPARE(st.predicted, uint64_t(0));  // no prefetch asked for
+
+        // Prefetch on: the same logits, and the prediction's counters.
+        QCOMPARE(o.prefetch, 0);
+        o.prefetch = 1;
+        colibri_model* p = colibri_model_open_with(model_path_.toUtf8().constData(), &o);
+        QVERIFY2(p != nullptr, colibri_last_error());
+        colibri_session* sp = colibri_session_new(p, 2, 0);
+        QCOMPARE(colibri_session_eval(sp, ids, 10, got.data()), 0);
+        QVERIFY(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+        QCOMPARE(colibri_model_cache_stats(p, &st), 0);
+        if (colibri_model_layer_count(p) > 1) QVERIFY(st.predicted > 0);
+        QVERIFY(st.predicted_right <= st.predicted);
+        colibri_session_free(sp);
+        colibri_model_close(p);
+        colibri_session_free(sm);
+        colibri_session_free(sb);
+        colibri_model_close(m);
+        colibri_model_close(b);
     }
 
     void logits_and_generation_match_reference() {

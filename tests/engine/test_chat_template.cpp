@@ -1,5 +1,5 @@
 // Chat-template renderer against independent references: tests/data/chat_template/parity.json holds
-// real chat templates (Qwen3, Qwen2.5, Mixtral, Llama-2, OLMoE, DeepSeek) x conversations and
+// real chat templates (Qwen3, gpt-oss, DeepSeek V3/V3.1/R1/V2, GLM-4.6, Qwen2.5, Mixtral, Llama-2, OLMoE) x conversations and
 // one-construct unit templates, rendered by Python jinja2 configured as transformers does and by
 // @huggingface/jinja (tools/chat_template_parity/generate.mjs). Every case must match byte for byte,
 // or fail where the reference fails. The guards (runaway loops, output size, nesting) are checked
@@ -9,12 +9,14 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/chat_template.h"
+#include "../test_support.h"
 
 using colibri::ChatMessage;
 using colibri::ChatTemplateInput;
@@ -37,6 +39,24 @@ const json& parity() {
         return text.empty() ? json() : json::parse(text, nullptr, false);
     }();
     return doc;
+}
+
+// strftime_now's clock the references rendered every case with (gpt-oss writes the date into its system message).
+std::optional<std::tm> parity_clock() {
+    const json& c = parity()["clock"];
+    if (!c.is_object()) return std::nullopt;
+    std::tm tm{};
+    tm.tm_year = c["year"].get<int>() - 1900;
+    tm.tm_mon = c["month"].get<int>() - 1;
+    tm.tm_mday = c["day"].get<int>();
+    tm.tm_hour = c["hour"].get<int>();
+    tm.tm_min = c["minute"].get<int>();
+    tm.tm_sec = c["second"].get<int>();
+    std::tm copy = tm;
+    timegm(&copy);  // fills the weekday and day of the year that %a, %j... would print
+    tm.tm_wday = copy.tm_wday;
+    tm.tm_yday = copy.tm_yday;
+    return tm;
 }
 
 const json* find_case(const std::string& tname, const std::string& cname) {
@@ -71,6 +91,12 @@ private slots:
         QVERIFY2(parity().is_object() && !parity().is_discarded(), "tests/data/chat_template/parity.json is missing or unreadable");
         QVERIFY(parity()["cases"].size() >= 200);
         QVERIFY2(parity()["jinja2"].is_object(), "parity.json lacks the jinja2 reference results");
+        QVERIFY2(parity_clock().has_value(), "parity.json lacks the clock its cases were rendered with");
+        for (const char* t : {"gpt-oss", "deepseek-v3", "deepseek-v3.1", "deepseek-r1", "qwen3", "glm-4.6"}) {
+            int n = 0;
+            for (const auto& c : parity()["cases"]) n += c["template_name"] == t;
+            QVERIFY2(n >= 10, t);
+        }
     }
 
     void parity_cases_data() {
@@ -91,7 +117,7 @@ private slots:
         const bool has_j2 = c.contains("jinja2_expected") && (!c["jinja2_expected"].is_null() || !c["jinja2_error"].is_null());
         const json& want = has_j2 ? c["jinja2_expected"] : c["expected"];
         const json& want_err = has_j2 ? c["jinja2_error"] : c["error"];
-        auto r = render_chat_template_json(c["template"].get<std::string>(), c["context"].dump());
+        auto r = render_chat_template_json(c["template"].get<std::string>(), c["context"].dump(), parity_clock());
         if (!want_err.is_null()) {
             QVERIFY2(!r, qPrintable(QStringLiteral("expected an error (%1), rendered: %2")
                                         .arg(QString::fromStdString(want_err.get<std::string>()),
@@ -111,16 +137,49 @@ private slots:
 
     void real_templates_agree_across_references() {
         // Real templates x conversations: @huggingface/jinja and jinja2 agree except where jinja2
-        // raises on messages[0] of an empty list and @huggingface/jinja renders an undefined.
+        // raises on messages[0] of an empty list and @huggingface/jinja renders an undefined, and where
+        // DeepSeek-V3.1's template adds a dict to a string (jinja2: TypeError; @huggingface/jinja concatenates).
         int checked = 0;
         for (const auto& c : parity()["cases"]) {
             if (c["kind"] != "template") continue;
             ++checked;
             if (c["agree"] == true) continue;
-            QCOMPARE(QString::fromStdString(c["case"].get<std::string>()), QStringLiteral("empty_messages"));
+            const std::string name = c["template_name"].get<std::string>() + "/" + c["case"].get<std::string>();
+            QVERIFY2(c["case"] == "empty_messages" || name == "deepseek-v3.1/tool_call_dict_arguments", name.c_str());
             QVERIFY(!c["jinja2_error"].is_null());
         }
-        QVERIFY(checked >= 80);
+        QVERIFY(checked >= 150);
+    }
+
+    // The clock is the caller's: the same template renders another date with another clock.
+    void gpt_oss_date_follows_the_clock() {
+        const json* c = find_case("gpt-oss", "user_only");
+        QVERIFY(c);
+        std::optional<std::tm> clock = parity_clock();
+        auto a = render_chat_template_json((*c)["template"].get<std::string>(), (*c)["context"].dump(), clock);
+        QVERIFY2(a, a.message().c_str());
+        QVERIFY(a.value().find("Current date: 2025-08-05\n") != std::string::npos);
+        clock->tm_year = 2031 - 1900;
+        clock->tm_mon = 0;
+        clock->tm_mday = 9;
+        auto b = render_chat_template_json((*c)["template"].get<std::string>(), (*c)["context"].dump(), clock);
+        QVERIFY2(b, b.message().c_str());
+        QVERIFY(b.value().find("Current date: 2031-01-09\n") != std::string::npos);
+        ChatTemplateInput in;
+        in.messages = {ChatMessage{"user", "What is the capital of France?"}};
+        in.now = clock;
+        auto s = render_chat_template((*c)["template"].get<std::string>(), in);
+        QVERIFY2(s, s.message().c_str());
+        QCOMPARE(s.value(), b.value());
+    }
+
+    // The DeepSeek-V3 template in parity.json is the one the committed tokenizer_config.json carries.
+    void deepseek_v3_template_matches_test_data() {
+        const std::string text = read_file(COLIBRI_TEST_DATA_DIR "/tokenizer/deepseek_v3/tokenizer_config.json");
+        QVERIFY(!text.empty());
+        const json* c = find_case("deepseek-v3", "system_user");
+        QVERIFY(c);
+        QCOMPARE((*c)["template"].get<std::string>(), json::parse(text)["chat_template"].get<std::string>());
     }
 
     void qwen3_template_matches_reference() {
@@ -138,7 +197,11 @@ private slots:
         for (Row row : {Row{"mixtral-8x7b-instruct-v0.1", "multi_turn_system", ""},
                         Row{"olmoe-1b-7b-0924-instruct", "user_only_no_gen", ""},
                         Row{"llama-2-chat", "quotes_newlines_braces", ""},
-                        Row{"qwen3", "enable_thinking_false", "{\"enable_thinking\": false}"}}) {
+                        Row{"qwen3", "enable_thinking_false", "{\"enable_thinking\": false}"},
+                        Row{"qwen3", "enable_thinking_false_history", "{\"enable_thinking\": false}"},
+                        Row{"deepseek-v3.1", "thinking_true", "{\"thinking\": true}"},
+                        Row{"gpt-oss", "reasoning_effort_high", "{\"reasoning_effort\": \"high\"}"},
+                        Row{"glm-4.6", "thinking_off_history", "{\"enable_thinking\": false}"}}) {
             const json* c = find_case(row.tname, row.cname);
             QVERIFY2(c, row.cname);
             ChatTemplateInput in;
@@ -148,6 +211,7 @@ private slots:
             in.bos_token = (*c)["context"]["bos_token"].get<std::string>();
             in.eos_token = (*c)["context"]["eos_token"].get<std::string>();
             in.extra_json = row.extra;
+            in.now = parity_clock();
             auto r = render_chat_template((*c)["template"].get<std::string>(), in);
             QVERIFY2(r, r.message().c_str());
             QCOMPARE(r.value(), (*c)["jinja2_expected"].get<std::string>());
@@ -223,8 +287,12 @@ private slots:
                                Row{"{% set r = range(4000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}", "step limit"},
                                Row{"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "size limit"},
                                Row{"{{ 'x' * 1000000000000 }}", "size limit"},
-                               Row{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion"},
-                               Row{"{% macro f() %}{% for i in range(3) %}{{ f() }}{% endfor %}{% endmacro %}{{ f() }}", "recursion"},
+                               // A filter's width argument is a size too (found by fuzz_jinja: 333 GB asked of indent).
+                               Row{"{{ 'x\\ny'|indent(333333333331) }}", "size limit"},
+                               Row{"{{ 'x'|center(333333333331) }}", "size limit"},
+                               // Recursion meets the call limit, or first the stack limit where frames are large (ASan).
+                               Row{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion|nests deeper"},
+                               Row{"{% macro f() %}{% for i in range(3) %}{{ f() }}{% endfor %}{% endmacro %}{{ f() }}", "recursion|nests deeper"},
                                Row{"{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}", "depth"},
                                Row{"{% set ns = namespace() %}{% set ns.me = ns %}", "namespace"},
                                Row{"{% set ns = namespace() %}{% set ns.l = [1, ns] %}", "namespace"},
@@ -234,12 +302,15 @@ private slots:
                                Row{"{% set ns = namespace(l=[1]) %}{% for i in range(100000) %}{% set ns.l = ns.l + ns.l %}{% endfor %}", "limit"}}) {
             auto r = render_chat_template_json(row.tpl, "{}");
             QVERIFY2(!r, row.tpl.substr(0, 80).c_str());
-            QVERIFY2(r.message().find(row.must_mention) != std::string::npos, (row.tpl.substr(0, 80) + ": " + r.message()).c_str());
+            bool mentioned = false;  // must_mention: alternatives separated by |
+            for (const QString& word : QString::fromUtf8(row.must_mention).split(QLatin1Char('|')))
+                mentioned = mentioned || r.message().find(word.toStdString()) != std::string::npos;
+            QVERIFY2(mentioned, (row.tpl.substr(0, 80) + ": " + r.message()).c_str());
         }
         std::string deep_json = std::string(2000, '[') + std::string(2000, ']');
         QVERIFY(!render_chat_template_json("{{ x }}", "{\"x\": " + deep_json + "}"));
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        QVERIFY2(secs < 60.0, qPrintable(QStringLiteral("guards took %1 s").arg(secs)));
+        QVERIFY2(secs < 60.0 * colibri::test::build_slowdown(), qPrintable(QStringLiteral("guards took %1 s").arg(secs)));
     }
 
     // Hostile templates, round 2 (issue 20). A chain of one operator is built by a loop, not by recursion:
@@ -313,7 +384,7 @@ private slots:
         }
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         qInfo("20 runaway string loops stopped in %.1f s", secs);
-        QVERIFY2(secs < 120.0, qPrintable(QStringLiteral("took %1 s").arg(secs)));
+        QVERIFY2(secs < 120.0 * colibri::test::build_slowdown(), qPrintable(QStringLiteral("took %1 s").arg(secs)));
         // A worst-case search ('aaa...ab' in 'aaa...a') is linear.
         QCOMPARE(render("{{ u in s }}", ctx_text), std::string("False"));
     }
@@ -374,7 +445,7 @@ private slots:
         auto r = render_chat_template_json((*c)["template"].get<std::string>(), ctx.dump());
         QVERIFY2(r, r.message().c_str());
         QVERIFY(r.value().find("answer 999<|im_end|>\n<|im_start|>user\nlast<|im_end|>\n<|im_start|>assistant\n") != std::string::npos);
-        QVERIFY(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
+        QVERIFY(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0 * colibri::test::build_slowdown());
     }
 };
 

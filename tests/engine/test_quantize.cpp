@@ -155,7 +155,60 @@ private slots:
 
     void adversarial_blocks_data() {
         QTest::addColumn<QString>("type");
-        for (const char* t : {"q8_0", "q4_0", "q4_k"}) QTest::newRow(t) << QString(t);
+        for (const char* t : {"q8_0", "q4_0", "q4_k", "q5_k", "q6_k"}) QTest::newRow(t) << QString(t);
+    }
+
+    // q5_K and q6_K: less error than q4_K on the same Gaussian rows, q6_K less than q5_K. Measured relative RMS
+    // error: q4_k 0.069, q5_k 0.034, q6_k 0.017.
+    void k_quant_round_trip() {
+        const std::vector<float> x = gaussian(256 * 64, 0.1f, 7);
+        const double q4k = rms(round_trip(WeightType::Q4_K, x), x) / 0.1;
+        const double q5k = rms(round_trip(WeightType::Q5_K, x), x) / 0.1;
+        const double q6k = rms(round_trip(WeightType::Q6_K, x), x) / 0.1;
+        qInfo("relative rms error: q4_k %.4f, q5_k %.4f, q6_k %.4f", q4k, q5k, q6k);
+        QVERIFY(q5k < 0.55 * q4k);
+        QVERIFY(q6k < 0.6 * q5k);
+    }
+
+    // mxfp4: every value is the nearest e2m1 grid point of its block's exponent, and each block's error is at
+    // most that of ggml's choice of exponent (floor(log2 max|x|) − 2 + 127, gguf-py's quantiser); relative RMS
+    // error on Gaussian rows measured 0.112. Values beyond every e8m0 exponent do not exist in f32; NaN fails.
+    void mxfp4_round_trip() {
+        const std::vector<float> x = gaussian(32 * 512, 0.1f, 13);
+        std::vector<uint8_t> q(kernels::row_bytes(WeightType::MXFP4, x.size()));
+        QVERIFY(tools::quantize_row(WeightType::MXFP4, x.data(), x.size(), q.data()));
+        std::vector<float> back(x.size());
+        kernels::dequantize_row(WeightType::MXFP4, q.data(), x.size(), 0, back.data());
+        static const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+        const auto block_sse = [&](const float* v, int e) {  // nearest grid points for exponent e
+            const double scale = std::ldexp(1.0, e - 127);
+            double sse = 0;
+            for (int i = 0; i < 32; ++i) {
+                double best = INFINITY;
+                for (float g : grid) best = std::min(best, std::fabs(std::fabs(double(v[i])) - g * scale));
+                sse += best * best;
+            }
+            return sse;
+        };
+        for (size_t b = 0; b < x.size() / 32; ++b) {
+            const int e = q[b * 17];
+            double sse = 0, amax = 0;
+            for (size_t i = b * 32; i < b * 32 + 32; ++i) {
+                sse += (double(back[i]) - x[i]) * (double(back[i]) - x[i]);
+                amax = std::max(amax, std::fabs(double(x[i])));
+            }
+            QVERIFY2(std::fabs(sse - block_sse(x.data() + b * 32, e)) <= 1e-12 + 1e-9 * sse, qPrintable(QString("block %1").arg(b)));
+            const int ggml_e = int(std::floor(std::log2(amax))) - 2 + 127;
+            QVERIFY2(sse <= block_sse(x.data() + b * 32, ggml_e) * (1 + 1e-9), qPrintable(QString("block %1").arg(b)));
+        }
+        qInfo("mxfp4 relative rms error %.4f", rms(back, x) / 0.1);
+        QVERIFY(rms(back, x) / 0.1 < 0.15);
+        QCOMPARE(round_trip(WeightType::MXFP4, std::vector<float>(64, 0.0f)), std::vector<float>(64, 0.0f));
+        std::vector<float> y(64, 0.5f);
+        y[40] = std::nanf("");
+        const Status s = tools::quantize_row(WeightType::MXFP4, y.data(), y.size(), q.data());
+        QVERIFY(!s);
+        QVERIFY2(QString::fromStdString(s.message()).contains("at column 40 is not finite"), s.message().c_str());
     }
 
     void adversarial_blocks() {
@@ -205,7 +258,10 @@ private slots:
     // The kernels equal the dot product of the dequantised rows (odd row count) with the activations as the
     // kernels quantise them (d_x·q per block of 32, kernels/canonical.h), are within the activation rounding
     // of the dot product with x itself, and splitting the rows among "threads" changes no bit.
-    void kernel_matches_dequantised_data() { adversarial_blocks_data(); }
+    void kernel_matches_dequantised_data() {
+        adversarial_blocks_data();
+        QTest::newRow("mxfp4") << QString("mxfp4");
+    }
     void kernel_matches_dequantised() {
         QFETCH(QString, type);
         WeightType t;

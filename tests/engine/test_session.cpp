@@ -253,6 +253,59 @@ private slots:
         QCOMPARE(counter.routing, 5 * 2);
         QCOMPARE(counter.timing, 5 * 2);
     }
+
+    // Every token gets one TokenTiming after its layers; its total covers its layers' stages and the lm head,
+    // which only the chunk's last token (the one whose logits are computed) is charged with.
+    void token_timing_accounts_for_each_token() {
+        struct Timings : TraceObserver {
+            std::vector<LayerTiming> layers;
+            std::vector<TokenTiming> tokens;
+            void on_layer_timing(const LayerTiming& t) override { layers.push_back(t); }
+            void on_token_timing(const TokenTiming& t) override { tokens.push_back(t); }
+        } log;
+        ThreadPool pool(2);
+        Session s(*model_, pool);
+        s.set_observer(&log);
+        QVERIFY(s.eval(std::span<const int32_t>(ids_.data(), 6)).is_ok());
+        QVERIFY(s.eval(ids_[6]).is_ok());
+        QCOMPARE(log.tokens.size(), size_t(7));
+        for (uint32_t i = 0; i < 7; ++i) {
+            const TokenTiming& t = log.tokens[i];
+            QCOMPARE(t.position, i);
+            uint64_t stages = t.lm_head_ns;
+            for (const LayerTiming& l : log.layers)
+                if (l.position == i) stages += l.attention_ns + l.router_ns + l.experts_ns;
+            QVERIFY2(stages <= t.total_ns, qPrintable(QString("position %1: stages %2 ns, total %3 ns").arg(i).arg(stages).arg(t.total_ns)));
+            QCOMPARE(t.lm_head_ns > 0, i == 5 || i == 6);  // the last of the prompt chunk, and the single token
+        }
+    }
+
+    // An observer that counts layers only gets no per-expert records (and so no one-expert-at-a-time path).
+    void layer_counters_without_expert_counters() {
+        struct FakeCounters : CounterSource {
+            uint64_t value[1] = {1};
+            void start(unsigned) override {}
+            std::span<const uint64_t> stop(unsigned) override { return value; }
+        };
+        struct Log : TraceObserver {
+            FakeCounters source;
+            bool experts = true;
+            int layer_records = 0, expert_records = 0;
+            CounterSource* counters() override { return &source; }
+            bool count_experts() override { return experts; }
+            void on_counters(const CounterRecord& c) override { ++(c.expert < 0 ? layer_records : expert_records); }
+        };
+        ThreadPool pool(1);
+        for (const bool experts : {false, true}) {
+            Session s(*model_, pool);
+            Log log;
+            log.experts = experts;
+            s.set_observer(&log);
+            QVERIFY(s.eval(std::span<const int32_t>(ids_.data(), 3)).is_ok());
+            QCOMPARE(log.layer_records, 3 * 2);
+            QCOMPARE(log.expert_records, experts ? 3 * 2 * int(model_->hparams().n_experts_active) : 0);
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSession)

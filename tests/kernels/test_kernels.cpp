@@ -16,6 +16,7 @@
 #include "kernels/matvec.h"
 #include "kernels/registry.h"
 #include "kernels/types.h"
+#include "kernels/weight_types.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ int failures = 0;
 int checks = 0;
 
 void fail(const std::string& what) {
-    if (++failures <= 20) std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+    if (++failures <= 20 || std::getenv("COLIBRI_TEST_ALL_FAILURES")) std::fprintf(stderr, "FAIL: %s\n", what.c_str());
 }
 
 void check(bool ok, const std::string& what) {
@@ -35,17 +36,16 @@ void check(bool ok, const std::string& what) {
 }
 
 
-constexpr WeightType kTypes[] = {WeightType::F32, WeightType::F16, WeightType::BF16,
-                                 WeightType::Q8_0, WeightType::Q4_K, WeightType::Q4_0};
-
-size_t block_values(WeightType t) {
-    switch (t) {
-        case WeightType::Q8_0: return blocks::kQ8_0Values;
-        case WeightType::Q4_0: return blocks::kQ4_0Values;
-        case WeightType::Q4_K: return blocks::kQ4_KValues;
-        default: return 1;
-    }
+// Every matrix type of the weight-type table.
+std::vector<WeightType> matrix_types() {
+    std::vector<WeightType> out;
+    for (const WeightTypeInfo& w : weight_types())
+        if (w.matrix) out.push_back(w.type);
+    return out;
 }
+const std::vector<WeightType> kTypes = matrix_types();
+
+size_t block_values(WeightType t) { return weight_type_info(t).block_values; }
 
 void put_f16(uint8_t* p, float v) {
     const uint16_t h = f32_to_f16(v);
@@ -86,11 +86,30 @@ std::vector<uint8_t> random_matrix(WeightType type, size_t rows, size_t cols, st
             break;
         }
         case WeightType::Q4_K:
-            for (size_t b = 0; b < m.size() / blocks::kQ4_KBytes; ++b) {
-                uint8_t* blk = &m[b * blocks::kQ4_KBytes];
+        case WeightType::Q5_K: {
+            const size_t bytes = type == WeightType::Q4_K ? blocks::kQ4_KBytes : blocks::kQ5_KBytes;
+            for (size_t b = 0; b < m.size() / bytes; ++b) {
+                uint8_t* blk = &m[b * bytes];
                 put_f16(blk, scale(rng) / 16);
                 put_f16(blk + 2, scale(rng) / 16);
-                for (size_t i = 4; i < blocks::kQ4_KBytes; ++i) blk[i] = uint8_t(byte(rng));
+                for (size_t i = 4; i < bytes; ++i) blk[i] = uint8_t(byte(rng));
+            }
+            break;
+        }
+        case WeightType::Q6_K:
+            for (size_t b = 0; b < m.size() / blocks::kQ6_KBytes; ++b) {
+                uint8_t* blk = &m[b * blocks::kQ6_KBytes];
+                for (size_t i = 0; i < blocks::kQ6_KScale; ++i) blk[i] = uint8_t(byte(rng));  // codes and int8 scales
+                put_f16(blk + blocks::kQ6_KScale, scale(rng) / 1000 * (byte(rng) & 1 ? 1.0f : -1.0f));
+            }
+            break;
+        case WeightType::MXFP4:
+            // Scales 2^(e − 128) around 2^-7, and now and then the denormal (e < 2) and large ones.
+            for (size_t b = 0; b < m.size() / blocks::kMxfp4Bytes; ++b) {
+                uint8_t* blk = &m[b * blocks::kMxfp4Bytes];
+                const int r = byte(rng);
+                blk[0] = uint8_t(r < 4 ? r : r > 251 ? 140 + (r - 251) : 115 + r % 12);
+                for (size_t i = 1; i < blocks::kMxfp4Bytes; ++i) blk[i] = uint8_t(byte(rng));
             }
             break;
     }
@@ -118,7 +137,7 @@ std::vector<Candidate> candidates() {
     return out;
 }
 
-bool is_block_type(WeightType t) { return t == WeightType::Q8_0 || t == WeightType::Q4_0 || t == WeightType::Q4_K; }
+bool is_block_type(WeightType t) { return block_values(t) > 1; }
 
 // x as the block types' kernels see it: d_x·q per block of 32 (kernels/canonical.h, 2a), and d_x per column.
 std::vector<float> quantised_activations(const std::vector<float>& x, std::vector<float>* dx) {
@@ -141,7 +160,7 @@ std::string shape(const char* what, WeightType t, size_t rows, size_t cols, Vari
 // The scalar kernel is the dot product of the dequantised row, to within f32 summation error: with x itself
 // for the float types, with the quantised activations d_x·q for the block types (a tight bound), and for the
 // block types also against x itself within the activation rounding, Σ|w|·(d_x/2) (plus slack for rounding).
-// For q4_K the magnitude counts both terms, (d·sc)·q and dmin·m, since the kernel sums them separately.
+// For q4_K and q5_K the magnitude counts both terms, (d·sc)·q and dmin·m, since the kernel sums them separately.
 void check_scalar_accuracy(WeightType t, const std::vector<uint8_t>& w, size_t rows, size_t cols,
                            const std::vector<float>& x, const float* y) {
     std::vector<float> row(cols), dx;
@@ -156,10 +175,10 @@ void check_scalar_accuracy(WeightType t, const std::vector<uint8_t>& w, size_t r
             ref_x += double(row[c]) * x[c];
             if (block) act += std::fabs(double(row[c])) * (0.5001 * dx[c] + 1e-6 * std::fabs(x[c]));
         }
-        if (t == WeightType::Q4_K) {
+        if (t == WeightType::Q4_K || t == WeightType::Q5_K) {
             const uint8_t* base = w.data() + r * row_bytes(t, cols);
             for (size_t c = 0; c < cols; ++c) {
-                const uint8_t* blk = base + (c / 256) * blocks::kQ4_KBytes;
+                const uint8_t* blk = base + (c / 256) * weight_type_info(t).block_bytes;
                 uint8_t sc, mn;
                 blocks::q4_k_scale_min(blk + 4, (c % 256) / 32, &sc, &mn);
                 mag += 2 * double(f16_to_f32(uint16_t(blk[2] | blk[3] << 8))) * mn * std::fabs(xq[c]);

@@ -70,7 +70,7 @@ private slots:
         std::set<std::string> supported;
         for (Variant v : supported_variants()) supported.insert(variant_name(v));
         QVERIFY(variants == supported);
-        QCOMPARE(measured.size(), size_t(2 * 6));
+        QCOMPARE(measured.size(), 2 * kernels::kernel_types().size());
         for (const auto& [key, set] : measured) {
             QCOMPARE(set.size(), supported.size());
             QVERIFY2(chosen[key].size() == 1, qPrintable(key.first + " " + key.second));
@@ -183,7 +183,7 @@ private slots:
         });
         QVERIFY(!full.cancelled);
         QCOMPARE(calls, full.results.size());
-        QCOMPARE(last_total, 6 * supported_variants().size() * 2);
+        QCOMPARE(last_total, kernels::kernel_types().size() * supported_variants().size() * 2);
         const TuneReport part = run_tuner(o, [](size_t done, size_t, const TuneResult&) { return done < 3; });
         QVERIFY(part.cancelled);
         QCOMPARE(part.results.size(), size_t(3));

@@ -96,8 +96,9 @@ public:
     ~RawConnection() { close(); }
     bool ok() const { return fd_ >= 0; }
     bool send(const std::string& s) { return fd_ >= 0 && ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
-    // Reads what arrives within timeout_ms; *closed is set when the peer closed the connection.
-    std::string receive(int timeout_ms, bool* closed = nullptr) {
+    // Reads what arrives within timeout_ms, or until what arrived contains `until` (when not empty); *closed is
+    // set when the peer closed the connection.
+    std::string receive(int timeout_ms, bool* closed = nullptr, const std::string& until = {}) {
         std::string out;
         if (closed) *closed = false;
         QElapsedTimer clock;
@@ -112,6 +113,7 @@ public:
                 break;
             }
             out.append(buf, static_cast<size_t>(n));
+            if (!until.empty() && out.find(until) != std::string::npos) break;
         }
         return out;
     }

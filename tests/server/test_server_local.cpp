@@ -116,7 +116,7 @@ private slots:
         QVERIFY2(r.completion_tokens < 100, qPrintable(QString::number(r.completion_tokens)));
         // Errors come back as statuses and messages; the connection stays usable.
         QCOMPARE(colibri_client_request(c, "chat", "{not json", nullptr, nullptr, &r), -1);
-        QCOMPARE(r.status, 400);
+        QVERIFY2(r.status == 400, qPrintable(QStringLiteral("%1: %2").arg(r.status).arg(r.error)));
         QVERIFY(QString(r.error).contains("JSON"));
         QCOMPARE(colibri_client_request(c, "chat", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":100000})", nullptr, nullptr, &r), -1);
         QCOMPARE(r.status, 400);

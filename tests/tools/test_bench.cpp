@@ -133,6 +133,69 @@ private slots:
             QVERIFY2(r.out.contains(s), s);
     }
 
+    // -c sets the session's context (reported); the decode's time per layer adds up to the token's time.
+    void context_and_layer_times() {
+        const CliResult r = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "3", "--reps", "1", "-c", "512",
+                                     "--json", "--bandwidth-mib", "64"});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(j["context"].toInt(), 512);
+        const QJsonArray layers = j["decode_layers"].toArray();
+        QCOMPARE(layers.size(), 2);
+        double sum = 0;
+        for (int i = 0; i < layers.size(); ++i) {
+            const QJsonObject l = layers[i].toObject();
+            QCOMPARE(l["layer"].toInt(), i);
+            QVERIFY(l["attention_us"].toDouble() > 0 && l["experts_us"].toDouble() > 0);
+            QCOMPARE(l["total_us"].toDouble(), l["attention_us"].toDouble() + l["router_us"].toDouble() + l["experts_us"].toDouble());
+            sum += l["total_us"].toDouble();
+        }
+        QVERIFY(j["decode_lm_head_us"].toDouble() > 0);
+        QVERIFY(sum + j["decode_lm_head_us"].toDouble() <= j["decode_token_us"].toDouble());
+        const CliResult small = run_cli({"bench", "-m", model_, "-p", "10", "-n", "4", "-c", "8"});
+        QVERIFY(small.exit_code != 0 && small.err.trimmed().startsWith("colibri: bench: -c 8 is less than"));
+    }
+
+    // --kernel V runs the bench with one variant everywhere; a list compares them side by side; a variant the
+    // CPU cannot run, or an unknown one, is a one-line error.
+    void kernel_variants() {
+        const CliResult one = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "2", "--reps", "1", "--kernel", "scalar",
+                                       "--json", "--bandwidth-mib", "64"});
+        QVERIFY2(one.exit_code == 0, one.err.constData());
+        const QJsonObject kernels = QJsonDocument::fromJson(one.out).object()["kernels"].toObject();
+        QVERIFY(!kernels.isEmpty());
+        for (const QString& type : kernels.keys()) {
+            QCOMPARE(kernels[type].toObject()["matvec"].toString(), QString("scalar"));
+            QCOMPARE(kernels[type].toObject()["matmul"].toString(), QString("scalar"));
+        }
+        const CliResult all = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "2", "--reps", "1", "--kernel", "all",
+                                       "--json", "--bandwidth-mib", "64"});
+        QVERIFY2(all.exit_code == 0, all.err.constData());
+        const QJsonArray runs = QJsonDocument::fromJson(all.out).object()["kernel_comparison"].toArray();
+        QVERIFY(runs.size() >= 2);  // scalar and at least the machine's own
+        QCOMPARE(runs[0].toObject()["kernel"].toString(), QString("scalar"));
+        for (const auto& v : runs) {
+            const QJsonObject run = v.toObject();
+            check_spread(run, "decode_tokens_per_s");
+            const QString kernel = run["kernel"].toString();
+            for (const auto& k : run["kernels"].toObject()) QCOMPARE(k.toObject()["matvec"].toString(), kernel);
+        }
+        const QString two = runs[0].toObject()["kernel"].toString() + "," + runs[1].toObject()["kernel"].toString();
+        const CliResult text = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "2", "--reps", "1", "--kernel", two,
+                                        "--bandwidth-mib", "64"});
+        QVERIFY2(text.exit_code == 0, text.err.constData());
+        QVERIFY2(text.out.startsWith("kernel comparison:") && text.out.contains("Scalar") && text.out.contains("== kernel scalar"),
+                 text.out.constData());
+        for (const char* bad : {"sse9", "scalar,bogus"}) {
+            const CliResult r = run_cli({"bench", "-m", model_, "--kernel", bad});
+            QVERIFY(r.exit_code != 0 && r.err.trimmed().startsWith("colibri: bench: --kernel: unknown variant"));
+        }
+#if defined(__x86_64__)
+        const CliResult neon = run_cli({"bench", "-m", model_, "--kernel", "neon"});
+        QVERIFY2(neon.exit_code != 0 && neon.err.contains("cannot run it"), neon.err.constData());
+#endif
+    }
+
     void bad_arguments() {
         struct Case {
             QStringList args;

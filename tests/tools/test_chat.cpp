@@ -1,6 +1,13 @@
-// `colibri chat` on the demo model the build makes: streaming replies per turn, /reset, EOF exits cleanly;
-// and the demo model's logits are the same for -t 1 and -t 2.
+// `colibri chat` on the demo model the build makes: streaming replies per turn, /reset, EOF exits cleanly,
+// commands, statistics, Ctrl-C and line editing on a pseudo-terminal; and the demo model's logits are the same
+// for -t 1 and -t 2.
 #include <QtTest>
+#include <poll.h>
+#include <pty.h>
+#include <termios.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../test_support.h"
 
@@ -62,6 +69,162 @@ private slots:
         // Each reply ends with its answer's sentence: the line is complete, so generation stopped there.
         QVERIFY2(replies[0].endsWith("So 23 plus 45 is 68."), r.out.constData());
         QVERIFY2(replies[1].endsWith("So 71 minus 28 is 43."), r.out.constData());
+        QCOMPARE(r.err.count("tokens/s; prompt"), 2);
+        QVERIFY2(!r.err.contains("reached --max-tokens"), r.err.constData());
+    }
+
+    void commands_blank_lines_and_statistics() {
+        // /help lists the commands; an unknown /command is refused, not sent to the model; blank lines are
+        // ignored; // sends a message that starts with /; every reply is followed by its tokens/s on stderr;
+        // /exit ends the chat before the line after it.
+        const CliResult r = run_cli({"chat", "-m", kDemo, "-n", "4", "--greedy"},
+                                    "/help\n\n   \n/bogus argument\nHello\n\t\n//slash message\n/exit\nnever sent\n");
+        QVERIFY2(!r.crashed && r.exit_code == 0, r.err.constData());
+        QVERIFY2(r.err.contains("/reset") && r.err.contains("/swap") && r.err.contains("/exit"), r.err.constData());
+        QVERIFY2(r.err.contains("colibri: chat: unknown command '/bogus'"), r.err.constData());
+        static const QRegularExpression stats(QStringLiteral("\\[(\\d+) tokens?, [0-9.]+ tokens/s; prompt (\\d+) tokens?, [0-9.]+ tokens/s; reached --max-tokens\\]"));
+        QCOMPARE(r.err.count("tokens/s; prompt"), 2);  // Hello and /slash message
+        auto it = stats.globalMatch(QString::fromUtf8(r.err));
+        int lines = 0;
+        while (it.hasNext()) {
+            const auto m = it.next();
+            QCOMPARE(m.captured(1).toInt(), 4);
+            QVERIFY(m.captured(2).toInt() > 0);
+            ++lines;
+        }
+        QCOMPARE(lines, 2);
+        QCOMPARE(r.out.count('\n'), 2);
+    }
+
+    void ctrl_c_stops_the_reply_not_the_program() {
+        // Each message asks for up to 4000 tokens of a random model; Ctrl-C (SIGINT) stops each reply once it
+        // streams, and the program goes on to the next message.
+        QProcess p;
+        p.start(QStringLiteral(COLIBRI_CLI), {"chat", "-m", QStringLiteral(COLIBRI_CHAT_RANDOM_MODEL), "-c", "4096",
+                                              "-n", "4000", "--greedy", "--ignore-eos"});
+        QVERIFY(p.waitForStarted());
+        QByteArray err;
+        for (const char* message : {"Tell me a long story\n", "Another one\n"}) {
+            p.write(message);
+            QByteArray out;
+            QElapsedTimer clock;
+            clock.start();
+            while (out.size() < 8 && clock.elapsed() < 120000) {
+                p.waitForReadyRead(200);
+                out += p.readAllStandardOutput();
+                err += p.readAllStandardError();
+            }
+            QVERIFY2(out.size() >= 8, "no reply streamed");
+            QCOMPARE(::kill(static_cast<pid_t>(p.processId()), SIGINT), 0);
+            // The reply ends with its statistics line, marked stopped.
+            const qsizetype stopped = err.count("; stopped]");
+            clock.restart();
+            while (err.count("; stopped]") == stopped && clock.elapsed() < 60000 && p.state() == QProcess::Running) {
+                p.waitForReadyRead(200);
+                p.readAllStandardOutput();
+                err += p.readAllStandardError();
+            }
+            QVERIFY2(err.count("; stopped]") == stopped + 1, err.constData());
+        }
+        p.closeWriteChannel();
+        QVERIFY(p.waitForFinished(60000));
+        err += p.readAllStandardError();
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(p.exitCode(), 0);
+        QCOMPARE(err.count("tokens/s; prompt"), 2);
+        QVERIFY2(!err.contains("reached --max-tokens"), err.constData());
+    }
+
+    void line_editing_and_history_on_a_terminal() {
+        // On a terminal the chat reads through libedit: the up arrow recalls the last line (sent again, so a
+        // second reply), Ctrl-C at the prompt clears the line being typed without ending the program, and the
+        // history outlives the run (a new run's up arrow finds it).
+        QTemporaryDir state;
+        QVERIFY(state.isValid());
+        const QByteArray history = QFile::encodeName(state.path()) + "/colibri/chat_history";
+        for (int run = 0; run < 2; ++run) {
+            int master = -1;
+            const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+            QVERIFY(pid >= 0);
+            if (pid == 0) {
+                setenv("XDG_STATE_HOME", QFile::encodeName(state.path()).constData(), 1);
+                setenv("TERM", "xterm", 1);
+                execl(COLIBRI_CLI, COLIBRI_CLI, "chat", "-m", COLIBRI_BUILD_DIR "/demo/demo.bin", "-n", "6", "--greedy",
+                      static_cast<char*>(nullptr));
+                _exit(127);
+            }
+            QByteArray screen;
+            // Reads what the chat shows for up to 200 ms; false at the end of the terminal's output.
+            const auto pump = [&]() {
+                pollfd fd{master, POLLIN, 0};
+                if (poll(&fd, 1, 200) <= 0) return true;
+                char buf[4096];
+                const ssize_t n = read(master, buf, sizeof buf);
+                if (n <= 0) return false;
+                screen.append(buf, n);
+                return true;
+            };
+            // Reads what the chat shows until `needle` has appeared `count` times (or 60 s pass).
+            const auto wait_for = [&](const QByteArray& needle, qsizetype count) {
+                QElapsedTimer clock;
+                clock.start();
+                while (screen.count(needle) < count && clock.elapsed() < 60000)
+                    if (!pump()) break;
+                return screen.count(needle) >= count;
+            };
+            const auto type = [&](const QByteArray& keys) { QCOMPARE(write(master, keys.constData(), keys.size()), keys.size()); };
+            // The prompt shows only once the line editor has the terminal in edit mode: out of canonical mode, so
+            // that keys typed at the prompt are the editor's at once, and with ISIG off, so that Ctrl-C reaches it as
+            // a key rather than as a signal that could land between two of its reads and be lost. (Drawn before the
+            // switch, keys typed at it met a cooked terminal: echoed twice, and a Ctrl-D there became an end-of-file
+            // mark that edit mode read as a NUL key, so the chat never ended.)
+            const auto at_prompt = [&]() {
+                termios mode{};
+                return tcgetattr(master, &mode) == 0 && (mode.c_lflag & (ICANON | ISIG)) == 0;
+            };
+            QVERIFY2(wait_for("> ", 1), screen.constData());
+            QVERIFY(at_prompt());
+            if (run == 0) {
+                type("What is 2 plus 3?\r");
+                QVERIFY2(wait_for("tokens/s; prompt", 1), screen.constData());
+                QVERIFY2(wait_for("> ", 2), screen.constData());
+                QVERIFY(at_prompt());
+            }
+            type("\x1b[A\r");  // up arrow: the last line again, sent
+            QVERIFY2(wait_for("tokens/s; prompt", run == 0 ? 2 : 1), screen.constData());
+            // The prompt after that reply (counting prompts would not do: the up arrow redraws the line, prompt and all).
+            QElapsedTimer reply;
+            reply.start();
+            while (screen.lastIndexOf("> ") < screen.lastIndexOf("tokens/s; prompt") && reply.elapsed() < 60000)
+                if (!pump()) break;
+            QVERIFY2(screen.lastIndexOf("> ") > screen.lastIndexOf("tokens/s; prompt"), screen.constData());
+            QVERIFY(at_prompt());
+            type("never sent");
+            QVERIFY2(wait_for("never sent", screen.count("never sent") + 1), screen.constData());
+            const qsizetype prompts = screen.count("> ");
+            type("\x03");  // Ctrl-C at the prompt: the typed text is dropped, the chat goes on
+            QVERIFY2(wait_for("> ", prompts + 1), screen.constData());
+            QVERIFY2(screen.contains("never sent^C"), screen.constData());
+            QVERIFY(at_prompt());
+            type("\x04");  // Ctrl-D on an empty line: the end
+            int status = 0;
+            pid_t ended = 0;
+            QElapsedTimer clock;
+            clock.start();
+            while ((ended = waitpid(pid, &status, WNOHANG)) == 0 && clock.elapsed() < 30000) pump();  // drain the terminal
+            if (ended == 0) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+            close(master);
+            QVERIFY2(ended == pid, ("Ctrl-D did not end the chat: " + screen).constData());
+            QVERIFY2(WIFEXITED(status) && WEXITSTATUS(status) == 0, screen.constData());
+            QCOMPARE(screen.count("tokens/s; prompt"), run == 0 ? 2 : 1);
+            QVERIFY2(!screen.contains("never sent\r\n["), screen.constData());
+        }
+        QFile saved(QString::fromLocal8Bit(history));
+        QVERIFY2(saved.open(QIODevice::ReadOnly), history.constData());
+        const QByteArray lines = saved.readAll();
+        // libedit's history file encodes blanks (What\\040is...): look for words.
+        QVERIFY2(lines.contains("What") && lines.contains("plus"), lines.constData());
+        QVERIFY2(!lines.contains("never"), lines.constData());
     }
 
     void eof_exits_cleanly() {

@@ -55,7 +55,8 @@ private slots:
                      read_json(reference("hf/mixtral/ref/generate.json")).object()["new_ids"].toArray());
     }
 
-    // tests/data/gguf/{qwen2moe,olmoe}-f32.gguf: the reference HF models through llama.cpp's convert_hf_to_gguf.py.
+    // tests/data/gguf/*-f32.gguf: the reference HF models (qwen2_moe, olmoe and the four transformers 5.2 ones)
+    // through llama.cpp's convert_hf_to_gguf.py.
     void reference_families_data() {
         QTest::addColumn<QString>("family");
         QTest::addColumn<QString>("gguf");
@@ -63,6 +64,10 @@ private slots:
         for (const char* type : {"f32", "f16"}) {
             QTest::newRow(qPrintable(QString("qwen2_moe ") + type)) << "qwen2_moe" << "qwen2moe-f32.gguf" << type;
             QTest::newRow(qPrintable(QString("olmoe ") + type)) << "olmoe" << "olmoe-f32.gguf" << type;
+            QTest::newRow(qPrintable(QString("qwen3_moe ") + type)) << "qwen3_moe" << "qwen3moe-f32.gguf" << type;
+            QTest::newRow(qPrintable(QString("gpt_oss ") + type)) << "gpt_oss" << "gpt_oss-f32.gguf" << type;
+            QTest::newRow(qPrintable(QString("deepseek_v3 ") + type)) << "deepseek_v3" << "deepseek_v3-f32.gguf" << type;
+            QTest::newRow(qPrintable(QString("glm4_moe ") + type)) << "glm4_moe" << "glm4_moe-f32.gguf" << type;
         }
     }
 
@@ -105,7 +110,7 @@ private slots:
         QTest::addColumn<QString>("message");
         const QByteArray f32_as_q4_1("\x03\0\0\0", 4), u32_as_f32("\x06\0\0\0", 4), ne_32("\x20\0\0\0\0\0\0\0", 8);
         QTest::newRow("unknown architecture") << "olmoe-f32.gguf" << QByteArray("olmoe") << -1 << QByteArray("olmox")
-                                              << "GGUF architecture 'olmox' is not supported (llama with experts, qwen2moe, olmoe)";
+                                              << "GGUF architecture 'olmox' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe)";
         QTest::newRow("missing key") << "olmoe-f32.gguf" << QByteArray("olmoe.expert_used_count") << -1
                                      << QByteArray("olmoe.expert_used_counX") << "GGUF metadata: missing olmoe.expert_used_count";
         QTest::newRow("key of the wrong type") << "qwen2moe-f32.gguf" << QByteArray("qwen2moe.block_count") << 0 << u32_as_f32
@@ -114,6 +119,8 @@ private slots:
                                                  << "tensor blk.0.attn_q_norm.weight has ggml type q4_1, which cannot be imported";
         QTest::newRow("tensor of the wrong shape") << "olmoe-f32.gguf" << QByteArray("blk.1.attn_q_norm.weight") << 4 << ne_32
                                                    << "tensor blk.1.attn_q_norm.weight has shape [32] (rows, columns), the metadata implies [64]";
+        QTest::newRow("softmax gating") << "glm4_moe-f32.gguf" << QByteArray("glm4moe.expert_gating_func") << 4 << QByteArray("\x01\0\0\0", 4)
+                                        << "GGUF metadata: glm4moe.expert_gating_func is not sigmoid";
         QTest::newRow("missing tensor") << "qwen2moe-f32.gguf" << QByteArray("blk.1.ffn_gate_inp_shexp.weight") << -1
                                         << QByteArray("blk.1.ffn_gate_inp_shexp.weighX") << "tensor blk.1.ffn_gate_inp_shexp.weight is missing";
     }

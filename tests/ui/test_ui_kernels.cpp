@@ -1,14 +1,21 @@
-// The kernels view: `colibri tune --json` reports from two machines imported and compared side by side,
-// reports that are not tune reports refused with a reason, and the auto-tuner (kernels/tuner.h) run from the
-// view with progress, its report added and its choice cached, and cancel.
+// The kernels view: `colibri tune --json` reports from two machines imported and compared side by side on a
+// log axis with value labels, reports that are not tune reports refused with a reason, the auto-tuner
+// (kernels/tuner.h) run from the view with progress, its report added and its choice cached, and cancel that
+// keeps the finished measurements; and the comparison end to end: the same prompt and decode on the suites'
+// model with every variant this machine runs, side by side, kept between sessions and exported, and the
+// chat's own kernel choice.
 #include <QComboBox>
+#include <QPushButton>
 #include <QLabel>
 #include <QProgressBar>
 #include <QTableView>
 
 #include "kernels/tuner.h"
 #include "ui/tune_runner.h"
+#include "ui/views/bar_chart.h"
 #include "ui/views/kernels_view.h"
+#include "ui/views/main_window.h"
+#include "kernels/registry.h"
 #include "ui_test_support.h"
 
 using namespace colibri;
@@ -80,6 +87,17 @@ private slots:
         QCOMPARE(view.chart_values(0)[2], 2.0 * 4096 * 4096 / 1.0e6);
         view.select(QStringLiteral("matvec"), QStringLiteral("q8_0"), QStringLiteral("4096×4096"));
         QCOMPARE(view.chart_categories(), QStringList({"scalar", "avx2", "neon"}));
+        // Drawn on a log axis, named as people say them, a machine's missing variant an empty slot, every bar
+        // with its value.
+        BarChart* chart = view.tuner_chart();
+        QVERIFY(chart->log_scale());
+        QCOMPARE(chart->categories(), QStringList({"Scalar", "AVX2", "NEON"}));
+        QVERIFY(std::isnan(chart->series()[0].values[2]));  // no NEON on the EPYC
+        chart->resize(600, 300);
+        (void)chart->grab();
+        QCOMPARE(chart->drawn_labels().size(), 3);  // the EPYC's scalar and AVX2, the ARM board's NEON
+        const auto [lo, hi] = chart->y_range();
+        QVERIFY(lo > 0 && hi / lo >= 10);  // whole decades
         // The table: chosen variants marked, filterable.
         int chosen = 0;
         for (int r = 0; r < view.results()->rowCount(); ++r)
@@ -134,14 +152,14 @@ private slots:
         QCOMPARE(view.results()->rowCount(), total);
         QCOMPARE(view.tuner_progress()->value(), total);
         const TuneReport& report = view.results()->reports()[0];
-        QVERIFY(report.label().endsWith(QStringLiteral("(this machine)")));
+        QVERIFY(report.label().contains(QStringLiteral("(this machine")));
         QVERIFY(view.results()->variants(QStringLiteral("matvec"), QStringLiteral("f16"), QStringLiteral("256×256")).contains(QStringLiteral("scalar")));
         // Exactly one chosen variant per op and weight type.
         QMap<QString, int> chosen;
         for (const TuneResult& r : report.results)
             if (r.chosen) ++chosen[r.op + ' ' + r.type];
         for (int n : chosen) QCOMPARE(n, 1);
-        QCOMPARE(chosen.size(), 2 * 6);  // matvec and matmul × f32, f16, bf16, q8_0, q4_K, q4_0
+        QCOMPARE(size_t(chosen.size()), 2 * kernels::kernel_types().size());  // matvec and matmul × every matrix type
         QVERIFY(view.status_label()->text().contains(QStringLiteral("choice saved to ") + cache));
         QVERIFY(read_json(cache).isObject());
         QVERIFY(!view.chart_categories().isEmpty());
@@ -165,8 +183,13 @@ private slots:
         QCOMPARE(finished.count(), 0);
         QVERIFY(!view.tuner()->running());
         QVERIFY(progress.count() < progress.at(0).at(1).toInt());
-        QCOMPARE(view.results()->rowCount(), 0);
-        QCOMPARE(view.status_label()->text(), QStringLiteral("Tuning cancelled."));
+        // What was measured before the cancel is kept, as a report of its own.
+        const int partial = view.results()->rowCount();
+        QCOMPARE(partial, progress.count());
+        QCOMPARE(cancelled.at(0).at(0).value<TuneReport>().results.size(), static_cast<size_t>(partial));
+        QVERIFY2(view.status_label()->text().startsWith(QStringLiteral("Tuning cancelled: the %1 finished").arg(partial)),
+                 qPrintable(view.status_label()->text()));
+        QVERIFY(view.results()->reports().back().label().contains(QStringLiteral("cancelled")));
         // And it runs again after a cancel.
         kernels::TuneOptions small;
         small.shapes = {{256, 256}};
@@ -175,7 +198,107 @@ private slots:
         view.tuner()->set_options(small);
         view.run_tuner();
         QVERIFY(wait_for(finished, 1, 120000));
-        QCOMPARE(view.results()->rowCount(), 2 * 6);
+        QCOMPARE(size_t(view.results()->rowCount()), size_t(partial) + 2 * kernels::kernel_types().size());
+    }
+
+    void comparison_on_the_model_end_to_end() {
+        MainWindowOptions options;
+        options.persist_settings = false;
+        MainWindow w(options);
+        w.resize(1280, 720);
+        w.show();
+        KernelsView* view = w.kernels_view();
+        const QString store = dir_.filePath(QStringLiteral("kernel-results.json"));
+        view->set_store(store);
+        QVERIFY(!view->compare_button()->isEnabled());  // no model yet
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        w.open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
+        QVERIFY(wait_for(loaded, 1));
+        QVERIFY(view->compare_button()->isEnabled());
+        view->set_comparison_size(12, 6, 2);
+        QSignalSpy done(w.worker(), &EngineWorker::kernelComparisonFinished);
+        QSignalSpy progress(w.worker(), &EngineWorker::kernelComparisonProgress);
+        QTest::mouseClick(view->compare_button(), Qt::LeftButton);
+        QVERIFY(wait_for(done, 1, 600000));
+        const std::vector<kernels::Variant> here = kernels::supported_variants();
+        QVERIFY(here.size() >= 2);
+        QVERIFY(progress.count() >= static_cast<int>(here.size()) * 2);
+        // The spy records in the worker's thread; the view gets the result through the event loop.
+        QTRY_VERIFY2_WITH_TIMEOUT(view->comparisons().size() == 1, qPrintable(view->comparison_status()->text()), 10000);
+        const KernelComparison& c = view->comparisons().front();
+        QVERIFY(c.complete);
+        QCOMPARE(c.runs.size(), here.size());
+        QCOMPARE(c.prompt_tokens, 12);
+        QCOMPARE(c.decode_tokens, 6);
+        for (size_t i = 0; i < here.size(); ++i) {
+            const KernelRun& r = c.runs[i];
+            QCOMPARE(r.variant, QString::fromLatin1(kernels::variant_name(here[i])));
+            QCOMPARE(r.decode_tps.size(), size_t(2));
+            QVERIFY(r.prompt_median() > 0 && r.decode_median() > 0);
+            QCOMPARE(r.layers, std::vector<int>({0, 1, 2, 3}));
+            for (double us : r.layer_us) QVERIFY(us > 0);
+            QVERIFY(r.lm_head_us > 0);
+            QCOMPARE(r.decoded.size(), size_t(6));
+        }
+        // Bit-identical kernels: the same tokens from every variant.
+        QVERIFY(c.identical_output());
+        QVERIFY(view->comparison_status()->text().contains(QStringLiteral("every variant decoded the same tokens")));
+        QCOMPARE(view->comparison_model()->rowCount(), static_cast<int>(here.size()));
+        // Side by side: tokens/s and per-layer time per variant, log axis, every bar with its value.
+        BarChart* speed = view->speed_chart();
+        QCOMPARE(speed->categories(), QStringList({"prompt", "decode"}));
+        QCOMPARE(speed->series().size(), static_cast<int>(here.size()));
+        QVERIFY(speed->log_scale());
+        QCOMPARE(speed->series()[0].values[1], c.runs[0].decode_median());
+        speed->resize(500, 300);
+        (void)speed->grab();
+        QVERIFY2(speed->drawn_labels().contains(speed->format_value(c.runs[0].decode_median())), qPrintable(speed->drawn_labels().join(", ")));
+        BarChart* layers = view->layer_chart();
+        QCOMPARE(layers->categories(), QStringList({"L0", "L1", "L2", "L3", "lm head"}));
+        QCOMPARE(layers->series().size(), static_cast<int>(here.size()));
+        // Kept between sessions: another view reading the same store has it.
+        QVERIFY(QFileInfo::exists(store));
+        KernelsView again;
+        again.set_store(store);
+        QCOMPARE(again.comparisons().size(), size_t(1));
+        QCOMPARE(again.comparisons().front().runs.size(), here.size());
+        QCOMPARE(again.comparison_model()->rowCount(), static_cast<int>(here.size()));
+        // Exported as JSON and CSV.
+        QVERIFY(view->export_results(dir_.filePath(QStringLiteral("export.json"))).is_ok());
+        const QJsonObject exported = read_json(dir_.filePath(QStringLiteral("export.json"))).object();
+        QCOMPARE(exported["format"].toString(), QStringLiteral("colibri-kernel-results"));
+        QCOMPARE(exported["comparisons"].toArray().size(), 1);
+        QVERIFY(view->export_results(dir_.filePath(QStringLiteral("export.csv"))).is_ok());
+        const QStringList csv = QString::fromUtf8(read_all(dir_.filePath(QStringLiteral("export.csv")))).split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(csv.size(), 2 + static_cast<int>(here.size()));  // a comment, the header, a row per variant
+        QVERIFY(csv[1].startsWith(QStringLiteral("variant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us")));
+        // Cancelled part-way: only repetitions every variant completed are kept.
+        view->set_comparison_size(12, 64, 5);
+        view->start_comparison();
+        QVERIFY(wait_for(progress, progress.count() + 2, 120000));
+        view->cancel_comparison();
+        QVERIFY(wait_for(done, 2, 600000));
+        const KernelComparison stopped = done.at(1).at(0).value<KernelComparison>();
+        QVERIFY(!stopped.complete);
+        for (const KernelRun& r : stopped.runs) QCOMPARE(r.decode_tps.size(), stopped.runs.front().decode_tps.size());
+        // The chat's own choice: scalar, then automatic again, give the same greedy tokens.
+        QSignalSpy finished(w.chat(), &ChatController::finished);
+        ChatSettings greedy;
+        greedy.sampling.greedy = true;
+        greedy.random_seed = false;
+        greedy.max_tokens = 6;
+        QComboBox* session = view->session_kernel_selector();
+        session->setCurrentIndex(session->findData(QStringLiteral("scalar")));
+        QVERIFY(w.chat()->send(QStringLiteral("Hi"), greedy).is_ok());
+        QVERIFY(wait_for(finished, 1, 120000));
+        QCOMPARE(finished.at(0).at(0).value<GenerationStats>().kernel, QStringLiteral("Scalar"));
+        const QString scalar_reply = finished.at(0).at(0).value<GenerationStats>().reply;
+        session->setCurrentIndex(0);
+        w.chat()->new_conversation();
+        QVERIFY(w.chat()->send(QStringLiteral("Hi"), greedy).is_ok());
+        QVERIFY(wait_for(finished, 2, 120000));
+        QVERIFY(finished.at(1).at(0).value<GenerationStats>().kernel != QStringLiteral("Scalar"));
+        QCOMPARE(finished.at(1).at(0).value<GenerationStats>().reply, scalar_reply);
     }
 };
 

@@ -8,11 +8,14 @@
 #include "ui/engine_worker.h"
 #include "ui/file_worker.h"
 #include "ui/models/heatmap_model.h"
+#include "ui/models/kernel_comparison_model.h"
 #include "ui/models/kernel_results_model.h"
 #include "ui/models/model_summary.h"
 #include "ui/models/profiler_models.h"
 #include "ui/models/routing_table_model.h"
+#include "ui/models/stats_table_model.h"
 #include "ui/models/validator_models.h"
+#include "ui/routing_stats.h"
 #include "ui/trace_stats.h"
 #include "ui/tune_report.h"
 #include "ui/worker_thread.h"
@@ -154,6 +157,97 @@ private slots:
         for (int r = 0; r < experts.rowCount(); ++r) activations += experts.index(r, ExpertCounterModel::Activations).data().toInt();
         QCOMPARE(activations, 22 * 2 * 2);
         QVERIFY(layers.mean_us(0, LayerProfileModel::Total) > 0);
+    }
+
+    // Every evaluated position is a row, and its stages add up to its total (other is what is left).
+    void token_times() {
+        TokenTimeModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        QSortFilterProxyModel sorted;
+        sorted.setSourceModel(&m);
+        sorted.setSortRole(Qt::EditRole);
+        QAbstractItemModelTester t2(&sorted, kFatal);
+        m.set_tokens(conversation_, TokenSpan{});
+        sorted.sort(TokenTimeModel::Total, Qt::DescendingOrder);
+        QCOMPARE(m.rowCount(), 22);
+        QCOMPARE(m.columnCount(), static_cast<int>(TokenTimeModel::ColumnCount));
+        for (int r = 0; r < m.rowCount(); ++r) {
+            QCOMPARE(m.index(r, TokenTimeModel::Position).data().toInt(), r);
+            double parts = 0;
+            for (int c : {TokenTimeModel::Attention, TokenTimeModel::Router, TokenTimeModel::Experts, TokenTimeModel::LmHead,
+                          TokenTimeModel::Sampling, TokenTimeModel::Counters, TokenTimeModel::Other})
+                parts += m.us(r, c);
+            QVERIFY(std::abs(parts - m.us(r, TokenTimeModel::Total)) < 1e-6 * m.us(r, TokenTimeModel::Total) + 1e-3);
+            QVERIFY(m.us(r, TokenTimeModel::Total) > 0);
+            QCOMPARE(m.index(r, TokenTimeModel::Kind).data().toString(), r >= 16 ? QStringLiteral("generated") : QStringLiteral("prompt"));
+            if (r >= 16) QVERIFY(m.us(r, TokenTimeModel::Sampling) > 0);  // the sampler ran for generated tokens
+        }
+        // The last prompt token computed the logits of the first generated one: it carries the lm head.
+        QVERIFY(m.us(15, TokenTimeModel::LmHead) > 0);
+        m.set_tokens(conversation_, TokenSpan{0, -1, true});
+        QCOMPARE(m.rowCount(), 6);
+    }
+
+    void kernel_comparison() {
+        KernelComparisonModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        KernelComparison c;
+        c.model = QStringLiteral("demo.bin");
+        c.runs.push_back({QStringLiteral("scalar"), QStringLiteral("Scalar"), {10, 12, 11}, {5, 6, 7}, {0, 1}, {100, 110}, 30, 250, {1, 2, 3}});
+        c.runs.push_back({QStringLiteral("avx2"), QStringLiteral("AVX2"), {40}, {20}, {0, 1}, {20, 22}, 6, 50, {1, 2, 3}});
+        m.set_comparison(c);
+        QCOMPARE(m.rowCount(), 2);
+        QCOMPARE(m.index(0, KernelComparisonModel::DecodeTps).data(Qt::EditRole).toDouble(), 6.0);  // the median
+        QCOMPARE(m.index(1, KernelComparisonModel::Speedup).data().toString(), QStringLiteral("×3.33"));
+        QCOMPARE(m.index(1, KernelComparisonModel::LayersUs).data(Qt::EditRole).toDouble(), 42.0);
+        QCOMPARE(m.index(1, KernelComparisonModel::SameOutput).data().toString(), QStringLiteral("yes"));
+        QVERIFY(c.identical_output());
+        // Round trip through the stored JSON, and the CSV's header and rows.
+        auto back = KernelComparison::from_json(c.to_json());
+        QVERIFY(back.is_ok());
+        QCOMPARE(back->runs.size(), size_t(2));
+        QCOMPARE(back->runs[0].decode_tps, c.runs[0].decode_tps);
+        const QStringList csv = c.csv().split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(csv.size(), 3);
+        QCOMPARE(csv[0], QStringLiteral("variant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us,layer1_us,lm_head_us,token_us"));
+        QVERIFY(csv[2].startsWith(QStringLiteral("avx2,40.00,20.00,20.00,22.00,6.00,50.00")));
+        c.runs[1].decoded = {1, 2, 4};
+        m.set_comparison(c);
+        QCOMPARE(m.index(1, KernelComparisonModel::SameOutput).data().toString(), QStringLiteral("NO"));
+        m.set_comparison({});
+        QCOMPARE(m.rowCount(), 0);
+    }
+
+    // The routing analyses' table, filled from this conversation's co-activation matrix.
+    void stats_table() {
+        StatsTableModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        QSortFilterProxyModel sorted;
+        sorted.setSourceModel(&m);
+        sorted.setSortRole(Qt::EditRole);
+        QAbstractItemModelTester t2(&sorted, kFatal);
+        std::vector<TokenTrace> traces;
+        for (const ConversationToken& t : conversation_.tokens()) traces.push_back(t.trace);
+        const std::vector<CoActivation> co = co_activation(traces, 8);
+        QCOMPARE(co.size(), size_t(2));
+        QVector<QVector<StatsTableModel::Cell>> rows;
+        int diagonal = 0;
+        for (int i = 0; i < 8; ++i) {
+            QVector<StatsTableModel::Cell> row;
+            for (int j = 0; j < 8; ++j) row.push_back({co[0].at(i, j), i == j ? QColor() : QColor(Qt::yellow), {}});
+            diagonal += co[0].at(i, i);
+            rows.push_back(row);
+        }
+        QCOMPARE(diagonal, 22 * 2);  // every token chose two experts at layer 0
+        m.set_table({"E0", "E1", "E2", "E3", "E4", "E5", "E6", "E7"}, QVector<StatsTableModel::Format>(8, StatsTableModel::Format::Integer), rows);
+        sorted.sort(0, Qt::DescendingOrder);
+        QCOMPARE(m.rowCount(), 8);
+        QCOMPARE(m.index(1, 1).data(Qt::EditRole).toInt(), co[0].at(1, 1));
+        QCOMPARE(m.index(0, 1).data(Qt::BackgroundRole).value<QColor>(), QColor(Qt::yellow));
+        m.set_table({"share"}, {StatsTableModel::Format::Percent}, {{{0.125}}});
+        QCOMPARE(m.index(0, 0).data().toString(), QStringLiteral("12.5 %"));
+        m.clear();
+        QCOMPARE(m.rowCount(), 0);
     }
 
     void kernel_results() {

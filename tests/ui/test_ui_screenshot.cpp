@@ -1,5 +1,6 @@
-// `colibri-studio --screenshot DIR [model]` offscreen: one PNG per main view, each a real picture (not empty,
-// not one flat colour), and a one-line error for a model that is not there.
+// `colibri-studio --screenshot DIR [--geometry WxH] [model]` offscreen: one PNG per main view, each a real
+// picture (not empty, not one flat colour), the window at the geometry asked for, on a model with a tokenizer
+// and on one without; a one-line error for a model that is not there and for a malformed geometry.
 #include <QImage>
 #include <QProcess>
 #include <QSet>
@@ -44,9 +45,9 @@ private slots:
                        {"op":"matvec","type":"f16","rows":4096,"cols":4096,"variant":"avx2","ns_median":1.5e6,"gflops":22.4,"gbps":22.4,"chosen":true}]})");
         const QString shots = dir_.filePath(QStringLiteral("shots"));
         const Run r = studio({"--screenshot", shots, "--tune-report", report, "--screenshot-convert",
-                              reference(QStringLiteral("hf/mixtral/model")), QStringLiteral(COLIBRI_DEMO_MODEL)});
+                              reference(QStringLiteral("hf/mixtral/model")), QStringLiteral(COLIBRI_UI_TEST_MODEL)});
         QVERIFY2(r.exit_code == 0, r.err.constData());
-        const QStringList views = {"main", "chat", "routing", "heatmap", "profiler", "kernels", "validator", "convert"};
+        const QStringList views = {"main", "chat", "routing", "heatmap", "analyses", "profiler", "kernels", "validator", "convert"};
         QStringList written;
         for (const QString& v : views) written << QDir(shots).filePath(v + QStringLiteral(".png"));
         QCOMPARE(QString::fromUtf8(r.out).split('\n', Qt::SkipEmptyParts), written);
@@ -61,6 +62,30 @@ private slots:
                 for (int x = 0; x < image.width() && colours.size() < 64; x += 3) colours.insert(image.pixel(x, y));
             QVERIFY2(colours.size() >= 64, qPrintable(QStringLiteral("%1: only %2 colours").arg(path).arg(colours.size())));
         }
+    }
+
+    // The reference Mixtral has no tokenizer: the conversation is token ids. At 1920x1080 the window is that big.
+    void any_model_at_any_geometry() {
+        const QString model = dir_.filePath(QStringLiteral("mixtral.bin"));
+        QCOMPARE(run_cli({"convert", reference(QStringLiteral("hf/mixtral/model")), "-o", model, "-q"}).exit_code, 0);
+        const QString shots = dir_.filePath(QStringLiteral("shots-1080"));
+        const Run r = studio({"--screenshot", shots, "--geometry", "1920x1080", model});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const QImage main(QDir(shots).filePath(QStringLiteral("main.png")));
+        QCOMPARE(main.size(), QSize(1920, 1080));
+        for (const char* view : {"chat", "routing", "heatmap", "analyses", "profiler", "kernels", "validator"}) {
+            const QImage image(QDir(shots).filePath(QString::fromLatin1(view) + QStringLiteral(".png")));
+            QVERIFY2(!image.isNull() && image.width() == 1920, view);
+        }
+        const QString small = dir_.filePath(QStringLiteral("shots-720"));
+        const Run demo = studio({"--screenshot", small, "--geometry", "1280x720", QStringLiteral(COLIBRI_UI_TEST_MODEL)});
+        QVERIFY2(demo.exit_code == 0, demo.err.constData());
+        QCOMPARE(QImage(QDir(small).filePath(QStringLiteral("main.png"))).size(), QSize(1280, 720));
+        const Run bad = studio({"--screenshot", small, "--geometry", "wide", QStringLiteral(COLIBRI_UI_TEST_MODEL)});
+        QCOMPARE(bad.exit_code, 2);
+        const QStringList lines = QString::fromUtf8(bad.err).split('\n', Qt::SkipEmptyParts).filter(QStringLiteral("colibri-studio:"));
+        QCOMPARE(lines.size(), 1);
+        QVERIFY2(lines[0].startsWith(QStringLiteral("colibri-studio: --geometry wide:")), qPrintable(lines[0]));
     }
 
     void missing_model_is_a_one_line_error() {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../test_support.h"
+#include "ui/chat_controller.h"
 
 namespace colibri::test {
 
@@ -21,6 +22,15 @@ inline bool wait_for(QSignalSpy& spy, int n, int timeout_ms = 60000) {
     QDeadlineTimer deadline(timeout_ms);
     while (spy.count() < n && !deadline.hasExpired()) QTest::qWait(2);
     return spy.count() >= n;
+}
+
+// Greedy chat settings with a fixed seed and a token limit: what every suite that chats asks for.
+inline studio::ChatSettings greedy(int max_tokens) {
+    studio::ChatSettings s;
+    s.sampling.greedy = true;
+    s.random_seed = false;
+    s.max_tokens = max_tokens;
+    return s;
 }
 
 // `colibri convert` of a reference HF model (tests/CMakeLists.txt names the reference directory) into dir.

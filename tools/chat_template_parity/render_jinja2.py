@@ -7,7 +7,7 @@ lstrip_blocks=True) with the loopcontrols extension and a {% generation %} tag, 
 `raise_exception` and `strftime_now` globals. This script reproduces that configuration (written
 here from that description, not copied) so generate.mjs can record what transformers would output.
 
-stdin:  JSON list of {"template": str, "context": object}
+stdin:  JSON list of {"template": str, "context": object, "now": ISO local time for strftime_now (optional)}
 stdout: JSON {"jinja2_version": str, "python_version": str, "results": [{"output": str} | {"error": str}]}
 """
 import json
@@ -43,15 +43,16 @@ def raise_exception(message):
     raise jinja2.exceptions.TemplateError(message)
 
 
-def strftime_now(fmt):
-    return datetime.now().strftime(fmt)
+def strftime_now_at(now):
+    """transformers' strftime_now (datetime.now().strftime), on a fixed clock when `now` is given."""
+    return lambda fmt: (datetime.fromisoformat(now) if now else datetime.now()).strftime(fmt)
 
 
 def make_env():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
+    env.globals["strftime_now"] = strftime_now_at(None)
     return env
 
 
@@ -60,6 +61,7 @@ def main():
     env = make_env()
     results = []
     for job in jobs:
+        env.globals["strftime_now"] = strftime_now_at(job.get("now"))
         try:
             results.append({"output": env.from_string(job["template"]).render(**job["context"])})
         except RecursionError:

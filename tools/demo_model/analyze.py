@@ -97,8 +97,8 @@ def routing(colibri: str, model: Path, texts: list[str], classes: dict[int, str]
     """Per layer: MI of class vs top-1 expert, and each class's expert shares (top-1)."""
     per_layer: dict[int, list[tuple[str, int]]] = collections.defaultdict(list)
     for text in texts:
-        ids = json.loads(run([colibri, "generate", "-m", str(model), "--prompt", text, "-n", "1", "--greedy", "--json"]))["prompt_ids"]
-        route = json.loads(run([colibri, "route", "-m", str(model), "--tokens", ",".join(map(str, ids)), "--json"]))
+        route = json.loads(run([colibri, "route", "-m", str(model), "--prompt", text, "--json"]))
+        ids = route["tokens"]  # route tokenizes the text itself and says which ids it routed
         for layer in route["layers"]:
             for tok, experts in zip(ids, layer["experts"]):
                 per_layer[layer["layer"]].append((classes[tok], experts[0]))

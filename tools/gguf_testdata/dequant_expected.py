@@ -4,10 +4,12 @@ GGUF file, for the importer's tests.
 
 usage: dequant_expected.py GGUF_PY_DIR FILE.gguf OUT.json
 
-Per tensor of type Q8_0, Q4_0, Q4_K or Q6_K: its name, ggml type name, ne (ggml order), the dequantised f32
-values of its first and last rows (exact: each float32 is written as the shortest decimal that reads back to
-it), and the float64 sum and sum of squares over all its values.
+Per tensor of type Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or MXFP4: its name, ggml type name, ne (ggml order), the
+dequantised f32 values of its first and last rows (exact: each float32 is written as the shortest decimal that
+reads back to it), the float64 sum and sum of squares over all its values, and the SHA-256 of all its values as
+little-endian float32 in ggml order (rows of ne[0] values, then ne[1], ne[2]): every value, bit for bit.
 """
+import hashlib
 import json
 import sys
 
@@ -16,7 +18,8 @@ import numpy as np  # noqa: E402
 from gguf import GGMLQuantizationType, GGUFReader  # noqa: E402
 from gguf.quants import dequantize  # noqa: E402
 
-QUANTISED = {GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q6_K}
+QUANTISED = {GGMLQuantizationType.Q8_0, GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q5_K,
+             GGMLQuantizationType.Q6_K, GGMLQuantizationType.MXFP4}
 
 
 def row_values(row):
@@ -39,6 +42,7 @@ def main():
             "last_row": row_values(rows[-1]),
             "sum": float(values.astype(np.float64).sum()),
             "sum_squares": float((values.astype(np.float64) ** 2).sum()),
+            "sha256": hashlib.sha256(np.ascontiguousarray(values, dtype="<f4").tobytes()).hexdigest(),
         })
     doc = {"file": sys.argv[2].rsplit("/", 1)[-1], "expected_from": "gguf-py gguf.quants.dequantize (numpy %s)" % np.__version__,
            "tensors": tensors}

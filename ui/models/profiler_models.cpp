@@ -35,6 +35,7 @@ double LayerProfileModel::mean_us(int row, int column) const {
     case Router: ns = s.router_ns; break;
     case Experts: ns = s.experts_ns; break;
     case Total: ns = s.attention_ns + s.router_ns + s.experts_ns; break;
+    case CounterReads: ns = s.counter_ns; break;
     default: return 0.0;
     }
     return static_cast<double>(ns) / s.tokens / 1e3;
@@ -68,6 +69,7 @@ QVariant LayerProfileModel::headerData(int section, Qt::Orientation o, int role)
     case Router: return tr("router µs");
     case Experts: return tr("experts µs");
     case Total: return tr("total µs");
+    case CounterReads: return tr("counter reads µs");
     default:
         return section - FirstCounter < counters_.size() ? QVariant(tr("%1 / token").arg(counters_[section - FirstCounter])) : QVariant();
     }
@@ -114,6 +116,87 @@ QVariant ExpertCounterModel::headerData(int section, Qt::Orientation o, int role
     case Activations: return tr("activations");
     default:
         return section - FirstCounter < counters_.size() ? QVariant(tr("%1 / activation").arg(counters_[section - FirstCounter])) : QVariant();
+    }
+}
+
+void TokenTimeModel::set_tokens(const Conversation& c, const TokenSpan& span) {
+    beginResetModel();
+    rows_.clear();
+    for (const ConversationToken& t : c.tokens()) {
+        if (!span.contains(t)) continue;
+        TokenTrace copy;
+        copy.position = t.trace.position;
+        copy.token = t.trace.token;
+        copy.text = t.trace.text;
+        copy.generated = t.trace.generated;
+        copy.layers = t.trace.layers;
+        for (LayerProfile& l : copy.layers) l.counters.clear();
+        copy.lm_head_ns = t.trace.lm_head_ns;
+        copy.sampling_ns = t.trace.sampling_ns;
+        copy.step_ns = t.trace.step_ns;
+        copy.counted = t.trace.counted;
+        rows_.push_back(std::move(copy));
+    }
+    endResetModel();
+}
+
+double TokenTimeModel::us(int row, int column) const {
+    if (row < 0 || row >= rowCount()) return 0.0;
+    const TokenTime t = rows_[static_cast<size_t>(row)].time();
+    uint64_t ns = 0;
+    switch (column) {
+    case Attention: ns = t.attention; break;
+    case Router: ns = t.router; break;
+    case Experts: ns = t.experts; break;
+    case LmHead: ns = t.lm_head; break;
+    case Sampling: ns = t.sampling; break;
+    case Counters: ns = t.counters; break;
+    case Other: ns = t.other(); break;
+    case Total: ns = t.total; break;
+    default: return 0.0;
+    }
+    return static_cast<double>(ns) / 1e3;
+}
+
+int TokenTimeModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
+int TokenTimeModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant TokenTimeModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
+    const TokenTrace& t = rows_[static_cast<size_t>(index.row())];
+    if (role == PositionRole) return t.position;
+    if (role == Qt::TextAlignmentRole) return index.column() == Token ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
+    switch (index.column()) {
+    case Position: return t.position;
+    case Token: {
+        QString text = t.text;
+        text.replace(QLatin1Char('\n'), QStringLiteral("↵"));
+        return text;
+    }
+    case Kind: return t.generated ? tr("generated") : tr("prompt");
+    default: {
+        const double v = us(index.row(), index.column());
+        return role == Qt::EditRole ? QVariant(v) : QVariant(QString::number(v, 'f', 1));
+    }
+    }
+}
+
+QVariant TokenTimeModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    switch (section) {
+    case Position: return tr("position");
+    case Token: return tr("token");
+    case Kind: return tr("kind");
+    case Attention: return tr("attention µs");
+    case Router: return tr("router µs");
+    case Experts: return tr("experts µs");
+    case LmHead: return tr("lm head µs");
+    case Sampling: return tr("sampling µs");
+    case Counters: return tr("counters µs");
+    case Other: return tr("other µs");
+    case Total: return tr("total µs");
+    default: return {};
     }
 }
 

@@ -1,6 +1,7 @@
-// The profiler's tables: per layer the mean time per token in attention, router and experts and the mean
-// counter deltas per token (LayerProfileModel); per activated expert the activations and the mean counter
-// deltas per activation (ExpertCounterModel). Counter columns follow the loaded model's CounterSet.
+// The profiler's tables: per layer the mean time per token in attention, router and experts, what reading the
+// counters cost there, and the mean counter deltas per token (LayerProfileModel); per activated expert the
+// activations and the mean counter deltas per activation (ExpertCounterModel); per token where its time went
+// (TokenTimeModel). Counter columns follow the loaded model's CounterSet.
 #pragma once
 #include <QAbstractTableModel>
 #include <QStringList>
@@ -12,12 +13,12 @@ namespace colibri::studio {
 class LayerProfileModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Layer, Attention, Router, Experts, Total, FirstCounter };
+    enum Column { Layer, Attention, Router, Experts, Total, CounterReads, FirstCounter };
 
     using QAbstractTableModel::QAbstractTableModel;
     void set_counter_names(const QStringList& names);
     void set_totals(const ProfileTotals& totals);
-    // Mean microseconds per token of a stage column (Attention, Router, Experts, Total) in a row.
+    // Mean microseconds per token of a stage column (Attention, Router, Experts, Total, CounterReads) in a row.
     double mean_us(int row, int column) const;
     // Mean delta per token of counter i in a row.
     double mean_counter(int row, int counter) const;
@@ -50,6 +51,28 @@ public:
 private:
     QStringList counters_;
     std::vector<ExpertTotals> rows_;
+};
+
+class TokenTimeModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Position, Token, Kind, Attention, Router, Experts, LmHead, Sampling, Counters, Other, Total, ColumnCount };
+    enum Role { PositionRole = Qt::UserRole + 1 };
+
+    using QAbstractTableModel::QAbstractTableModel;
+    // The span's evaluated tokens, in order.
+    void set_tokens(const Conversation& c, const TokenSpan& span);
+    const TokenTrace& trace(int row) const { return rows_[static_cast<size_t>(row)]; }
+    // Microseconds of a time column in a row.
+    double us(int row, int column) const;
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+private:
+    std::vector<TokenTrace> rows_;  // routing dropped: only what the table shows
 };
 
 // Counter values for people: "1.2 k", "3.40 M".

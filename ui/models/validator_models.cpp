@@ -1,6 +1,10 @@
 #include "ui/models/validator_models.h"
 
+#include <QGuiApplication>
+#include <QPalette>
+
 #include "engine/format.h"
+#include "ui/colors.h"
 #include "ui/models/model_summary.h"
 
 namespace colibri::studio {
@@ -77,6 +81,10 @@ QVariant TensorTableModel::data(const QModelIndex& index, int role) const {
     const SectionState state = state_of(index.row());
     if (role == SectionRole) return t->section;
     if (index.column() == Checksum && role == Qt::BackgroundRole) return section_state_color(state);
+    // A damaged tensor's whole row stands out, so it is found without reading the last column.
+    if (role == Qt::BackgroundRole && (state == SectionState::Damaged || !t->shape_ok))
+        return blend(QGuiApplication::palette().color(QPalette::Base), section_state_color(SectionState::Damaged), 0.35);
+    if (role == Qt::ToolTipRole && state == SectionState::Damaged) return tr("its section's checksum does not match: the values may be wrong");
     if (index.column() == Alignment && role == Qt::ForegroundRole && !aligned) return QColor(Qt::red);
     if (index.column() == Shape && !t->shape_ok) {
         if (role == Qt::ForegroundRole) return QColor(Qt::red);

@@ -1,11 +1,16 @@
-// The chat: the transcript (every generated token is a link that selects it for the routing and profiler
-// views), the message box with send / stop / regenerate / new, the system prompt, the sampling settings,
-// and the speed and context use of the last reply.
+// The chat: the transcript rendered as Markdown (code blocks with a copy link; every generated token stays a
+// link that selects it for the other views, and hovering it shows the model's top-5 alternatives there), a
+// copy link and the timing on every message, the message box with send / stop / regenerate / new, and while a
+// reply streams its tokens/s and the context gauge (warning before the context runs out). The system prompt
+// and the sampling settings live in a panel of their own (settings_panel(), docked by the main window).
 #pragma once
+#include <QTimer>
 #include <QWidget>
 
 #include "ui/chat_controller.h"
+#include "ui/markdown.h"
 
+class QAction;
 class QCheckBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -16,8 +21,11 @@ class QSettings;
 class QSpinBox;
 class QTextBrowser;
 class QUrl;
+class QTextCursor;
 
 namespace colibri::studio {
+
+class ElidedLabel;
 
 class ChatView : public QWidget {
     Q_OBJECT
@@ -32,28 +40,55 @@ public:
     // What the user sees and does, for the main window and for tests.
     QTextBrowser* transcript() const { return transcript_; }
     QPlainTextEdit* input() const { return input_; }
+    QPlainTextEdit* system_prompt() const { return system_prompt_; }
     QPushButton* send_button() const { return send_; }
     QPushButton* stop_button() const { return stop_; }
     QPushButton* regenerate_button() const { return regenerate_; }
-    QLabel* speed_label() const { return speed_; }
+    QPushButton* new_button() const { return new_; }
+    QLabel* speed_label() const;
     QProgressBar* context_bar() const { return context_; }
-    QLabel* error_label() const { return error_; }
+    QLabel* context_warning() const;
+    QLabel* error_label() const;
+    // The system prompt and sampling settings (the main window docks it).
+    QWidget* settings_panel() const { return panel_; }
+    // Send (Ctrl+Return), Stop (Esc), Regenerate (Ctrl+R), New conversation (Ctrl+N): for the window's menu.
+    QList<QAction*> chat_actions() const;
+    QAction* send_action() const { return send_action_; }
+    QAction* stop_action() const { return stop_action_; }
+    QAction* new_action() const { return new_action_; }
     // Text position of a token's link in the transcript, -1 when it is not shown.
     int anchor_position(int token_position) const;
+    // The tooltip of a generated token (its alternatives, probability and time); empty for other positions.
+    QString token_tooltip(int token_position) const;
+    // Follows a transcript link as a click does: "tok:N", "copy:M" (message M), "copycode:M:K".
+    void open_link(const QUrl& url);
+    // Renders the streaming reply now (it is otherwise batched).
+    void flush();
 
 public slots:
     void send();
     void regenerate();
     void model_changed();
 
+signals:
+    void copied(const QString& what);
+
 private:
-    QWidget* build_sampling_panel();
+    QWidget* build_settings_panel();
     void rebuild_transcript();
-    void append_token(int position);
-    void on_anchor(const QUrl& url);
+    void render_message(QTextCursor& c, int index);
+    void render_body(QTextCursor& c, int index);
+    void update_streaming();
+    void restyle_token(int position, bool selected);
+    void on_selection(int position);
     void update_buttons();
+    void show_progress();
     void show_stats(const GenerationStats& stats);
     void show_error(const QString& error);
+    void update_context(int used, int size);
+    void clear_figures();
+    MarkdownStyle markdown_style() const;
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
     ChatController* chat_;
     Conversation* conversation_;
@@ -61,13 +96,19 @@ private:
     QPlainTextEdit* input_ = nullptr;
     QPlainTextEdit* system_prompt_ = nullptr;
     QPushButton *send_ = nullptr, *stop_ = nullptr, *regenerate_ = nullptr, *new_ = nullptr;
-    QLabel* speed_ = nullptr;
-    QLabel* error_ = nullptr;
+    QAction *send_action_ = nullptr, *stop_action_ = nullptr, *regenerate_action_ = nullptr, *new_action_ = nullptr;
+    ElidedLabel* speed_ = nullptr;
+    ElidedLabel* error_ = nullptr;
+    ElidedLabel* warning_ = nullptr;
     QProgressBar* context_ = nullptr;
+    QWidget* panel_ = nullptr;
     QCheckBox* greedy_ = nullptr;
     QDoubleSpinBox *temperature_ = nullptr, *top_p_ = nullptr, *min_p_ = nullptr, *repetition_ = nullptr;
     QSpinBox *top_k_ = nullptr, *seed_ = nullptr, *max_tokens_ = nullptr;
-    bool streaming_reply_ = false;  // the transcript ends inside the reply being generated
+    QTimer stream_timer_;
+    int body_start_ = -1;       // document position where the last message's body begins
+    int rendered_selection_ = -1;
+    QString last_sent_;
 };
 
 }  // namespace colibri::studio

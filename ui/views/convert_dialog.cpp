@@ -178,4 +178,7 @@ void ConvertDialog::set_running(bool on) {
     for (QWidget* w : std::initializer_list<QWidget*>{source_, output_, type_, zstd_}) w->setEnabled(!on);
 }
 
+QString ConvertDialog::source() const { return source_->text(); }
+QString ConvertDialog::output() const { return output_->text(); }
+
 }  // namespace colibri::studio

@@ -26,6 +26,8 @@ public:
     void set_output(const QString& path);
     void set_type(const QString& type_name);
     void set_zstd(bool on);
+    QString source() const;
+    QString output() const;
     // Starts the conversion (what the Convert button does); false with a message when the form is incomplete.
     bool start();
     void cancel();

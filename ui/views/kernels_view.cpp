@@ -1,38 +1,111 @@
 #include "ui/views/kernels_view.h"
 
-#include <QBarCategoryAxis>
-#include <QBarSeries>
-#include <QBarSet>
-#include <QChart>
-#include <QChartView>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSaveFile>
 #include <QSettings>
+#include <QSpinBox>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
-#include <QValueAxis>
+#include <cmath>
+#include <limits>
 
+#include "kernels/registry.h"
 #include "ui/colors.h"
-#include "ui/views/chart_reset.h"
+#include "ui/views/bar_chart.h"
+#include "ui/views/elided_label.h"
 
 namespace colibri::studio {
 
+namespace {
+
+constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+
+// Fixed colours per variant, so that a variant looks the same in every chart.
+QColor variant_color(const QString& variant) {
+    if (variant == QLatin1String("scalar")) return {158, 158, 158};
+    if (variant == QLatin1String("avx2")) return {66, 133, 244};
+    if (variant == QLatin1String("avx512")) return {52, 168, 83};
+    if (variant == QLatin1String("neon")) return {234, 67, 53};
+    if (variant == QLatin1String("neon_translated")) return {251, 140, 0};
+    return {171, 71, 188};
+}
+
+QSpinBox* count_box(int lo, int hi, int value, const QString& tip) {
+    auto* s = new QSpinBox;
+    s->setRange(lo, hi);
+    s->setValue(value);
+    s->setToolTip(tip);
+    return s;
+}
+
+}  // namespace
+
 KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
+    // Which kernels the chat runs on.
+    session_kernel_ = new QComboBox;
+    session_kernel_->setObjectName(QStringLiteral("session_kernel"));
+    session_kernel_->addItem(tr("automatic"), QString());
+    session_kernel_->setItemData(0, tr("COLIBRI_KERNEL when set, else the tune cache's choice, else the widest this CPU runs"), Qt::ToolTipRole);
+    for (kernels::Variant v : kernels::supported_variants())
+        session_kernel_->addItem(QString::fromLatin1(kernels::variant_display_name(v)), QString::fromLatin1(kernels::variant_name(v)));
+    connect(session_kernel_, &QComboBox::currentIndexChanged, this, [this] { emit sessionKernelChanged(session_kernel_->currentData().toString()); });
+    log_scale_ = new QCheckBox(tr("log scale"));
+    log_scale_->setChecked(true);
+    auto* export_button = new QPushButton(tr("Export…"));
+    export_button->setToolTip(tr("Every comparison and tune run of this machine as JSON, or the comparisons as CSV"));
+    connect(export_button, &QPushButton::clicked, this, &KernelsView::export_dialog);
+
+    // End to end on the model.
+    prompt_tokens_ = count_box(1, 4096, 64, tr("prompt tokens (the conversation's, when it has that many; else random ids)"));
+    decode_tokens_ = count_box(1, 4096, 32, tr("tokens decoded greedily after the prompt"));
+    reps_ = count_box(1, 20, 3, tr("repetitions per variant, interleaved; medians are shown"));
+    compare_ = new QPushButton(tr("Compare"));
+    compare_->setObjectName(QStringLiteral("compare_kernels"));
+    compare_->setToolTip(tr("Run the same prompt and decode on the model with every kernel variant this machine runs"));
+    compare_cancel_ = new QPushButton(tr("Cancel"));
+    compare_progress_ = new QProgressBar;
+    compare_progress_->setRange(0, 1);
+    compare_progress_->setValue(0);
+    compare_progress_->setMaximumWidth(120);
+    compare_status_ = new ElidedLabel(tr("Load a model, then compare the kernel variants on it."));
+    compare_status_->setObjectName(QStringLiteral("comparison_status"));
+    connect(compare_, &QPushButton::clicked, this, &KernelsView::start_comparison);
+    connect(compare_cancel_, &QPushButton::clicked, this, &KernelsView::cancel_comparison);
+    speed_chart_ = new BarChart;
+    speed_chart_->setObjectName(QStringLiteral("kernel_speed_chart"));
+    speed_chart_->set_title(tr("Tokens/s on the model"));
+    speed_chart_->set_axis_title(tr("tokens/s"));
+    layer_chart_ = new BarChart;
+    layer_chart_->setObjectName(QStringLiteral("kernel_layer_chart"));
+    layer_chart_->set_title(tr("Decode time per token and layer"));
+    layer_chart_->set_axis_title(tr("µs"));
+
+    // Micro-benchmarks.
     run_ = new QPushButton(tr("Run tuner"));
     run_->setToolTip(tr("Measure every kernel variant on this machine, as `colibri tune` does"));
     cancel_ = new QPushButton(tr("Cancel"));
     progress_ = new QProgressBar;
     progress_->setRange(0, 1);
     progress_->setValue(0);
-    progress_->setMaximumWidth(160);
-
+    progress_->setMaximumWidth(120);
     connect(run_, &QPushButton::clicked, this, &KernelsView::run_tuner);
     connect(cancel_, &QPushButton::clicked, this, &KernelsView::cancel_tuner);
     connect(&tuner_, &TuneRunner::progress, this, [this](int done, int total, const QString& measured) {
@@ -42,39 +115,55 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     });
     connect(&tuner_, &TuneRunner::finished, this, [this](const TuneReport& report, const QString& note) {
         set_tuning(false);
-        results_.add_report(report);
+        add_own_report(report);
         status_->setText(tr("Tuned this machine: %n result(s)", nullptr, static_cast<int>(report.results.size())) +
                          (note.isEmpty() ? QStringLiteral(".") : QStringLiteral("; ") + note + QLatin1Char('.')));
-        table_->resizeColumnsToContents();
-        refill_selectors();
     });
     connect(&tuner_, &TuneRunner::failed, this, [this](const QString& error) {
         set_tuning(false);
         status_->setText(tr("The tuner failed: %1").arg(error));
     });
-    connect(&tuner_, &TuneRunner::cancelled, this, [this] {
+    connect(&tuner_, &TuneRunner::cancelled, this, [this](const TuneReport& partial) {
         set_tuning(false);
-        status_->setText(tr("Tuning cancelled."));
+        if (partial.results.empty()) {
+            status_->setText(tr("Tuning cancelled before the first measurement."));
+            return;
+        }
+        add_own_report(partial);
+        status_->setText(tr("Tuning cancelled: the %n finished measurement(s) are kept (not saved as the tuned choice).", nullptr,
+                            static_cast<int>(partial.results.size())));
     });
-    auto* import = new QPushButton(tr("Import report…"));
-    auto* remove = new QPushButton(tr("Remove report"));
+    auto* import = new QPushButton(tr("Import…"));
+    import->setToolTip(tr("Import `colibri tune --json` reports of other machines"));
+    auto* remove = new QPushButton(tr("Remove"));
+    remove->setToolTip(tr("Remove the report of the selected row"));
     auto* clear = new QPushButton(tr("Clear"));
     connect(import, &QPushButton::clicked, this, &KernelsView::import_dialog);
     connect(remove, &QPushButton::clicked, this, [this] {
         const QModelIndex i = table_->currentIndex();
         if (!i.isValid()) return;
-        results_.remove_report(filter_.mapToSource(i).data(KernelResultsModel::ReportRole).toInt());
+        const int report = filter_.mapToSource(i).data(KernelResultsModel::ReportRole).toInt();
+        const QString source = results_.reports()[static_cast<size_t>(report)].source;
+        own_reports_.erase(std::remove_if(own_reports_.begin(), own_reports_.end(), [&](const TuneReport& r) { return r.source == source; }),
+                           own_reports_.end());
+        results_.remove_report(report);
+        save_store();
         refill_selectors();
     });
     connect(clear, &QPushButton::clicked, this, [this] {
         results_.clear();
+        own_reports_.clear();
+        save_store();
         refill_selectors();
     });
     op_ = new QComboBox;
     type_ = new QComboBox;
     shape_ = new QComboBox;
     metric_ = new QComboBox;
-    for (QComboBox* box : {op_, type_, shape_, metric_}) box->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    for (QComboBox* box : {op_, type_, shape_, metric_}) {
+        box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        box->setMinimumContentsLength(6);
+    }
     metric_->addItem(tr("GFLOP/s"), static_cast<int>(KernelResultsModel::Metric::Gflops));
     metric_->addItem(tr("GB/s"), static_cast<int>(KernelResultsModel::Metric::Gbps));
     metric_->addItem(tr("median µs"), static_cast<int>(KernelResultsModel::Metric::Microseconds));
@@ -94,15 +183,15 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     });
     connect(shape_, &QComboBox::currentTextChanged, this, &KernelsView::rebuild_chart);
     connect(metric_, &QComboBox::currentIndexChanged, this, &KernelsView::rebuild_chart);
-
-    status_ = new QLabel(tr("Import reports written by `colibri tune --json` on any machine (an ARM board, say) to compare "
-                            "its kernel variants with this one's."));
-    status_->setWordWrap(true);
-    chart_ = new QChart;
-    chart_->legend()->setAlignment(Qt::AlignBottom);
-    chart_view_ = new QChartView(chart_);
-    chart_view_->setRenderHint(QPainter::Antialiasing);
-    chart_view_->setMinimumHeight(220);
+    connect(log_scale_, &QCheckBox::toggled, this, [this](bool on) {
+        for (BarChart* c : {speed_chart_, layer_chart_, tuner_chart_}) c->set_log_scale(on);
+    });
+    status_ = new ElidedLabel(tr("Import reports written by `colibri tune --json` on any machine (an ARM board, say) to compare its "
+                                 "kernel variants with this one's."));
+    status_->setObjectName(QStringLiteral("tuner_status"));
+    tuner_chart_ = new BarChart;
+    tuner_chart_->setObjectName(QStringLiteral("kernel_tuner_chart"));
+    for (BarChart* c : {speed_chart_, layer_chart_, tuner_chart_}) c->set_log_scale(true);
 
     filter_.setSourceModel(&results_);
     filter_.setSortRole(Qt::EditRole);
@@ -117,37 +206,104 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->verticalHeader()->hide();
     table_->horizontalHeader()->setStretchLastSection(true);
+    comparison_table_ = new QTableView;
+    comparison_table_->setModel(&comparison_model_);
+    comparison_table_->verticalHeader()->hide();
+    comparison_table_->horizontalHeader()->setStretchLastSection(true);
+    comparison_selector_ = new QComboBox;
+    comparison_selector_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    comparison_selector_->setMinimumContentsLength(16);
+    connect(comparison_selector_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i >= 0 && static_cast<size_t>(i) < comparisons_.size()) show_comparison(comparisons_[static_cast<size_t>(i)]);
+    });
 
-    auto* buttons = new QHBoxLayout;
-    buttons->addWidget(run_);
-    buttons->addWidget(cancel_);
-    buttons->addWidget(progress_);
-    buttons->addSpacing(16);
-    buttons->addWidget(import);
-    buttons->addWidget(remove);
-    buttons->addWidget(clear);
-    buttons->addSpacing(16);
-    for (auto [label, box] : {std::pair{tr("op"), op_}, {tr("type"), type_}, {tr("shape"), shape_}, {tr("metric"), metric_}}) {
-        buttons->addWidget(new QLabel(label));
-        buttons->addWidget(box);
-    }
-    buttons->addStretch();
-    auto* bottom = new QWidget;
-    auto* bottom_layout = new QVBoxLayout(bottom);
-    bottom_layout->setContentsMargins(0, 0, 0, 0);
-    bottom_layout->addWidget(filter_edit_);
-    bottom_layout->addWidget(table_, 1);
+    // Left: the model; right: the micro-benchmarks.
+    auto* model_side = new QWidget;
+    auto* model_grid = new QGridLayout(model_side);
+    model_grid->setContentsMargins(0, 0, 0, 0);
+    auto* model_buttons = new QHBoxLayout;
+    model_buttons->addWidget(compare_);
+    model_buttons->addWidget(compare_cancel_);
+    model_buttons->addWidget(compare_progress_);
+    model_buttons->addWidget(new QLabel(tr("prompt")));
+    model_buttons->addWidget(prompt_tokens_);
+    model_buttons->addWidget(new QLabel(tr("decode")));
+    model_buttons->addWidget(decode_tokens_);
+    model_buttons->addWidget(new QLabel(tr("reps")));
+    model_buttons->addWidget(reps_);
+    model_buttons->addStretch();
+    model_grid->addLayout(model_buttons, 0, 0, 1, 2);
+    model_grid->addWidget(compare_status_, 1, 0, 1, 2);
+    model_grid->addWidget(speed_chart_, 2, 0);
+    model_grid->addWidget(layer_chart_, 2, 1);
+    model_grid->setColumnStretch(0, 2);
+    model_grid->setColumnStretch(1, 3);
+    model_grid->setRowStretch(2, 1);
+
+    auto* tuner_side = new QWidget;
+    auto* tuner_layout = new QVBoxLayout(tuner_side);
+    tuner_layout->setContentsMargins(0, 0, 0, 0);
+    auto* tuner_buttons = new QHBoxLayout;
+    tuner_buttons->addWidget(run_);
+    tuner_buttons->addWidget(cancel_);
+    tuner_buttons->addWidget(progress_);
+    tuner_buttons->addWidget(import);
+    tuner_buttons->addWidget(remove);
+    tuner_buttons->addWidget(clear);
+    tuner_buttons->addStretch();
+    auto* selectors = new QHBoxLayout;
+    for (QComboBox* box : {op_, type_, shape_, metric_}) selectors->addWidget(box);
+    selectors->addStretch();
+    tuner_layout->addLayout(tuner_buttons);
+    tuner_layout->addLayout(selectors);
+    tuner_layout->addWidget(status_);
+    tuner_layout->addWidget(tuner_chart_, 1);
+
+    auto* charts = new QSplitter(Qt::Horizontal);
+    charts->addWidget(model_side);
+    charts->addWidget(tuner_side);
+    charts->setStretchFactor(0, 3);
+    charts->setStretchFactor(1, 2);
+
+    auto* model_tab = new QWidget;
+    auto* model_tab_layout = new QVBoxLayout(model_tab);
+    model_tab_layout->setContentsMargins(0, 0, 0, 0);
+    model_tab_layout->addWidget(comparison_selector_);
+    model_tab_layout->addWidget(comparison_table_, 1);
+    auto* tuner_tab = new QWidget;
+    auto* tuner_tab_layout = new QVBoxLayout(tuner_tab);
+    tuner_tab_layout->setContentsMargins(0, 0, 0, 0);
+    tuner_tab_layout->addWidget(filter_edit_);
+    tuner_tab_layout->addWidget(table_, 1);
+    auto* tables = new QTabWidget;
+    tables->setDocumentMode(true);
+    tables->addTab(model_tab, tr("Comparisons on the model"));
+    tables->addTab(tuner_tab, tr("Micro-benchmarks"));
+
     auto* splitter = new QSplitter(Qt::Vertical);
-    splitter->addWidget(chart_view_);
-    splitter->addWidget(bottom);
+    splitter->addWidget(charts);
+    splitter->addWidget(tables);
+    splitter->setStretchFactor(0, 3);
+    splitter->setStretchFactor(1, 1);
+
+    auto* top = new QHBoxLayout;
+    top->addWidget(new QLabel(tr("Chat runs on:")));
+    top->addWidget(session_kernel_);
+    top->addWidget(log_scale_);
+    top->addStretch();
+    top->addWidget(export_button);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(status_);
-    layout->addLayout(buttons);
+    layout->setSpacing(3);
+    layout->addLayout(top);
     layout->addWidget(splitter, 1);
     set_tuning(false);
+    set_comparing(false);
     rebuild_chart();
 }
+
+QLabel* KernelsView::status_label() const { return status_; }
+QLabel* KernelsView::comparison_status() const { return compare_status_; }
 
 void KernelsView::run_tuner() {
     if (tuner_.running()) return;
@@ -164,6 +320,96 @@ void KernelsView::set_tuning(bool on) {
     if (on) progress_->setValue(0);
 }
 
+void KernelsView::set_comparing(bool on) {
+    comparing_ = on;
+    compare_->setEnabled(!on && model_loaded_);
+    compare_cancel_->setEnabled(on);
+    for (QSpinBox* s : {prompt_tokens_, decode_tokens_, reps_}) s->setEnabled(!on);
+    if (on) compare_progress_->setValue(0);
+}
+
+void KernelsView::set_model_loaded(bool loaded) {
+    model_loaded_ = loaded;
+    set_comparing(comparing_);
+}
+
+void KernelsView::set_comparison_size(int prompt_tokens, int decode_tokens, int reps) {
+    prompt_tokens_->setValue(prompt_tokens);
+    decode_tokens_->setValue(decode_tokens);
+    reps_->setValue(reps);
+}
+
+void KernelsView::start_comparison() {
+    if (comparing_ || !model_loaded_) return;
+    set_comparing(true);
+    compare_status_->setText(tr("Starting…"));
+    KernelComparisonRequest request;
+    request.prompt_tokens = prompt_tokens_->value();
+    request.decode_tokens = decode_tokens_->value();
+    request.reps = reps_->value();
+    emit compareRequested(request);
+}
+
+void KernelsView::cancel_comparison() {
+    if (comparing_) emit compareCancelled();
+}
+
+void KernelsView::comparison_progress(int done, int total, const QString& what) {
+    compare_progress_->setRange(0, std::max(total, 1));
+    compare_progress_->setValue(done);
+    if (!what.isEmpty()) compare_status_->setText(tr("Running %1 (%2 of %3 runs done)").arg(what).arg(done).arg(total));
+}
+
+void KernelsView::comparison_failed(const QString& error) {
+    set_comparing(false);
+    compare_status_->setText(tr("The comparison did not run: %1").arg(error));
+}
+
+void KernelsView::comparison_finished(const KernelComparison& result) {
+    set_comparing(false);
+    if (!result.error.isEmpty() && result.runs.empty()) {
+        compare_status_->setText(tr("The comparison failed: %1").arg(result.error));
+        return;
+    }
+    if (result.runs.empty()) {
+        compare_status_->setText(tr("Cancelled before every variant had run once: nothing to compare."));
+        return;
+    }
+    comparisons_.push_back(result);
+    comparison_selector_->addItem(tr("%1: %2, %3 threads").arg(result.when, QFileInfo(result.model).fileName()).arg(result.threads));
+    comparison_selector_->setCurrentIndex(comparison_selector_->count() - 1);
+    save_store();
+}
+
+void KernelsView::show_comparison(const KernelComparison& c) {
+    comparison_model_.set_comparison(c);
+    comparison_table_->resizeColumnsToContents();
+    QStringList parts;
+    for (const KernelRun& r : c.runs) parts << QStringLiteral("%1 %2").arg(r.display).arg(r.decode_median(), 0, 'f', 1);
+    QString text = tr("%1: prompt %2 + decode %3 tokens × %4 reps, %5 threads; decode tok/s: %6")
+                       .arg(QFileInfo(c.model).fileName()).arg(c.prompt_tokens).arg(c.decode_tokens).arg(c.runs.empty() ? 0 : c.runs.front().decode_tps.size())
+                       .arg(c.threads).arg(parts.join(QStringLiteral(", ")));
+    text += c.identical_output() ? tr("; every variant decoded the same tokens") : tr("; THE VARIANTS DECODED DIFFERENT TOKENS");
+    if (!c.complete) text += tr(" (stopped early: complete repetitions only)");
+    compare_status_->setText(text);
+    // Tokens/s: prompt and decode, a bar per variant.
+    QVector<BarChart::Series> speed, layers;
+    QStringList layer_categories;
+    if (!c.runs.empty()) {
+        for (int l : c.runs.front().layers) layer_categories << tr("L%1").arg(l);
+        layer_categories << tr("lm head");
+    }
+    for (const KernelRun& r : c.runs) {
+        speed.push_back({r.display, variant_color(r.variant), {r.prompt_median(), r.decode_median()}, {}});
+        QVector<double> v;
+        for (double us : r.layer_us) v << us;
+        v << r.lm_head_us;
+        layers.push_back({r.display, variant_color(r.variant), v, {}});
+    }
+    speed_chart_->set_data({tr("prompt"), tr("decode")}, speed);
+    layer_chart_->set_data(layer_categories, layers);
+}
+
 Status KernelsView::import_report(const QString& path) {
     auto report = read_tune_report(path);
     if (!report) {
@@ -175,6 +421,18 @@ Status KernelsView::import_report(const QString& path) {
     table_->resizeColumnsToContents();
     refill_selectors();
     return Status::ok();
+}
+
+void KernelsView::add_own_report(const TuneReport& report) {
+    TuneReport r = report;
+    // Each run of this machine keeps its own name, so runs side by side stay apart.
+    const QString when = QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-dd HH:mm"));
+    if (!r.source.contains(when)) r.source = r.source + QStringLiteral(", ") + when;
+    results_.add_report(r);
+    own_reports_.push_back(r);
+    save_store();
+    table_->resizeColumnsToContents();
+    refill_selectors();
 }
 
 void KernelsView::import_dialog() {
@@ -204,38 +462,33 @@ void KernelsView::select(const QString& op, const QString& type, const QString& 
 KernelResultsModel::Metric KernelsView::metric() const { return static_cast<KernelResultsModel::Metric>(metric_->currentData().toInt()); }
 
 void KernelsView::rebuild_chart() {
-    reset_chart(chart_);
     const QString op = op_->currentText(), type = type_->currentText(), shape = shape_->currentText();
     categories_ = results_.variants(op, type, shape);
     values_.clear();
-    chart_->setTitle(op.isEmpty() ? tr("No tune report imported") : tr("%1 %2 %3: %4").arg(op, type, shape, metric_->currentText()));
-    if (categories_.isEmpty()) return;
-    auto* series = new QBarSeries;
-    double top = 0;
+    tuner_chart_->set_title(op.isEmpty() ? tr("Micro-benchmarks: run the tuner or import a report")
+                                         : tr("%1 %2 %3").arg(op, type, shape));
+    tuner_chart_->set_axis_title(metric_->currentText());
+    QStringList labels;
+    for (const QString& v : categories_) {
+        kernels::Variant variant{};
+        labels << (kernels::variant_from_name(v.toStdString(), &variant) ? QString::fromLatin1(kernels::variant_display_name(variant)) : v);
+    }
+    QVector<BarChart::Series> series;
     for (int r = 0; r < static_cast<int>(results_.reports().size()); ++r) {
-        auto* set = new QBarSet(results_.reports()[static_cast<size_t>(r)].label());
-        set->setColor(expert_color(r));
+        BarChart::Series s;
+        s.name = results_.reports()[static_cast<size_t>(r)].label();
+        s.color = expert_color(r);
         QList<qreal> row;
         for (const QString& variant : categories_) {
             // A variant one machine lacks (AVX-512 on an ARM board) is an empty slot, not zero performance.
             const double v = results_.value(r, op, type, shape, variant, metric());
             row << std::max(v, 0.0);
-            top = std::max(top, v);
+            s.values << (v > 0 ? v : kMissing);
         }
-        set->append(row);
         values_.push_back(row);
-        series->append(set);
+        series.push_back(s);
     }
-    chart_->addSeries(series);
-    auto* x = new QBarCategoryAxis;
-    x->append(categories_);
-    auto* y = new QValueAxis;
-    y->setRange(0, top > 0 ? top * 1.1 : 1.0);
-    y->setTitleText(metric_->currentText());
-    chart_->addAxis(x, Qt::AlignBottom);
-    chart_->addAxis(y, Qt::AlignLeft);
-    series->attachAxis(x);
-    series->attachAxis(y);
+    tuner_chart_->set_data(labels, series);
 }
 
 QStringList KernelsView::chart_categories() const { return categories_; }
@@ -244,15 +497,89 @@ QList<qreal> KernelsView::chart_values(int report) const {
     return report >= 0 && report < static_cast<int>(values_.size()) ? values_[static_cast<size_t>(report)] : QList<qreal>{};
 }
 
+Status KernelsView::export_results(const QString& path) const {
+    QByteArray bytes;
+    if (path.endsWith(QLatin1String(".csv"), Qt::CaseInsensitive)) {
+        QString csv;
+        for (const KernelComparison& c : comparisons_) {
+            csv += QStringLiteral("# %1, %2, %3 threads, %4\n").arg(c.model, c.cpu).arg(c.threads).arg(c.when);
+            csv += c.csv();
+        }
+        bytes = csv.toUtf8();
+    } else {
+        QJsonArray comparisons, reports;
+        for (const KernelComparison& c : comparisons_) comparisons.append(c.to_json());
+        for (const TuneReport& r : own_reports_) {
+            QJsonObject o = QJsonDocument::fromJson(tune_report_json(r)).object();
+            o["source"] = r.source;
+            reports.append(o);
+        }
+        bytes = QJsonDocument(QJsonObject{{"format", "colibri-kernel-results"}, {"version", 1}, {"comparisons", comparisons}, {"tune_reports", reports}})
+                    .toJson(QJsonDocument::Indented);
+    }
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
+    f.write(bytes);
+    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
+    return Status::ok();
+}
+
+void KernelsView::export_dialog() {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export kernel results"), QStringLiteral("kernels.json"),
+                                                      tr("JSON (*.json);;CSV, comparisons only (*.csv)"));
+    if (path.isEmpty()) return;
+    const Status s = export_results(path);
+    compare_status_->setText(s ? tr("Exported to %1").arg(path) : QString::fromStdString(s.message()));
+}
+
+void KernelsView::save_store() const {
+    if (store_.isEmpty()) return;
+    QDir().mkpath(QFileInfo(store_).absolutePath());
+    export_results(store_);
+}
+
+void KernelsView::set_store(const QString& path) {
+    store_ = path;
+    if (path.isEmpty()) return;
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return;  // nothing kept yet
+    const QJsonObject root = QJsonDocument::fromJson(f.readAll()).object();
+    if (root.value("format").toString() != QLatin1String("colibri-kernel-results")) return;
+    for (const auto& v : root.value("comparisons").toArray())
+        if (auto c = KernelComparison::from_json(v.toObject())) {
+            comparisons_.push_back(c.value());
+            comparison_selector_->addItem(tr("%1: %2, %3 threads").arg(c->when, QFileInfo(c->model).fileName()).arg(c->threads));
+        }
+    for (const auto& v : root.value("tune_reports").toArray()) {
+        const QJsonObject o = v.toObject();
+        if (auto r = parse_tune_report(QJsonDocument(o).toJson(QJsonDocument::Compact), o.value("source").toString())) {
+            own_reports_.push_back(r.value());
+            results_.add_report(r.value());
+        }
+    }
+    if (comparison_selector_->count() > 0) comparison_selector_->setCurrentIndex(comparison_selector_->count() - 1);
+    table_->resizeColumnsToContents();
+    refill_selectors();
+}
+
 void KernelsView::save_settings(QSettings& s) const {
     QStringList paths;
-    for (const TuneReport& r : results_.reports()) paths << r.source;
+    for (const TuneReport& r : results_.reports())
+        if (QFileInfo::exists(r.source)) paths << r.source;  // imported files; this machine's runs are in the store
     s.setValue("kernels/reports", paths);
     s.setValue("kernels/metric", metric_->currentIndex());
+    s.setValue("kernels/session", session_kernel_->currentData().toString());
+    s.setValue("kernels/log_scale", log_scale_->isChecked());
+    s.setValue("kernels/comparison", QList<QVariant>{prompt_tokens_->value(), decode_tokens_->value(), reps_->value()});
 }
 
 void KernelsView::restore_settings(QSettings& s) {
     metric_->setCurrentIndex(s.value("kernels/metric", 0).toInt());
+    log_scale_->setChecked(s.value("kernels/log_scale", true).toBool());
+    const int session = session_kernel_->findData(s.value("kernels/session").toString());
+    if (session >= 0) session_kernel_->setCurrentIndex(session);
+    const QList<QVariant> size = s.value("kernels/comparison").toList();
+    if (size.size() == 3) set_comparison_size(size[0].toInt(), size[1].toInt(), size[2].toInt());
     for (const QString& p : s.value("kernels/reports").toStringList()) import_report(p);
 }
 

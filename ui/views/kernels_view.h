@@ -1,26 +1,34 @@
-// Kernels: the auto-tuner run on this machine, and tune reports (`colibri tune --json`) from any number of
-// machines, compared side by side. The
-// chart shows one op, weight type and shape: a group of bars per kernel variant, one bar per machine; the
-// table lists every result, sortable and filterable.
+// Kernels: which kernel variant runs this session's chat, and the variants compared end to end: the same
+// prompt and greedy decode run on the model once per variant this machine runs (scalar, AVX2, AVX-512, NEON
+// translated through SIMDe), tokens/s and the decode's time per layer side by side; beside them the auto-tuner's
+// micro-benchmarks of this machine and of tune reports (`colibri tune --json`) from others. Charts on a log
+// axis with every value written on its bar. Results are kept between sessions and export as JSON or CSV; a
+// cancelled tuner keeps the measurements it finished.
 #pragma once
 #include <QSortFilterProxyModel>
 #include <QWidget>
 
 #include "engine/status.h"
+#include "ui/kernel_comparison.h"
+#include "ui/models/kernel_comparison_model.h"
 #include "ui/models/kernel_results_model.h"
 #include "ui/tune_runner.h"
 
-class QChart;
-class QChartView;
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QSettings;
+class QSpinBox;
+class QTabWidget;
 class QTableView;
 
 namespace colibri::studio {
+
+class BarChart;
+class ElidedLabel;
 
 class KernelsView : public QWidget {
     Q_OBJECT
@@ -32,38 +40,90 @@ public:
     void run_tuner();
     void cancel_tuner();
     TuneRunner* tuner() { return &tuner_; }
-    QLabel* status_label() const { return status_; }
+    QLabel* status_label() const;
     QProgressBar* tuner_progress() const { return progress_; }
     KernelResultsModel* results() { return &results_; }
     QTableView* table() const { return table_; }
-    // What the chart shows now: variants along the axis, and per imported report its bar heights.
+    // The tuner chart: variants along the axis, and per report its bar heights.
     QStringList chart_categories() const;
     QList<qreal> chart_values(int report) const;
+    BarChart* tuner_chart() const { return tuner_chart_; }
     void select(const QString& op, const QString& type, const QString& shape);
     QComboBox* metric_selector() const { return metric_; }
+
+    // The end-to-end comparison. start_comparison() asks the main window (compareRequested) to run it on the
+    // loaded model; the results arrive in comparison_finished().
+    void start_comparison();
+    void cancel_comparison();
+    void set_comparison_size(int prompt_tokens, int decode_tokens, int reps);
+    const std::vector<KernelComparison>& comparisons() const { return comparisons_; }
+    KernelComparisonModel* comparison_model() { return &comparison_model_; }
+    BarChart* speed_chart() const { return speed_chart_; }
+    BarChart* layer_chart() const { return layer_chart_; }
+    QLabel* comparison_status() const;
+    QPushButton* compare_button() const { return compare_; }
+    // The kernel the chat runs on ("" automatic), and the variants this machine offers.
+    QComboBox* session_kernel_selector() const { return session_kernel_; }
+
+    // Everything measured here (comparisons, this machine's tune runs) as one JSON document, or the
+    // comparisons as CSV (by the file name's extension).
+    Status export_results(const QString& path) const;
+    // Where comparisons and this machine's tune runs are kept between sessions ("" keeps nothing); set_store
+    // loads what is there.
+    void set_store(const QString& path);
     void save_settings(QSettings& settings) const;
     void restore_settings(QSettings& settings);
 
 public slots:
     void import_dialog();
+    void set_model_loaded(bool loaded);
+    void comparison_progress(int done, int total, const QString& what);
+    void comparison_finished(const colibri::studio::KernelComparison& result);
+    void comparison_failed(const QString& error);
+
+signals:
+    void compareRequested(const colibri::studio::KernelComparisonRequest& request);
+    void compareCancelled();
+    void sessionKernelChanged(const QString& variant);
 
 private:
     void refill_selectors();
     void rebuild_chart();
+    void show_comparison(const KernelComparison& c);
     void set_tuning(bool on);
+    void set_comparing(bool on);
+    void add_own_report(const TuneReport& report);
+    void save_store() const;
+    void export_dialog();
     KernelResultsModel::Metric metric() const;
 
     KernelResultsModel results_;
     TuneRunner tuner_;
+    KernelComparisonModel comparison_model_;
+    std::vector<KernelComparison> comparisons_;
+    std::vector<TuneReport> own_reports_;  // this machine's tune runs, kept in the store
+    QString store_;
+    bool model_loaded_ = false;
+    bool comparing_ = false;
+
+    QComboBox* session_kernel_ = nullptr;
+    QSpinBox *prompt_tokens_ = nullptr, *decode_tokens_ = nullptr, *reps_ = nullptr;
+    QPushButton *compare_ = nullptr, *compare_cancel_ = nullptr;
+    QProgressBar* compare_progress_ = nullptr;
+    ElidedLabel* compare_status_ = nullptr;
+    QComboBox* comparison_selector_ = nullptr;
     QPushButton *run_ = nullptr, *cancel_ = nullptr;
     QProgressBar* progress_ = nullptr;
     QSortFilterProxyModel filter_;
     QComboBox *op_ = nullptr, *type_ = nullptr, *shape_ = nullptr, *metric_ = nullptr;
-    QChart* chart_ = nullptr;
-    QChartView* chart_view_ = nullptr;
+    QCheckBox* log_scale_ = nullptr;
+    BarChart* speed_chart_ = nullptr;
+    BarChart* layer_chart_ = nullptr;
+    BarChart* tuner_chart_ = nullptr;
     QTableView* table_ = nullptr;
+    QTableView* comparison_table_ = nullptr;
     QLineEdit* filter_edit_ = nullptr;
-    QLabel* status_ = nullptr;
+    ElidedLabel* status_ = nullptr;
     QStringList categories_;
     std::vector<QList<qreal>> values_;
 };

@@ -1,9 +1,10 @@
 #include "ui/views/main_window.h"
 
 #include <QAction>
-#include <QCheckBox>
+#include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -16,12 +17,19 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSaveFile>
+#include <QScreen>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTableView>
+#include <QVBoxLayout>
 
+#include "ui/theme.h"
+#include "ui/views/analysis_view.h"
+#include "ui/views/banner.h"
 #include "ui/views/chat_view.h"
 #include "ui/views/convert_dialog.h"
+#include "ui/views/elided_label.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/kernels_view.h"
 #include "ui/views/profiler_view.h"
@@ -34,10 +42,23 @@ namespace {
 constexpr int kRecentFiles = 8;
 // Files up to this size are verified as soon as they load (well under a second of hashing, pages mostly cached).
 constexpr quint64 kAutoVerifyBytes = quint64(1) << 30;
-}
+// saveState()'s version: layouts saved by an older arrangement of the docks are not restored.
+constexpr int kLayoutVersion = 2;
+}  // namespace
 
 bool is_model_file(const QString& path) {
     return path.endsWith(QLatin1String(".bin"), Qt::CaseInsensitive) || path.endsWith(QLatin1String(".bin.zst"), Qt::CaseInsensitive);
+}
+
+QString conversion_source(const QString& path) {
+    const QFileInfo info(path);
+    if (info.isFile() && path.endsWith(QLatin1String(".gguf"), Qt::CaseInsensitive)) return path;
+    if (info.isDir() && QFileInfo::exists(QDir(path).filePath(QStringLiteral("config.json")))) return path;
+    // A file inside a Hugging Face directory (model.safetensors, config.json) stands for the directory.
+    if (info.isFile() && !is_model_file(path) && QFileInfo::exists(info.dir().filePath(QStringLiteral("config.json"))) &&
+        (path.endsWith(QLatin1String(".safetensors")) || info.fileName() == QLatin1String("config.json")))
+        return info.absolutePath();
+    return {};
 }
 
 MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
@@ -45,45 +66,90 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
       engine_thread_(std::make_unique<WorkerThread>(worker_, QStringLiteral("engine"), [w = worker_] { w->requestStop(); })),
       chat_(new ChatController(worker_, &conversation_, this)) {
     setWindowTitle(tr("Colibri Studio"));
+    setWindowIcon(QIcon(QStringLiteral(":/colibri/colibri-studio.png")));
     setAcceptDrops(true);
     setDockOptions(AllowTabbedDocks | AllowNestedDocks | AnimatedDocks);
+    // The routing inspector runs the full height on the right; the tabbed views below span the rest.
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+    setCorner(Qt::TopRightCorner, Qt::RightDockWidgetArea);
+    theme_ = new ThemeManager(this);
 
     chat_view_ = new ChatView(chat_, &conversation_);
-    setCentralWidget(chat_view_);
+    banner_ = new Banner;
+    auto* central = new QWidget;
+    auto* central_layout = new QVBoxLayout(central);
+    central_layout->setContentsMargins(0, 0, 0, 0);
+    central_layout->setSpacing(2);
+    central_layout->addWidget(banner_);
+    central_layout->addWidget(chat_view_, 1);
+    setCentralWidget(central);
+
     summary_view_ = new QTableView;
+    summary_view_->setObjectName(QStringLiteral("model_summary"));
     summary_view_->setModel(&summary_);
     summary_view_->verticalHeader()->hide();
     summary_view_->horizontalHeader()->setStretchLastSection(true);
-    summary_view_->setMinimumWidth(260);  // property names and values readable without scrolling
+    summary_view_->setWordWrap(true);
+    summary_view_->setMinimumWidth(160);
     routing_view_ = new RoutingView(&conversation_);
     heatmap_view_ = new HeatmapView(&conversation_);
     profiler_view_ = new ProfilerView(&conversation_);
     kernels_view_ = new KernelsView;
     validator_view_ = new ValidatorView;
+    analysis_view_ = new AnalysisView(&conversation_);
 
-    add_dock(summary_view_, tr("Model"), QStringLiteral("model"), Qt::LeftDockWidgetArea);
+    QDockWidget* model = add_dock(summary_view_, tr("Model"), QStringLiteral("model"), Qt::LeftDockWidgetArea);
+    QDockWidget* settings = add_dock(chat_view_->settings_panel(), tr("Chat settings"), QStringLiteral("settings"), Qt::LeftDockWidgetArea);
+    tabifyDockWidget(model, settings);
+    model->raise();
     add_dock(routing_view_, tr("Routing"), QStringLiteral("routing"), Qt::RightDockWidgetArea);
     QDockWidget* heat = add_dock(heatmap_view_, tr("Expert heatmap"), QStringLiteral("heatmap"), Qt::BottomDockWidgetArea);
+    QDockWidget* analysis = add_dock(analysis_view_, tr("Routing analyses"), QStringLiteral("analyses"), Qt::BottomDockWidgetArea);
     QDockWidget* prof = add_dock(profiler_view_, tr("Profiler"), QStringLiteral("profiler"), Qt::BottomDockWidgetArea);
     QDockWidget* kern = add_dock(kernels_view_, tr("Kernels"), QStringLiteral("kernels"), Qt::BottomDockWidgetArea);
     QDockWidget* valid = add_dock(validator_view_, tr("Validator"), QStringLiteral("validator"), Qt::BottomDockWidgetArea);
-    tabifyDockWidget(heat, prof);
+    tabifyDockWidget(heat, analysis);
+    tabifyDockWidget(analysis, prof);
     tabifyDockWidget(prof, kern);
     tabifyDockWidget(kern, valid);
     heat->raise();
 
-    model_label_ = new QLabel(tr("no model"));
-    statusBar()->addPermanentWidget(model_label_);
+    model_label_ = new ElidedLabel(tr("no model"));
+    model_label_->setObjectName(QStringLiteral("model_label"));
+    statusBar()->addPermanentWidget(model_label_, 1);
     connect(worker_, &EngineWorker::loaded, this, &MainWindow::on_loaded);
     connect(worker_, &EngineWorker::loadFailed, this, &MainWindow::on_load_failed);
-    connect(profiler_view_, &ProfilerView::countingChanged, worker_, [this](bool on) { worker_->setCounting(on); });
+    // Context `this`: the calls run on this thread and post to the worker's.
+    connect(profiler_view_, &ProfilerView::countingChanged, this, [this](Counting mode) { worker_->setCounting(mode); });
+    connect(kernels_view_, &KernelsView::sessionKernelChanged, this, [this](const QString& v) { worker_->setKernel(v); });
+    connect(kernels_view_, &KernelsView::compareRequested, this, [this](const KernelComparisonRequest& r) {
+        KernelComparisonRequest request = r;
+        // The conversation's own tokens when there are enough of them: "the same prompt" as the chat.
+        if (conversation_.size() >= request.prompt_tokens) request.prompt = conversation_.token_ids();
+        if (chat_->generating()) {
+            kernels_view_->comparison_failed(tr("a reply is still being generated"));
+            return;
+        }
+        worker_->compareKernels(request);
+    });
+    connect(kernels_view_, &KernelsView::compareCancelled, this, [this] { worker_->requestStop(); });
+    connect(worker_, &EngineWorker::kernelComparisonProgress, kernels_view_, &KernelsView::comparison_progress);
+    connect(worker_, &EngineWorker::kernelComparisonFinished, kernels_view_, &KernelsView::comparison_finished);
+    connect(worker_, &EngineWorker::kernelComparisonFinished, this, [this] {
+        // The comparison used the session: the conversation's traces stay, its cache is rebuilt on the next turn.
+        statusBar()->showMessage(tr("Kernel comparison finished"), 5000);
+    });
     connect(chat_, &ChatController::failed, this, [this](const QString& e) { statusBar()->showMessage(e, 8000); });
+    connect(chat_view_, &ChatView::copied, this, [this](const QString& what) { statusBar()->showMessage(tr("Copied the %1 to the clipboard").arg(what), 3000); });
     connect(&conversation_, &Conversation::selectionChanged, this, [this](int position) {
         if (position >= 0) dock_of(routing_view_)->raise();
     });
+    connect(validator_view_, &ValidatorView::verifiedFile, this, &MainWindow::on_verified);
 
     build_menus();
-    resize(1400, 900);
+    resize(1280, 720);
+    default_state_ = saveState(kLayoutVersion);
+    apply_default_dock_sizes();
     if (options_.persist_settings) restore_settings();
 }
 
@@ -92,81 +158,265 @@ MainWindow::~MainWindow() {
     engine_thread_.reset();
 }
 
+QLabel* MainWindow::model_label() const { return model_label_; }
+
 QDockWidget* MainWindow::add_dock(QWidget* view, const QString& title, const QString& name, Qt::DockWidgetArea area) {
     auto* dock = new QDockWidget(title, this);
     dock->setObjectName(name);  // saveState() keys on it
-    dock->setWidget(view);
+    // A dock smaller than its view scrolls instead of pushing the window beyond the screen.
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(view);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setMinimumSize(120, 80);
+    dock->setWidget(scroll);
     addDockWidget(area, dock);
     return dock;
 }
 
 QDockWidget* MainWindow::dock_of(QWidget* view) const {
-    for (QDockWidget* d : findChildren<QDockWidget*>())
+    for (QDockWidget* d : findChildren<QDockWidget*>()) {
         if (d->widget() == view) return d;
+        if (auto* scroll = qobject_cast<QScrollArea*>(d->widget()); scroll != nullptr && scroll->widget() == view) return d;
+    }
     return nullptr;
+}
+
+QList<QDockWidget*> MainWindow::docks() const { return findChildren<QDockWidget*>(); }
+
+void MainWindow::apply_default_dock_sizes() {
+    const int w = std::max(width(), 800), h = std::max(height(), 600);
+    resizeDocks({dock_of(summary_view_)}, {std::clamp(w * 18 / 100, 200, 320)}, Qt::Horizontal);
+    resizeDocks({dock_of(routing_view_)}, {std::clamp(w * 30 / 100, 320, 560)}, Qt::Horizontal);
+    resizeDocks({dock_of(heatmap_view_)}, {std::clamp(h * 36 / 100, 200, 440)}, Qt::Vertical);
+}
+
+void MainWindow::reset_layout() {
+    for (QDockWidget* d : docks()) {
+        d->setFloating(false);
+        d->show();
+    }
+    restoreState(default_state_, kLayoutVersion);
+    for (QDockWidget* d : docks()) d->show();
+    dock_of(summary_view_)->raise();
+    dock_of(heatmap_view_)->raise();
+    apply_default_dock_sizes();
+}
+
+bool MainWindow::fit_to_screen() {
+    QScreen* s = screen() ? screen() : QGuiApplication::primaryScreen();
+    if (s == nullptr) return false;
+    const QRect avail = s->availableGeometry();
+    bool changed = false;
+    // Dock arrangements that need more room than the screen has: the default instead.
+    const QSize need = minimumSizeHint();
+    if (need.width() > avail.width() || need.height() > avail.height()) {
+        reset_layout();
+        changed = true;
+    }
+    for (QDockWidget* d : docks())
+        if (d->isFloating() && !avail.intersects(d->frameGeometry())) {
+            d->setFloating(false);
+            changed = true;
+        }
+    // The window itself: within the screen, frame included.
+    const QMargins frame(geometry().left() - frameGeometry().left(), geometry().top() - frameGeometry().top(),
+                         frameGeometry().right() - geometry().right(), frameGeometry().bottom() - geometry().bottom());
+    const QSize max_size(avail.width() - frame.left() - frame.right(), avail.height() - frame.top() - frame.bottom());
+    if (isMaximized() || isFullScreen()) return changed;
+    if (width() > max_size.width() || height() > max_size.height()) {
+        resize(std::min(width(), max_size.width()), std::min(height(), max_size.height()));
+        apply_default_dock_sizes();
+        changed = true;
+    }
+    if (!avail.contains(frameGeometry())) {
+        QRect g = frameGeometry();
+        g.moveLeft(std::clamp(g.left(), avail.left(), std::max(avail.left(), avail.right() - g.width() + 1)));
+        g.moveTop(std::clamp(g.top(), avail.top(), std::max(avail.top(), avail.bottom() - g.height() + 1)));
+        move(g.topLeft());
+        changed = true;
+    }
+    return changed;
 }
 
 void MainWindow::build_menus() {
     QMenu* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::open_dialog);
+    file->addAction(tr("Open a &Hugging Face directory…"), this, &MainWindow::open_directory_dialog);
+    if (!options_.demo_model.isEmpty() && QFileInfo::exists(options_.demo_model))
+        file->addAction(tr("Open the &demo model"), this, [this] { open_model(options_.demo_model); })->setObjectName(QStringLiteral("open_demo"));
     recent_menu_ = file->addMenu(tr("Open &recent"));
+    file->addSeparator();
     file->addAction(tr("&Convert…"), this, &MainWindow::show_convert_dialog);
     file->addAction(tr("&Validate a file…"), this, &MainWindow::validate_dialog);
-    file->addSeparator();
-    file->addAction(tr("&Save conversation…"), QKeySequence::Save, this, &MainWindow::save_conversation_dialog);
-    file->addAction(tr("&Load conversation…"), this, &MainWindow::load_conversation_dialog);
+    file->addAction(tr("Co&mpare two model files…"), this, &MainWindow::compare_files_dialog);
     file->addAction(tr("&Import tune report…"), kernels_view_, &KernelsView::import_dialog);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+    QMenu* chat = menuBar()->addMenu(tr("&Chat"));
+    for (QAction* a : chat_view_->chat_actions()) chat->addAction(a);
+    chat->addSeparator();
+    chat->addAction(tr("&Export as Markdown…"), QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::export_markdown_dialog);
+    chat->addAction(tr("&Save conversation…"), QKeySequence::Save, this, &MainWindow::save_conversation_dialog);
+    chat->addAction(tr("&Load conversation…"), this, &MainWindow::load_conversation_dialog);
+
     view_menu_ = menuBar()->addMenu(tr("&View"));
-    for (QDockWidget* d : findChildren<QDockWidget*>()) view_menu_->addAction(d->toggleViewAction());
+    for (QDockWidget* d : docks()) view_menu_->addAction(d->toggleViewAction());
+    view_menu_->addSeparator();
+    QAction* reset = view_menu_->addAction(tr("&Reset layout"), this, &MainWindow::reset_layout);
+    reset->setObjectName(QStringLiteral("reset_layout"));
+    QMenu* colours = view_menu_->addMenu(tr("&Colours"));
+    auto* group = new QActionGroup(this);
+    const std::pair<QString, ColorScheme> schemes[] = {
+        {tr("Follow the &desktop"), ColorScheme::FollowDesktop}, {tr("&Light"), ColorScheme::Light}, {tr("Dar&k"), ColorScheme::Dark}};
+    for (const auto& [label, scheme] : schemes) {
+        QAction* a = colours->addAction(label);
+        a->setCheckable(true);
+        a->setChecked(theme_->scheme() == scheme);
+        a->setData(static_cast<int>(scheme));
+        group->addAction(a);
+        connect(a, &QAction::triggered, this, [this, scheme = scheme] { theme_->set_scheme(scheme); });
+    }
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About"), this, [this] {
         QMessageBox::about(this, tr("About Colibri Studio"),
-                           tr("Colibri Studio %1: chat, routing, expert heatmaps, profiling and model files for "
-                              "Mixture-of-Experts models on the Colibri engine.").arg(QApplication::applicationVersion()));
+                           tr("Colibri Studio %1: chat, routing, expert heatmaps, profiling, kernel comparison and model files "
+                              "for Mixture-of-Experts models on the Colibri engine.").arg(QApplication::applicationVersion()));
     });
     rebuild_recent_menu();
 }
 
 void MainWindow::open_model(const QString& path) {
+    if (!QFileInfo::exists(path)) {
+        // Not a damaged file: there is no file. Nothing is drawn in the validator.
+        banner_->show_message(Banner::Kind::Error, tr("Could not open %1: no such file or directory.").arg(path));
+        statusBar()->showMessage(tr("%1: no such file").arg(path), 8000);
+        if (recent_.removeAll(path) > 0) rebuild_recent_menu();
+        return;
+    }
+    if (!is_model_file(path)) {
+        const QString source = conversion_source(path);
+        if (!source.isEmpty()) {
+            offer_conversion(source, source.endsWith(QLatin1String(".gguf"), Qt::CaseInsensitive) ? tr("a GGUF file") : tr("a Hugging Face model directory"));
+            return;
+        }
+    }
     loading_ = path;
     statusBar()->showMessage(tr("Loading %1…").arg(QFileInfo(path).fileName()));
     if (chat_->generating()) chat_->stop();
     worker_->load(path, options_.load);
 }
 
+void MainWindow::show_welcome() {
+    QList<Banner::Action> actions;
+    if (!options_.demo_model.isEmpty() && QFileInfo::exists(options_.demo_model))
+        actions.push_back({tr("Open the demo model"), [this] { open_model(options_.demo_model); }});
+    actions.push_back({tr("Open…"), [this] { open_dialog(); }});
+    banner_->show_message(Banner::Kind::Info,
+                          tr("No model is open. Open a .bin model (File ▸ Open, Ctrl+O) or drop one here; a GGUF file or a Hugging Face "
+                             "directory is offered for conversion."),
+                          actions);
+}
+
+void MainWindow::offer_conversion(const QString& source, const QString& what) {
+    const QString name = QFileInfo(source).fileName();
+    banner_->show_message(Banner::Kind::Info,
+                          tr("%1 is %2. Colibri Studio runs models in its own .bin format: convert it first (the source is only read).")
+                              .arg(name, what),
+                          {{tr("Convert…"), [this, source] {
+                                ConvertDialog* d = convert_dialog();
+                                d->set_source(source);
+                                open_after_convert_ = true;
+                                d->show();
+                                d->raise();
+                            }}});
+}
+
 void MainWindow::on_loaded(const ModelSummary& summary, const CounterSet& counters) {
+    banner_->dismiss();
     conversation_.clear();
     chat_->set_model(summary);
     summary_.set_summary(summary);
-    summary_view_->resizeColumnsToContents();
+    summary_view_->resizeColumnToContents(0);
     routing_view_->set_model(summary);
     heatmap_view_->set_model(summary);
     profiler_view_->set_model(summary, counters);
+    analysis_view_->set_model(summary);
+    kernels_view_->set_model_loaded(true);
     chat_view_->model_changed();
+    loaded_path_ = summary.path;
     // Verified in the background right away when hashing it is quick; a larger file waits for the Verify button.
-    validator_view_->open(summary.path, summary.file_size <= kAutoVerifyBytes);
+    const bool verify = summary.file_size <= kAutoVerifyBytes;
+    validator_view_->open(summary.path, verify);
+    if (!verify)
+        banner_->show_message(Banner::Kind::Warning,
+                              tr("%1 (%2) was not verified: hashing it takes a while. Its checksums are checked when you verify it.")
+                                  .arg(QFileInfo(summary.path).fileName(), human_bytes(summary.file_size)),
+                              {{tr("Verify now"), [this] {
+                                    validator_view_->verify();
+                                    if (QDockWidget* d = dock_of(validator_view_)) d->raise();
+                                }}});
     remember_recent(summary.path);
     const QString name = QFileInfo(summary.path).fileName();
     setWindowTitle(tr("%1 — Colibri Studio").arg(name));
-    model_label_->setText(tr("%1: %2, %3 layers, %4 experts (top-%5)").arg(name, summary.family).arg(summary.layers)
-                              .arg(summary.experts).arg(summary.active_experts));
+    model_label_->setText(tr("%1: %2, %3 layers, %4 experts (top-%5), %6 threads").arg(name, summary.family).arg(summary.layers)
+                              .arg(summary.experts).arg(summary.active_experts).arg(summary.threads));
     statusBar()->showMessage(tr("Loaded %1").arg(name), 5000);
     emit modelLoaded(summary.path);
+}
+
+void MainWindow::on_verified(const QString& path, bool valid) {
+    if (path != loaded_path_ || !chat_->has_model()) return;
+    if (valid) {
+        if (banner_->isVisible() && banner_->kind() == Banner::Kind::Warning) banner_->dismiss();
+        return;
+    }
+    const tools::CheckReport* report = validator_view_->report();
+    QString first = tr("a checksum does not match");
+    int count = 1;
+    if (report != nullptr && !report->problems.empty()) {
+        first = QString::fromStdString(report->problems.front());
+        count = static_cast<int>(report->problems.size());
+    }
+    const QString reason = count > 1 ? tr("%1 (and %n more)", nullptr, count - 1).arg(first) : first;
+    chat_->set_untrusted(reason);
+    banner_->show_message(Banner::Kind::Error,
+                          tr("%1 failed verification: %2. Its replies cannot be trusted; chatting needs your confirmation.")
+                              .arg(QFileInfo(path).fileName(), reason),
+                          {{tr("Show the damage"), [this] {
+                                if (QDockWidget* d = dock_of(validator_view_)) d->raise();
+                            }, false},
+                           {tr("Chat anyway"), [this] {
+                                chat_->confirm_untrusted();
+                                statusBar()->showMessage(tr("Chatting on a model that failed verification"), 5000);
+                            }}});
+    if (QDockWidget* d = dock_of(validator_view_)) {
+        d->show();
+        d->raise();
+    }
 }
 
 void MainWindow::on_load_failed(const QString& path, const QString& error) {
     // The worker let go of the previous model before it tried this one.
     chat_->clear_model();
     summary_.clear();
+    loaded_path_.clear();
+    kernels_view_->set_model_loaded(false);
     chat_view_->model_changed();
-    chat_view_->error_label()->setText(tr("Could not load %1: %2").arg(QFileInfo(path).fileName(), error));
     model_label_->setText(tr("no model"));
     setWindowTitle(tr("Colibri Studio"));
-    // The file opens in the validator instead, with its damage shown.
-    statusBar()->showMessage(tr("Could not load %1: %2").arg(QFileInfo(path).fileName(), error));
-    validate_file(path);
+    statusBar()->showMessage(tr("Could not load %1").arg(QFileInfo(path).fileName()), 8000);
+    if (!QFileInfo::exists(path)) {
+        banner_->show_message(Banner::Kind::Error, tr("Could not open %1: no such file or directory.").arg(path));
+    } else {
+        banner_->show_message(Banner::Kind::Error, tr("Could not load %1: %2").arg(QFileInfo(path).fileName(), error),
+                              {{tr("Show the damage"), [this] {
+                                    if (QDockWidget* d = dock_of(validator_view_)) d->raise();
+                                }, false}});
+        // The file opens in the validator instead, with its damage shown.
+        validate_file(path);
+    }
     emit modelLoadFailed(path, error);
 }
 
@@ -184,6 +434,14 @@ Status MainWindow::save_conversation(const QString& path) const {
     QSaveFile f(path);
     if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
     f.write(QJsonDocument(o).toJson(QJsonDocument::Indented));
+    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
+    return Status::ok();
+}
+
+Status MainWindow::export_markdown(const QString& path) const {
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
+    f.write(conversation_.to_markdown().toUtf8());
     if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
     return Status::ok();
 }
@@ -218,19 +476,30 @@ void MainWindow::rebuild_recent_menu() {
 }
 
 void MainWindow::open_dialog() {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(), tr("Colibri models (*.bin *.bin.zst);;All files (*)"));
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(),
+                                                      tr("Models (*.bin *.bin.zst *.gguf);;Colibri models (*.bin *.bin.zst);;GGUF files (*.gguf);;All files (*)"));
     if (!path.isEmpty()) open_model(path);
+}
+
+void MainWindow::open_directory_dialog() {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a Hugging Face model directory"));
+    if (!dir.isEmpty()) open_model(dir);
 }
 
 ConvertDialog* MainWindow::convert_dialog() {
     if (convert_ == nullptr) {
         convert_ = new ConvertDialog(this);
-        connect(convert_, &ConvertDialog::converted, this, &MainWindow::validate_file);
+        connect(convert_, &ConvertDialog::converted, this, [this](const QString& output) {
+            if (open_after_convert_) open_model(output);
+            else validate_file(output);
+            open_after_convert_ = false;
+        });
     }
     return convert_;
 }
 
 void MainWindow::show_convert_dialog() {
+    open_after_convert_ = false;
     convert_dialog()->show();
     convert_dialog()->raise();
 }
@@ -240,10 +509,26 @@ void MainWindow::validate_dialog() {
     if (!path.isEmpty()) validate_file(path);
 }
 
+void MainWindow::compare_files_dialog() {
+    validator_view_->compare_dialog();
+    if (QDockWidget* d = dock_of(validator_view_)) {
+        d->show();
+        d->raise();
+    }
+}
+
 void MainWindow::save_conversation_dialog() {
     const QString path = QFileDialog::getSaveFileName(this, tr("Save conversation"), QStringLiteral("conversation.json"), tr("Conversations (*.json)"));
     if (path.isEmpty()) return;
     if (Status s = save_conversation(path); !s) statusBar()->showMessage(QString::fromStdString(s.message()), 8000);
+}
+
+void MainWindow::export_markdown_dialog() {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export the conversation as Markdown"), QStringLiteral("conversation.md"),
+                                                      tr("Markdown (*.md)"));
+    if (path.isEmpty()) return;
+    if (Status s = export_markdown(path); !s) statusBar()->showMessage(QString::fromStdString(s.message()), 8000);
+    else statusBar()->showMessage(tr("Exported to %1").arg(path), 5000);
 }
 
 void MainWindow::load_conversation_dialog() {
@@ -255,22 +540,28 @@ void MainWindow::load_conversation_dialog() {
 void MainWindow::restore_settings() {
     QSettings s;
     restoreGeometry(s.value("window/geometry").toByteArray());
-    restoreState(s.value("window/state").toByteArray());
+    if (!restoreState(s.value("window/state").toByteArray(), kLayoutVersion)) apply_default_dock_sizes();
+    fit_to_screen();
     recent_ = s.value("recent").toStringList();
     rebuild_recent_menu();
     chat_view_->restore_settings(s);
     kernels_view_->restore_settings(s);
-    profiler_view_->counting_box()->setChecked(s.value("profiler/counting", true).toBool());
+    profiler_view_->set_counting(static_cast<Counting>(std::clamp(s.value("profiler/counting_mode", 0).toInt(), 0, 2)));
+    const int scheme = std::clamp(s.value("view/color_scheme", 0).toInt(), 0, 2);
+    if (qEnvironmentVariableIsEmpty("COLIBRI_COLOR_SCHEME")) theme_->set_scheme(static_cast<ColorScheme>(scheme));
+    for (QAction* a : findChildren<QAction*>())
+        if (a->isCheckable() && a->data().isValid() && a->actionGroup() != nullptr) a->setChecked(a->data().toInt() == static_cast<int>(theme_->scheme()));
 }
 
 void MainWindow::save_settings() const {
     QSettings s;
     s.setValue("window/geometry", saveGeometry());
-    s.setValue("window/state", saveState());
+    s.setValue("window/state", saveState(kLayoutVersion));
     s.setValue("recent", recent_);
     chat_view_->save_settings(s);
     kernels_view_->save_settings(s);
-    s.setValue("profiler/counting", profiler_view_->counting_box()->isChecked());
+    s.setValue("profiler/counting_mode", static_cast<int>(profiler_view_->counting()));
+    s.setValue("view/color_scheme", static_cast<int>(theme_->scheme()));
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
@@ -280,7 +571,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
     for (const QUrl& url : e->mimeData()->urls())
-        if (url.isLocalFile() && is_model_file(url.toLocalFile())) {
+        if (url.isLocalFile() && (is_model_file(url.toLocalFile()) || !conversion_source(url.toLocalFile()).isEmpty())) {
             e->acceptProposedAction();
             return;
         }
@@ -288,7 +579,7 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
 
 void MainWindow::dropEvent(QDropEvent* e) {
     for (const QUrl& url : e->mimeData()->urls())
-        if (url.isLocalFile() && is_model_file(url.toLocalFile())) {
+        if (url.isLocalFile() && (is_model_file(url.toLocalFile()) || !conversion_source(url.toLocalFile()).isEmpty())) {
             open_model(url.toLocalFile());
             e->acceptProposedAction();
             return;

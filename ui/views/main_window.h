@@ -1,7 +1,10 @@
-// The main window: the chat in the middle, every other view in a dock (model summary, routing, heatmap,
-// profiler, kernels, validator); File menu with open, recent files, convert, validate, conversations and
-// tune reports; drag and drop of model files; window layout and settings remembered in QSettings.
+// The main window: the chat in the middle (with a banner above it for what needs the user's attention), every
+// other view in a dock (model and chat settings on the left, routing on the right, heatmap, profiler, kernels,
+// validator and routing analyses tabbed below); File, Chat and View menus with keyboard shortcuts; drag and
+// drop of model files. The layout fits 1280×720 and scales up: no text widens the window, View ▸ Reset layout
+// restores the default, and a saved layout that does not fit the screen is repaired when it is restored.
 #pragma once
+#include <QByteArray>
 #include <QMainWindow>
 #include <QStringList>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "ui/models/model_summary.h"
 #include "ui/worker_thread.h"
 
+class QAction;
 class QDockWidget;
 class QLabel;
 class QMenu;
@@ -19,17 +23,22 @@ class QTableView;
 
 namespace colibri::studio {
 
+class AnalysisView;
+class Banner;
 class ChatView;
 class ConvertDialog;
+class ElidedLabel;
 class HeatmapView;
 class KernelsView;
 class ProfilerView;
 class RoutingView;
+class ThemeManager;
 class ValidatorView;
 
 struct MainWindowOptions {
     bool persist_settings = true;  // off for --screenshot and tests: they neither read nor write QSettings
     LoadOptions load;
+    QString demo_model;            // File ▸ Open the demo model (when the file is there)
 };
 
 class MainWindow : public QMainWindow {
@@ -38,10 +47,13 @@ public:
     explicit MainWindow(const MainWindowOptions& options = {}, QWidget* parent = nullptr);
     ~MainWindow() override;
 
+    // A .bin or .bin.zst loads; a GGUF file or a Hugging Face directory is offered for conversion; a path that
+    // does not exist is an error in the banner.
     void open_model(const QString& path);
     void validate_file(const QString& path);
     Status save_conversation(const QString& path) const;
     Status load_conversation(const QString& path);
+    Status export_markdown(const QString& path) const;
     Status import_tune_report(const QString& path);
     QStringList recent_files() const { return recent_; }
 
@@ -54,12 +66,27 @@ public:
     ProfilerView* profiler_view() const { return profiler_view_; }
     KernelsView* kernels_view() const { return kernels_view_; }
     ValidatorView* validator_view() const { return validator_view_; }
+    AnalysisView* analysis_view() const { return analysis_view_; }
+    Banner* banner() const { return banner_; }
+    ThemeManager* theme() const { return theme_; }
+    QLabel* model_label() const;
     // The convert dialog (made on first use); a finished conversion opens in the validator.
     ConvertDialog* convert_dialog();
     ModelSummaryModel* summary_model() { return &summary_; }
     // The dock holding a view, to raise it.
     QDockWidget* dock_of(QWidget* view) const;
+    QList<QDockWidget*> docks() const;
     bool model_loaded() const { return chat_->has_model(); }
+
+    // The default arrangement of the docks, sized for the window as it is now.
+    void reset_layout();
+    // With nothing open: a banner that says how to start (open a model, drop one, or the demo model).
+    void show_welcome();
+    // Makes a restored layout fit the screen: a window larger than the screen shrinks into it, and dock
+    // arrangements whose minimum size does not fit are replaced by the default. True when something changed.
+    bool fit_to_screen();
+    void restore_settings();
+    void save_settings() const;
 
 signals:
     void modelLoaded(const QString& path);
@@ -75,15 +102,19 @@ private:
     QDockWidget* add_dock(QWidget* view, const QString& title, const QString& name, Qt::DockWidgetArea area);
     void on_loaded(const ModelSummary& summary, const CounterSet& counters);
     void on_load_failed(const QString& path, const QString& error);
+    void on_verified(const QString& path, bool valid);
+    void offer_conversion(const QString& source, const QString& what);
     void remember_recent(const QString& path);
     void rebuild_recent_menu();
     void open_dialog();
+    void open_directory_dialog();
     void show_convert_dialog();
     void validate_dialog();
+    void compare_files_dialog();
     void save_conversation_dialog();
     void load_conversation_dialog();
-    void restore_settings();
-    void save_settings() const;
+    void export_markdown_dialog();
+    void apply_default_dock_sizes();
 
     MainWindowOptions options_;
     EngineWorker* worker_;
@@ -91,22 +122,31 @@ private:
     Conversation conversation_;
     ChatController* chat_;
     ModelSummaryModel summary_;
+    ThemeManager* theme_ = nullptr;
+    Banner* banner_ = nullptr;
     ChatView* chat_view_ = nullptr;
     RoutingView* routing_view_ = nullptr;
     HeatmapView* heatmap_view_ = nullptr;
     ProfilerView* profiler_view_ = nullptr;
     KernelsView* kernels_view_ = nullptr;
     ValidatorView* validator_view_ = nullptr;
+    AnalysisView* analysis_view_ = nullptr;
     QTableView* summary_view_ = nullptr;
     ConvertDialog* convert_ = nullptr;
+    bool open_after_convert_ = false;
     QMenu* recent_menu_ = nullptr;
     QMenu* view_menu_ = nullptr;
-    QLabel* model_label_ = nullptr;
+    ElidedLabel* model_label_ = nullptr;
     QStringList recent_;
-    QString loading_;  // path being loaded
+    QString loading_;       // path being loaded
+    QString loaded_path_;   // the model the chat runs on
+    QByteArray default_state_;
 };
 
 // Whether a path names something the Studio opens as a model.
 bool is_model_file(const QString& path);
+// A GGUF file, or a directory (or a file in one) with a Hugging Face config.json: something to convert. Returns
+// the source to convert ("" when it is neither).
+QString conversion_source(const QString& path);
 
 }  // namespace colibri::studio

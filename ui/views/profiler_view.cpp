@@ -7,97 +7,164 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QSplitter>
 #include <QStackedBarSeries>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QValueAxis>
+
+#include "ui/colors.h"
+#include "ui/theme.h"
 #include "ui/views/chart_reset.h"
+#include "ui/views/elided_label.h"
+#include "ui/views/token_timeline.h"
 
 namespace colibri::studio {
 
+namespace {
+
+QString ms(double v) { return QString::number(v, 'f', v < 10 ? 2 : 1); }
+
+QTableView* table_for(QAbstractItemModel* model) {
+    auto* t = new QTableView;
+    t->setModel(model);
+    t->verticalHeader()->hide();
+    t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + 6);
+    t->setMinimumSize(120, 60);
+    return t;
+}
+
+}  // namespace
+
 ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
+    counting_ = new QComboBox;
+    counting_->setObjectName(QStringLiteral("counting_mode"));
+    counting_->addItem(tr("off"), static_cast<int>(Counting::Off));
+    counting_->addItem(tr("per layer"), static_cast<int>(Counting::Layers));
+    counting_->addItem(tr("per layer and expert (slow)"), static_cast<int>(Counting::Experts));
+    counting_->setToolTip(tr("perf_event counters cost time: per layer a little, per expert a lot (each expert runs alone). "
+                             "Their cost is measured and shown; timings are honest with them off."));
+    connect(counting_, &QComboBox::currentIndexChanged, this, [this] { emit countingChanged(counting()); });
+    generated_only_ = new QCheckBox(tr("generated tokens only"));
+    connect(generated_only_, &QCheckBox::toggled, this, &ProfilerView::refresh);
+    summary_ = new ElidedLabel;
+    summary_->setObjectName(QStringLiteral("profiler_summary"));
+    overhead_ = new ElidedLabel;
+    overhead_->setObjectName(QStringLiteral("profiler_overhead"));
     status_ = new QLabel(tr("Open a model to profile it."));
     status_->setObjectName(QStringLiteral("counter_status"));
     status_->setWordWrap(true);
-    counting_ = new QCheckBox(tr("sample counters per layer and expert"));
-    counting_->setChecked(true);
-    connect(counting_, &QCheckBox::toggled, this, &ProfilerView::countingChanged);
-    generated_only_ = new QCheckBox(tr("generated tokens only"));
-    connect(generated_only_, &QCheckBox::toggled, this, &ProfilerView::refresh);
-    summary_ = new QLabel;
+    status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
 
+    // Per token.
+    timeline_ = new TokenTimeline;
+    timeline_->set_model(&tokens_);
+    connect(timeline_, &TokenTimeline::positionClicked, conversation_, &Conversation::select);
+    token_sort_.setSourceModel(&tokens_);
+    token_sort_.setSortRole(Qt::EditRole);
+    token_table_ = table_for(&token_sort_);
+    token_table_->setSortingEnabled(true);
+    token_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    connect(token_table_, &QTableView::clicked, this, [this](const QModelIndex& i) {
+        conversation_->select(token_sort_.mapToSource(i).data(TokenTimeModel::PositionRole).toInt());
+    });
+    auto* per_token = new QSplitter(Qt::Horizontal);
+    per_token->addWidget(timeline_);
+    per_token->addWidget(token_table_);
+    per_token->setStretchFactor(0, 3);
+    per_token->setStretchFactor(1, 2);
+
+    // Per layer.
     chart_ = new QChart;
     chart_->setTitle(tr("Time per token and layer (µs)"));
-    chart_->legend()->setAlignment(Qt::AlignBottom);
+    chart_->legend()->setAlignment(Qt::AlignRight);
     chart_->setMargins(QMargins(2, 2, 2, 2));
     chart_view_ = new QChartView(chart_);
     chart_view_->setRenderHint(QPainter::Antialiasing);
-    chart_view_->setMinimumHeight(200);
-    chart_view_->setMinimumWidth(420);
+    chart_view_->setMinimumSize(200, 100);
+    layer_table_ = table_for(&layers_);
+    auto* per_layer = new QSplitter(Qt::Horizontal);
+    per_layer->addWidget(chart_view_);
+    per_layer->addWidget(layer_table_);
+    per_layer->setStretchFactor(0, 3);
+    per_layer->setStretchFactor(1, 2);
 
-    // One counter at a time per layer: page faults show experts paged in, LLC misses (where counted) show
-    // which layers stream their weights from memory.
+    // Counters: one at a time per layer (page faults show experts paged in; LLC misses, where counted, which
+    // layers stream their weights from memory), and per expert.
     counter_ = new QComboBox;
     counter_->setObjectName(QStringLiteral("profiler_counter"));
-    counter_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    counter_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    counter_->setMinimumContentsLength(12);
     connect(counter_, &QComboBox::currentIndexChanged, this, &ProfilerView::rebuild_counter_chart);
     counter_chart_ = new QChart;
     counter_chart_->legend()->hide();
     counter_chart_->setMargins(QMargins(2, 2, 2, 2));
     counter_chart_view_ = new QChartView(counter_chart_);
     counter_chart_view_->setRenderHint(QPainter::Antialiasing);
-    counter_chart_view_->setMinimumWidth(320);
+    counter_chart_view_->setMinimumSize(160, 100);
+    expert_sort_.setSourceModel(&experts_);
+    expert_sort_.setSortRole(Qt::EditRole);
+    expert_table_ = table_for(&expert_sort_);
+    expert_table_->setSortingEnabled(true);
     auto* counter_panel = new QWidget;
     auto* counter_layout = new QVBoxLayout(counter_panel);
     counter_layout->setContentsMargins(0, 0, 0, 0);
     auto* counter_row = new QHBoxLayout;
-    counter_row->addWidget(new QLabel(tr("counter per token and layer")));
+    counter_row->addWidget(new QLabel(tr("per token and layer:")));
     counter_row->addWidget(counter_);
     counter_row->addStretch();
     counter_layout->addLayout(counter_row);
     counter_layout->addWidget(counter_chart_view_, 1);
-    auto* charts = new QSplitter(Qt::Horizontal);
-    charts->addWidget(chart_view_);
-    charts->addWidget(counter_panel);
-    charts->setStretchFactor(0, 3);
-    charts->setStretchFactor(1, 2);
+    auto* counters_split = new QSplitter(Qt::Horizontal);
+    counters_split->addWidget(counter_panel);
+    counters_split->addWidget(expert_table_);
+    auto* counters_page = new QWidget;
+    auto* counters_page_layout = new QVBoxLayout(counters_page);
+    counters_page_layout->setContentsMargins(0, 0, 0, 0);
+    counters_page_layout->addWidget(status_);
+    counters_page_layout->addWidget(counters_split, 1);
 
-    layer_table_ = new QTableView;
-    layer_table_->setModel(&layers_);
-    layer_table_->verticalHeader()->hide();
-    expert_sort_.setSourceModel(&experts_);
-    expert_sort_.setSortRole(Qt::EditRole);
-    expert_table_ = new QTableView;
-    expert_table_->setModel(&expert_sort_);
-    expert_table_->setSortingEnabled(true);
-    expert_table_->verticalHeader()->hide();
+    tabs_ = new QTabWidget;
+    tabs_->setDocumentMode(true);
+    tabs_->addTab(per_token, tr("Per token"));
+    tabs_->addTab(per_layer, tr("Per layer"));
+    tabs_->addTab(counters_page, tr("Counters"));
 
     auto* options = new QHBoxLayout;
+    options->addWidget(new QLabel(tr("Counters:")));
     options->addWidget(counting_);
     options->addWidget(generated_only_);
-    options->addStretch();
-    options->addWidget(summary_);
-    auto* tables = new QSplitter(Qt::Horizontal);
-    tables->addWidget(layer_table_);
-    tables->addWidget(expert_table_);
-    auto* splitter = new QSplitter(Qt::Vertical);
-    splitter->addWidget(charts);
-    splitter->addWidget(tables);
+    options->addWidget(overhead_, 1);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(status_);
+    layout->setSpacing(3);
     layout->addLayout(options);
-    layout->addWidget(splitter, 1);
+    layout->addWidget(summary_);
+    layout->addWidget(tabs_, 1);
 
     timer_.setSingleShot(true);
     timer_.setInterval(250);
     connect(&timer_, &QTimer::timeout, this, &ProfilerView::refresh);
     connect(conversation_, &Conversation::traceUpdated, this, &ProfilerView::schedule);
     connect(conversation_, &Conversation::tokensChanged, this, &ProfilerView::schedule);
+    style_chart(chart_);
+    style_chart(counter_chart_);
+    refresh();
+}
+
+QLabel* ProfilerView::summary_label() const { return summary_; }
+QLabel* ProfilerView::overhead_label() const { return overhead_; }
+
+Counting ProfilerView::counting() const { return static_cast<Counting>(counting_->currentData().toInt()); }
+
+void ProfilerView::set_counting(Counting mode) {
+    const int i = counting_->findData(static_cast<int>(mode));
+    if (i >= 0 && i != counting_->currentIndex()) counting_->setCurrentIndex(i);
 }
 
 void ProfilerView::set_model(const ModelSummary&, const CounterSet& counters) {
@@ -130,12 +197,20 @@ void ProfilerView::set_model(const ModelSummary&, const CounterSet& counters) {
         lines << tr("Major faults are pages read from the model file: an expert used for the first time shows here.");
     }
     status_->setText(lines.join(QLatin1Char('\n')));
-    status_->setStyleSheet(counters.hardware_names.isEmpty() ? QStringLiteral("color: #8a5a00") : QString());
+    status_->setStyleSheet(counters.hardware_names.isEmpty() ? QStringLiteral("color: %1").arg(status_color(StatusColor::Warning).name()) : QString());
     refresh();
 }
 
 void ProfilerView::schedule() {
     if (!timer_.isActive()) timer_.start();
+}
+
+void ProfilerView::changeEvent(QEvent* e) {
+    if (e->type() == QEvent::PaletteChange) {
+        style_chart(chart_);
+        style_chart(counter_chart_);
+    }
+    QWidget::changeEvent(e);
 }
 
 void ProfilerView::refresh() {
@@ -145,13 +220,45 @@ void ProfilerView::refresh() {
     const ProfileTotals totals = profile_totals(*conversation_, span, static_cast<int>(counter_set_.names.size()));
     layers_.set_totals(totals);
     experts_.set_totals(totals);
+    tokens_.set_tokens(*conversation_, span);
+    timeline_->update();
     layer_table_->resizeColumnsToContents();
     expert_table_->resizeColumnsToContents();
-    double total_us = 0;
-    for (int r = 0; r < layers_.rowCount(); ++r) total_us += layers_.mean_us(r, LayerProfileModel::Total);
-    summary_->setText(totals.tokens == 0 ? QString() : tr("%1 tokens, %2 µs per token in the layers").arg(totals.tokens).arg(total_us, 0, 'f', 1));
+    token_table_->resizeColumnsToContents();
+    show_summary(time_totals(*conversation_, span));
     rebuild_chart();
     rebuild_counter_chart();
+}
+
+void ProfilerView::show_summary(const TimeTotals& t) {
+    if (t.tokens == 0) {
+        summary_->setText(tr("No tokens profiled yet. Counters are %1.").arg(counting_->currentText()));
+        overhead_->clear();
+        return;
+    }
+    // Generated tokens tell the decode's cost; prompt tokens share batched chunks.
+    const bool gen = t.generated > 0;
+    const int n = gen ? t.generated : t.tokens;
+    const TokenTime& s = gen ? t.generated_sum : t.sum;
+    auto mean = [n](uint64_t ns) { return static_cast<double>(ns) / n / 1e6; };
+    summary_->setText(tr("%1 %2 tokens, %3 ms each = attention %4 + router %5 + experts %6 + lm head %7 + sampling %8 + counters %9 + other %10 ms")
+                          .arg(n).arg(gen ? tr("generated") : tr("prompt"))
+                          .arg(ms(mean(s.total)), ms(mean(s.attention)), ms(mean(s.router)), ms(mean(s.experts)), ms(mean(s.lm_head)),
+                               ms(mean(s.sampling)), ms(mean(s.counters)), ms(mean(s.other()))));
+    QString overhead;
+    if (t.counted == 0) {
+        overhead = tr("counters off: no profiler cost beyond the clock");
+    } else {
+        const double reads = mean(s.counters) / std::max(mean(s.total), 1e-9) * 100.0;
+        overhead = tr("reading counters took %1 ms per token (%2 % of it)").arg(ms(mean(s.counters))).arg(reads, 0, 'f', 1);
+        if (t.uncounted > 0) {
+            const double with = static_cast<double>(t.counted_ns) / t.counted / 1e6, without = static_cast<double>(t.uncounted_ns) / t.uncounted / 1e6;
+            overhead += tr("; a generated token took %1 ms counted (%2) and %3 ms uncounted (%4): %5%6 %")
+                            .arg(ms(with)).arg(t.counted).arg(ms(without)).arg(t.uncounted)
+                            .arg(with >= without ? QStringLiteral("+") : QString()).arg((with / without - 1.0) * 100.0, 0, 'f', 0);
+        }
+    }
+    overhead_->setText(overhead);
 }
 
 void ProfilerView::rebuild_chart() {
@@ -165,10 +272,10 @@ void ProfilerView::rebuild_chart() {
         categories_ = categories;
         auto* series = new QStackedBarSeries;
         const char* names[3] = {QT_TR_NOOP("attention"), QT_TR_NOOP("router"), QT_TR_NOOP("experts")};
-        const QColor colors[3] = {QColor(66, 133, 244), QColor(251, 188, 5), QColor(52, 168, 83)};
+        const int stage_columns[3] = {TokenTimeModel::Attention, TokenTimeModel::Router, TokenTimeModel::Experts};
         for (int s = 0; s < 3; ++s) {
             sets_[s] = new QBarSet(tr(names[s]));
-            sets_[s]->setColor(colors[s]);
+            sets_[s]->setColor(TokenTimeline::stage_color(stage_columns[s]));
             for (int r = 0; r < layers_.rowCount(); ++r) *sets_[s] << 0.0;
             series->append(sets_[s]);
         }
@@ -177,10 +284,12 @@ void ProfilerView::rebuild_chart() {
         x->append(categories_);
         y_axis_ = new QValueAxis;
         y_axis_->setTitleText(tr("µs per token"));
+        y_axis_->setLabelFormat(QStringLiteral("%.0f"));
         chart_->addAxis(x, Qt::AlignBottom);
         chart_->addAxis(y_axis_, Qt::AlignLeft);
         series->attachAxis(x);
         series->attachAxis(y_axis_);
+        style_chart(chart_);
     }
     double top = 0;
     for (int r = 0; r < layers_.rowCount(); ++r) {
@@ -198,6 +307,7 @@ void ProfilerView::rebuild_counter_chart() {
         reset_chart(counter_chart_);
         counter_bars_ = nullptr;
         counter_chart_->setTitle(tr("No counters"));
+        style_chart(counter_chart_);
         return;
     }
     // As for the time chart: a new series only when the layers change.
@@ -217,6 +327,7 @@ void ProfilerView::rebuild_counter_chart() {
         counter_chart_->addAxis(counter_axis_, Qt::AlignLeft);
         series->attachAxis(x);
         series->attachAxis(counter_axis_);
+        style_chart(counter_chart_);
     }
     double top = 0;
     for (int r = 0; r < layers_.rowCount(); ++r) {

@@ -1,6 +1,9 @@
-// The profiler: per layer the time in attention, router and experts (stacked chart and table), the perf
-// counters per layer and per routed expert, and a line that says plainly which counters this machine does
-// not give (hardware counters on a VM without a PMU) while the software ones keep counting.
+// The profiler. Every token's time is accounted for: attention, router, experts, lm head, sampling, counter
+// reads and other add up to its step (summary line, per-token timeline and table). Per layer the time in
+// attention, router and experts (stacked chart and table). perf_event counters per layer, and per routed expert,
+// only when asked (they slow generation: per-expert counting runs one expert at a time); their cost is measured
+// and shown (the time spent reading them, taken out of the stage it fell in, and the step with and without
+// them), and the line says plainly which counters this machine does not give (hardware counters on a VM).
 #pragma once
 #include <QSortFilterProxyModel>
 #include <QTimer>
@@ -9,6 +12,7 @@
 #include "ui/models/model_summary.h"
 #include "ui/models/profiler_models.h"
 #include "ui/token_trace.h"
+#include "ui/trace_collector.h"
 
 class QBarSet;
 class QChart;
@@ -16,10 +20,14 @@ class QChartView;
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QTabWidget;
 class QTableView;
 class QValueAxis;
 
 namespace colibri::studio {
+
+class ElidedLabel;
+class TokenTimeline;
 
 class ProfilerView : public QWidget {
     Q_OBJECT
@@ -29,8 +37,17 @@ public:
 
     LayerProfileModel* layer_model() { return &layers_; }
     ExpertCounterModel* expert_model() { return &experts_; }
+    TokenTimeModel* token_model() { return &tokens_; }
+    TokenTimeline* timeline() const { return timeline_; }
     QLabel* counter_status() const { return status_; }
-    QCheckBox* counting_box() const { return counting_; }
+    // "24 generated tokens, 6.25 ms each: attention … + other …"
+    QLabel* summary_label() const;
+    // What counting costs, measured.
+    QLabel* overhead_label() const;
+    QComboBox* counting_selector() const { return counting_; }
+    Counting counting() const;
+    void set_counting(Counting mode);
+    QTabWidget* tabs() const { return tabs_; }
     // Values of one stage in the stacked chart, per layer: 0 attention, 1 router, 2 experts (µs per token).
     QList<qreal> chart_values(int stage) const;
     // The counter chart: the mean per token of the chosen counter, per layer.
@@ -39,22 +56,32 @@ public:
     void refresh();
 
 signals:
-    void countingChanged(bool on);
+    void countingChanged(colibri::studio::Counting mode);
+
+protected:
+    void changeEvent(QEvent* e) override;
 
 private:
     void schedule();
     void rebuild_chart();
     void rebuild_counter_chart();
+    void show_summary(const TimeTotals& t);
 
     Conversation* conversation_;
     LayerProfileModel layers_;
     ExpertCounterModel experts_;
+    TokenTimeModel tokens_;
     QSortFilterProxyModel expert_sort_;
+    QSortFilterProxyModel token_sort_;
     CounterSet counter_set_;
     QLabel* status_ = nullptr;
-    QLabel* summary_ = nullptr;
-    QCheckBox* counting_ = nullptr;
+    ElidedLabel* summary_ = nullptr;
+    ElidedLabel* overhead_ = nullptr;
+    QComboBox* counting_ = nullptr;
     QCheckBox* generated_only_ = nullptr;
+    QTabWidget* tabs_ = nullptr;
+    TokenTimeline* timeline_ = nullptr;
+    QTableView* token_table_ = nullptr;
     QChart* chart_ = nullptr;
     QChartView* chart_view_ = nullptr;
     QBarSet* sets_[3] = {nullptr, nullptr, nullptr};

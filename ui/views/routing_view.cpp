@@ -1,26 +1,21 @@
 #include "ui/views/routing_view.h"
 
-#include <QBarCategoryAxis>
-#include <QBarSet>
-#include <QChart>
-#include <QChartView>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPainter>
 #include <QSplitter>
-#include <QStackedBarSeries>
 #include <QTableView>
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QUrl>
 #include <QVBoxLayout>
-#include <QValueAxis>
 #include <algorithm>
 
 #include "ui/colors.h"
-#include "ui/views/chart_reset.h"
+#include "ui/views/bar_chart.h"
+#include "ui/views/elided_label.h"
 
 namespace colibri::studio {
 
@@ -50,7 +45,7 @@ QSize DistributionDelegate::sizeHint(const QStyleOptionViewItem& option, const Q
 }
 
 RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
-    title_ = new QLabel(tr("Select a token in the chat or in the text below."));
+    title_ = new ElidedLabel(tr("Select a token in the chat or in the text below."));
     title_->setObjectName(QStringLiteral("routing_title"));
     delegate_ = new DistributionDelegate(this);
     table_ = new QTableView;
@@ -71,13 +66,12 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex& current) { show_distribution(current.row()); });
 
-    chart_ = new QChart;
-    chart_->legend()->setAlignment(Qt::AlignBottom);
-    chart_->setMargins(QMargins(2, 2, 2, 2));
-    chart_view_ = new QChartView(chart_);
-    chart_view_->setRenderHint(QPainter::Antialiasing);
-    chart_view_->setMinimumHeight(170);
-    chart_view_->setMinimumWidth(300);  // room for one labelled bar per expert
+    chart_ = new BarChart;
+    chart_->setObjectName(QStringLiteral("router_chart"));
+    chart_->set_legend_visible(false);
+    chart_->set_axis_title(tr("router probability"));
+    chart_->set_value_format([](double v) { return QString::number(v, 'f', 2); });
+    chart_->setMinimumHeight(120);
 
     layer_ = new QComboBox;
     layer_->setObjectName(QStringLiteral("text_layer"));
@@ -92,11 +86,12 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     auto* top_layout = new QVBoxLayout(top);
     top_layout->setContentsMargins(0, 0, 0, 0);
     top_layout->addWidget(title_);
-    auto* table_and_chart = new QSplitter(Qt::Horizontal);
+    // Table above chart: the dock is tall and narrow, and the chart needs the width for one bar per expert.
+    auto* table_and_chart = new QSplitter(Qt::Vertical);
     table_and_chart->addWidget(table_);
-    table_and_chart->addWidget(chart_view_);
-    table_and_chart->setStretchFactor(0, 3);
-    table_and_chart->setStretchFactor(1, 2);
+    table_and_chart->addWidget(chart_);
+    table_and_chart->setStretchFactor(0, 1);
+    table_and_chart->setStretchFactor(1, 1);
     top_layout->addWidget(table_and_chart, 1);
 
     auto* bottom = new QWidget;
@@ -105,8 +100,9 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     auto* selector = new QHBoxLayout;
     selector->addWidget(new QLabel(tr("Text coloured by the first expert at")));
     selector->addWidget(layer_);
-    selector->addWidget(legend_, 1);
+    selector->addStretch();
     bottom_layout->addLayout(selector);
+    bottom_layout->addWidget(legend_);
     bottom_layout->addWidget(text_, 1);
 
     auto* splitter = new QSplitter(Qt::Vertical);
@@ -149,31 +145,7 @@ void RoutingView::set_model(const ModelSummary& model) {
                      .arg(expert_color(e).name(), text_color_on(expert_color(e)).name()).arg(e);
     legend_->setText(chips.join(QLatin1Char(' ')));
 
-    reset_chart(chart_);
-    auto* series = new QStackedBarSeries;
-    chosen_set_ = new QBarSet(tr("chosen"));
-    other_set_ = new QBarSet(tr("other experts"));
-    chosen_set_->setColor(QColor(255, 152, 0));
-    other_set_->setColor(QColor(160, 160, 160));
-    QStringList categories;
-    for (int e = 0; e < model.experts; ++e) {
-        categories << QStringLiteral("E%1").arg(e);
-        *chosen_set_ << 0.0;
-        *other_set_ << 0.0;
-    }
-    series->append(chosen_set_);
-    series->append(other_set_);
-    series->setBarWidth(0.8);
-    chart_->addSeries(series);
-    auto* x = new QBarCategoryAxis;
-    x->append(categories);
-    auto* y = new QValueAxis;
-    y->setRange(0.0, 1.0);
-    y->setTitleText(tr("router probability"));
-    chart_->addAxis(x, Qt::AlignBottom);
-    chart_->addAxis(y, Qt::AlignLeft);
-    series->attachAxis(x);
-    series->attachAxis(y);
+    show_distribution(-1);
     show_selected();
     render_text();
 }
@@ -185,31 +157,34 @@ void RoutingView::show_selected() {
         title_->setText(tr("Select a token in the chat or in the text below."));
     } else {
         title_->setText(tr("Token %1 at position %2: “%3”%4%5")
-                            .arg(t->trace.token).arg(t->trace.position).arg(t->trace.text.toHtmlEscaped().trimmed())
+                            .arg(t->trace.token).arg(t->trace.position).arg(t->trace.text.trimmed())
                             .arg(t->trace.generated ? tr(", generated") : tr(", prompt"))
                             .arg(t->evaluated ? QString() : tr(" (not evaluated yet)")));
     }
 }
 
 void RoutingView::show_distribution(int row) {
-    if (chosen_set_ == nullptr) return;
     const LayerRouting* r = table_model_.routing(row);
+    QStringList categories;
+    BarChart::Series s;
     double top = 0.0;
-    for (int e = 0; e < chosen_set_->count(); ++e) {
+    for (int e = 0; e < model_.experts; ++e) {
+        categories << QStringLiteral("E%1").arg(e);
         const double p = r && static_cast<size_t>(e) < r->probs.size() ? r->probs[static_cast<size_t>(e)] : 0.0;
         const bool chosen = r && std::find(r->experts.begin(), r->experts.end(), e) != r->experts.end();
-        chosen_set_->replace(e, chosen ? p : 0.0);
-        other_set_->replace(e, chosen ? 0.0 : p);
+        s.values << p;
+        s.bar_colors << (chosen ? expert_color(e) : QColor(160, 160, 160));
         top = std::max(top, p);
     }
-    if (auto axes = chart_->axes(Qt::Vertical); !axes.isEmpty()) static_cast<QValueAxis*>(axes.front())->setRange(0.0, top > 0 ? std::min(1.0, top * 1.15) : 1.0);
-    chart_->setTitle(r ? tr("Router distribution at layer %1").arg(r->layer) : QString());
+    chart_->set_fixed_range(0.0, top > 0 ? std::min(1.0, top * 1.2) : 1.0);
+    chart_->set_title(r ? tr("Router distribution at layer %1 (chosen in colour)").arg(r->layer) : tr("Router distribution"));
+    chart_->set_data(categories, r ? QVector<BarChart::Series>{s} : QVector<BarChart::Series>{});
 }
 
 QList<qreal> RoutingView::chart_values() const {
     QList<qreal> v;
-    if (chosen_set_ == nullptr) return v;
-    for (int e = 0; e < chosen_set_->count(); ++e) v << chosen_set_->at(e) + other_set_->at(e);
+    if (chart_->series().isEmpty()) return v;
+    for (double x : chart_->series().front().values) v << x;
     return v;
 }
 
@@ -238,6 +213,9 @@ void RoutingView::append_text() {
     const int layer = text_layer();
     QTextCursor c(text_->document());
     c.movePosition(QTextCursor::End);
+    // One edit block per batch: the document lays the paragraph out once, not once per token (a thousand
+    // tokens appended one by one stalled the UI thread for ~3 s in test_ui_views).
+    c.beginEditBlock();
     const std::vector<ConversationToken>& tokens = conversation_->tokens();
     // Positions in order, up to the first one still waiting for its trace.
     for (; rendered_ < static_cast<int>(tokens.size()) && tokens[static_cast<size_t>(rendered_)].evaluated; ++rendered_) {
@@ -260,8 +238,12 @@ void RoutingView::append_text() {
             f.setFontUnderline(true);
             f.setFontWeight(QFont::Bold);
         }
+        // The document lays out again only the paragraph that changed: a reply without line breaks would make
+        // every append shape the whole reply, so long paragraphs are cut at a token boundary.
+        if (c.block().length() > 600) c.insertBlock();
         c.insertText(t.trace.text, f);
     }
+    c.endEditBlock();
 }
 
 QColor RoutingView::text_background(int position) const {

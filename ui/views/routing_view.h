@@ -1,7 +1,8 @@
 // The routing inspector. For the selected token: a layers × top-k table of experts and weights, with the
-// router's full distribution drawn in each row and charted for the chosen row. Below, the conversation's
-// text with every token coloured by the expert it was sent to first at a chosen layer (as in the Mixtral
-// paper's routing figures).
+// router's full distribution drawn in each row and charted for the chosen row (a chart that reads at the
+// dock's size: its values written on the bars that have room, labels thinned out for many experts). Below,
+// the conversation's text with every token coloured by the expert it was sent to first at a chosen layer (as
+// in the Mixtral paper's routing figures).
 #pragma once
 #include <QColor>
 #include <QStyledItemDelegate>
@@ -12,9 +13,6 @@
 #include "ui/models/model_summary.h"
 #include "ui/models/routing_table_model.h"
 
-class QBarSet;
-class QChart;
-class QChartView;
 class QComboBox;
 class QLabel;
 class QTableView;
@@ -22,6 +20,9 @@ class QTextBrowser;
 class QUrl;
 
 namespace colibri::studio {
+
+class BarChart;
+class ElidedLabel;
 
 // Paints a row's router distribution (RoutingTableModel::ProbsRole) as bars; the chosen experts in their
 // colours, the rest grey.
@@ -43,7 +44,7 @@ public:
     QTableView* table() const { return table_; }
     QTextBrowser* text() const { return text_; }
     QComboBox* layer_selector() const { return layer_; }
-    QChartView* chart_view() const { return chart_view_; }
+    BarChart* chart() const { return chart_; }
     // The layer the text is coloured by, -1 before a model is loaded.
     int text_layer() const;
     void set_text_layer(int layer);
@@ -64,14 +65,11 @@ private:
     Conversation* conversation_;
     RoutingTableModel table_model_;
     ModelSummary model_;
-    QLabel* title_ = nullptr;
+    ElidedLabel* title_ = nullptr;
     QTableView* table_ = nullptr;
     DistributionDelegate* delegate_ = nullptr;
     int delegate_column_ = 0;
-    QChart* chart_ = nullptr;
-    QChartView* chart_view_ = nullptr;
-    QBarSet* chosen_set_ = nullptr;
-    QBarSet* other_set_ = nullptr;
+    BarChart* chart_ = nullptr;
     QComboBox* layer_ = nullptr;
     QLabel* legend_ = nullptr;
     QTextBrowser* text_ = nullptr;

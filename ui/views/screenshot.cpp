@@ -10,6 +10,7 @@
 #include <QTemporaryDir>
 #include <QTimer>
 
+#include "ui/views/analysis_view.h"
 #include "ui/views/chat_view.h"
 #include "ui/views/convert_dialog.h"
 #include "ui/views/heatmap_view.h"
@@ -60,8 +61,11 @@ Status save(QWidget* widget, const QString& path) {
 
 Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) {
     if (!QDir().mkpath(o.dir)) return error((o.dir + ": cannot create the directory").toStdString());
-    w.resize(1500, 950);
+    if (o.geometry.width() < 320 || o.geometry.height() < 240) return error("the geometry must be at least 320x240");
+    w.resize(o.geometry);
     w.show();
+    settle();
+    w.reset_layout();
     settle();
 
     {
@@ -98,7 +102,15 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     chat.random_seed = false;
     chat.max_tokens = o.max_tokens;
     w.chat_view()->set_settings(chat);
-    for (const QString& message : o.messages) {
+    // A model without a tokenizer is driven by token ids: a few small ones, within any vocabulary.
+    QStringList messages = o.messages;
+    if (w.chat()->uses_token_ids()) {
+        const int vocab = std::max(w.chat()->model().vocab_size, 2);
+        messages = {QStringLiteral("1, %1, %2, %3").arg(2 % vocab).arg(3 % vocab).arg(4 % vocab), QStringLiteral("%1, %2").arg(5 % vocab).arg(6 % vocab)};
+    }
+    // The picture is of a model that passed or failed verification alike: the banner shows which.
+    w.chat()->confirm_untrusted();
+    for (const QString& message : messages) {
         QEventLoop loop;
         bool finished = false;
         QString failure = QStringLiteral("the reply did not finish in time");
@@ -136,9 +148,17 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
             shown.wait(o.timeout_ms);
         }
     }
+    if (o.compare_kernels) {
+        SignalWaiter compared(w.worker(), &EngineWorker::kernelComparisonFinished);
+        w.kernels_view()->set_comparison_size(16, 8, 1);
+        w.kernels_view()->start_comparison();
+        if (!compared.wait(o.timeout_ms)) return error("kernels: the comparison did not finish in time");
+    }
     w.routing_view()->refresh();
     w.heatmap_view()->refresh();
     w.profiler_view()->refresh();
+    w.analysis_view()->refresh();
+    w.chat_view()->flush();
 
     QStringList written;
     auto shot = [&](QWidget* widget, const QString& name) -> Status {
@@ -150,15 +170,18 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     COLIBRI_TRY(shot(&w, QStringLiteral("main")));
     // Each docked view alone, floated to a readable size; the chat with the docks out of the way.
     const QList<QDockWidget*> docks = w.findChildren<QDockWidget*>();
-    for (QDockWidget* d : docks) d->hide();
+    for (QDockWidget* d : docks)
+        if (d->objectName() != QLatin1String("settings")) d->hide();
     COLIBRI_TRY(shot(&w, QStringLiteral("chat")));
+    for (QDockWidget* d : docks) d->hide();
     const std::pair<QWidget*, const char*> views[] = {{w.routing_view(), "routing"}, {w.heatmap_view(), "heatmap"},
-                                                      {w.profiler_view(), "profiler"}, {w.kernels_view(), "kernels"},
-                                                      {w.validator_view(), "validator"}};
+                                                      {w.analysis_view(), "analyses"}, {w.profiler_view(), "profiler"},
+                                                      {w.kernels_view(), "kernels"}, {w.validator_view(), "validator"}};
+    const QSize view_size(o.geometry.width(), std::max(400, o.geometry.height() * 3 / 4));
     for (const auto& [view, name] : views) {
         QDockWidget* d = w.dock_of(view);
         d->setFloating(true);
-        d->resize(1280, 820);
+        d->resize(view_size);
         d->show();
         const Status s = shot(view, QString::fromLatin1(name));
         d->hide();

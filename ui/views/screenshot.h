@@ -1,7 +1,9 @@
-// `colibri-studio --screenshot DIR [model]`: loads the model, has a short conversation, verifies the file,
-// then writes one PNG per view (and the whole window, and the convert dialog) into DIR. Works offscreen (QT_QPA_PLATFORM=offscreen),
-// which is how CI and the README's pictures make them.
+// `colibri-studio --screenshot DIR [--geometry WxH] [model]`: loads the model, has a short conversation (in
+// token ids when the model has no tokenizer), verifies the file, then writes one PNG per view (and the whole
+// window at the geometry asked for, and the convert dialog) into DIR. Works offscreen
+// (QT_QPA_PLATFORM=offscreen) and in a real window; that is how CI and the README's pictures make them.
 #pragma once
+#include <QSize>
 #include <QString>
 #include <QStringList>
 
@@ -19,8 +21,12 @@ struct ScreenshotOptions {
     QString convert_source;
     // Runs the quick auto-tune (kernels/tuner.h, one shape) for the kernels view; its choice is not saved.
     bool tune = false;
-    QStringList messages = {QStringLiteral("Hello! What do hummingbirds eat?"), QStringLiteral("And where do they live?")};
-    int max_tokens = 24;
+    // Runs a small kernel comparison on the model (every variant this machine runs) for the kernels view.
+    bool compare_kernels = false;
+    QSize geometry{1280, 720};  // of the main window; the views are drawn at sizes that follow it
+    // What the demo model was trained to answer, so the pictures show replies and routing that mean something.
+    QStringList messages = {QStringLiteral("What is 23 plus 45?"), QStringLiteral("Spell garden backwards.")};
+    int max_tokens = 48;
     int timeout_ms = 300000;   // per step
 };
 

@@ -1,6 +1,9 @@
 #include "ui/views/validator_view.h"
 
 #include <QAreaSeries>
+#include <QFileDialog>
+#include <QTabWidget>
+#include <cmath>
 #include <QChart>
 #include <QChartView>
 #include <QFileInfo>
@@ -22,7 +25,10 @@
 #include <QValueAxis>
 
 #include "ui/models/model_summary.h"
+#include "ui/colors.h"
+#include "ui/theme.h"
 #include "ui/views/chart_reset.h"
+#include "ui/views/elided_label.h"
 
 namespace colibri::studio {
 
@@ -36,11 +42,22 @@ FileMapWidget::FileMapWidget(QWidget* parent) : QWidget(parent) {
     setMouseTracking(true);
 }
 
+QSize FileMapWidget::minimumSizeHint() const { return {200, kRowHeight * 3 + kLegendHeight}; }
+
 void FileMapWidget::set_file(const FileLayout& layout, const std::vector<SectionState>& states) {
     layout_ = layout;
     states_ = states;
+    highlight_ = -1;
     update();
 }
+
+void FileMapWidget::set_highlight(int section) {
+    highlight_ = section;
+    update();
+}
+
+// The byte offset of each row's start is written in a gutter on the left.
+int FileMapWidget::gutter() const { return fontMetrics().horizontalAdvance(QStringLiteral("999.9 MiB")) + 8; }
 
 int FileMapWidget::rows() const { return std::max(1, (height() - kLegendHeight) / kRowHeight); }
 
@@ -52,21 +69,23 @@ FileMapWidget::Run FileMapWidget::run_of(const SectionInfo& s) const {
 }
 
 QRect FileMapWidget::rect_of(qint64 first, qint64 last) const {
-    const int w = std::max(width(), 1);
+    const int w = std::max(width() - gutter(), 1);
     const int row = static_cast<int>(first / w);
-    return QRect(static_cast<int>(first % w), row * kRowHeight, static_cast<int>(last - first + 1), kRowHeight - 2);
+    return QRect(gutter() + static_cast<int>(first % w), row * kRowHeight, static_cast<int>(last - first + 1), kRowHeight - 2);
 }
 
 QRect FileMapWidget::section_rect(int section) const {
-    if (section < 0 || section >= static_cast<int>(layout_.sections.size()) || width() <= 0) return {};
+    const int w = width() - gutter();
+    if (section < 0 || section >= static_cast<int>(layout_.sections.size()) || w <= 0) return {};
     const Run r = run_of(layout_.sections[static_cast<size_t>(section)]);
-    const qint64 row_end = (r.first / width() + 1) * width() - 1;
+    const qint64 row_end = (r.first / w + 1) * w - 1;
     return rect_of(r.first, std::min(r.last, row_end));
 }
 
 int FileMapWidget::section_at(const QPoint& p) const {
-    if (p.y() < 0 || p.y() >= rows() * kRowHeight || width() <= 0) return -1;
-    const qint64 pixel = static_cast<qint64>(p.y() / kRowHeight) * width() + p.x();
+    const int w = width() - gutter();
+    if (p.y() < 0 || p.y() >= rows() * kRowHeight || w <= 0 || p.x() < gutter()) return -1;
+    const qint64 pixel = static_cast<qint64>(p.y() / kRowHeight) * w + (p.x() - gutter());
     // The last section drawn there wins, as in paintEvent.
     int found = -1;
     for (size_t i = 0; i < layout_.sections.size(); ++i) {
@@ -76,40 +95,81 @@ int FileMapWidget::section_at(const QPoint& p) const {
     return found;
 }
 
+QString FileMapWidget::short_name(const SectionInfo& s) {
+    if (s.expert >= 0) return QStringLiteral("L%1 E%2").arg(s.layer).arg(s.expert);
+    if (s.kind == QLatin1String("attention")) return QStringLiteral("attn %1").arg(s.layer);
+    if (s.kind == QLatin1String("router")) return QStringLiteral("router %1").arg(s.layer);
+    if (s.kind == QLatin1String("shared expert")) return QStringLiteral("shared %1").arg(s.layer);
+    if (s.kind == QLatin1String("dense mlp")) return QStringLiteral("mlp %1").arg(s.layer);
+    if (s.layer >= 0) return QStringLiteral("%1 %2").arg(s.kind).arg(s.layer);
+    return s.kind;
+}
+
 void FileMapWidget::paintEvent(QPaintEvent*) {
     QPainter p(this);
-    const int w = width();
+    const QPalette pal = palette();
+    const int g = gutter();
+    const int w = width() - g;
     const int map_height = rows() * kRowHeight;
-    p.fillRect(QRect(0, 0, w, map_height), QColor(235, 235, 235));  // padding between sections
+    drawn_names_.clear();
+    axis_labels_.clear();
+    p.fillRect(rect(), pal.color(QPalette::Window));
+    p.fillRect(QRect(g, 0, w, map_height), blend(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.08));  // padding between sections
     if (!layout_.error.isEmpty()) {
-        p.fillRect(QRect(0, 0, w, map_height), section_state_color(SectionState::Damaged));
+        p.fillRect(QRect(g, 0, w, map_height), section_state_color(SectionState::Damaged));
         p.setPen(Qt::white);
-        p.drawText(rect().adjusted(6, 0, -6, -kLegendHeight), Qt::AlignCenter | Qt::TextWordWrap, tr("Unreadable: %1").arg(layout_.error));
+        p.drawText(QRect(g, 0, w, map_height).adjusted(6, 0, -6, 0), Qt::AlignCenter | Qt::TextWordWrap, tr("Unreadable: %1").arg(layout_.error));
     }
+    // The offset axis: each row's first byte.
+    if (layout_.image_size > 0 && w > 0) {
+        p.setPen(pal.color(QPalette::WindowText));
+        const int every = std::max(1, (fontMetrics().height() + 2) / kRowHeight + 1);
+        for (int row = 0; row < rows(); row += every) {
+            const quint64 offset = static_cast<quint64>(static_cast<double>(row) * w / static_cast<double>(pixels()) * static_cast<double>(layout_.image_size));
+            const QString label = row == 0 ? QStringLiteral("0") : human_bytes(offset);
+            p.drawText(QRect(0, row * kRowHeight, g - 6, kRowHeight - 2), Qt::AlignRight | Qt::AlignVCenter, label);
+            axis_labels_ << label;
+        }
+    }
+    const QFontMetrics fm = fontMetrics();
     for (size_t i = 0; i < layout_.sections.size(); ++i) {
         const Run r = run_of(layout_.sections[i]);
         const QColor c = section_state_color(i < states_.size() ? states_[i] : SectionState::NotChecked);
         // Alternate a shade so neighbouring sections of one state stay apart.
         const QColor fill = i % 2 == 0 ? c : c.darker(115);
+        const QString name = short_name(layout_.sections[i]);
+        bool named = false;
         for (qint64 first = r.first; first <= r.last;) {
             const qint64 row_end = (first / w + 1) * w - 1;
             const qint64 last = std::min(r.last, row_end);
-            p.fillRect(rect_of(first, last), fill);
+            const QRect box = rect_of(first, last);
+            p.fillRect(box, fill);
+            if (static_cast<int>(i) == highlight_) {
+                p.setPen(QPen(pal.color(QPalette::Highlight), 2));
+                p.drawRect(box.adjusted(1, 1, -1, -1));
+            }
+            // The name on the run's first piece wide enough for it, left-aligned so the rest shows the colour.
+            if (!named && box.width() >= fm.horizontalAdvance(name) + 10) {
+                p.setPen(text_color_on(fill));
+                p.drawText(box.adjusted(3, 0, 0, 0), Qt::AlignLeft | Qt::AlignVCenter, name);
+                drawn_names_ << name;
+                named = true;
+            }
             first = last + 1;
         }
     }
     // Legend.
-    int x = 4;
+    int x = g;
     const int y = map_height + 4;
-    for (SectionState s : {SectionState::NotChecked, SectionState::Ok, SectionState::Damaged, SectionState::Misaligned}) {
-        p.fillRect(QRect(x, y + 2, 12, 12), section_state_color(s));
-        p.setPen(palette().color(QPalette::WindowText));
-        const QString label = section_state_name(s);
+    for (SectionState st : {SectionState::NotChecked, SectionState::Ok, SectionState::Damaged, SectionState::Misaligned}) {
+        p.fillRect(QRect(x, y + 2, 12, 12), section_state_color(st));
+        p.setPen(pal.color(QPalette::WindowText));
+        const QString label = section_state_name(st);
         p.drawText(QPoint(x + 16, y + 12), label);
-        x += 16 + p.fontMetrics().horizontalAdvance(label) + 14;
+        x += 16 + fm.horizontalAdvance(label) + 14;
     }
     if (layout_.image_size > 0)
-        p.drawText(QPoint(x + 10, y + 12), tr("%1, %2 sections, drawn to scale").arg(human_bytes(layout_.image_size)).arg(layout_.sections.size()));
+        p.drawText(QPoint(x + 10, y + 12), tr("%1, %2 sections, to scale; left: byte offset of each row").arg(human_bytes(layout_.image_size)).arg(layout_.sections.size()));
 }
 
 void FileMapWidget::mousePressEvent(QMouseEvent* e) {
@@ -145,16 +205,17 @@ ValidatorView::ValidatorView(QWidget* parent)
         show_status();
     });
     connect(worker_, &FileWorker::progress, this, [this](quint64 done, quint64 total) {
-        if (!verifying_) return;
+        if (!verifying_ && !comparing_) return;
         progress_->setRange(0, 1000);
         progress_->setValue(total ? static_cast<int>(1000.0 * done / total) : 1000);
     });
     connect(worker_, &FileWorker::histogramReady, this, &ValidatorView::on_histogram);
+    connect(worker_, &FileWorker::comparedFiles, this, &ValidatorView::on_compared);
 
-    path_ = new QLabel(tr("No file. Open one with File ▸ Validate, or load a model."));
-    status_ = new QLabel;
+    path_ = new ElidedLabel(tr("No file. Open one with File ▸ Validate, or load a model."));
+    path_->setElideMode(Qt::ElideMiddle);
+    status_ = new ElidedLabel;
     status_->setObjectName(QStringLiteral("validator_status"));
-    status_->setWordWrap(true);
     verify_ = new QPushButton(tr("Verify checksums"));
     cancel_ = new QPushButton(tr("Cancel"));
     progress_ = new QProgressBar;
@@ -185,9 +246,21 @@ ValidatorView::ValidatorView(QWidget* parent)
         if (t != nullptr) worker_->histogram(layout_.path, t->name);
     });
 
+    compare_ = new QPushButton(tr("Compare with…"));
+    compare_->setToolTip(tr("Compare this file tensor by tensor with another model file (a quantised copy, say)"));
+    connect(compare_, &QPushButton::clicked, this, &ValidatorView::compare_dialog);
+    comparison_sort_.setSourceModel(&comparison_);
+    comparison_sort_.setSortRole(Qt::EditRole);
+    comparison_label_ = new ElidedLabel(tr("Compare this file with another: every tensor's largest and RMS difference."));
+    comparison_label_->setObjectName(QStringLiteral("comparison_label"));
+    auto* comparison_table = new QTableView;
+    comparison_table->setModel(&comparison_sort_);
+    comparison_table->setSortingEnabled(true);
+    comparison_table->verticalHeader()->hide();
+    comparison_table->horizontalHeader()->setStretchLastSection(true);
+
     problem_list_ = new QListView;
     problem_list_->setModel(&problems_);
-    problem_list_->setMaximumHeight(90);
 
     chart_ = new QChart;
     chart_->legend()->hide();
@@ -201,6 +274,7 @@ ValidatorView::ValidatorView(QWidget* parent)
     bar->addWidget(path_, 1);
     bar->addWidget(verify_);
     bar->addWidget(cancel_);
+    bar->addWidget(compare_);
     bar->addWidget(progress_);
     auto* histogram = new QWidget;
     auto* histogram_layout = new QVBoxLayout(histogram);
@@ -212,8 +286,18 @@ ValidatorView::ValidatorView(QWidget* parent)
     tables_layout->setContentsMargins(0, 0, 0, 0);
     tables_layout->addWidget(filter_edit_);
     tables_layout->addWidget(table_, 1);
+    auto* compared = new QWidget;
+    auto* compared_layout = new QVBoxLayout(compared);
+    compared_layout->setContentsMargins(0, 0, 0, 0);
+    compared_layout->addWidget(comparison_label_);
+    compared_layout->addWidget(comparison_table, 1);
+    tabs_ = new QTabWidget;
+    tabs_->setDocumentMode(true);
+    tabs_->addTab(tables, tr("Tensors"));
+    tabs_->addTab(problem_list_, tr("Problems"));
+    tabs_->addTab(compared, tr("Compared"));
     auto* splitter = new QSplitter(Qt::Horizontal);
-    splitter->addWidget(tables);
+    splitter->addWidget(tabs_);
     splitter->addWidget(histogram);
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 2);
@@ -222,7 +306,6 @@ ValidatorView::ValidatorView(QWidget* parent)
     layout->addLayout(bar);
     layout->addWidget(status_);
     layout->addWidget(map_);
-    layout->addWidget(problem_list_);
     layout->addWidget(splitter, 1);
     show_status();
 }
@@ -236,7 +319,23 @@ void ValidatorView::open(const QString& path, bool verify_after) {
     path_->setText(QFileInfo(path).fileName());
     path_->setToolTip(path);
     status_->setText(tr("Reading the structure…"));
+    // Nothing of the previous file may stay on screen: its map, tensors, histogram and comparison.
+    states_.clear();
+    tensors_.set_layout(layout_);
+    map_->set_file(layout_, states_);
+    problems_.setStringList({});
+    clear_histogram(tr("Select a tensor for the histogram of its values."));
+    diffs_.clear();
+    comparison_.clear();
+    comparison_label_->setText(tr("Compare this file with another: every tensor's largest and RMS difference."));
     worker_->inspect(path);
+}
+
+void ValidatorView::clear_histogram(const QString& text) {
+    histogram_ = TensorHistogram{};
+    reset_chart(chart_);
+    chart_->setTitle(QString());
+    histogram_label_->setText(text);
 }
 
 void ValidatorView::verify() {
@@ -255,6 +354,19 @@ void ValidatorView::cancel() {
 
 void ValidatorView::on_layout(const FileLayout& layout) {
     if (layout.path != layout_.path) return;  // an older request
+    if (layout.unreadable) {
+        // No file to draw (missing, a directory, no permission): an error, not a damaged drawing.
+        layout_ = FileLayout{};
+        layout_.path = layout.path;
+        layout_.unreadable = true;
+        layout_.error = layout.error;
+        map_->set_file(FileLayout{}, {});
+        problems_.setStringList({layout.error});
+        verify_->setEnabled(false);
+        status_->setText(tr("Cannot open this file: %1").arg(layout.error));
+        status_->setStyleSheet(QStringLiteral("color: %1").arg(status_color(StatusColor::Error).name()));
+        return;
+    }
     layout_ = layout;
     states_ = section_states(layout_, nullptr);
     tensors_.set_layout(layout_);
@@ -290,21 +402,21 @@ void ValidatorView::show_status() {
         text = tr("No file.");
     } else if (!layout_.error.isEmpty()) {
         text = tr("This file cannot be opened: %1").arg(layout_.error);
-        color = QStringLiteral("#c62828");
+        color = status_color(StatusColor::Error).name();
     } else if (verifying_) {
         text = tr("Verifying the checksum of every section…");
     } else if (!has_report_) {
         text = tr("%1 sections, %2 tensors; checksums not verified yet.").arg(layout_.sections.size()).arg(layout_.tensors.size());
         if (!layout_.problems.isEmpty()) {
             text = tr("DAMAGED: %n problem(s) in the structure (listed below); ", nullptr, static_cast<int>(layout_.problems.size())) + text;
-            color = QStringLiteral("#c62828");
+            color = status_color(StatusColor::Error).name();
         }
     } else if (report_.valid) {
         text = tr("Valid: every section is aligned and matches its checksum; shapes and tokenizer load.");
-        color = QStringLiteral("#2e7d32");
+        color = status_color(StatusColor::Ok).name();
     } else {
         text = tr("INVALID: %n problem(s) (listed below).", nullptr, static_cast<int>(report_.problems.size()));
-        color = QStringLiteral("#c62828");
+        color = status_color(StatusColor::Error).name();
     }
     if (layout_.compressed) text += tr(" Compressed: %1 on disk for a %2 image.").arg(human_bytes(layout_.file_size), human_bytes(layout_.image_size));
     status_->setText(text);
@@ -313,6 +425,8 @@ void ValidatorView::show_status() {
 
 void ValidatorView::select_section(int section) {
     // Select the section's tensors in the table; the first one gets the histogram.
+    map_->set_highlight(section);
+    tabs_->setCurrentIndex(0);
     table_->clearSelection();
     bool first = true;
     for (int r = 0; r < filter_.rowCount(); ++r) {
@@ -332,26 +446,42 @@ void ValidatorView::on_histogram(const TensorHistogram& h) {
     histogram_ = h;
     reset_chart(chart_);
     if (!h.error.isEmpty()) {
+        chart_->setTitle(QString());
         histogram_label_->setText(h.error);
         return;
     }
-    // Steps over the bin edges: each bin is a flat top from its lower to its upper edge.
     auto* upper = new QLineSeries;
-    const double width = h.bins.empty() ? 0.0 : (h.max - h.min) / static_cast<double>(h.bins.size());
     quint64 top = 0;
-    for (size_t b = 0; b < h.bins.size(); ++b) {
-        const double x0 = h.min + width * static_cast<double>(b), x1 = x0 + width;
-        upper->append(x0, static_cast<qreal>(h.bins[b]));
-        upper->append(x1, static_cast<qreal>(h.bins[b]));
-        top = std::max(top, h.bins[b]);
+    double lo = h.min, hi = h.max;
+    if (h.constant()) {
+        // Every value the same: one bar at that value on an axis around it, not a bin of zero width.
+        const double half = h.min != 0.0 ? std::fabs(h.min) * 0.5 : 0.5;
+        lo = h.min - half;
+        hi = h.max + half;
+        const double w = (hi - lo) / 40.0;
+        upper->append(h.min - w / 2, 0);
+        upper->append(h.min - w / 2, static_cast<qreal>(h.sampled));
+        upper->append(h.min + w / 2, static_cast<qreal>(h.sampled));
+        upper->append(h.min + w / 2, 0);
+        top = h.sampled;
+    } else {
+        // Steps over the bin edges: each bin is a flat top from its lower to its upper edge.
+        const double width = h.bins.empty() ? 0.0 : (h.max - h.min) / static_cast<double>(h.bins.size());
+        for (size_t b = 0; b < h.bins.size(); ++b) {
+            const double x0 = h.min + width * static_cast<double>(b), x1 = x0 + width;
+            upper->append(x0, static_cast<qreal>(h.bins[b]));
+            upper->append(x1, static_cast<qreal>(h.bins[b]));
+            top = std::max(top, h.bins[b]);
+        }
     }
     auto* area = new QAreaSeries(upper);
     area->setColor(QColor(66, 133, 244));
     area->setBorderColor(QColor(25, 90, 200));
     chart_->addSeries(area);
     auto* x = new QValueAxis;
-    x->setRange(h.min, h.max > h.min ? h.max : h.min + 1.0);
+    x->setRange(lo, hi > lo ? hi : lo + 1.0);
     x->setTitleText(tr("value"));
+    x->setLabelFormat(QStringLiteral("%.3g"));
     auto* y = new QValueAxis;
     y->setRange(0, top > 0 ? static_cast<double>(top) * 1.1 : 1.0);
     y->setLabelFormat(QStringLiteral("%d"));
@@ -360,12 +490,73 @@ void ValidatorView::on_histogram(const TensorHistogram& h) {
     area->attachAxis(x);
     area->attachAxis(y);
     chart_->setTitle(h.tensor);
-    QString text = tr("min %1, max %2, mean %3, std %4 over %5 values").arg(h.min, 0, 'g', 4).arg(h.max, 0, 'g', 4)
-                       .arg(h.mean, 0, 'g', 4).arg(h.stddev, 0, 'g', 4).arg(h.values);
+    style_chart(chart_);
+    QString text;
+    if (h.constant()) text = tr("constant: every one of the %1 values is %2").arg(h.sampled).arg(h.min, 0, 'g', 6);
+    else
+        text = tr("min %1, max %2, mean %3, std %4 over %5 values").arg(h.min, 0, 'g', 4).arg(h.max, 0, 'g', 4)
+                   .arg(h.mean, 0, 'g', 4).arg(h.stddev, 0, 'g', 4).arg(h.values);
     if (h.sampled < h.values) text += tr(" (histogram of %1 sampled by rows)").arg(h.sampled);
     if (h.non_finite > 0) text += tr("; %1 NaN or infinite").arg(h.non_finite);
     histogram_label_->setText(text);
     emit histogramShown(h.tensor);
+}
+
+QLabel* ValidatorView::comparison_label() const { return comparison_label_; }
+
+void ValidatorView::compare_dialog() {
+    const QString other = QFileDialog::getOpenFileName(this, tr("Compare with another model file"), QString(), tr("Colibri models (*.bin *.bin.zst)"));
+    if (!other.isEmpty()) compare_with(other);
+}
+
+void ValidatorView::compare_with(const QString& other) {
+    if (layout_.path.isEmpty() || verifying_) return;
+    comparison_label_->setText(tr("Comparing with %1…").arg(QFileInfo(other).fileName()));
+    tabs_->setCurrentIndex(2);
+    progress_->setRange(0, 1000);
+    progress_->setValue(0);
+    comparing_ = true;
+    worker_->compare(layout_.path, other);
+}
+
+void ValidatorView::on_compared(const TensorComparison& c) {
+    comparing_ = false;
+    if (c.path_a != layout_.path) return;
+    using Cell = StatsTableModel::Cell;
+    using Format = StatsTableModel::Format;
+    if (!c.error.isEmpty() || c.cancelled) {
+        comparison_label_->setText(c.cancelled ? tr("Comparison cancelled.") : tr("Cannot compare: %1").arg(c.error));
+        emit compared(false);
+        return;
+    }
+    diffs_ = c.tensors;
+    QVector<QVector<Cell>> rows;
+    int identical = 0, differ = 0, other = 0;
+    double worst = 0;
+    for (const TensorDiff& d : diffs_) worst = std::max(worst, d.relative_rms);
+    for (const TensorDiff& d : diffs_) {
+        QString kind;
+        QColor mark;
+        switch (d.kind) {
+        case TensorDiff::Kind::Identical: kind = tr("identical"); ++identical; break;
+        case TensorDiff::Kind::Differs: kind = tr("differs"); ++differ; mark = heat_color(worst > 0 ? d.relative_rms / worst : 0.0); break;
+        case TensorDiff::Kind::ShapeDiffers: kind = tr("shape differs"); ++other; mark = status_color(StatusColor::Error); break;
+        case TensorDiff::Kind::OnlyInA: kind = tr("only in this file"); ++other; mark = status_color(StatusColor::Warning); break;
+        case TensorDiff::Kind::OnlyInB: kind = tr("only in the other"); ++other; mark = status_color(StatusColor::Warning); break;
+        case TensorDiff::Kind::Unreadable: kind = tr("unreadable: %1").arg(d.error); ++other; mark = status_color(StatusColor::Error); break;
+        }
+        const bool numbers = d.kind == TensorDiff::Kind::Identical || d.kind == TensorDiff::Kind::Differs;
+        rows.push_back({{d.name}, {kind, mark, {}}, {d.type_a + QStringLiteral(" / ") + d.type_b}, {d.shape_a.isEmpty() ? d.shape_b : d.shape_a},
+                        {numbers ? QVariant(d.max_abs) : QVariant()}, {numbers ? QVariant(d.rms) : QVariant()},
+                        {numbers ? QVariant(d.relative_rms) : QVariant()}, {numbers ? QVariant(d.cosine) : QVariant()}});
+    }
+    comparison_.set_table({tr("tensor"), tr("result"), tr("types"), tr("shape"), tr("max |Δ|"), tr("RMS Δ"), tr("RMS Δ / RMS"), tr("cosine")},
+                          {Format::Text, Format::Text, Format::Text, Format::Text, Format::Decimal3, Format::Decimal3, Format::Percent, Format::Decimal3}, rows);
+    comparison_label_->setText(tr("%1 against %2: %3 tensors identical, %4 differ, %5 do not match up; worst relative RMS difference %6 %")
+                                   .arg(QFileInfo(c.path_a).fileName(), QFileInfo(c.path_b).fileName()).arg(identical).arg(differ).arg(other)
+                                   .arg(worst * 100, 0, 'f', 2));
+    progress_->setValue(1000);
+    emit compared(true);
 }
 
 }  // namespace colibri::studio

@@ -1,7 +1,9 @@
 // The model file validator: the file drawn to scale as its sections (header, tokenizer, attention, router,
-// every expert), each coloured by its state (not checked, checksum ok, damaged, misaligned); the tensor
-// table with sorting and a filter; verification with progress and cancel; and a histogram of the selected
-// tensor's values. A file the engine refuses opens here too, with its damage shown.
+// every expert), each coloured by its state (not checked, checksum ok, damaged, misaligned), named where
+// there is room, over a byte-offset axis; the tensor table with sorting and a filter, the damaged tensors'
+// rows highlighted; verification with progress and cancel; a histogram of the selected tensor's values (a
+// constant tensor says so); and two files compared tensor by tensor. A file the engine refuses opens here
+// too, with its damage shown.
 #pragma once
 #include <QSortFilterProxyModel>
 #include <QStringListModel>
@@ -9,11 +11,14 @@
 #include <memory>
 
 #include "ui/file_worker.h"
+#include "ui/models/stats_table_model.h"
+#include "ui/views/elided_label.h"
 #include "ui/models/validator_models.h"
 #include "ui/worker_thread.h"
 
 class QAreaSeries;
 class QChart;
+class QTabWidget;
 class QChartView;
 class QLabel;
 class QLineEdit;
@@ -34,7 +39,14 @@ public:
     // Where a section starts on the map (its first rectangle), empty when not drawn.
     QRect section_rect(int section) const;
     int section_at(const QPoint& p) const;
+    // The short name drawn inside a section's run when it fits ("L1 E5", "attn 0", "tokenizer").
+    static QString short_name(const SectionInfo& s);
+    // The names drawn by the last paint, and the byte offsets written on the axis.
+    QStringList drawn_names() const { return drawn_names_; }
+    QStringList axis_labels() const { return axis_labels_; }
+    void set_highlight(int section);
     QSize sizeHint() const override { return {600, 120}; }
+    QSize minimumSizeHint() const override;
 
 signals:
     void sectionClicked(int section);
@@ -53,8 +65,11 @@ private:
     Run run_of(const SectionInfo& s) const;
     QRect rect_of(qint64 first, qint64 last) const;  // first and last on one row
 
+    int gutter() const;
     FileLayout layout_;
     std::vector<SectionState> states_;
+    int highlight_ = -1;
+    mutable QStringList drawn_names_, axis_labels_;
 };
 
 class ValidatorView : public QWidget {
@@ -81,15 +96,27 @@ public:
     const TensorHistogram& histogram() const { return histogram_; }
     QProgressBar* progress_bar() const { return progress_; }
     FileWorker* worker() const { return worker_; }
+    QLabel* histogram_label() const { return histogram_label_; }
+    QChart* histogram_chart() const { return chart_; }
+
+    // Tensor by tensor: the file shown here against another (a quantised copy, say), on the file worker.
+    void compare_with(const QString& other);
+    void compare_dialog();
+    StatsTableModel* comparison() { return &comparison_; }
+    const std::vector<TensorDiff>& differences() const { return diffs_; }
+    QLabel* comparison_label() const;
 
 signals:
     void verifiedFile(const QString& path, bool valid);
     void histogramShown(const QString& tensor);
+    void compared(bool ok);
 
 private:
     void on_layout(const FileLayout& layout);
     void on_report(const tools::CheckReport& report);
     void on_histogram(const TensorHistogram& h);
+    void on_compared(const TensorComparison& c);
+    void clear_histogram(const QString& text);
     void select_section(int section);
     void show_status();
 
@@ -100,14 +127,15 @@ private:
     bool has_report_ = false;
     bool verifying_ = false;
     bool verify_after_layout_ = false;
+    bool comparing_ = false;
     std::vector<SectionState> states_;
     TensorTableModel tensors_;
     QSortFilterProxyModel filter_;
     QStringListModel problems_;
     TensorHistogram histogram_;
 
-    QLabel* path_ = nullptr;
-    QLabel* status_ = nullptr;
+    ElidedLabel* path_ = nullptr;
+    ElidedLabel* status_ = nullptr;
     QPushButton *verify_ = nullptr, *cancel_ = nullptr;
     QProgressBar* progress_ = nullptr;
     FileMapWidget* map_ = nullptr;
@@ -117,6 +145,12 @@ private:
     QChart* chart_ = nullptr;
     QChartView* chart_view_ = nullptr;
     QLabel* histogram_label_ = nullptr;
+    QTabWidget* tabs_ = nullptr;
+    StatsTableModel comparison_;
+    QSortFilterProxyModel comparison_sort_;
+    std::vector<TensorDiff> diffs_;
+    ElidedLabel* comparison_label_ = nullptr;
+    QPushButton* compare_ = nullptr;
 };
 
 }  // namespace colibri::studio

@@ -41,6 +41,30 @@ const char* colibri_last_error(void);
 colibri_sampler_params colibri_sampler_defaults(void);
 
 colibri_model* colibri_model_open(const char* path);
+
+/* Models larger than RAM: with ram_budget > 0 the weights stay within that many bytes. What every token uses
+ * stays mapped; routed experts live in a cache of slots per layer, read from the file on a miss. Logits are
+ * the same as without a budget. Fails when the budget cannot hold what every token uses plus top-k slots. */
+typedef struct colibri_model_options {
+    uint64_t ram_budget;      /* bytes; 0: the whole model mapped */
+    const char* cache_policy; /* "lru" (also NULL) or "lfru" */
+    int prefetch;             /* nonzero: read the next MoE layer's predicted experts ahead of use */
+} colibri_model_options;
+colibri_model_options colibri_model_options_defaults(void);
+colibri_model* colibri_model_open_with(const char* path, const colibri_model_options* options);
+
+/* The expert cache's counters since the model was opened; returns 0, or -1 for a model without a budget. */
+typedef struct colibri_cache_stats {
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t bytes_read;
+    uint64_t stall_ns;         /* time evaluation waited for expert reads */
+    uint32_t slots_per_layer;
+    uint64_t prefetched;       /* experts read ahead on a prediction (prefetch) */
+    uint64_t predicted;        /* experts used where a prediction had been made */
+    uint64_t predicted_right;  /* of those, the ones predicted */
+} colibri_cache_stats;
+int colibri_model_cache_stats(const colibri_model* model, colibri_cache_stats* stats);
 void colibri_model_close(colibri_model* model);
 int32_t colibri_model_vocab_size(const colibri_model* model);
 int32_t colibri_model_layer_count(const colibri_model* model);

@@ -9,7 +9,8 @@ try {
   ({ default: OpenAI } = await import("openai"));
 } catch {
   console.error("the openai package is not installed: npm ci --prefix tests/server/openai (tools/install-deps.sh does it)");
-  process.exit(77);
+  // Skipped on a developer's machine without it; in CI (which ran install-deps.sh) a missing client is a failure.
+  process.exit(process.env.CI ? 1 : 77);
 }
 
 const [colibri, model] = process.argv.slice(2);
@@ -99,13 +100,14 @@ test("an aborted stream is cancelled, and only it", async () => {
   const before = await cancelled();
   const controller = new AbortController();
   const stream = await client.chat.completions.create(
-    { model: "demo", messages: [{ role: "user", content: "Go on" }], max_tokens: 300, stream: true, ignore_eos: true },
+    { model: "demo", messages: [{ role: "user", content: "Go on" }], max_tokens: 480, stream: true, ignore_eos: true },
     { signal: controller.signal });
   const beside = client.chat.completions.create(seeded);
+  // Abort at the first chunk (the demo model makes the 480 tokens in well under a second). The client ends
+  // the iteration quietly on its own abort (openai's Stream swallows the AbortError); no more chunks arrive.
   let n = 0;
-  await assert.rejects(async () => {
-    for await (const _ of stream) if (++n === 3) controller.abort();
-  });
+  for await (const _ of stream) if (++n === 1) controller.abort();
+  assert.ok(n < 100, `${n} chunks arrived after the abort`);
   assert.equal((await beside).choices[0].message.content, alone.choices[0].message.content);
   let after = before;
   for (let i = 0; i < 300 && after === before; ++i) {

@@ -2,8 +2,9 @@
 (transformers is not packaged for Debian 12). Used only to generate test data, never by Colibri itself.
 
 - AutoConfig.from_pretrained(dir) returns config.json (what transformers' to_dict() gives for these configs).
-- AutoTokenizer.from_pretrained(dir) loads a byte-level BPE tokenizer.json (the Qwen2/Qwen3 kind: an optional
-  NFC normalizer, a Split regex + ByteLevel pre-tokenizer, added tokens) and implements the part of the
+- AutoTokenizer.from_pretrained(dir) loads a byte-level BPE tokenizer.json (the Qwen2/Qwen3, gpt-oss and DeepSeek-V3
+  kind: no normalizer or NFC, Split regexes (Isolated) + ByteLevel pre-tokenizer, optional ignore_merges, added tokens;
+  tokenizer_config.json's add_bos_token / add_eos_token add BOS / EOS as transformers does) and implements the part of the
   PreTrainedTokenizerFast interface the converter uses: vocab / get_vocab(), get_added_vocab(),
   added_tokens_decoder, encode() and decode(). encode() is a plain BPE written from the algorithm; the
   converter hashes its output for a fixed text and accepts the tokenizer only if the hash is one it knows for a
@@ -64,15 +65,29 @@ class _ByteLevelBpe:
         for rank, m in enumerate(model["merges"]):
             a, b = m if isinstance(m, list) else m.split(" ")
             self._ranks[(a, b)] = rank
-        self._nfc = (tj.get("normalizer") or {}).get("type") == "NFC"
+        self._ignore_merges = bool(model.get("ignore_merges", False))
+        normalizer = tj.get("normalizer") or {}
+        self._nfc = normalizer.get("type") == "NFC"
+        if normalizer and not self._nfc and normalizer != {"type": "Sequence", "normalizers": []}:
+            raise ValueError("stand-in AutoTokenizer: only no normalizer or NFC")
         pre = tj.get("pre_tokenizer") or {}
         parts = pre.get("pretokenizers", [pre])
         splits = [p for p in parts if p.get("type") == "Split"]
-        if len(splits) != 1 or "Regex" not in splits[0]["pattern"]:
-            raise ValueError("stand-in AutoTokenizer: needs exactly one Split regex pre-tokenizer")
-        self._pattern = regex.compile(splits[0]["pattern"]["Regex"])
+        if not splits or any("Regex" not in p["pattern"] or p.get("behavior") != "Isolated" or p.get("invert") for p in splits):
+            raise ValueError("stand-in AutoTokenizer: needs Split regex pre-tokenizers (Isolated, not inverted)")
+        self._patterns = [regex.compile(p["pattern"]["Regex"]) for p in splits]
         self._added = {e["id"]: _AddedToken(e) for e in tj.get("added_tokens", [])}
         self._added_by_content = {t.content: i for i, t in self._added.items()}
+        config = {}
+        if (path / "tokenizer_config.json").exists():
+            with open(path / "tokenizer_config.json", encoding="utf-8") as f:
+                config = json.load(f)
+        name = lambda t: t.get("content") if isinstance(t, dict) else t  # noqa: E731
+        self._prefix, self._suffix = [], []
+        if config.get("add_bos_token") and name(config.get("bos_token")) in self.get_vocab():
+            self._prefix = [self.get_vocab()[name(config["bos_token"])]]
+        if config.get("add_eos_token") and name(config.get("eos_token")) in self.get_vocab():
+            self._suffix = [self.get_vocab()[name(config["eos_token"])]]
         self._byte_enc = _bytes_to_unicode()
         self._byte_dec = {c: b for b, c in self._byte_enc.items()}
         self._id_to_piece = {i: p for p, i in self._vocab.items()}
@@ -102,10 +117,16 @@ class _ByteLevelBpe:
                 continue
             if self._nfc:
                 piece = unicodedata.normalize("NFC", piece)
-            for m in self._pattern.finditer(piece):
-                word = "".join(self._byte_enc[b] for b in m.group(0).encode("utf-8"))
-                ids.extend(self._vocab[s] for s in self._bpe(word))
-        return ids
+            words = [piece]
+            for pattern in self._patterns:
+                words = [w for word in words for w in self._split(pattern, word)]
+            for w in words:
+                word = "".join(self._byte_enc[b] for b in w.encode("utf-8"))
+                if self._ignore_merges and word in self._vocab:
+                    ids.append(self._vocab[word])
+                else:
+                    ids.extend(self._vocab[s] for s in self._bpe(word))
+        return self._prefix + ids + self._suffix if add_special_tokens else ids
 
     def decode(self, ids, **_kwargs):
         out, pending = [], bytearray()
@@ -120,6 +141,20 @@ class _ByteLevelBpe:
         return "".join(out)
 
     # --- internals ---
+    @staticmethod
+    def _split(pattern, text):
+        """A Split pre-tokenizer with the Isolated behaviour: the matches and the text between them."""
+        out, last = [], 0
+        for m in pattern.finditer(text):
+            if m.start() > last:
+                out.append(text[last:m.start()])
+            if m.end() > m.start():
+                out.append(m.group(0))
+            last = m.end()
+        if last < len(text):
+            out.append(text[last:])
+        return out
+
     def _split_added(self, text):
         """Leftmost-longest matches of added tokens; the rest is plain text."""
         contents = sorted(self._added_by_content, key=len, reverse=True)

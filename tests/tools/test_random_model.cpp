@@ -1,0 +1,151 @@
+// colibri-make-model's real-size presets (tools/random_model.h): the presets' configs plan exactly the published
+// parameter counts of Qwen3-30B-A3B and gpt-oss-20b; random rows drawn straight in each storage type have about
+// the asked standard deviation, centred, deterministic per (seed, stream); a model written from a shrunken preset
+// config has the preset's types, passes `colibri check`, runs, and is byte-identical when written again.
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "../test_support.h"
+#include "engine/model_file.h"
+#include "kernels/matvec.h"
+#include "kernels/weight_types.h"
+#include "tools/convert_plan.h"
+#include "tools/random_model.h"
+
+using namespace colibri;
+using namespace colibri::test;
+using nlohmann::json;
+
+class TestRandomModel : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+    json preset_config(const QString& preset) {
+        const QString out = dir_.filePath(preset + "-config");
+        QProcess make;
+        make.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), {"--preset", preset, "--config-only", "-o", out});
+        if (!make.waitForFinished(60000) || make.exitCode() != 0) return json();
+        return json::parse(read_all(out + "/config.json").toStdString(), nullptr, false);
+    }
+
+private slots:
+    // Every tensor of the real models, counted: 30,532,122,624 and 20,914,757,184 parameters.
+    void presets_have_the_real_shapes_data() {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<qulonglong>("parameters");
+        QTest::newRow("qwen3-30b-a3b") << "qwen3-30b-a3b" << qulonglong(30532122624ull);
+        QTest::newRow("gpt-oss-20b") << "gpt-oss-20b" << qulonglong(20914757184ull);
+    }
+    void presets_have_the_real_shapes() {
+        QFETCH(QString, preset);
+        QFETCH(qulonglong, parameters);
+        const json cfg = preset_config(preset);
+        QVERIFY(cfg.is_object());
+        auto plan = tools::plan_model(cfg, {}, WeightType::Q4_K);
+        QVERIFY2(plan, plan.message().c_str());
+        uint64_t n = 0, bytes = 0;
+        for (const PlannedSection& s : plan.value().sections)
+            for (const PlannedTensor& t : s.tensors) n += t.rows * t.cols, bytes += t.rows * weight_row_bytes(t.type, t.cols);
+        qInfo("%s: %llu parameters, %.2f GB of tensors as q4_k", qPrintable(preset), (unsigned long long)n, double(bytes) / 1e9);
+        QCOMPARE(qulonglong(n), parameters);
+    }
+
+    // Drawn rows, 64 × 1024 values of sd 0.02: the sd within 25 % (mxfp4: a factor √2), the mean within 5 % of it.
+    void random_rows_data() {
+        QTest::addColumn<int>("type");
+        for (const WeightTypeInfo& w : weight_types())
+            if (w.matrix) QTest::newRow(w.name) << int(w.type);
+    }
+    void random_rows() {
+        QFETCH(int, type);
+        const WeightType t = static_cast<WeightType>(type);
+        const size_t rows = 64, cols = 1024, rb = weight_row_bytes(t, cols);
+        std::vector<uint8_t> q(rows * rb), again(rb);
+        for (size_t r = 0; r < rows; ++r) tools::random_row(t, cols, 0.02f, 5, r, q.data() + r * rb);
+        tools::random_row(t, cols, 0.02f, 5, 3, again.data());
+        QVERIFY(std::memcmp(again.data(), q.data() + 3 * rb, rb) == 0);     // the same stream, the same bytes
+        QVERIFY(std::memcmp(again.data(), q.data() + 4 * rb, rb) != 0);     // another stream, other bytes
+        double sum = 0, squares = 0;
+        std::vector<float> v(cols);
+        for (size_t r = 0; r < rows; ++r) {
+            kernels::dequantize_row(t, q.data(), cols, r, v.data());
+            for (float x : v) {
+                QVERIFY(std::isfinite(x));
+                sum += x, squares += double(x) * x;
+            }
+        }
+        const double n = double(rows * cols), mean = sum / n, sd = std::sqrt(squares / n - mean * mean);
+        qInfo("%s: mean %.2e, sd %.4f", weight_type_info(t).name, mean, sd);
+        const double tolerance = t == WeightType::MXFP4 ? 0.42 : 0.25;  // mxfp4's scales are powers of two
+        QVERIFY(std::fabs(sd / 0.02 - 1) < tolerance);
+        QVERIFY(std::fabs(mean) < 0.05 * 0.02);
+    }
+
+    // The presets' configs shrunk (2 layers, hidden 256, 8 experts, vocab 1024): written in the preset's types.
+    void shrunken_presets_write_and_run_data() { presets_have_the_real_shapes_data(); }
+    void shrunken_presets_write_and_run() {
+        QFETCH(QString, preset);
+        json cfg = preset_config(preset);
+        QVERIFY(cfg.is_object());
+        const bool gpt_oss = preset == "gpt-oss-20b";
+        cfg["num_hidden_layers"] = 2;
+        cfg["hidden_size"] = 256;
+        cfg["vocab_size"] = 1024;
+        // The special token ids move into the smaller vocabulary (a converter refuses ids past vocab_size).
+        for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+            if (cfg.contains(key)) cfg[key] = 1000;
+        cfg["num_attention_heads"] = 4;
+        cfg["num_key_value_heads"] = 2;
+        cfg[gpt_oss ? "num_local_experts" : "num_experts"] = 8;
+        cfg[gpt_oss ? "intermediate_size" : "moe_intermediate_size"] = 256;
+        if (gpt_oss) cfg["layer_types"] = json::array({"sliding_attention", "full_attention"});
+        tools::RandomModelOptions options;
+        options.matrix_type = gpt_oss ? WeightType::Q8_0 : WeightType::Q4_K;
+        if (gpt_oss) options.expert_type = WeightType::MXFP4;
+        const QString a = dir_.filePath(preset + "-a.bin"), b = dir_.filePath(preset + "-b.bin");
+        for (const QString& out : {a, b}) {
+            auto written = tools::write_random_model(cfg, out.toStdString(), options);
+            QVERIFY2(written, written.message().c_str());
+        }
+        QVERIFY(read_all(a) == read_all(b));
+        auto model = ModelFile::open(a.toStdString());
+        QVERIFY2(model, model.message().c_str());
+        for (const TensorView& t : model.value()->tensors()) {
+            const bool expert = t.name.find(".experts.") != std::string::npos && t.n_dims == 2;
+            const bool exact = t.n_dims == 1 || t.name.find("router") != std::string::npos;
+            const WeightType want = exact ? WeightType::F32 : expert && gpt_oss ? WeightType::MXFP4 : options.matrix_type;
+            QVERIFY2(t.type == want, (t.name + " is " + weight_type_info(t.type).name).c_str());
+        }
+        QCOMPARE(run_cli({"check", a, "--quiet"}).exit_code, 0);
+        const CliResult r = run_cli({"logits", "-m", a, "--tokens", "1,2,3,4", "--out", a + ".f32"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const std::vector<float> logits = read_f32(a + ".f32");
+        QCOMPARE(logits.size(), size_t(4 * 1024));
+        QVERIFY(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+    }
+
+    // An unwritable path is a one-line error and leaves nothing.
+    void bad_output_path() {
+        json cfg = preset_config("qwen3-30b-a3b");
+        QVERIFY(cfg.is_object());
+        const QString out = dir_.filePath("missing-dir/model.bin");
+        auto written = tools::write_random_model(cfg, out.toStdString(), tools::RandomModelOptions{});
+        QVERIFY(!written);
+        QVERIFY(!QFile::exists(out));
+        QProcess make;
+        make.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), {"--preset", "gpt-oss-20b", "-o", out});
+        QVERIFY(make.waitForFinished(60000));
+        QCOMPARE(make.exitCode(), 1);
+        const QByteArray err = make.readAllStandardError();
+        QVERIFY2(err.startsWith("colibri-make-model: ") && err.count('\n') == 1, err.constData());
+        QVERIFY(!QFile::exists(out));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRandomModel)
+#include "test_random_model.moc"

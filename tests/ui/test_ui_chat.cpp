@@ -1,0 +1,360 @@
+// The chat basics on the suites' random chat model, asserted on what is displayed: Markdown and code blocks rendered with
+// every generated character still linked to its token, copy a message or a code block, export as Markdown,
+// the input kept when a send fails, the live context gauge and tokens/s while streaming with a warning
+// before the context runs out, the transcript keeping its place, New conversation clearing every figure in
+// every view, the top-5 alternatives of a generated token on hover, and each reply's timing.
+#include <QApplication>
+#include <QClipboard>
+#include <QHelpEvent>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QTableView>
+#include <QTextBlock>
+#include <QTextBrowser>
+#include <QTextDocument>
+#include <QToolTip>
+
+#include "ui/markdown.h"
+#include "ui/views/analysis_view.h"
+#include "ui/views/chat_view.h"
+#include "ui/views/heatmap_view.h"
+#include "ui/views/main_window.h"
+#include "ui/views/profiler_view.h"
+#include "ui/views/routing_view.h"
+#include "ui_test_support.h"
+
+using namespace colibri;
+using namespace colibri::studio;
+using namespace colibri::test;
+
+namespace {
+
+// The fragment holding document position `at`.
+QTextFragment fragment_at(const QTextDocument& doc, int at) {
+    for (QTextBlock b = doc.begin(); b.isValid(); b = b.next())
+        for (auto it = b.begin(); !it.atEnd(); ++it)
+            if (it.fragment().contains(at)) return it.fragment();
+    return {};
+}
+
+QTextBlock block_starting(const QTextDocument& doc, const QString& text) {
+    for (QTextBlock b = doc.begin(); b.isValid(); b = b.next())
+        if (b.text().startsWith(text)) return b;
+    return {};
+}
+
+}  // namespace
+
+class TestChat : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    std::unique_ptr<MainWindow> window_;
+
+    bool send(const QString& text, int max_tokens) {
+        QSignalSpy finished(window_->chat(), &ChatController::finished);
+        window_->chat_view()->set_settings(greedy(max_tokens));
+        window_->chat_view()->input()->setPlainText(text);
+        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
+        return wait_for(finished, 1, 120000);
+    }
+
+private slots:
+    void initTestCase() {
+        MainWindowOptions options;
+        options.persist_settings = false;
+        window_ = std::make_unique<MainWindow>(options);
+        window_->resize(1280, 720);
+        window_->show();
+        QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
+        QSignalSpy loaded(window_.get(), &MainWindow::modelLoaded);
+        window_->open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
+        QVERIFY(wait_for(loaded, 1));
+    }
+
+    void cleanupTestCase() { window_.reset(); }
+
+    // The empty transcript says what to do next: open a model, then, once one is open, write to it.
+    void empty_transcript_says_what_to_do() {
+        MainWindowOptions options;
+        options.persist_settings = false;
+        MainWindow empty(options);
+        QVERIFY(empty.chat_view()->transcript()->placeholderText().startsWith(QStringLiteral("Open a model")));
+        QVERIFY(window_->chat_view()->transcript()->document()->isEmpty());
+        QCOMPARE(window_->chat_view()->transcript()->placeholderText(), QStringLiteral("Write a message below; Ctrl+Return sends it."));
+    }
+
+    // The renderer alone: formats, code blocks and the tag of every character.
+    void markdown_keeps_each_characters_token() {
+        TaggedText t;
+        const QStringList pieces = {"# Title\n", "Some **bold** and `code`.\n", "```python\n", "x = 1\n", "```\n", "- item\n", "1. first\n",
+                                    "> quoted\n", "---\n", "a [link](http://example.org) here"};
+        for (int i = 0; i < pieces.size(); ++i) t.append(pieces[i], i);
+        QTextDocument doc;
+        QTextCursor c(&doc);
+        MarkdownStyle style;
+        style.code_background = QColor(240, 240, 240);
+        style.code_font = QFont(QStringLiteral("monospace"));
+        MarkdownHooks hooks;
+        hooks.tag_format = [](int tag, QTextCharFormat& f) {
+            f.setAnchor(true);
+            f.setAnchorHref(QStringLiteral("tok:%1").arg(tag));
+        };
+        hooks.copy_href = [](int block) { return QStringLiteral("copycode:0:%1").arg(block); };
+        const auto blocks = render_markdown(c, t, style, hooks);
+        QCOMPARE(blocks.size(), size_t(1));
+        QCOMPARE(blocks[0].language, QStringLiteral("python"));
+        QCOMPARE(blocks[0].code, QStringLiteral("x = 1\n"));
+        // The heading: its text without the #, bold and larger.
+        const QTextBlock title = doc.begin();
+        QCOMPARE(title.text(), QStringLiteral("Title"));
+        QCOMPARE(title.begin().fragment().charFormat().fontWeight(), int(QFont::Bold));
+        QCOMPARE(title.begin().fragment().charFormat().anchorHref(), QStringLiteral("tok:0"));
+        // Emphasis and a code span, with the markers gone and the tags kept.
+        const QTextBlock line = block_starting(doc, QStringLiteral("Some "));
+        QCOMPARE(line.text(), QStringLiteral("Some bold and code."));
+        const QTextFragment bold = fragment_at(doc, line.position() + 5);
+        QCOMPARE(bold.text(), QStringLiteral("bold"));
+        QCOMPARE(bold.charFormat().fontWeight(), int(QFont::Bold));
+        QCOMPARE(bold.charFormat().anchorHref(), QStringLiteral("tok:1"));
+        const QTextFragment code = fragment_at(doc, line.position() + 14);
+        QCOMPARE(code.text(), QStringLiteral("code"));
+        QVERIFY(code.charFormat().fontFixedPitch());
+        QCOMPARE(code.charFormat().background().color(), QColor(240, 240, 240));
+        // The fenced block: a header with the language and a copy link, then the code on its background.
+        const QTextBlock header = block_starting(doc, QStringLiteral("python"));
+        QVERIFY(header.isValid());
+        QVERIFY(header.text().contains(QStringLiteral("Copy code")));
+        const QTextBlock body = block_starting(doc, QStringLiteral("x = 1"));
+        QVERIFY(body.isValid());
+        QCOMPARE(body.blockFormat().background().color(), QColor(240, 240, 240));
+        QVERIFY(body.begin().fragment().charFormat().fontFixedPitch());
+        QCOMPARE(body.begin().fragment().charFormat().anchorHref(), QStringLiteral("tok:3"));
+        QVERIFY(block_starting(doc, QStringLiteral("•  item")).isValid());
+        QVERIFY(block_starting(doc, QStringLiteral("1. first")).isValid());
+        QVERIFY(block_starting(doc, QStringLiteral("quoted")).isValid());
+        const QTextBlock link = block_starting(doc, QStringLiteral("a link here"));
+        QVERIFY(link.isValid());
+        QCOMPARE(fragment_at(doc, link.position() + 2).charFormat().toolTip(), QStringLiteral("http://example.org"));
+        // What is not Markdown stays as typed: unmatched markers, a flood of them, an unclosed fence.
+        for (const QString& text : {QStringLiteral("2 * 3 = 6 and a_b_c and `open"), QString(20000, QLatin1Char('*')),
+                                    QStringLiteral("a") + QString(5000, QLatin1Char('`')) + QStringLiteral("x"), QStringLiteral("**not closed")}) {
+            QTextDocument d;
+            QTextCursor dc(&d);
+            TaggedText plain;
+            plain.append(text, -1);
+            render_markdown(dc, plain, style, {});
+            QString want = text;
+            if (text.size() == 20000) want.clear();  // a rule of stars, drawn as a line
+            QCOMPARE(d.toPlainText(), want);
+        }
+        QTextDocument d;
+        QTextCursor dc(&d);
+        TaggedText fence;
+        fence.append(QStringLiteral("```\nstill streaming"), 7);
+        QCOMPARE(render_markdown(dc, fence, style, {}).size(), size_t(1));  // the open fence is a block already
+    }
+
+    void reply_shows_tokens_timing_and_alternatives() {
+        QVERIFY(send(QStringLiteral("Hello! What do hummingbirds eat?"), 16));
+        ChatView* chat = window_->chat_view();
+        chat->flush();
+        const auto& messages = window_->conversation()->messages();
+        QCOMPARE(messages.size(), 2);
+        const ConversationMessage& reply = messages.back();
+        // Its timing, in the message's header.
+        QVERIFY(reply.timing.valid());
+        QCOMPARE(reply.timing.generated, reply.token_count);
+        QVERIFY(reply.timing.decode_seconds > 0);
+        const QString shown = chat->transcript()->toPlainText();
+        QVERIFY2(shown.contains(timing_text(reply.timing)), qPrintable(shown));
+        QVERIFY(timing_text(reply.timing).contains(QStringLiteral("tokens/s")));
+        // Each generated token: the model's top 5 where it was sampled, greedy took the first.
+        int hovered = -1;
+        for (int p = reply.first_token; p < reply.first_token + reply.token_count; ++p) {
+            const ConversationToken* t = window_->conversation()->token(p);
+            QCOMPARE(t->trace.alternatives.size(), size_t(5));
+            QCOMPARE(t->trace.alternatives.front().token, t->trace.token);
+            QCOMPARE(t->trace.alternatives.front().probability, t->trace.probability);
+            float sum = 0;
+            for (size_t i = 0; i < 5; ++i) {
+                sum += t->trace.alternatives[i].probability;
+                if (i > 0) QVERIFY(t->trace.alternatives[i].probability <= t->trace.alternatives[i - 1].probability);
+            }
+            QVERIFY(sum <= 1.0001f && sum > 0);
+            if (hovered < 0 && !t->end_of_turn && !t->trace.text.trimmed().isEmpty()) hovered = p;
+        }
+        QVERIFY(hovered >= 0);
+        const QString tip = chat->token_tooltip(hovered);
+        QVERIFY2(tip.contains(QStringLiteral("top 5")) && tip.contains(QStringLiteral("▸")) && tip.count(QStringLiteral(" %")) >= 6, qPrintable(tip));
+        // Hovered in the transcript, the tooltip shows.
+        const int at = chat->anchor_position(hovered);
+        QVERIFY(at >= 0);
+        QTextCursor cursor(chat->transcript()->document());
+        cursor.setPosition(at + 1);
+        const QPoint pos = chat->transcript()->cursorRect(cursor).center() - QPoint(2, 0);
+        QHelpEvent help(QEvent::ToolTip, pos, chat->transcript()->viewport()->mapToGlobal(pos));
+        QApplication::sendEvent(chat->transcript()->viewport(), &help);
+        QTRY_VERIFY_WITH_TIMEOUT(QToolTip::isVisible(), 2000);
+        QVERIFY2(QToolTip::text().contains(QStringLiteral("model probability")), qPrintable(QToolTip::text()));
+        QToolTip::hideText();
+    }
+
+    void copy_and_export() {
+        ChatView* chat = window_->chat_view();
+        const auto& messages = window_->conversation()->messages();
+        QVERIFY(messages.size() >= 2);
+        chat->open_link(QUrl(QStringLiteral("copy:0")));
+        QCOMPARE(QApplication::clipboard()->text(), messages[0].content);
+        chat->open_link(QUrl(QStringLiteral("copy:1")));
+        QCOMPARE(QApplication::clipboard()->text(), messages[1].content);
+        // Every message has its copy link in the transcript.
+        QCOMPARE(chat->transcript()->toPlainText().count(QStringLiteral("Copy")), static_cast<int>(messages.size()));
+        const QString md = dir_.filePath(QStringLiteral("conversation.md"));
+        QVERIFY(window_->export_markdown(md).is_ok());
+        const QString text = QString::fromUtf8(read_all(md));
+        QVERIFY2(text.startsWith(QStringLiteral("# Conversation\n\n## You\n\nHello! What do hummingbirds eat?\n\n## Model\n\n*")), qPrintable(text));
+        QVERIFY(text.contains(timing_text(messages[1].timing)));
+        QVERIFY(text.contains(messages[1].content.trimmed()));
+        QVERIFY(!window_->export_markdown(dir_.filePath(QStringLiteral("no/such/dir/x.md"))).is_ok());
+    }
+
+    // A reply whose content is Markdown (a loaded conversation): rendered, and its code block copied.
+    void markdown_in_the_transcript() {
+        const QByteArray json = R"({"format":"colibri-studio-conversation","version":1,"system":"",
+            "messages":[{"role":"user","content":"Show me C++"},
+                        {"role":"assistant","content":"## Answer\nUse **this**:\n```cpp\nint x = 1;\n```\nDone."}],
+            "tokens":[]})";
+        const QString path = write_all(dir_.filePath(QStringLiteral("md.json")), json);
+        QVERIFY(window_->load_conversation(path).is_ok());
+        ChatView* chat = window_->chat_view();
+        const QTextDocument* doc = chat->transcript()->document();
+        const QTextBlock code = block_starting(*doc, QStringLiteral("int x = 1;"));
+        QVERIFY(code.isValid());
+        QVERIFY(code.blockFormat().hasProperty(QTextFormat::BackgroundBrush));
+        QVERIFY(code.begin().fragment().charFormat().fontFixedPitch());
+        QVERIFY(!chat->transcript()->toPlainText().contains(QStringLiteral("```")));
+        QVERIFY(!chat->transcript()->toPlainText().contains(QStringLiteral("**")));
+        chat->open_link(QUrl(QStringLiteral("copycode:1:0")));
+        QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("int x = 1;\n"));
+        window_->chat()->new_conversation();
+    }
+
+    void failed_send_keeps_the_input() {
+        ChatView* chat = window_->chat_view();
+        // A reply longer than the whole context cannot run: the worker refuses, the message comes back.
+        QSignalSpy failed(window_->chat(), &ChatController::failed);
+        chat->set_settings(greedy(1 << 20));
+        chat->input()->setPlainText(QStringLiteral("This will not fit."));
+        QTest::mouseClick(chat->send_button(), Qt::LeftButton);
+        QVERIFY(wait_for(failed, 1, 30000));
+        QCOMPARE(chat->input()->toPlainText(), QStringLiteral("This will not fit."));
+        QVERIFY2(chat->error_label()->text().contains(QStringLiteral("exceed the context")), qPrintable(chat->error_label()->text()));
+        QVERIFY(window_->conversation()->messages().isEmpty());
+        chat->input()->clear();
+    }
+
+    void live_gauge_speed_and_overflow_warning() {
+        ChatView* chat = window_->chat_view();
+        window_->chat()->new_conversation();
+        const int context = window_->chat()->model().context;
+        QVERIFY(context > 100);
+        // A reply allowed nearly the whole context: once what is left is less than a reply may take, a warning.
+        chat->set_settings(greedy(context - 40));
+        chat->input()->setPlainText(QStringLiteral("Count to a thousand."));
+        QSignalSpy generated(window_->worker(), &EngineWorker::tokenGenerated);
+        QSignalSpy finished(window_->chat(), &ChatController::finished);
+        QTest::mouseClick(chat->send_button(), Qt::LeftButton);
+        QVERIFY(wait_for(generated, 30, 120000));
+        QTest::qWait(100);
+        const int used = chat->context_bar()->value();
+        QVERIFY2(chat->speed_label()->text().startsWith(QStringLiteral("generating")), qPrintable(chat->speed_label()->text()));
+        QVERIFY2(chat->speed_label()->text().contains(QStringLiteral("tokens/s")), qPrintable(chat->speed_label()->text()));
+        QVERIFY(used > 8 && used <= window_->conversation()->size() + 1);
+        QCOMPARE(chat->context_bar()->maximum(), context);
+        QVERIFY2(chat->context_warning()->text().contains(QStringLiteral("tokens of context left")), qPrintable(chat->context_warning()->text()));
+        // It moves while the reply streams: with the next tokens, however busy the machine.
+        QTRY_VERIFY_WITH_TIMEOUT(chat->context_bar()->value() > used, 60000);
+        chat->stop_button()->click();
+        QVERIFY(wait_for(finished, 1, 60000));
+        chat->set_settings(greedy(16));
+        QVERIFY(chat->context_warning()->text().isEmpty());  // a short reply fits again
+    }
+
+    // Clicking a token, a rebuild after a reply, or a reply streaming in: the transcript stays where it was read.
+    void transcript_keeps_its_place() {
+        window_->chat()->new_conversation();
+        for (int i = 0; i < 3; ++i) QVERIFY(send(QStringLiteral("Tell me more, part %1.").arg(i), 60));
+        ChatView* chat = window_->chat_view();
+        QScrollBar* bar = chat->transcript()->verticalScrollBar();
+        QVERIFY2(bar->maximum() > 0, "the transcript should scroll");
+        bar->setValue(bar->maximum() / 2);
+        const int middle = bar->value();
+        const auto& m = window_->conversation()->messages();
+        window_->conversation()->select(m[1].first_token + 1);
+        QCOMPARE(bar->value(), middle);
+        window_->conversation()->select(m[3].first_token + 2);
+        QCOMPARE(bar->value(), middle);
+        // A new reply streams in and finishes while the reader is at the top.
+        bar->setValue(0);
+        QVERIFY(send(QStringLiteral("And the end?"), 40));
+        chat->flush();
+        QCOMPARE(bar->value(), 0);
+        // At the bottom, the view follows the reply.
+        bar->setValue(bar->maximum());
+        QVERIFY(send(QStringLiteral("One more."), 40));
+        chat->flush();
+        QCOMPARE(bar->value(), bar->maximum());
+    }
+
+    void new_conversation_clears_every_figure() {
+        window_->chat()->new_conversation();
+        QVERIFY(send(QStringLiteral("Hello again."), 12));
+        window_->conversation()->select(window_->conversation()->size() - 2);
+        ChatView* chat = window_->chat_view();
+        window_->routing_view()->refresh();
+        window_->heatmap_view()->refresh();
+        window_->profiler_view()->refresh();
+        window_->analysis_view()->refresh();
+        QVERIFY(!chat->speed_label()->text().isEmpty());
+        QVERIFY(chat->context_bar()->value() > 0);
+        QVERIFY(window_->routing_view()->table_model()->rowCount() > 0);
+        QVERIFY(window_->heatmap_view()->heatmap_model()->rowCount() > 0);
+        QVERIFY(window_->profiler_view()->layer_model()->rowCount() > 0);
+        QVERIFY(window_->profiler_view()->token_model()->rowCount() > 0);
+        QVERIFY(window_->analysis_view()->coactivation_model()->rowCount() > 0);
+        QVERIFY(!window_->routing_view()->text()->toPlainText().isEmpty());
+        QTest::mouseClick(chat->new_button(), Qt::LeftButton);
+        QVERIFY(chat->speed_label()->text().isEmpty());
+        QCOMPARE(chat->context_bar()->value(), 0);
+        QVERIFY(chat->context_warning()->text().isEmpty());
+        QVERIFY(chat->error_label()->text().isEmpty());
+        QVERIFY(chat->transcript()->toPlainText().isEmpty());
+        QCOMPARE(window_->routing_view()->table_model()->rowCount(), 0);
+        QTRY_COMPARE_WITH_TIMEOUT(window_->routing_view()->text()->toPlainText(), QString(), 3000);
+        QTRY_COMPARE_WITH_TIMEOUT(window_->heatmap_view()->heatmap_model()->rowCount(), 0, 3000);
+        QTRY_COMPARE_WITH_TIMEOUT(window_->profiler_view()->layer_model()->rowCount(), 0, 3000);
+        QCOMPARE(window_->profiler_view()->token_model()->rowCount(), 0);
+        QVERIFY(window_->profiler_view()->summary_label()->text().startsWith(QStringLiteral("No tokens profiled yet")));
+        QTRY_COMPARE_WITH_TIMEOUT(window_->analysis_view()->coactivation_model()->rowCount(), 0, 3000);
+        QCOMPARE(window_->analysis_view()->repetition_model()->rowCount(), 0);
+        // New conversation in the middle of a reply: nothing of that reply comes back afterwards.
+        QSignalSpy generated(window_->worker(), &EngineWorker::tokenGenerated);
+        chat->set_settings(greedy(500));
+        chat->input()->setPlainText(QStringLiteral("A long one."));
+        QTest::mouseClick(chat->send_button(), Qt::LeftButton);
+        QVERIFY(wait_for(generated, 3, 60000));
+        QTest::mouseClick(chat->new_button(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!window_->chat()->generating(), 30000);
+        QTest::qWait(200);
+        QCOMPARE(window_->conversation()->size(), 0);
+        QVERIFY(window_->conversation()->messages().isEmpty());
+        QVERIFY(chat->transcript()->toPlainText().isEmpty());
+        QVERIFY(chat->speed_label()->text().isEmpty());
+    }
+};
+
+QTEST_MAIN(TestChat)
+#include "test_ui_chat.moc"

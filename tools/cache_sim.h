@@ -1,0 +1,93 @@
+// colibri cache-sim: replays a recorded routing trace (colibri route --json) through the expert-cache policies
+// of engine/expert_slots.h and Belady's offline optimum, per layer, for a range of slot counts per layer.
+// A slot holds one routed expert; each MoE layer has its own slots, as in the budgeted engine.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/expert_slots.h"
+#include "engine/status.h"
+
+namespace colibri::tools {
+
+// Per MoE layer, per position: the experts the router chose.
+struct RoutingTrace {
+    uint32_t n_experts = 0;  // the trace's "n_experts", else the largest id seen + 1
+    uint32_t top_k = 0;      // experts per token (the same at every layer and position)
+    std::vector<uint32_t> layers;                             // layer ids, in the trace's order
+    std::vector<std::vector<std::vector<uint32_t>>> choices;  // [layer index][position][top_k]
+    // route --predict: the experts predicted for each position at the layer before ([layer index][position][top_k];
+    // empty for a layer without predictions, e.g. the first MoE layer).
+    std::vector<std::vector<std::vector<uint32_t>>> predicted;
+    bool has_predictions() const;
+};
+
+inline constexpr uint64_t kMaxTraceBytes = uint64_t(1) << 30;
+
+// Reads route's JSON: {"n_experts"?: N, "layers": [{"layer": L, "experts": [[ids], ...], "predicted"?: [[ids], ...]},
+// ...]}. Every position of every layer must choose top_k distinct ids in [0, n_experts); so must every
+// prediction, one per position where a layer has them.
+Result<RoutingTrace> parse_routing_trace(std::string_view text);
+Result<RoutingTrace> read_routing_trace(const std::string& path);
+
+struct LayerHits {
+    uint32_t layer = 0;
+    uint64_t hits = 0;
+    uint64_t accesses = 0;
+    uint64_t prefetched = 0;  // with prediction: experts loaded ahead of their token
+};
+
+struct ReplayResult {
+    std::string policy;  // lru, lfru, pinned, belady; lru+prediction
+    uint32_t slot_count = 0;  // per layer
+    std::vector<LayerHits> layers;
+    uint64_t hits = 0, accesses = 0, prefetched = 0;
+    double rate() const { return accesses ? double(hits) / double(accesses) : 0.0; }
+};
+
+// Per layer, the hot set the Pinned policy keeps at `slots` slots: the slots - top_k experts `source` used most
+// at that layer (no pins for a layer the source lacks). The other top_k slots serve everything else.
+std::vector<std::vector<uint32_t>> pinned_sets(const RoutingTrace& trace, const RoutingTrace& source, uint32_t n_slots);
+
+// Per model layer (index = layer id, up to the largest in the trace): its experts by use in the trace, most
+// used first (ties: lower id), unused ones left out; what the engine's pinned policy reads.
+std::vector<std::vector<uint32_t>> hot_experts(const RoutingTrace& trace);
+
+// Each token's choice at a layer is one group (engine/expert_slots.h); the cache starts empty. With prediction
+// (a trace from route --predict), before each token's choice at a layer its predicted experts are loaded as a
+// group of their own, as the engine's --cache-prefetch does; loads of predicted experts are not hits or misses.
+ReplayResult replay(const RoutingTrace& trace, CachePolicy policy, uint32_t n_slots, const RoutingTrace& pin_source,
+                    bool with_prediction = false);
+
+// Per layer with predictions: of the experts its tokens chose, the share the prediction named.
+struct PredictionAccuracy {
+    uint32_t layer = 0;
+    uint64_t right = 0, chosen = 0;
+};
+std::vector<PredictionAccuracy> prediction_accuracy(const RoutingTrace& trace);
+// Belady's MIN: on a miss evict the resident expert used again furthest in the future (optimal for demand
+// fetching; the hits no online policy can beat).
+ReplayResult replay_belady(const RoutingTrace& trace, uint32_t n_slots);
+
+// "A..B" (every count from A to B), "N", or "A,B,C"; each between top_k and n_experts.
+Result<std::vector<uint32_t>> parse_slot_counts(std::string_view text, const RoutingTrace& trace);
+// 12.5 %, 25 %, 50 % and 75 % of the experts (at least top_k), distinct, ascending.
+std::vector<uint32_t> default_slot_counts(const RoutingTrace& trace);
+
+struct CacheSimReport {
+    uint32_t n_experts = 0, top_k = 0, positions = 0;
+    size_t layers = 0;
+    std::string pin_source;  // "in-sample" or the path of the trace the hot set was learned from
+    std::vector<ReplayResult> runs;  // per slot count: lru, lfru, pinned, belady (and lru+prediction with predictions)
+    size_t runs_per_count = 4;
+    std::vector<PredictionAccuracy> prediction;  // empty without predictions
+};
+CacheSimReport cache_sim(const RoutingTrace& trace, const std::vector<uint32_t>& slot_counts,
+                         const RoutingTrace& pin_source, std::string pin_source_name);
+nlohmann::json cache_sim_json(const CacheSimReport& report);
+std::string cache_sim_text(const CacheSimReport& report);
+
+}  // namespace colibri::tools

@@ -1,0 +1,226 @@
+#include "tools/export_gguf.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "engine/model_file.h"
+#include "engine/schema.h"
+#include "engine/temp_output.h"
+#include "kernels/weight_types.h"
+#include "tools/ggml_dequant.h"
+#include "tools/gguf_names.h"
+
+namespace colibri::tools {
+namespace {
+
+using format::Family;
+using format::HyperParams;
+
+// GGUF metadata value types (gguf.h's gguf_type).
+enum : uint32_t { kU32 = 4, kF32 = 6, kBool = 7, kString = 8 };
+constexpr uint64_t kAlignment = 32;  // GGUF's default general.alignment
+
+uint64_t aligned(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
+
+// The header, metadata and tensor infos, built in memory.
+class Header {
+public:
+    void u32(uint32_t v) { put(&v, 4); }
+    void u64(uint64_t v) { put(&v, 8); }
+    void str(const std::string& s) {
+        u64(s.size());
+        put(s.data(), s.size());
+    }
+    void kv_u32(const std::string& key, uint32_t v) { key_type(key, kU32), u32(v); }
+    void kv_f32(const std::string& key, float v) { key_type(key, kF32), put(&v, 4); }
+    void kv_bool(const std::string& key, bool v) {
+        key_type(key, kBool);
+        const uint8_t b = v;
+        put(&b, 1);
+    }
+    void kv_str(const std::string& key, const std::string& v) { key_type(key, kString), str(v); }
+    size_t kv_count() const { return kvs_; }
+    const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+private:
+    void key_type(const std::string& key, uint32_t type) {
+        str(key);
+        u32(type);
+        ++kvs_;
+    }
+    void put(const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        bytes_.insert(bytes_.end(), b, b + n);
+    }
+    std::vector<uint8_t> bytes_;
+    size_t kvs_ = 0;
+};
+
+struct OutTensor {
+    std::string name;
+    std::vector<uint64_t> ne;              // ggml order: ne[0] the contiguous dimension
+    WeightType type;
+    std::vector<const TensorView*> parts;  // the tensor, or each expert's slice of a stack in order
+    uint32_t permute_heads = 0;
+    uint64_t offset = 0, size = 0;
+};
+
+// The hyper-parameters under llama.cpp's keys for the family (what its converter writes for the same config).
+void write_hparams(Header& h, Family family, const HyperParams& hp, const std::vector<bool>& moe_layer, const char* arch) {
+    const std::string a = arch;
+    const bool old_family = family == Family::Mixtral || family == Family::Qwen2Moe || family == Family::Olmoe;
+    const bool deepseek = family == Family::DeepseekV3, sigmoid = deepseek || family == Family::Glm4Moe;
+    h.kv_str("general.architecture", a);
+    h.kv_str("general.name", "colibri export");
+    h.kv_u32("general.quantization_version", 2);
+    h.kv_u32(a + ".block_count", hp.n_layers);
+    h.kv_u32(a + ".context_length", hp.max_position);
+    h.kv_u32(a + ".embedding_length", hp.hidden_size);
+    h.kv_u32(a + ".feed_forward_length", hp.dense_ffn ? hp.dense_ffn : hp.expert_ffn);
+    h.kv_u32(a + ".attention.head_count", hp.n_heads);
+    h.kv_u32(a + ".attention.head_count_kv", deepseek ? 1 : hp.n_kv_heads);  // MLA: one shared latent
+    h.kv_f32(a + ".rope.freq_base", hp.rope_theta);
+    h.kv_f32(a + ".attention.layer_norm_rms_epsilon", hp.rms_eps);
+    h.kv_u32(a + ".expert_count", hp.n_experts);
+    h.kv_u32(a + ".expert_used_count", hp.n_experts_active);
+    const uint32_t rotary = hp.rotary_dim ? hp.rotary_dim : hp.head_dim;
+    if (deepseek) {
+        // key_length/value_length are the latent's as llama.cpp's MLA path reads them; *_mla the per-head sizes.
+        h.kv_u32(a + ".attention.key_length", hp.kv_lora_rank + rotary);
+        h.kv_u32(a + ".attention.value_length", hp.kv_lora_rank);
+        h.kv_u32(a + ".attention.key_length_mla", hp.head_dim);
+        h.kv_u32(a + ".attention.value_length_mla", hp.v_head_dim);
+        if (hp.q_lora_rank) h.kv_u32(a + ".attention.q_lora_rank", hp.q_lora_rank);
+        h.kv_u32(a + ".attention.kv_lora_rank", hp.kv_lora_rank);
+    } else if (!old_family || hp.head_dim * hp.n_heads != hp.hidden_size) {
+        h.kv_u32(a + ".attention.key_length", hp.head_dim);
+        h.kv_u32(a + ".attention.value_length", hp.head_dim);
+    }
+    h.kv_u32(a + ".vocab_size", hp.vocab_size);
+    if (family == Family::Mixtral || deepseek || family == Family::Glm4Moe) h.kv_u32(a + ".rope.dimension_count", rotary);
+    if (family != Family::Mixtral && family != Family::Olmoe) h.kv_u32(a + ".expert_feed_forward_length", hp.expert_ffn);
+    if (family == Family::Qwen2Moe && hp.shared_expert_ffn) h.kv_u32(a + ".expert_shared_feed_forward_length", hp.shared_expert_ffn);
+    if (family == Family::Olmoe && hp.clip_qkv > 0) h.kv_f32(a + ".attention.clamp_kqv", hp.clip_qkv);
+    if (family == Family::GptOss && hp.sliding_window) h.kv_u32(a + ".attention.sliding_window", hp.sliding_window);
+    if (sigmoid) {
+        uint32_t leading_dense = 0;
+        while (leading_dense < moe_layer.size() && !moe_layer[leading_dense]) ++leading_dense;
+        h.kv_u32(a + ".leading_dense_block_count", leading_dense);
+        h.kv_u32(a + ".expert_shared_count", hp.expert_ffn ? hp.shared_expert_ffn / hp.expert_ffn : 0);
+        h.kv_u32(a + ".expert_group_count", hp.n_group ? hp.n_group : 1);
+        h.kv_u32(a + ".expert_group_used_count", hp.topk_group ? hp.topk_group : 1);
+        h.kv_f32(a + ".expert_weights_scale", hp.routed_scaling > 0 ? hp.routed_scaling : 1.0f);
+        h.kv_u32(a + ".expert_gating_func", 2);  // sigmoid (gguf.ExpertGatingFuncType)
+    }
+    // llama.cpp renormalises qwen3moe's top-k weights whatever the key says, and its converter writes none.
+    const bool norm_key = family != Family::Mixtral && family != Family::Qwen3Moe && family != Family::GptOss;
+    if (norm_key && (sigmoid || (hp.flags & format::kNormTopkProb))) h.kv_bool(a + ".expert_weights_norm", hp.flags & format::kNormTopkProb);
+    if (hp.rope_scaling == uint8_t(format::RopeScaling::Yarn)) {
+        h.kv_str(a + ".rope.scaling.type", "yarn");
+        h.kv_f32(a + ".rope.scaling.factor", hp.rope_factor);
+        h.kv_u32(a + ".rope.scaling.original_context_length", hp.rope_original_max_position);
+        h.kv_f32(a + ".rope.scaling.yarn_beta_fast", hp.yarn_beta_fast > 0 ? hp.yarn_beta_fast : 32.0f);
+        h.kv_f32(a + ".rope.scaling.yarn_beta_slow", hp.yarn_beta_slow > 0 ? hp.yarn_beta_slow : 1.0f);
+        if (deepseek && hp.yarn_mscale_all_dim > 0) h.kv_f32(a + ".rope.scaling.yarn_log_multiplier", 0.1f * hp.yarn_mscale_all_dim);
+    }
+    // No vocabulary: llama.cpp makes vocab_size placeholder tokens.
+    h.kv_str("tokenizer.ggml.model", "none");
+}
+
+}  // namespace
+
+Status export_gguf(const std::string& bin_path, const std::string& out_path) {
+    auto file = ModelFile::open(bin_path);
+    if (!file) return file.status();
+    const ModelFile& m = *file.value();
+    const HyperParams& hp = m.hparams();
+    const Family family = static_cast<Family>(m.header().family);
+    const char* arch = gguf_architecture(family);
+    if (arch == nullptr) return error(bin_path + ": no GGUF architecture for this family");
+
+    std::vector<bool> moe_layer;
+    for (const format::LayerEntry& l : m.layers()) moe_layer.push_back(l.is_moe & 1);
+    std::vector<OutTensor> out;
+    std::map<std::string, size_t> by_name;
+    for (const schema::TensorSpec& spec : schema::tensors(family, hp, moe_layer)) {
+        const TensorView* t = m.find_tensor(spec.name);
+        if (t == nullptr) return error(bin_path + ": tensor " + spec.name + " is missing");
+        const std::optional<GgufPlace> place = gguf_place(family, hp, spec);
+        if (!place) return error(bin_path + ": tensor " + spec.name + " has no place in a " + arch + " GGUF file");
+        auto [it, fresh] = by_name.emplace(place->name, out.size());
+        if (fresh) {
+            OutTensor o;
+            o.name = place->name;
+            o.type = t->type;
+            o.permute_heads = place->permute_heads;
+            if (t->n_dims == 1 || place->as_row) o.ne = {t->n_dims == 1 ? t->rows : t->cols};
+            else if (place->flattened) o.ne = {t->cols, t->rows / hp.n_heads, hp.n_heads};  // per head, as llama.cpp keeps it
+            else o.ne = {t->cols, t->rows};
+            if (place->expert >= 0) o.ne.push_back(hp.n_experts);
+            o.parts.assign(place->expert >= 0 ? hp.n_experts : 1, nullptr);
+            out.push_back(std::move(o));
+        }
+        OutTensor& o = out[it->second];
+        const size_t part = place->expert >= 0 ? size_t(place->expert) : 0;
+        if (part >= o.parts.size() || o.parts[part] != nullptr) return error(bin_path + ": tensor " + spec.name + " maps twice onto " + o.name);
+        if (t->type != o.type)
+            return error(bin_path + ": the experts stacked in " + o.name + " differ in type (" + format::weight_type_name(t->type) +
+                         " and " + format::weight_type_name(o.type) + "); a GGUF stack has one type");
+        o.parts[part] = t;
+    }
+
+    Header h;
+    h.u32(0x46554747u);  // "GGUF"
+    h.u32(3);
+    h.u64(out.size());
+    const size_t kv_count_at = h.bytes().size();
+    h.u64(0);  // kv count, patched below
+    write_hparams(h, family, hp, moe_layer, arch);
+    const size_t kvs = h.kv_count();
+    uint64_t data = 0;
+    for (OutTensor& o : out) {
+        for (const TensorView* p : o.parts)
+            if (p == nullptr) return error(bin_path + ": " + o.name + " misses an expert");
+        uint64_t n = 1;
+        for (uint64_t d : o.ne) n *= d;
+        o.size = n / weight_type_info(o.type).block_values * weight_type_info(o.type).block_bytes;
+        o.offset = data;
+        data = aligned(data + o.size);
+        h.str(o.name);
+        h.u32(uint32_t(o.ne.size()));
+        for (uint64_t d : o.ne) h.u64(d);
+        h.u32(ggml_type_of(o.type));
+        h.u64(o.offset);
+    }
+    std::vector<uint8_t> header = h.bytes();
+    std::memcpy(header.data() + kv_count_at, &kvs, 8);
+    const uint64_t data_start = aligned(header.size());
+
+    TempOutput f;
+    COLIBRI_TRY(f.create(out_path));
+    COLIBRI_TRY(f.resize(data_start + data));
+    COLIBRI_TRY(f.write_at(0, header.data(), header.size()));
+    std::vector<uint8_t> buffer;
+    for (const OutTensor& o : out) {
+        uint64_t at = data_start + o.offset;
+        for (const TensorView* p : o.parts) {
+            const uint64_t cols = p->n_dims == 1 ? p->rows : p->cols, rows = p->n_dims == 1 ? 1 : p->rows;
+            const uint64_t row_bytes = weight_row_bytes(p->type, cols);
+            buffer.resize(rows * row_bytes);
+            const auto* src = static_cast<const uint8_t*>(p->data);
+            const uint64_t hd = o.permute_heads ? rows / o.permute_heads : 0, half = hd / 2;
+            for (uint64_t r = 0; r < rows; ++r) {
+                // llama.cpp's rotary permutation: its row h·hd + 2i + t is the model's row h·hd + t·hd/2 + i.
+                const uint64_t from = o.permute_heads ? (r / hd) * hd + (r % hd % 2) * half + (r % hd) / 2 : r;
+                ggml_export_row(p->type, src + from * row_bytes, buffer.data() + r * row_bytes, cols);
+            }
+            COLIBRI_TRY(f.write_at(at, buffer.data(), buffer.size()));
+            at += buffer.size();
+        }
+    }
+    return f.commit();
+}
+
+}  // namespace colibri::tools

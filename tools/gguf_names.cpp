@@ -1,0 +1,86 @@
+#include "tools/gguf_names.h"
+
+namespace colibri::tools {
+
+using format::Family;
+using schema::Role;
+
+namespace {
+
+struct ArchName {
+    Family family;
+    const char* arch;
+};
+constexpr ArchName kArchitectures[] = {
+    {Family::Mixtral, "llama"},   {Family::Qwen2Moe, "qwen2moe"},     {Family::Olmoe, "olmoe"},
+    {Family::Qwen3Moe, "qwen3moe"}, {Family::GptOss, "gpt-oss"},    {Family::DeepseekV3, "deepseek2"},
+    {Family::Glm4Moe, "glm4moe"},
+};
+
+}  // namespace
+
+const char* gguf_architecture(Family family) {
+    for (const ArchName& a : kArchitectures)
+        if (a.family == family) return a.arch;
+    return nullptr;
+}
+
+std::optional<Family> family_from_gguf_architecture(const std::string& arch) {
+    for (const ArchName& a : kArchitectures)
+        if (arch == a.arch) return a.family;
+    return std::nullopt;
+}
+
+std::optional<GgufPlace> gguf_place(Family family, const format::HyperParams& hp, const schema::TensorSpec& spec) {
+    const std::string b = "blk." + std::to_string(spec.layer) + ".";
+    const bool llama = family == Family::Mixtral;
+    const auto whole = [](std::string name) { return GgufPlace{std::move(name) + ".weight"}; };
+    const auto bias = [](std::string name) { return GgufPlace{std::move(name) + ".bias"}; };
+    const auto expert = [&](const char* what, const char* part) { return GgufPlace{b + what + part, int64_t(spec.expert)}; };
+    switch (spec.role) {
+        case Role::Embed: return whole("token_embd");
+        case Role::OutputNorm: return whole("output_norm");
+        case Role::LmHead: return whole("output");
+        case Role::AttnNorm: return whole(b + "attn_norm");
+        // gpt-oss and GLM-4.5 call the norm before the MLP post_attention_norm.
+        case Role::FfnNorm:
+            return whole(b + (family == Family::GptOss || family == Family::Glm4Moe ? "post_attention_norm" : "ffn_norm"));
+        // With a q LoRA (deepseek_v3), q is the LoRA's second matrix.
+        case Role::Q: return GgufPlace{b + (hp.q_lora_rank ? "attn_q_b" : "attn_q") + ".weight", -1, llama ? hp.n_heads : 0};
+        case Role::K: return GgufPlace{b + "attn_k.weight", -1, llama ? hp.n_kv_heads : 0};
+        case Role::V: return whole(b + "attn_v");
+        case Role::O: return whole(b + "attn_output");
+        case Role::QBias: return bias(b + "attn_q");
+        case Role::KBias: return bias(b + "attn_k");
+        case Role::VBias: return bias(b + "attn_v");
+        case Role::OBias: return bias(b + "attn_output");
+        case Role::QNorm: return whole(b + "attn_q_norm");
+        case Role::KNorm: return whole(b + "attn_k_norm");
+        case Role::Sinks: return whole(b + "attn_sinks");
+        case Role::QA: return whole(b + "attn_q_a");
+        case Role::QANorm: return whole(b + "attn_q_a_norm");
+        case Role::KvA: return whole(b + "attn_kv_a_mqa");
+        case Role::KvANorm: return whole(b + "attn_kv_a_norm");
+        case Role::KB: return GgufPlace{b + "attn_k_b.weight", -1, 0, false, true};
+        case Role::VB: return GgufPlace{b + "attn_v_b.weight", -1, 0, false, true};
+        case Role::Router: return whole(b + "ffn_gate_inp");
+        case Role::SharedExpertGate: return GgufPlace{b + "ffn_gate_inp_shexp.weight", -1, 0, true};
+        case Role::RouterBias: return bias(b + "ffn_gate_inp");
+        case Role::SelectionBias: return bias(b + "exp_probs_b");
+        case Role::ExpertGate: return expert("ffn_gate_exps", ".weight");
+        case Role::ExpertUp: return expert("ffn_up_exps", ".weight");
+        case Role::ExpertDown: return expert("ffn_down_exps", ".weight");
+        case Role::ExpertGateBias: return expert("ffn_gate_exps", ".bias");
+        case Role::ExpertUpBias: return expert("ffn_up_exps", ".bias");
+        case Role::ExpertDownBias: return expert("ffn_down_exps", ".bias");
+        case Role::SharedGate: return whole(b + "ffn_gate_shexp");
+        case Role::SharedUp: return whole(b + "ffn_up_shexp");
+        case Role::SharedDown: return whole(b + "ffn_down_shexp");
+        case Role::DenseGate: return whole(b + "ffn_gate");
+        case Role::DenseUp: return whole(b + "ffn_up");
+        case Role::DenseDown: return whole(b + "ffn_down");
+    }
+    return std::nullopt;
+}
+
+}  // namespace colibri::tools

@@ -1,0 +1,107 @@
+#include "ui/replay_worker.h"
+
+#include "engine/model.h"
+#include "engine/session.h"
+#include "engine/thread_pool.h"
+#include "engine/utf8_stream.h"
+#include "ui/trace_collector.h"
+
+namespace colibri::studio {
+
+ReplayWorker::ReplayWorker() { qRegisterMetaType<ReplayResult>(); }
+
+void ReplayWorker::replay(const QString& model_path, const std::vector<int32_t>& ids, unsigned threads) {
+    const uint64_t id = ++posted_;
+    QMetaObject::invokeMethod(this, [this, model_path, ids, threads, id] { do_replay(model_path, ids, threads, id); }, Qt::QueuedConnection);
+}
+
+void ReplayWorker::do_replay(const QString& model_path, const std::vector<int32_t>& ids, unsigned threads, uint64_t id) {
+    auto cancelled = [this, id] { return id <= cancelled_.load(); };
+    ReplayResult result;
+    result.model = model_path;
+    if (ids.empty()) {
+        result.error = tr("there are no tokens to evaluate");
+        emit finished(result);
+        return;
+    }
+    auto model = Model::load(model_path.toStdString());
+    if (!model) {
+        result.error = QString::fromStdString(model.message());
+        emit finished(result);
+        return;
+    }
+    const uint32_t vocab = model.value()->hparams().vocab_size;
+    for (int32_t t : ids)
+        if (t < 0 || static_cast<uint32_t>(t) >= vocab) {
+            result.error = tr("token id %1 is beyond this model's vocabulary of %2: the two models do not share a tokenizer").arg(t).arg(vocab);
+            emit finished(result);
+            return;
+        }
+    if (ids.size() > model.value()->hparams().max_position) {
+        result.error = tr("%1 tokens exceed this model's context of %2").arg(ids.size()).arg(model.value()->hparams().max_position);
+        emit finished(result);
+        return;
+    }
+    ThreadPool pool(threads);
+    Session session(*model.value(), pool, static_cast<uint32_t>(ids.size()));
+    TraceCollector collector(nullptr);
+    session.set_observer(&collector);
+    const Tokenizer* tok = model.value()->tokenizer();
+    std::string pending;
+    const size_t chunk = session.options().chunk;
+    for (size_t i = 0; i < ids.size(); i += chunk) {
+        if (cancelled()) {
+            result.cancelled = true;
+            break;
+        }
+        const size_t n = std::min(chunk, ids.size() - i);
+        std::vector<int32_t> part(ids.begin() + static_cast<std::ptrdiff_t>(i), ids.begin() + static_cast<std::ptrdiff_t>(i + n));
+        std::vector<QString> texts;
+        for (int32_t t : part) {
+            if (tok == nullptr) {
+                texts.push_back(QStringLiteral("[%1] ").arg(t));
+                continue;
+            }
+            Utf8Stream stream;
+            stream.push(pending);
+            const std::string ready = stream.push(tok->decode_token_bytes(t));
+            pending = stream.flush();
+            texts.push_back(QString::fromUtf8(ready.data(), static_cast<qsizetype>(ready.size())));
+        }
+        collector.begin(static_cast<int>(i), part, texts, false);
+        auto logits = session.eval(std::span<const int32_t>(part));
+        if (!logits) {
+            result.error = QString::fromStdString(logits.message());
+            break;
+        }
+        for (TokenTrace& t : collector.take()) {
+            t.layers.clear();  // routing is what a comparison needs
+            result.traces.push_back(std::move(t));
+        }
+        emit progress(static_cast<int>(i + n), static_cast<int>(ids.size()));
+    }
+    emit finished(result);
+}
+
+Replayer::Replayer(QObject* parent)
+    : QObject(parent), worker_(new ReplayWorker),
+      thread_(std::make_unique<WorkerThread>(worker_, QStringLiteral("replay"), [w = worker_] { w->cancel(); })) {
+    connect(worker_, &ReplayWorker::progress, this, &Replayer::progress);
+    connect(worker_, &ReplayWorker::finished, this, [this](const ReplayResult& r) {
+        running_ = false;
+        emit finished(r);
+    });
+}
+
+Replayer::~Replayer() = default;
+
+void Replayer::start(const QString& model_path, const std::vector<int32_t>& ids, unsigned threads) {
+    running_ = true;
+    worker_->replay(model_path, ids, threads);
+}
+
+void Replayer::cancel() {
+    if (running_) worker_->cancel();
+}
+
+}  // namespace colibri::studio

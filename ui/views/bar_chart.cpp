@@ -1,0 +1,293 @@
+#include "ui/views/bar_chart.h"
+
+#include <QHelpEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ui/colors.h"
+
+namespace colibri::studio {
+
+namespace {
+
+bool present(double v) { return std::isfinite(v); }
+
+QString tick_label(double v) {
+    const double a = std::fabs(v);
+    if (a >= 1e9) return QString::number(v / 1e9, 'g', 3) + QStringLiteral("G");
+    if (a >= 1e6) return QString::number(v / 1e6, 'g', 3) + QStringLiteral("M");
+    if (a >= 1e3) return QString::number(v / 1e3, 'g', 3) + QStringLiteral("k");
+    return QString::number(v, 'g', 3);
+}
+
+// 1, 2 or 5 × 10^k at or above x.
+double nice_step(double x) {
+    if (!(x > 0)) return 1.0;
+    const double p = std::pow(10.0, std::floor(std::log10(x)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * p >= x) return m * p;
+    return 10 * p;
+}
+
+}  // namespace
+
+BarChart::BarChart(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
+
+void BarChart::set_title(const QString& title) {
+    title_ = title;
+    update();
+}
+void BarChart::set_axis_title(const QString& title) {
+    axis_title_ = title;
+    update();
+}
+void BarChart::set_log_scale(bool on) {
+    log_ = on;
+    update();
+}
+void BarChart::set_value_labels(bool on) {
+    labels_ = on;
+    update();
+}
+void BarChart::set_legend_visible(bool on) {
+    legend_ = on;
+    update();
+}
+void BarChart::set_value_format(std::function<QString(double)> format) {
+    format_ = std::move(format);
+    update();
+}
+void BarChart::set_fixed_range(double lo, double hi) {
+    fixed_lo_ = lo;
+    fixed_hi_ = hi;
+    update();
+}
+
+void BarChart::set_data(const QStringList& categories, const QVector<Series>& series) {
+    categories_ = categories;
+    series_ = series;
+    for (Series& s : series_) s.values.resize(categories_.size(), std::numeric_limits<double>::quiet_NaN());
+    update();
+}
+
+void BarChart::clear() { set_data({}, {}); }
+
+QString BarChart::format_value(double v) const {
+    if (format_) return format_(v);
+    const double a = std::fabs(v);
+    if (a >= 1e4) return tick_label(v);
+    return QString::number(v, 'f', a >= 100 ? 0 : a >= 10 ? 1 : 2);
+}
+
+std::pair<double, double> BarChart::y_range() const {
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    for (const Series& s : series_)
+        for (double v : s.values)
+            if (present(v) && v > 0) {
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
+            }
+    if (log_) {
+        if (!(hi > 0)) return {1, 10};
+        const double a = std::pow(10.0, std::floor(std::log10(lo))), b = std::pow(10.0, std::ceil(std::log10(hi)));
+        return {a, b > a ? b : a * 10};
+    }
+    if (fixed_hi_ > fixed_lo_) return {fixed_lo_, fixed_hi_};
+    if (!(hi > 0)) return {0, 1};
+    const double step = nice_step(hi * 1.08 / 4);
+    return {0, std::ceil(hi * 1.08 / step) * step};
+}
+
+double BarChart::y_of(double v, const QRectF& plot) const {
+    const auto [lo, hi] = y_range();
+    double f = 0;
+    if (log_) f = v > 0 ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo)) : 0;
+    else f = hi > lo ? (v - lo) / (hi - lo) : 0;
+    return plot.bottom() - std::clamp(f, 0.0, 1.0) * plot.height();
+}
+
+BarChart::Layout BarChart::layout(const QFontMetrics& fm) const {
+    Layout l;
+    double top = 4;
+    if (!title_.isEmpty()) top += fm.height() + 2;
+    if (legend_ && (series_.size() > 1 || (series_.size() == 1 && !series_[0].name.isEmpty()))) {
+        double x = 0;
+        l.legend_lines = 1;
+        for (const Series& s : series_) {
+            const double w = 16 + fm.horizontalAdvance(s.name) + 12;
+            if (x > 0 && x + w > width() - 8) {
+                ++l.legend_lines;
+                x = 0;
+            }
+            x += w;
+        }
+        top += l.legend_lines * (fm.height() + 1);
+    }
+    if (!axis_title_.isEmpty()) top += fm.height();
+    top += 4;
+    // Left: the widest tick label.
+    const auto [lo, hi] = y_range();
+    int left = fm.horizontalAdvance(tick_label(hi));
+    left = std::max(left, fm.horizontalAdvance(tick_label(lo)));
+    left = std::max(left, fm.horizontalAdvance(tick_label((lo + hi) / 2)));
+    l.plot = QRectF(left + 8, top, std::max(10, width() - left - 16), std::max(10.0, height() - top - fm.height() - 6));
+    const int n = std::max<int>(1, static_cast<int>(categories_.size()));
+    l.group_width = l.plot.width() / n;
+    l.bar_width = l.group_width * 0.84 / std::max<int>(1, static_cast<int>(series_.size()));
+    return l;
+}
+
+QRectF BarChart::bar_rect(int s, int c) const {
+    if (s < 0 || s >= series_.size() || c < 0 || c >= categories_.size()) return {};
+    const double v = series_[s].values[c];
+    if (!present(v) || (log_ && v <= 0)) return {};
+    const Layout l = layout(fontMetrics());
+    const double x = l.plot.left() + c * l.group_width + l.group_width * 0.08 + s * l.bar_width;
+    const double y = y_of(v, l.plot);
+    return QRectF(x, y, std::max(1.0, l.bar_width - (l.bar_width > 4 ? 1 : 0)), l.plot.bottom() - y);
+}
+
+void BarChart::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing, false);
+    const QPalette pal = palette();
+    const QColor base = pal.color(QPalette::Base), text = pal.color(QPalette::Text);
+    p.fillRect(rect(), base);
+    const QFontMetrics fm = fontMetrics();
+    const Layout l = layout(fm);
+    drawn_labels_.clear();
+    double y = 4;
+    if (!title_.isEmpty()) {
+        QFont bold = font();
+        bold.setBold(true);
+        p.setFont(bold);
+        p.setPen(text);
+        p.drawText(QRectF(4, y, width() - 8, fm.height()), Qt::AlignHCenter | Qt::AlignVCenter,
+                   QFontMetrics(bold).elidedText(title_, Qt::ElideRight, width() - 8));
+        p.setFont(font());
+        y += fm.height() + 2;
+    }
+    if (l.legend_lines > 0) {
+        double x = 8;
+        for (const Series& s : series_) {
+            const double w = 16 + fm.horizontalAdvance(s.name) + 12;
+            if (x > 8 && x + w > width() - 8) {
+                x = 8;
+                y += fm.height() + 1;
+            }
+            p.fillRect(QRectF(x, y + fm.height() / 2.0 - 5, 10, 10), s.color);
+            p.setPen(text);
+            p.drawText(QPointF(x + 14, y + fm.ascent()), s.name);
+            x += w;
+        }
+        y += fm.height() + 1;
+    }
+    if (!axis_title_.isEmpty()) {
+        p.setPen(blend(text, base, 0.35));
+        p.drawText(QPointF(4, y + fm.ascent()), axis_title_ + (log_ ? tr(" (log scale)") : QString()));
+    }
+    if (categories_.isEmpty() || series_.isEmpty()) {
+        p.setPen(blend(text, base, 0.45));
+        p.drawText(l.plot, Qt::AlignCenter | Qt::TextWordWrap, tr("Nothing measured yet"));
+        return;
+    }
+    // Grid and ticks.
+    const auto [lo, hi] = y_range();
+    QVector<double> ticks;
+    if (log_) {
+        for (double t = lo; t <= hi * 1.0001; t *= 10) ticks << t;
+    } else {
+        const double step = nice_step((hi - lo) / 4);
+        for (double t = lo; t <= hi + step * 1e-6; t += step) ticks << t;
+    }
+    const QColor grid = blend(base, text, 0.15);
+    for (double t : ticks) {
+        const double ty = y_of(t, l.plot);
+        p.setPen(grid);
+        p.drawLine(QPointF(l.plot.left(), ty), QPointF(l.plot.right(), ty));
+        p.setPen(text);
+        p.drawText(QRectF(0, ty - fm.height() / 2.0, l.plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter, tick_label(t));
+    }
+    if (log_) {  // minor ticks 2..9 of each decade
+        p.setPen(blend(base, text, 0.07));
+        for (double t = lo; t < hi; t *= 10)
+            for (int m = 2; m < 10; ++m) {
+                const double ty = y_of(t * m, l.plot);
+                p.drawLine(QPointF(l.plot.left(), ty), QPointF(l.plot.right(), ty));
+            }
+    }
+    p.setPen(blend(base, text, 0.5));
+    p.drawLine(l.plot.bottomLeft(), l.plot.bottomRight());
+    // Bars and their values.
+    for (int s = 0; s < series_.size(); ++s)
+        for (int c = 0; c < categories_.size(); ++c) {
+            const QRectF r = bar_rect(s, c);
+            if (r.width() <= 0) continue;
+            const QColor color = c < series_[s].bar_colors.size() && series_[s].bar_colors[c].isValid() ? series_[s].bar_colors[c] : series_[s].color;
+            p.fillRect(r, color);
+            if (!labels_) continue;
+            const QString label = format_value(series_[s].values[c]);
+            const int tw = fm.horizontalAdvance(label);
+            if (r.width() >= tw + 2) {
+                QRectF box(r.center().x() - tw / 2.0 - 1, r.top() - fm.height() - 1, tw + 2, fm.height());
+                QColor pen = text;
+                if (box.top() < l.plot.top()) {  // no room above: inside the bar's top
+                    box.moveTop(r.top() + 1);
+                    pen = text_color_on(color);
+                }
+                p.setPen(pen);
+                p.drawText(box, Qt::AlignCenter, label);
+                drawn_labels_ << label;
+            } else if (r.width() >= fm.height() - 2 && std::max(r.height(), r.top() - l.plot.top()) >= tw + 4) {
+                // Narrow bars: the value written upwards, above the bar or, where that is cramped, inside it.
+                p.save();
+                const bool inside = r.height() >= tw + 4;
+                p.setPen(inside ? text_color_on(color) : text);
+                p.translate(r.center().x() + fm.ascent() / 2.0 - 1, inside ? r.bottom() - 2 : r.top() - 2);
+                p.rotate(-90);
+                p.drawText(QPointF(0, 0), label);
+                p.restore();
+                drawn_labels_ << label;
+            }
+        }
+    // Category labels, thinned out when they would overlap.
+    int widest = 0;
+    for (const QString& c : categories_) widest = std::max(widest, fm.horizontalAdvance(c));
+    const int step = std::max(1, static_cast<int>(std::ceil((widest + 6) / std::max(1.0, l.group_width))));
+    p.setPen(text);
+    for (int c = 0; c < categories_.size(); c += step) {
+        const QRectF box(l.plot.left() + c * l.group_width - (step - 1) * l.group_width / 2, l.plot.bottom() + 2, l.group_width * step, fm.height());
+        p.drawText(box, Qt::AlignHCenter | Qt::AlignTop, fm.elidedText(categories_[c], Qt::ElideRight, static_cast<int>(box.width())));
+    }
+}
+
+std::pair<int, int> BarChart::hit(const QPoint& pt) const {
+    for (int s = 0; s < series_.size(); ++s)
+        for (int c = 0; c < categories_.size(); ++c) {
+            QRectF r = bar_rect(s, c);
+            if (r.width() <= 0) continue;
+            r.setTop(std::min(r.top(), r.bottom() - 6));
+            if (r.adjusted(-1, 0, 1, 0).contains(pt)) return {s, c};
+        }
+    return {-1, -1};
+}
+
+bool BarChart::event(QEvent* e) {
+    if (e->type() == QEvent::ToolTip) {
+        auto* help = static_cast<QHelpEvent*>(e);
+        const auto [s, c] = hit(help->pos());
+        if (s < 0) QToolTip::hideText();
+        else
+            QToolTip::showText(help->globalPos(), QStringLiteral("%1%2: %3 %4")
+                                                      .arg(series_[s].name.isEmpty() ? QString() : series_[s].name + QStringLiteral(", "), categories_[c],
+                                                           format_value(series_[s].values[c]), axis_title_),
+                               this);
+        return true;
+    }
+    return QWidget::event(e);
+}
+
+}  // namespace colibri::studio
