@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "engine/chat_prompt.h"
+#include "engine/chat_service.h"
 #include "engine/format.h"
 #include "engine/generate.h"
 #include "engine/model_file.h"
-#include "engine/utf8_stream.h"
 #include "line_editor.h"
 
 namespace colibri::cli {
@@ -91,25 +91,35 @@ void chat_swap(Model& model, const std::string& line) {
                       static_cast<long long>(layer), static_cast<long long>(expert));
 }
 
+using Clock = std::chrono::steady_clock;
+
+// Streams a reply to stdout as the chat service produces it; Ctrl-C stops it.
+struct TerminalPrinter final : TurnObserver {
+    Clock::time_point start = Clock::now(), first_token = start;
+    size_t streamed = 0, shown = 0;
+    bool on_token(const TokenEvent& e) override {
+        if (streamed++ == 0) first_token = Clock::now();
+        print(e.text);
+        shown += e.text.size();
+        return !InterruptHandler::pending();
+    }
+};
+
 // The statistics line after a reply: generated tokens and their rate, the prompt's tokens and theirs.
 void print_statistics(size_t generated, double decode_seconds, size_t prompt_tokens, double prompt_seconds,
-                      GenerateStop stop) {
+                      FinishReason finish) {
     const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
     // The first token comes out of the prompt's evaluation: the decode rate counts the ones after it.
     const double decode_rate = generated > 1 ? rate(static_cast<double>(generated - 1), decode_seconds) : 0.0;
     std::fprintf(stderr, "[%zu token%s, %.1f tokens/s; prompt %zu token%s, %.1f tokens/s%s]\n", generated,
                  generated == 1 ? "" : "s", decode_rate, prompt_tokens, prompt_tokens == 1 ? "" : "s",
                  rate(static_cast<double>(prompt_tokens), prompt_seconds),
-                 stop == GenerateStop::Callback      ? "; stopped"
-                 : stop == GenerateStop::MaxTokens   ? "; reached --max-tokens"
-                 : stop == GenerateStop::ContextFull ? "; context full, /reset to go on"
-                                                     : "");
+                 finish == FinishReason::Cancelled ? "; stopped" : finish == FinishReason::Length ? "; reached --max-tokens" : "");
 }
 
 }  // namespace
 
 int run_chat(Model& model, Session& session, const SamplerConfig& sampling, const ChatOptions& options) {
-    const Tokenizer* tok = model.tokenizer();
     InterruptHandler interrupts;
     LineEditor editor(options.history_path);
     if (editor.interactive())
@@ -118,10 +128,12 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
     Sampler sampler(sampling);
     std::vector<ChatMessage> messages;
     if (!options.system_prompt.empty()) messages.push_back({"system", options.system_prompt});
-    std::vector<int32_t> cached;  // tokens the session holds
-    // End-of-turn tokens end a reply (none with --ignore-eos) and are never printed.
-    const std::vector<int32_t> ends = default_stop_ids(model);
-    const std::vector<int32_t> stops = options.ignore_eos ? std::vector<int32_t>() : ends;
+    ChatService chat(model, session);
+    chat.set_reuse_prefix(options.reuse_prefix);
+    // End-of-turn tokens end a reply (with --ignore-eos they do not) and are never printed.
+    TurnOptions turn;
+    turn.reply.max_tokens = options.max_tokens;
+    (options.ignore_eos ? turn.reply.hidden_ids : turn.reply.stop_ids) = default_stop_ids(model);
     std::string line;
     for (;;) {
         const LineEditor::Outcome got = editor.read(line);
@@ -135,8 +147,7 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
                 std::fputs(kHelp, stderr);
             } else if (command == "/reset") {
                 messages.erase(messages.begin() + (options.system_prompt.empty() ? 0 : 1), messages.end());
-                cached.clear();
-                session.reset();
+                chat.reset();
                 std::fprintf(stderr, "(conversation reset)\n");
             } else if (command == "/swap") {
                 chat_swap(model, line);
@@ -159,13 +170,7 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
             messages.pop_back();
             continue;
         }
-        std::vector<int32_t> ids = std::move(encoded.value());
-        // Reuse the KV cache for the common prefix; evaluate only what is new.
-        size_t common = 0;
-        while (options.reuse_prefix && common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
-        if (common == ids.size() && common > 0) --common;  // at least one token must be fed to get logits
-        session.truncate(static_cast<uint32_t>(common));
-        cached.resize(common);
+        const std::vector<int32_t> ids = std::move(encoded.value());
         if (ids.size() + static_cast<size_t>(options.max_tokens) > session.context()) {
             // Not fatal: the user can /reset and go on.
             std::fprintf(stderr, "colibri: chat: conversation would exceed the context of %u tokens; /reset to start over\n",
@@ -173,41 +178,22 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
             messages.pop_back();
             continue;
         }
-        std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-        GenerateRequest req;
-        req.max_tokens = options.max_tokens;
-        req.stop_ids = stops;
-        Utf8Stream stream;
-        using Clock = std::chrono::steady_clock;
-        const Clock::time_point start = Clock::now();
-        Clock::time_point first_token = start;
-        size_t streamed = 0;
-        GenerateStop stop = GenerateStop::StopToken;
+        TerminalPrinter printer;
         InterruptHandler::clear();
-        auto out = generate(session, sampler, fresh, req, [&](int32_t id) {
-            if (streamed++ == 0) first_token = Clock::now();
-            if (std::find(ends.begin(), ends.end(), id) == ends.end()) print(stream.push(tok->decode_token_bytes(id)));
-            return !InterruptHandler::pending();
-        }, &stop);
+        // The chat service keeps the KV cache's common prefix and evaluates only what is new.
+        auto out = chat.run(ids, sampler, turn, &printer);
         const Clock::time_point end = Clock::now();
-        print(stream.flush());
+        if (out) print(out->text.substr(std::min(printer.shown, out->text.size())));  // an unfinished character at a stop
         std::printf("\n");
         std::fflush(stdout);
         if (!out) {
             std::fprintf(stderr, "colibri: chat: %s\n", out.message().c_str());
             return 1;
         }
-        print_statistics(out->size(), std::chrono::duration<double>(end - first_token).count(), fresh.size(),
-                         std::chrono::duration<double>(first_token - start).count(), stop);
+        print_statistics(out->tokens.size(), std::chrono::duration<double>(end - printer.first_token).count(), out->prompt_evaluated,
+                         std::chrono::duration<double>(printer.first_token - printer.start).count(), out->finish);
         InterruptHandler::clear();
-        cached = ids;
-        // The session holds the prompt and every generated token except the last one sampled.
-        cached.insert(cached.end(), out->begin(), out->end());
-        cached.resize(session.position());
-        std::vector<int32_t> reply_ids;
-        for (int32_t id : out.value())
-            if (std::find(ends.begin(), ends.end(), id) == ends.end()) reply_ids.push_back(id);
-        messages.push_back({"assistant", tok->decode(reply_ids, true)});
+        messages.push_back({"assistant", out->reply});
     }
     if (editor.interactive()) std::fprintf(stderr, "\n");
     return 0;
