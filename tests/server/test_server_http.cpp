@@ -208,6 +208,66 @@ private slots:
         QCOMPARE(choice["text"].toString(), text.left(text.indexOf(stop)));
     }
 
+    // A trace extension's positions 0.. with the request's prompt first, and at each one the routing that
+    // `colibri route` gives for the same tokens outside the server.
+    static void check_trace(const QJsonArray& trace, const QString& prompt, int generated) {
+        QCOMPARE(trace.size(), int(prompt.count(',')) + 1 + generated - 1);  // every generated token but the last
+        QStringList ids;
+        for (int i = 0; i < trace.size(); ++i) {
+            const QJsonObject t = trace[i].toObject();
+            QCOMPARE(t["position"].toInt(), i);
+            QVERIFY(!t["timings"].toArray().isEmpty());
+            ids << QString::number(t["token"].toInt());
+        }
+        QVERIFY(ids.join(',').startsWith(prompt + ','));
+        QProcess route;
+        route.start(QStringLiteral(COLIBRI_CLI), {"route", "-m", kDemo, "-t", "1", "--tokens", ids.join(','), "--json"});
+        QVERIFY(route.waitForFinished(60000));
+        QCOMPARE(route.exitCode(), 0);
+        const QJsonArray layers = QJsonDocument::fromJson(route.readAllStandardOutput()).object()["layers"].toArray();
+        QVERIFY(!layers.isEmpty());
+        for (int i = 0; i < trace.size(); ++i) {
+            const QJsonArray routing = trace[i].toObject()["routing"].toArray();
+            QCOMPARE(routing.size(), layers.size());
+            for (int l = 0; l < layers.size(); ++l) {
+                const QJsonObject got = routing[l].toObject(), want = layers[l].toObject();
+                QCOMPARE(got["layer"].toInt(), want["layer"].toInt());
+                QCOMPARE(got["experts"].toArray(), want["experts"].toArray()[i].toArray());
+                const QJsonArray gw = got["weights"].toArray(), ww = want["weights"].toArray()[i].toArray();
+                QCOMPARE(gw.size(), ww.size());
+                for (int k = 0; k < gw.size(); ++k) QCOMPARE(float(gw[k].toDouble()), float(ww[k].toDouble()));
+            }
+        }
+    }
+
+    void trace_extension_matches_colibri_route() {
+        // "colibri": {"trace": true} on a whole reply and on a stream (whose chunks carry the positions evaluated
+        // since the previous one). Each prompt starts with a token no other request uses, so no slot holds a
+        // prefix of it and every position is traced.
+        const QString whole_prompt = QStringLiteral("3999,17,250,1023,77,3"), stream_prompt = QStringLiteral("3998,17,250,1023,77,3");
+        auto body = [](const QString& prompt, const char* more) {
+            return QStringLiteral(R"({"model":"demo","prompt":[%1],"max_tokens":5,"temperature":0,"ignore_eos":true,"colibri":{"trace":true}%2})")
+                .arg(prompt, more).toUtf8();
+        };
+        const Reply whole = post("/v1/completions", body(whole_prompt, ""));
+        QCOMPARE(whole.status, 200);
+        check_trace(whole.json()["colibri"].toObject()["trace"].toArray(), whole_prompt, 5);
+        if (QTest::currentTestFailed()) return;
+
+        const Reply stream = post("/v1/completions", body(stream_prompt, R"(,"stream":true)"));
+        QCOMPARE(stream.status, 200);
+        QJsonArray streamed;
+        int chunks_with_trace = 0;
+        for (const QByteArray& e : events(stream.body)) {
+            if (e == "[DONE]") continue;
+            const QJsonArray part = QJsonDocument::fromJson(e).object()["colibri"].toObject()["trace"].toArray();
+            chunks_with_trace += part.isEmpty() ? 0 : 1;
+            for (const QJsonValue& t : part) streamed.append(t);
+        }
+        QVERIFY(chunks_with_trace >= 2);  // the prompt's positions with the first token, then one per token
+        check_trace(streamed, stream_prompt, 5);
+    }
+
     void metrics_in_prometheus_text() {
         post("/v1/chat/completions", chat("count", R"(,"max_tokens":2)"));
         const Reply m = get("/metrics");
