@@ -8,6 +8,8 @@
 #include <random>
 #include <set>
 
+#include "engine/chat_prompt.h"
+#include "engine/chat_service.h"
 #include "engine/fast_exp.h"
 #include "engine/generate.h"
 #include "engine/model.h"
@@ -17,7 +19,6 @@
 #include "engine/utf8_stream.h"
 #include "kernels/cpu_info.h"
 #include "kernels/registry.h"
-#include "engine/chat_prompt.h"
 
 namespace colibri::studio {
 
@@ -129,8 +130,7 @@ void EngineWorker::compareKernels(const KernelComparisonRequest& request) {
 
 void EngineWorker::resetConversation() {
     QMetaObject::invokeMethod(this, [this] {
-        if (session_) session_->reset();
-        cached_.clear();
+        if (chat_) chat_->reset();
     }, Qt::QueuedConnection);
 }
 
@@ -160,14 +160,13 @@ Status EngineWorker::apply_kernel() {
 
 void EngineWorker::do_unload() {
     // The session refers to the model and the pool; the pool's threads carry the inherited counters.
+    chat_.reset();
     session_.reset();
     collector_.reset();
     pool_.reset();
     model_.reset();
     counters_.reset();
-    cached_.clear();
     stop_ids_.clear();
-    logits_ = {};
 }
 
 void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
@@ -190,6 +189,7 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     collector_ = std::make_unique<TraceCollector>(counters_.get());
     collector_->set_counting(counting_);
     session_->set_observer(collector_.get());
+    chat_ = std::make_unique<ChatService>(*model_, *session_);
     stop_ids_ = default_stop_ids(*model_);
 
     ModelSummary summary = summarize(*model_, path);
@@ -209,28 +209,7 @@ QString EngineWorker::token_text(int32_t token, std::string& pending) const {
     return QString::fromUtf8(ready.data(), static_cast<qsizetype>(ready.size()));
 }
 
-Status EngineWorker::eval_traced(const std::vector<int32_t>& tokens, const std::vector<QString>& texts, bool generated,
-                                 TokenTrace* generated_extra) {
-    collector_->begin(static_cast<int>(session_->position()), tokens, texts, generated);
-    auto logits = session_->eval(std::span<const int32_t>(tokens));
-    if (!logits) return logits.status();
-    logits_ = logits.value();
-    cached_.insert(cached_.end(), tokens.begin(), tokens.end());
-    std::vector<TokenTrace> traces = collector_->take();
-    if (generated_extra != nullptr && traces.size() == 1) {
-        // The sampler's time and the alternatives belong to the step that produced this token.
-        TokenTrace& t = traces.front();
-        t.sampling_ns = generated_extra->sampling_ns;
-        t.step_ns = generated_extra->step_ns > 0 ? now_ns() - generated_extra->step_ns : t.step_ns;
-        t.probability = generated_extra->probability;
-        t.alternatives = std::move(generated_extra->alternatives);
-    }
-    for (const TokenTrace& t : traces) emit tokenEvaluated(t);
-    return Status::ok();
-}
-
 void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
-    auto cancelled = [this, id] { return id <= cancelled_.load(); };
     if (!session_) {
         emit generationFailed(tr("no model is loaded"));
         return;
@@ -263,77 +242,94 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
         return;
     }
 
-    // Reuse the KV cache for the common prefix, as `colibri chat` does; at least one token must be fed.
-    size_t common = 0;
-    while (common < cached_.size() && common < ids.size() && cached_[common] == ids[common]) ++common;
-    if (common == ids.size()) --common;
-    session_->truncate(static_cast<uint32_t>(common));
-    cached_.resize(common);
+    // The turn through the chat service, as `colibri chat` runs it: the KV cache's common prefix is kept and the
+    // rest of the prompt evaluated in chunks (one token at a time while counting, so that the counters stay per
+    // token), then the reply sampled and every generated token evaluated, the last one too, so that each has
+    // its routing and the cache holds the whole reply for the next turn. The observer turns each evaluation
+    // into traces and each token into the signals the views take.
+    struct StudioTurn final : TurnObserver {
+        EngineWorker& w;
+        uint64_t id;
+        GenerationStats& stats;
+        std::string pending;              // a prompt character split across tokens
+        std::vector<QString> texts;       // of the positions being evaluated
+        std::span<const float> logits;    // after the last evaluation
+        TokenTrace step;                  // the generated token's sampling time and alternatives
+        bool generated = false;           // the evaluation in progress is of a generated token
+        StudioTurn(EngineWorker& worker, uint64_t request, GenerationStats& s) : w(worker), id(request), stats(s) {}
+
+        void on_started(uint32_t reused) override {
+            stats.reused_tokens = static_cast<int>(reused);
+            emit w.generationStarted(static_cast<int>(reused));
+        }
+        void before_eval(uint32_t position, std::span<const int32_t> tokens, bool is_generated) override {
+            generated = is_generated;
+            const std::vector<int32_t> ids(tokens.begin(), tokens.end());
+            if (!generated) {
+                texts.clear();
+                for (int32_t t : ids) texts.push_back(w.token_text(t, pending));
+            }
+            w.collector_->begin(static_cast<int>(position), ids, texts, generated);
+        }
+        void after_eval(std::span<const float> l) override {
+            logits = l;
+            std::vector<TokenTrace> traces = w.collector_->take();
+            if (generated && traces.size() == 1) {
+                // The sampler's time and the alternatives belong to the step that produced this token.
+                TokenTrace& t = traces.front();
+                t.sampling_ns = step.sampling_ns;
+                t.step_ns = now_ns() - step.step_ns;
+                t.probability = step.probability;
+                t.alternatives = std::move(step.alternatives);
+            }
+            step = TokenTrace{};
+            step.step_ns = now_ns();  // the next token's step starts with sampling from these logits
+            for (const TokenTrace& t : traces) emit w.tokenEvaluated(t);
+        }
+        bool on_token(const TokenEvent& e) override {
+            step.sampling_ns = now_ns() - step.step_ns;
+            // What else the model considered here: its own distribution, before the sampling settings.
+            const Tokenizer* tok = w.model_->tokenizer();
+            step.alternatives.clear();
+            for (const auto& [token, p] : top_probabilities(logits, 5, e.id, &step.probability)) {
+                const std::string bytes = tok ? tok->decode_token_bytes(token) : std::string();
+                step.alternatives.push_back({token, QString::fromUtf8(bytes.data(), static_cast<qsizetype>(bytes.size())), p});
+            }
+            // An end-of-turn token is shown as its piece in the routing views; the reply's text never has it.
+            std::string none;
+            const QString text = tok == nullptr ? QStringLiteral("[%1] ").arg(e.id)
+                                 : e.end_of_turn ? w.token_text(e.id, none)
+                                                 : QString::fromUtf8(e.text.data(), static_cast<qsizetype>(e.text.size()));
+            texts = {text};
+            emit w.tokenGenerated(static_cast<int>(w.session_->position()), e.id, text, e.end_of_turn);
+            ++stats.generated;
+            return true;
+        }
+        bool cancelled() override { return id <= w.cancelled_.load(); }
+    };
 
     GenerationStats stats;
-    stats.reused_tokens = static_cast<int>(common);
     stats.context_size = static_cast<int>(session_->context());
     stats.kernel = running_kernel(*model_);
-    emit generationStarted(static_cast<int>(common));
-    auto fail = [this](const Status& s) { emit generationFailed(QString::fromStdString(s.message())); };
-
-    // The prompt in chunks, as `colibri chat` evaluates it (one token at a time while counting, so that the
-    // counters stay per token), with a chance to stop between chunks.
-    const size_t chunk = collector_->counting() ? 1 : session_->options().chunk;
-    QElapsedTimer clock;
-    clock.start();
-    std::string pending;
-    for (size_t i = common; i < ids.size();) {
-        if (cancelled()) {
-            stats.stopped = true;
-            break;
-        }
-        const size_t n = std::min(chunk, ids.size() - i);
-        std::vector<int32_t> part(ids.begin() + static_cast<std::ptrdiff_t>(i), ids.begin() + static_cast<std::ptrdiff_t>(i + n));
-        std::vector<QString> texts;
-        for (int32_t t : part) texts.push_back(token_text(t, pending));
-        if (Status s = eval_traced(part, texts, false); !s) return fail(s);
-        stats.prompt_tokens += static_cast<int>(n);
-        i += n;
-    }
-    stats.prompt_seconds = static_cast<double>(clock.nsecsElapsed()) * 1e-9;
-
+    TurnOptions turn;
+    turn.reply.max_tokens = max_tokens;
     // With explicit ids the caller decides when to stop, as `colibri generate --tokens` does.
-    const bool use_stop_ids = request.token_ids.empty();
+    if (request.token_ids.empty()) turn.reply.stop_ids = stop_ids_;
+    turn.prompt_step = collector_->counting() ? 1 : session_->options().chunk;
+    turn.evaluate_last = true;
     Sampler sampler(request.sampling);
-    std::vector<int32_t> history(ids.begin() + static_cast<std::ptrdiff_t>(common), ids.end());
-    std::vector<int32_t> reply;
-    clock.restart();
-    pending.clear();
-    const Tokenizer* tok = model_->tokenizer();
-    while (!stats.stopped && stats.generated < max_tokens) {
-        if (cancelled()) {
-            stats.stopped = true;
-            break;
-        }
-        TokenTrace step;
-        step.step_ns = now_ns();
-        const int32_t next = sampler.sample(logits_, history);
-        step.sampling_ns = now_ns() - step.step_ns;
-        // What else the model considered here: its own distribution, before the sampling settings.
-        for (const auto& [token, p] : top_probabilities(logits_, 5, next, &step.probability)) {
-            const std::string bytes = tok ? tok->decode_token_bytes(token) : std::string();
-            step.alternatives.push_back({token, QString::fromUtf8(bytes.data(), static_cast<qsizetype>(bytes.size())), p});
-        }
-        history.push_back(next);
-        const bool end = use_stop_ids && std::find(stop_ids_.begin(), stop_ids_.end(), next) != stop_ids_.end();
-        const QString text = token_text(next, pending);
-        emit tokenGenerated(static_cast<int>(session_->position()), next, text, end);
-        ++stats.generated;
-        if (!end) reply.push_back(next);
-        // Every generated token is evaluated, the last one too, so each has its routing and the cache
-        // holds the whole reply for the next turn.
-        if (Status s = eval_traced({next}, {text}, true, &step); !s) return fail(s);
-        if (end) break;
+    StudioTurn observer(*this, id, stats);
+    auto result = chat_->run(ids, sampler, turn, &observer);
+    if (!result) {
+        emit generationFailed(QString::fromStdString(result.message()));
+        return;
     }
-    stats.decode_seconds = static_cast<double>(clock.nsecsElapsed()) * 1e-9;
+    stats.prompt_tokens = static_cast<int>(result->prompt_evaluated);
+    stats.prompt_seconds = result->prompt_seconds;
+    stats.decode_seconds = result->decode_seconds;
+    stats.stopped = result->finish == FinishReason::Cancelled;
     stats.context_used = static_cast<int>(session_->position());
-    if (tok) stats.reply = QString::fromStdString(tok->decode(reply, true));
+    if (model_->tokenizer()) stats.reply = QString::fromStdString(result->reply);
     emit generationFinished(stats);
 }
 
@@ -382,7 +378,7 @@ void EngineWorker::do_compare(const KernelComparisonRequest& request, uint64_t i
     const KernelSelection before = KernelSelection::current();
     const Counting counting = collector_->counting_mode();
     collector_->set_counting(Counting::Off);
-    cached_.clear();  // the session will hold the comparison's tokens, not the chat's
+    chat_->reset();  // the session will hold the comparison's tokens, not the chat's
     std::vector<KernelRun> runs(variants.size());
     const int total = result.reps * static_cast<int>(variants.size());
     int done = 0;
@@ -457,8 +453,7 @@ void EngineWorker::do_compare(const KernelComparisonRequest& request, uint64_t i
     }
     before.apply();
     collector_->set_counting(counting);
-    session_->reset();
-    cached_.clear();
+    chat_->reset();
     // Only repetitions every variant completed count, so that the variants are compared on equal terms.
     size_t reps_done = runs.empty() ? 0 : runs.front().decode_tps.size();
     for (const KernelRun& r : runs) reps_done = std::min(reps_done, r.decode_tps.size());

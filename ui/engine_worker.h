@@ -20,6 +20,7 @@
 #include "ui/trace_collector.h"
 
 namespace colibri {
+class ChatService;
 class Model;
 class PerfCounters;
 class Session;
@@ -109,9 +110,8 @@ private:
     void do_unload();
     void do_generate(const GenerationRequest& request, uint64_t id);
     void do_compare(const KernelComparisonRequest& request, uint64_t id);
-    // Evaluates tokens (one or a prompt chunk) with the collector attached and emits their traces.
-    Status eval_traced(const std::vector<int32_t>& tokens, const std::vector<QString>& texts, bool generated,
-                       TokenTrace* generated_extra = nullptr);
+    // A token's text, a character split across tokens shown with the token that completes it (`pending`
+    // carries the unfinished bytes).
     QString token_text(int32_t token, std::string& pending) const;
     Status apply_kernel();
 
@@ -120,9 +120,9 @@ private:
     std::unique_ptr<Model> model_;
     std::unique_ptr<Session> session_;
     std::unique_ptr<TraceCollector> collector_;
-    std::vector<int32_t> cached_;     // the tokens the session holds, for prefix reuse
+    // The turn loop every front end shares (engine/chat_service.h): prefix reuse, sampling, stop ids, UTF-8.
+    std::unique_ptr<ChatService> chat_;
     std::vector<int32_t> stop_ids_;
-    std::span<const float> logits_;   // of the last evaluated position
     Counting counting_ = Counting::Off;
     QString kernel_;                  // setKernel's choice
 
