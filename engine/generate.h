@@ -1,4 +1,6 @@
-// The decode loop shared by the CLI, the C API and the Studio: sample, feed back, stop on an end token.
+// A plain decode loop over token ids: sample, feed back, stop on an end token. `colibri generate` and the C API's
+// colibri_generate use it; conversations (colibri chat, eval, the Studio, the C API's colibri_chat_*, the server)
+// go through the chat service (chat_service.h), which adds templates, prefix reuse, UTF-8 text and stop strings.
 #pragma once
 #include <cstdint>
 #include <functional>

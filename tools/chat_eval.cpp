@@ -6,7 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "engine/chat_template.h"
+#include "engine/chat_prompt.h"
+#include "engine/chat_service.h"
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -72,34 +73,27 @@ Result<EvalReport> run_chat_eval(const Model& model, Session& session, std::vect
     SamplerConfig greedy;
     greedy.greedy = true;
     Sampler sampler(greedy);
+    ChatService chat(model, session);
     EvalReport report;
     report.cases = std::move(cases);
     report.replies.resize(report.cases.size());
     for (size_t i = 0; i < report.cases.size(); ++i) {
         const EvalCase& c = report.cases[i];
-        ChatTemplateInput in;
-        in.messages = {{"user", c.prompt}};
-        in.add_generation_prompt = true;
-        if (tok->bos_id() >= 0) in.bos_token = tok->piece(tok->bos_id());
-        if (tok->eos_id() >= 0) in.eos_token = tok->piece(tok->eos_id());
-        auto rendered = render_chat_template(model.chat_template(), in);
-        if (!rendered) return rendered.status();  // its message begins with "chat template: "
-        auto encoded = tok->encode(rendered.value(), false);
+        auto encoded = chat_prompt_ids(model, {{"user", c.prompt}});
         if (!encoded) return error("case " + std::to_string(i + 1) + ": " + encoded.message());
         const std::vector<int32_t>& ids = encoded.value();
         if (ids.size() >= session.context()) return error("case " + std::to_string(i + 1) + ": the prompt does not fit the context");
-        GenerateRequest req;
-        req.max_tokens = std::min<int32_t>(max_tokens, static_cast<int32_t>(session.context() - ids.size()));
-        req.stop_ids = stops;
-        session.reset();
-        auto out = generate(session, sampler, ids, req, {});
+        // Each case a conversation of its own, through the chat service every front end uses.
+        TurnOptions turn;
+        turn.reply.max_tokens = std::min<int32_t>(max_tokens, static_cast<int32_t>(session.context() - ids.size()));
+        turn.reply.stop_ids = stops;
+        chat.reset();
+        auto out = chat.run(ids, sampler, turn);
         if (!out) return error("case " + std::to_string(i + 1) + ": " + out.message());
         EvalReply& r = report.replies[i];
-        r.tokens = static_cast<int32_t>(out->size());
-        r.stopped = !out->empty() && std::find(stops.begin(), stops.end(), out->back()) != stops.end();
-        std::vector<int32_t> reply_ids = out.value();
-        if (r.stopped) reply_ids.pop_back();
-        r.reply = tok->decode(reply_ids, true);
+        r.tokens = static_cast<int32_t>(out->tokens.size());
+        r.stopped = out->finish == FinishReason::Stop;
+        r.reply = out->reply;
         r.correct = std::regex_search(r.reply, std::regex(c.expect_regex, std::regex::ECMAScript));
         if (progress && !progress(i + 1, report.cases.size())) return error("cancelled");
     }
