@@ -361,7 +361,10 @@ std::vector<json> ResponseBuilder::start_chunks() {
 std::vector<json> ResponseBuilder::event_chunks(const JobEvent& event) {
     const TokenEvent& e = event.token;
     const bool want_logprobs = request_.logprobs && !e.end_of_turn;
-    if (e.text.empty() && !want_logprobs && event.traces.empty()) return {};
+    // A chunk per generated token, as llama.cpp's server sends them, so that a client can count tokens as they
+    // come; its text may be empty (part of a character, or text held back for a stop string). Only an end-of-turn
+    // token without logprobs or a trace has none.
+    if (e.end_of_turn && !want_logprobs && event.traces.empty()) return {};
     json choice{{"index", 0}, {"finish_reason", nullptr}};
     if (request_.endpoint == Endpoint::Chat) {
         choice["delta"] = e.text.empty() ? json::object() : json{{"content", e.text}};

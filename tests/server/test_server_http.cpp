@@ -131,12 +131,14 @@ private slots:
         QCOMPARE(first["object"].toString(), QStringLiteral("chat.completion.chunk"));
         QCOMPARE(first["choices"].toArray()[0].toObject()["delta"].toObject()["role"].toString(), QStringLiteral("assistant"));
         QString text, finish;
+        int token_chunks = 0;
         for (int i = 0; i + 2 < ev.size(); ++i) {
             const QJsonObject c = QJsonDocument::fromJson(ev[i]).object();
             QVERIFY2(!c.isEmpty(), ev[i].constData());
             const QJsonObject choice = c["choices"].toArray()[0].toObject();
             text += choice["delta"].toObject()["content"].toString();
             if (!choice["finish_reason"].isNull()) finish = choice["finish_reason"].toString();
+            else if (i > 0) ++token_chunks;
         }
         const QJsonObject usage_chunk = QJsonDocument::fromJson(ev[ev.size() - 2]).object();
         QVERIFY(usage_chunk["choices"].toArray().isEmpty());
@@ -144,6 +146,9 @@ private slots:
         QCOMPARE(text, whole_choice["message"].toObject()["content"].toString());
         QCOMPARE(finish, whole_choice["finish_reason"].toString());
         QCOMPARE(usage_chunk["usage"].toObject()["completion_tokens"].toInt(), whole.json()["usage"].toObject()["completion_tokens"].toInt());
+        // One chunk per generated token (its text may be empty: part of a character), the end-of-turn one aside.
+        const int tokens = usage_chunk["usage"].toObject()["completion_tokens"].toInt();
+        QCOMPARE(token_chunks, finish == QStringLiteral("stop") ? tokens - 1 : tokens);
     }
 
     void completions_with_text_ids_and_legacy_logprobs() {
