@@ -100,6 +100,7 @@ int cmd_serve(ServeArgs a) {
     so.threads = a.threads;
     so.max_queue = a.max_queue;
     server::Scheduler scheduler(*served.model, so);
+    served.context = scheduler.context();
     server::ApiLimits limits;
     limits.context = scheduler.context();
     limits.max_tokens = a.max_tokens;

@@ -301,7 +301,12 @@ json models_list(const ServedModel& served) {
     const format::HyperParams& hp = m.hparams();
     json meta{{"family", format::family_name(m.family())}, {"layers", hp.n_layers}, {"experts", hp.n_experts},
               {"active_experts", hp.n_experts_active}, {"vocab_size", hp.vocab_size}, {"max_position", hp.max_position},
-              {"tokenizer", m.tokenizer() != nullptr}, {"chat_template", !m.chat_template().empty()}};
+              {"tokenizer", m.tokenizer() != nullptr}, {"chat_template", !m.chat_template().empty()},
+              {"hidden_size", hp.hidden_size}, {"context", served.context}};
+    json moe = json::array();
+    for (uint32_t l = 0; l < hp.n_layers; ++l)
+        if (m.layers()[l].is_moe) moe.push_back(l);
+    meta["moe_layers"] = moe;
     return {{"object", "list"},
             {"data", json::array({{{"id", served.id}, {"object", "model"}, {"created", served.created}, {"owned_by", "colibri"},
                                    {"meta", meta}}})}};
@@ -348,7 +353,8 @@ json ResponseBuilder::trace_json(const std::vector<PositionTrace>& traces) const
             routing.push_back({{"layer", r.layer}, {"experts", r.experts}, {"weights", r.weights}, {"probs", r.probs}});
         for (const auto& l : t.timings)
             timings.push_back({{"layer", l.layer}, {"attention_ns", l.attention_ns}, {"router_ns", l.router_ns}, {"experts_ns", l.experts_ns}});
-        out.push_back({{"position", t.position}, {"token", t.token}, {"routing", routing}, {"timings", timings}});
+        out.push_back({{"position", t.position}, {"token", t.token}, {"text", token_bytes(t.token)},
+                       {"generated", t.position >= request_.spec.prompt.size()}, {"routing", routing}, {"timings", timings}});
     }
     return out;
 }
@@ -364,7 +370,7 @@ std::vector<json> ResponseBuilder::event_chunks(const JobEvent& event) {
     // A chunk per generated token, as llama.cpp's server sends them, so that a client can count tokens as they
     // come; its text may be empty (part of a character, or text held back for a stop string). Only an end-of-turn
     // token without logprobs or a trace has none.
-    if (e.end_of_turn && !want_logprobs && event.traces.empty()) return {};
+    if (e.end_of_turn && !want_logprobs && !request_.trace) return {};
     json choice{{"index", 0}, {"finish_reason", nullptr}};
     if (request_.endpoint == Endpoint::Chat) {
         choice["delta"] = e.text.empty() ? json::object() : json{{"content", e.text}};
@@ -383,7 +389,9 @@ std::vector<json> ResponseBuilder::event_chunks(const JobEvent& event) {
         text_ += e.text;  // only for text_offset
     }
     json c = chunk(std::move(choice));
-    if (!event.traces.empty()) c["colibri"] = {{"trace", trace_json(event.traces)}, {"token", e.id}};
+    if (request_.trace)  // which token this is, where it will be evaluated, and the positions evaluated since
+        c["colibri"] = {{"trace", trace_json(event.traces)}, {"token", e.id}, {"end_of_turn", e.end_of_turn},
+                        {"position", request_.spec.prompt.size() + e.index}};
     return {std::move(c)};
 }
 

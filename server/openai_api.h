@@ -53,6 +53,7 @@ struct ServedModel {
     std::string id;        // what "model" must say (the file's stem); any of `aliases` is accepted too
     std::vector<std::string> aliases;
     int64_t created = 0;   // the file's modification time
+    uint32_t context = 0;  // tokens per slot (for /v1/models' meta)
 };
 
 // Parses a request body. A request without a seed gets one from `seeds`, so that its sampling is reproducible

@@ -123,6 +123,10 @@ void EngineWorker::generate(const GenerationRequest& request) {
     QMetaObject::invokeMethod(this, [this, request, id] { do_generate(request, id); }, Qt::QueuedConnection);
 }
 
+void EngineWorker::connectRemote(const QString& url, const QString& api_key) {
+    QMetaObject::invokeMethod(this, [this, url, api_key] { do_connect(url, api_key); }, Qt::QueuedConnection);
+}
+
 void EngineWorker::compareKernels(const KernelComparisonRequest& request) {
     const uint64_t id = ++posted_;
     QMetaObject::invokeMethod(this, [this, request, id] { do_compare(request, id); }, Qt::QueuedConnection);
@@ -160,6 +164,7 @@ Status EngineWorker::apply_kernel() {
 
 void EngineWorker::do_unload() {
     // The session refers to the model and the pool; the pool's threads carry the inherited counters.
+    remote_.reset();
     chat_.reset();
     session_.reset();
     collector_.reset();
@@ -210,6 +215,7 @@ QString EngineWorker::token_text(int32_t token, std::string& pending) const {
 }
 
 void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
+    if (remote_) return do_generate_remote(request, id);
     if (!session_) {
         emit generationFailed(tr("no model is loaded"));
         return;
@@ -340,7 +346,7 @@ void EngineWorker::do_compare(const KernelComparisonRequest& request, uint64_t i
     result.reps = std::max(1, request.reps);
     result.decode_tokens = std::max(1, request.decode_tokens);
     if (!session_) {
-        result.error = tr("no model is loaded");
+        result.error = remote_ ? tr("kernels are compared on a local model, not on a server") : tr("no model is loaded");
         emit kernelComparisonFinished(result);
         return;
     }

@@ -9,6 +9,7 @@
 #include <QVector>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -79,6 +80,11 @@ public:
     void load(const QString& path, const LoadOptions& options = {});
     void unload();
     void generate(const GenerationRequest& request);
+    // Attaches to a `colibri serve` elsewhere (http://HOST:PORT) instead of a local model: loaded() describes
+    // its model, and generations run there, their traces (routing and per-layer times of every evaluated
+    // position) coming back through the server's trace extension (docs/SERVER.md). Counters, kernel choices
+    // and comparisons stay local-only.
+    void connectRemote(const QString& url, const QString& api_key = {});
     void resetConversation();       // forget the KV cache; the next generation evaluates from scratch
     void setCounting(Counting mode);  // perf counters per layer or per layer and expert (off by default)
     // The kernel variant this session's generations run on (kernels::variant_name; empty: the startup choice,
@@ -110,6 +116,9 @@ private:
     void do_unload();
     void do_generate(const GenerationRequest& request, uint64_t id);
     void do_compare(const KernelComparisonRequest& request, uint64_t id);
+    // ui/remote_engine.cpp
+    void do_connect(const QString& url, const QString& api_key);
+    void do_generate_remote(const GenerationRequest& request, uint64_t id);
     // A token's text, a character split across tokens shown with the token that completes it (`pending`
     // carries the unfinished bytes).
     QString token_text(int32_t token, std::string& pending) const;
@@ -123,6 +132,13 @@ private:
     // The turn loop every front end shares (engine/chat_service.h): prefix reuse, sampling, stop ids, UTF-8.
     std::unique_ptr<ChatService> chat_;
     std::vector<int32_t> stop_ids_;
+    struct Remote {
+        std::string host;
+        int port = 0;
+        std::string api_key, model;
+        int context = 0;
+    };
+    std::optional<Remote> remote_;    // attached to a server instead of a local model
     Counting counting_ = Counting::Off;
     QString kernel_;                  // setKernel's choice
 

@@ -4,6 +4,7 @@
 #include <QTimer>
 #include <atomic>
 
+#include "../server/server_process.h"
 #include "ui/engine_worker.h"
 #include "ui/worker_thread.h"
 #include "ui_test_support.h"
@@ -98,6 +99,78 @@ private slots:
         QCOMPARE(stats.prompt_tokens, 16);
         QCOMPARE(stats.context_used, 24);
         QVERIFY(!stats.stopped);
+    }
+
+    void a_remote_engine_gives_what_the_local_one_gives() {
+        // File ▸ Connect to server: the same model served by `colibri serve`; the worker's signals carry the
+        // same tokens (transformers' greedy ids) and, for every position the server evaluated, the same routing.
+        ServerProcess server;
+        QVERIFY2(server.start({"-m", mixtral_, "--slots", "1", "-t", "1", "-c", "256", "--quiet"}), qPrintable(server.error()));
+        QSignalSpy loaded(worker_, &EngineWorker::loaded);
+        worker_->connectRemote(server.url());
+        QVERIFY(wait_for(loaded, 1));
+        const auto summary = loaded.at(0).at(0).value<ModelSummary>();
+        QVERIFY(summary.remote);
+        QCOMPARE(summary.family, QStringLiteral("mixtral"));
+        QCOMPARE(summary.layers, 2);
+        QCOMPARE(summary.moe_layer_ids, (QVector<int>{0, 1}));
+        QCOMPARE(summary.experts, 8);
+        QCOMPARE(summary.active_experts, 2);
+        QCOMPARE(summary.context, 256);
+
+        const std::vector<int32_t> prompt = reference_input_ids(QStringLiteral("mixtral"));
+        auto run = [&](QList<QList<QVariant>>& tokens, std::vector<TokenTrace>& traces) {
+            QSignalSpy generated(worker_, &EngineWorker::tokenGenerated);
+            QSignalSpy evaluated(worker_, &EngineWorker::tokenEvaluated);
+            QSignalSpy finished(worker_, &EngineWorker::generationFinished);
+            worker_->generate(greedy(prompt, 8));
+            QVERIFY(wait_for(finished, 1));
+            tokens = generated;
+            for (const auto& e : evaluated) traces.push_back(e.at(0).value<TokenTrace>());
+            const auto stats = finished.at(0).at(0).value<GenerationStats>();
+            QCOMPARE(stats.generated, 8);
+            QCOMPARE(stats.prompt_tokens, 16);
+        };
+        QList<QList<QVariant>> remote_tokens, local_tokens;
+        std::vector<TokenTrace> remote_traces, local_traces;
+        run(remote_tokens, remote_traces);
+        if (QTest::currentTestFailed()) return;
+        load(mixtral_);
+        run(local_tokens, local_traces);
+        if (QTest::currentTestFailed()) return;
+
+        const QJsonArray expected = read_json(reference("hf/mixtral/ref/generate.json"))["new_ids"].toArray();
+        QCOMPARE(remote_tokens.size(), 8);
+        for (int i = 0; i < 8; ++i) {
+            QCOMPARE(remote_tokens[i].at(0).toInt(), 16 + i);  // position
+            QCOMPARE(remote_tokens[i].at(1).toInt(), expected[i].toInt());
+            QCOMPARE(remote_tokens[i].at(1).toInt(), local_tokens[i].at(1).toInt());
+        }
+        // The server does not evaluate the last token it samples; the local worker does.
+        QCOMPARE(static_cast<int>(remote_traces.size()), 16 + 7);
+        for (size_t i = 0; i < remote_traces.size(); ++i) {
+            const TokenTrace& r = remote_traces[i];
+            const TokenTrace& l = local_traces[i];
+            QCOMPARE(r.position, static_cast<int>(i));
+            QCOMPARE(r.token, l.token);
+            QCOMPARE(r.generated, l.generated);
+            QCOMPARE(r.routing.size(), l.routing.size());
+            for (size_t k = 0; k < r.routing.size(); ++k) {
+                QCOMPARE(r.routing[k].layer, l.routing[k].layer);
+                QCOMPARE(r.routing[k].experts, l.routing[k].experts);
+                QCOMPARE(r.routing[k].weights, l.routing[k].weights);
+                QCOMPARE(r.routing[k].probs.size(), size_t(8));
+            }
+            QCOMPARE(r.layers.size(), size_t(2));
+            QVERIFY(r.step_ns > 0);
+        }
+
+        // An address where nothing listens: a clear error, not a hang.
+        QSignalSpy failed(worker_, &EngineWorker::loadFailed);
+        worker_->connectRemote(QStringLiteral("http://127.0.0.1:1"));
+        QVERIFY(wait_for(failed, 1));
+        QVERIFY2(failed.at(0).at(1).toString().contains(QStringLiteral("did not answer")), qPrintable(failed.at(0).at(1).toString()));
+        server.stop();
     }
 
     void next_turn_reuses_the_cache() {

@@ -32,6 +32,7 @@ struct ModelSummary {
     bool has_tokenizer = false;
     bool has_chat_template = false;
     int threads = 0;
+    bool remote = false;      // a colibri serve elsewhere (path is its address): no file, no counters
 };
 
 ModelSummary summarize(const Model& model, const QString& path);

@@ -12,7 +12,12 @@
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QJsonDocument>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
 #include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -247,6 +252,8 @@ void MainWindow::build_menus() {
         file->addAction(tr("Open the &demo model"), this, [this] { open_model(options_.demo_model); })->setObjectName(QStringLiteral("open_demo"));
     recent_menu_ = file->addMenu(tr("Open &recent"));
     file->addSeparator();
+    file->addAction(tr("Connect to &server…"), this, &MainWindow::connect_dialog)->setObjectName(QStringLiteral("connect_server"));
+    file->addSeparator();
     file->addAction(tr("&Convert…"), this, &MainWindow::show_convert_dialog);
     file->addAction(tr("&Validate a file…"), this, &MainWindow::validate_dialog);
     file->addAction(tr("Co&mpare two model files…"), this, &MainWindow::compare_files_dialog);
@@ -308,6 +315,37 @@ void MainWindow::open_model(const QString& path) {
     worker_->load(path, options_.load);
 }
 
+void MainWindow::connect_dialog() {
+    QDialog dialog(this);
+    dialog.setWindowTitle(tr("Connect to a server"));
+    auto* form = new QFormLayout(&dialog);
+    auto* url = new QLineEdit(QStringLiteral("http://127.0.0.1:8080"), &dialog);
+    url->setObjectName(QStringLiteral("server_url"));
+    auto* key = new QLineEdit(qEnvironmentVariable("COLIBRI_API_KEY"), &dialog);
+    key->setEchoMode(QLineEdit::Password);
+    key->setPlaceholderText(tr("none"));
+    auto* about = new QLabel(tr("A model served by <tt>colibri serve</tt>: chats run there, and its routing and timings fill "
+                                "the views here (perf counters and kernel comparisons stay local)."), &dialog);
+    about->setWordWrap(true);
+    form->addRow(about);
+    dialog.setMinimumWidth(420);
+    form->addRow(tr("Address"), url);
+    form->addRow(tr("API key"), key);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+    buttons->button(QDialogButtonBox::Ok)->setText(tr("Connect"));
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    form->addRow(buttons);
+    if (dialog.exec() == QDialog::Accepted) connect_server(url->text(), key->text());
+}
+
+void MainWindow::connect_server(const QString& url, const QString& api_key) {
+    loading_ = url;
+    statusBar()->showMessage(tr("Connecting to %1…").arg(url));
+    if (chat_->generating()) chat_->stop();
+    worker_->connectRemote(url, api_key);
+}
+
 void MainWindow::show_welcome() {
     QList<Banner::Action> actions;
     if (!options_.demo_model.isEmpty() && QFileInfo::exists(options_.demo_model))
@@ -343,9 +381,17 @@ void MainWindow::on_loaded(const ModelSummary& summary, const CounterSet& counte
     heatmap_view_->set_model(summary);
     profiler_view_->set_model(summary, counters);
     analysis_view_->set_model(summary);
-    kernels_view_->set_model_loaded(true);
+    kernels_view_->set_model_loaded(!summary.remote);
     chat_view_->model_changed();
     loaded_path_ = summary.path;
+    if (summary.remote) {  // no file here to verify or remember
+        setWindowTitle(tr("%1 — Colibri Studio").arg(summary.path));
+        model_label_->setText(tr("%1: %2, %3 layers, %4 experts (top-%5), on the server")
+                                  .arg(summary.path, summary.family).arg(summary.layers).arg(summary.experts).arg(summary.active_experts));
+        statusBar()->showMessage(tr("Connected to %1").arg(summary.path), 5000);
+        emit modelLoaded(summary.path);
+        return;
+    }
     // Verified in the background right away when hashing it is quick; a larger file waits for the Verify button.
     const bool verify = summary.file_size <= kAutoVerifyBytes;
     validator_view_->open(summary.path, verify);
@@ -407,7 +453,9 @@ void MainWindow::on_load_failed(const QString& path, const QString& error) {
     model_label_->setText(tr("no model"));
     setWindowTitle(tr("Colibri Studio"));
     statusBar()->showMessage(tr("Could not load %1").arg(QFileInfo(path).fileName()), 8000);
-    if (!QFileInfo::exists(path)) {
+    if (path.startsWith(QLatin1String("http://")) || path.startsWith(QLatin1String("https://"))) {
+        banner_->show_message(Banner::Kind::Error, tr("Could not connect to %1: %2").arg(path, error));
+    } else if (!QFileInfo::exists(path)) {
         banner_->show_message(Banner::Kind::Error, tr("Could not open %1: no such file or directory.").arg(path));
     } else {
         banner_->show_message(Banner::Kind::Error, tr("Could not load %1: %2").arg(QFileInfo(path).fileName(), error),

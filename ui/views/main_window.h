@@ -50,6 +50,8 @@ public:
     // A .bin or .bin.zst loads; a GGUF file or a Hugging Face directory is offered for conversion; a path that
     // does not exist is an error in the banner.
     void open_model(const QString& path);
+    // Attaches the Studio to a colibri serve (File ▸ Connect to server).
+    void connect_server(const QString& url, const QString& api_key = {});
     void validate_file(const QString& path);
     Status save_conversation(const QString& path) const;
     Status load_conversation(const QString& path);
@@ -107,6 +109,7 @@ private:
     void remember_recent(const QString& path);
     void rebuild_recent_menu();
     void open_dialog();
+    void connect_dialog();
     void open_directory_dialog();
     void show_convert_dialog();
     void validate_dialog();

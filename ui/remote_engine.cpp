@@ -1,0 +1,235 @@
+// EngineWorker's remote mode: a `colibri serve` elsewhere runs the model, the Studio shows what it reports.
+// Chats go to /v1/chat/completions (token ids to /v1/completions) as streams with the trace extension
+// (docs/SERVER.md), on the worker's thread like a local generation: each chunk's trace becomes the views'
+// TokenTrace, each token tokenGenerated, the usage chunk the statistics. Stop closes the connection, which
+// cancels the request on the server.
+#include <httplib.h>
+
+#include <QUrl>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "ui/engine_worker.h"
+
+namespace colibri::studio {
+
+namespace {
+
+using nlohmann::json;
+
+QString qstr(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+
+httplib::Headers auth_headers(const std::string& api_key) {
+    httplib::Headers h;
+    if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
+    return h;
+}
+
+// The server's error body's message, else the status.
+QString http_error(const httplib::Result& res) {
+    if (!res) return QString::fromStdString(httplib::to_string(res.error()));
+    const json j = json::parse(res->body, nullptr, false);
+    if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].value("message", json()).is_string())
+        return QStringLiteral("HTTP %1: %2").arg(res->status).arg(qstr(j["error"]["message"].get<std::string>()));
+    return QStringLiteral("HTTP %1").arg(res->status);
+}
+
+// One position of the trace extension as the views' TokenTrace.
+TokenTrace trace_of(const json& t) {
+    TokenTrace out;
+    out.position = t.value("position", -1);
+    out.token = t.value("token", -1);
+    out.text = qstr(t.value("text", std::string()));
+    out.generated = t.value("generated", false);
+    for (const json& r : t.value("routing", json::array())) {
+        LayerRouting lr;
+        lr.layer = r.value("layer", 0);
+        lr.experts = r.value("experts", std::vector<int32_t>());
+        lr.weights = r.value("weights", std::vector<float>());
+        lr.probs = r.value("probs", std::vector<float>());
+        out.routing.push_back(std::move(lr));
+    }
+    uint64_t total = 0;
+    for (const json& l : t.value("timings", json::array())) {
+        LayerProfile p;
+        p.layer = l.value("layer", 0);
+        p.attention_ns = l.value("attention_ns", uint64_t(0));
+        p.router_ns = l.value("router_ns", uint64_t(0));
+        p.experts_ns = l.value("experts_ns", uint64_t(0));
+        total += p.attention_ns + p.router_ns + p.experts_ns;
+        out.layers.push_back(std::move(p));
+    }
+    out.step_ns = total;  // the server reports its layers' times; its own step and sampling are not in the trace
+    return out;
+}
+
+}  // namespace
+
+void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
+    do_unload();
+    const QUrl url(url_text.trimmed());
+    if (!url.isValid() || url.scheme() != QStringLiteral("http") || url.host().isEmpty()) {
+        emit loadFailed(url_text, tr("not a server address: give http://HOST:PORT"));
+        return;
+    }
+    Remote r;
+    r.host = url.host().toStdString();
+    r.port = url.port(80);
+    r.api_key = api_key.toStdString();
+    httplib::Client client(r.host, r.port);
+    client.set_connection_timeout(5, 0);
+    client.set_read_timeout(10, 0);
+    auto res = client.Get("/v1/models", auth_headers(r.api_key));
+    if (!res || res->status != 200) {
+        emit loadFailed(url_text, tr("the server did not answer /v1/models: %1").arg(http_error(res)));
+        return;
+    }
+    const json j = json::parse(res->body, nullptr, false);
+    if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() || !j["data"][0].is_object()) {
+        emit loadFailed(url_text, tr("the server's /v1/models is not an OpenAI model list"));
+        return;
+    }
+    const json& m = j["data"][0];
+    const json meta = m.value("meta", json::object());
+    if (!meta.is_object() || !meta.contains("moe_layers")) {
+        emit loadFailed(url_text, tr("the server is not colibri serve (its model list has no routing description)"));
+        return;
+    }
+    r.model = m.value("id", std::string());
+    r.context = meta.value("context", 0);
+    ModelSummary s;
+    s.path = QStringLiteral("%1 (%2)").arg(url.toString(QUrl::RemoveUserInfo | QUrl::StripTrailingSlash), qstr(r.model));
+    s.family = qstr(meta.value("family", std::string()));
+    s.layers = meta.value("layers", 0);
+    for (const json& l : meta["moe_layers"]) s.moe_layer_ids.push_back(l.get<int>());
+    s.moe_layers = static_cast<int>(s.moe_layer_ids.size());
+    s.experts = meta.value("experts", 0);
+    s.active_experts = meta.value("active_experts", 0);
+    s.hidden_size = meta.value("hidden_size", 0);
+    s.vocab_size = meta.value("vocab_size", 0);
+    s.context = r.context;
+    s.max_position = meta.value("max_position", 0);
+    s.has_tokenizer = meta.value("tokenizer", false);
+    s.tokenizer = s.has_tokenizer ? tr("on the server") : QStringLiteral("none");
+    s.has_chat_template = meta.value("chat_template", false);
+    s.remote = true;
+    remote_ = std::move(r);
+    CounterSet counters;
+    counters.hardware_status = counters.software_status = tr("not available: the model runs on a server");
+    emit loaded(s, counters);
+}
+
+void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t id) {
+    const Remote& r = *remote_;
+    json body{{"model", r.model}, {"max_tokens", std::max(1, request.max_tokens)}, {"stream", true},
+              {"stream_options", {{"include_usage", true}}}, {"colibri", {{"trace", true}}}};
+    const SamplerConfig& sc = request.sampling;
+    body["temperature"] = sc.greedy ? 0.0f : sc.temperature;
+    body["top_p"] = sc.top_p;
+    body["top_k"] = sc.top_k;
+    body["min_p"] = sc.min_p;
+    body["repeat_penalty"] = sc.repetition_penalty;
+    body["seed"] = static_cast<int64_t>(sc.seed);  // the API takes a signed 64-bit seed; the server reads the same bits back
+    std::string path;
+    if (request.token_ids.empty()) {
+        path = "/v1/chat/completions";
+        json messages = json::array();
+        for (const ChatTurn& t : request.messages) messages.push_back({{"role", t.role.toStdString()}, {"content", t.content.toStdString()}});
+        body["messages"] = messages;
+        body["logprobs"] = true;
+        body["top_logprobs"] = 5;
+    } else {
+        path = "/v1/completions";
+        body["prompt"] = request.token_ids;
+        body["ignore_eos"] = true;  // explicit ids: the caller decides when to stop, as locally
+        body["logprobs"] = 5;
+    }
+
+    GenerationStats stats;
+    stats.context_size = r.context;
+    stats.kernel = tr("remote");
+    QString reply;
+    bool started = false, cancelled = false;
+    std::string pending, failure;
+    auto handle = [&](const json& c) {
+        if (c.contains("error")) {
+            failure = c["error"].value("message", std::string("the server failed"));
+            return;
+        }
+        if (!started) {
+            started = true;
+            emit generationStarted(0);
+        }
+        if (c.contains("usage") && c["usage"].is_object()) {
+            const json& u = c["usage"];
+            const json t = c.value("timings", json::object());
+            stats.generated = u.value("completion_tokens", 0);
+            stats.reused_tokens = u.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
+            stats.prompt_tokens = u.value("prompt_tokens", 0) - stats.reused_tokens;
+            stats.context_used = u.value("prompt_tokens", 0) + std::max(0, stats.generated - 1);
+            stats.prompt_seconds = t.value("prompt_ms", 0.0) / 1000.0;
+            stats.decode_seconds = t.value("predicted_ms", 0.0) / 1000.0;
+        }
+        const json ext = c.value("colibri", json::object());
+        // Positions the server evaluated since the previous chunk (this chunk's token's predecessors).
+        for (const json& t : ext.value("trace", json::array())) emit tokenEvaluated(trace_of(t));
+        if (!c.contains("choices") || !c["choices"].is_array() || c["choices"].empty() || !ext.contains("token")) return;
+        const json& choice = c["choices"][0];
+        std::string text;
+        if (choice.contains("delta")) text = choice["delta"].value("content", std::string());
+        else text = choice.value("text", std::string());
+        const bool end = ext.value("end_of_turn", false);
+        reply += qstr(text);
+        emit tokenGenerated(ext.value("position", 0), ext.value("token", -1), qstr(text), end);
+    };
+
+    httplib::Client client(r.host, r.port);
+    client.set_connection_timeout(5, 0);
+    client.set_read_timeout(300, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.headers = auth_headers(r.api_key);
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    std::string error_body;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        if (id <= cancelled_.load()) {
+            cancelled = true;
+            return false;  // closing the connection cancels the request on the server
+        }
+        pending.append(data, n);
+        for (size_t nl; (nl = pending.find("\n\n")) != std::string::npos;) {
+            const std::string event = pending.substr(0, nl);
+            pending.erase(0, nl + 2);
+            if (event.rfind("data: ", 0) != 0) {
+                error_body += event;  // an error status's body
+                continue;
+            }
+            if (event == "data: [DONE]") continue;
+            const json c = json::parse(event.substr(6), nullptr, false);
+            if (c.is_object()) handle(c);
+        }
+        return true;
+    };
+    auto res = client.send(req);
+    if (cancelled) {
+        stats.stopped = true;
+        stats.reply = reply;
+        emit generationFinished(stats);
+        return;
+    }
+    if (!res || res->status != 200) {
+        if (res && !pending.empty()) res->body = error_body + pending;
+        emit generationFailed(tr("the server: %1").arg(http_error(res)));
+        return;
+    }
+    if (!failure.empty()) {
+        emit generationFailed(tr("the server: %1").arg(qstr(failure)));
+        return;
+    }
+    stats.reply = reply;
+    emit generationFinished(stats);
+}
+
+}  // namespace colibri::studio
