@@ -914,6 +914,9 @@ int main(int argc, char** argv) {
     auto* export_cmd = app.add_subcommand("export", "write a .bin as a GGUF file for llama.cpp (the same tensors, no vocabulary)");
     export_cmd->add_option("model", export_in, ".bin model")->required();
     export_cmd->add_option("-o,--output", export_out, "output .gguf")->required();
+    bool export_placeholder_vocab = false;
+    export_cmd->add_flag("--placeholder-vocab", export_placeholder_vocab,
+                         "a stand-in vocabulary (pieces \"<ID>\") for llama.cpp programs that print tokens, e.g. llama-server driven with token ids");
 
     std::string path;
     auto* check = app.add_subcommand("check", "validate a .bin or .bin.zst file: exit 0 valid, 1 invalid, 2 unreadable");
@@ -1073,7 +1076,7 @@ int main(int argc, char** argv) {
         if (*convert) return cmd_convert(src, out, type_name, zstd, zstd_level, quiet);
         if (*check) return cmd_check(path, as_json, quiet);
         if (*export_cmd) {
-            if (Status st = tools::export_gguf(export_in, export_out); !st) return fail("export", st.message());
+            if (Status st = tools::export_gguf(export_in, export_out, export_placeholder_vocab); !st) return fail("export", st.message());
             return 0;
         }
         if (*info) return cmd_info(path, as_json);

@@ -19,7 +19,7 @@ using format::Family;
 using format::HyperParams;
 
 // GGUF metadata value types (gguf.h's gguf_type).
-enum : uint32_t { kU32 = 4, kF32 = 6, kBool = 7, kString = 8 };
+enum : uint32_t { kU32 = 4, kF32 = 6, kBool = 7, kString = 8, kArray = 9 };
 constexpr uint64_t kAlignment = 32;  // GGUF's default general.alignment
 
 uint64_t aligned(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
@@ -41,6 +41,12 @@ public:
         put(&b, 1);
     }
     void kv_str(const std::string& key, const std::string& v) { key_type(key, kString), str(v); }
+    void kv_str_array(const std::string& key, const std::vector<std::string>& v) {
+        key_type(key, kArray);
+        u32(kString);
+        u64(v.size());
+        for (const std::string& s : v) str(s);
+    }
     size_t kv_count() const { return kvs_; }
     const std::vector<uint8_t>& bytes() const { return bytes_; }
 
@@ -68,7 +74,8 @@ struct OutTensor {
 };
 
 // The hyper-parameters under llama.cpp's keys for the family (what its converter writes for the same config).
-void write_hparams(Header& h, Family family, const HyperParams& hp, const std::vector<bool>& moe_layer, const char* arch) {
+void write_hparams(Header& h, Family family, const HyperParams& hp, const std::vector<bool>& moe_layer, const char* arch,
+                   bool placeholder_vocab) {
     const std::string a = arch;
     const bool old_family = family == Family::Mixtral || family == Family::Qwen2Moe || family == Family::Olmoe;
     const bool deepseek = family == Family::DeepseekV3, sigmoid = deepseek || family == Family::Glm4Moe;
@@ -125,13 +132,26 @@ void write_hparams(Header& h, Family family, const HyperParams& hp, const std::v
         h.kv_f32(a + ".rope.scaling.yarn_beta_slow", hp.yarn_beta_slow > 0 ? hp.yarn_beta_slow : 1.0f);
         if (deepseek && hp.yarn_mscale_all_dim > 0) h.kv_f32(a + ".rope.scaling.yarn_log_multiplier", 0.1f * hp.yarn_mscale_all_dim);
     }
-    // No vocabulary: llama.cpp makes vocab_size placeholder tokens.
-    h.kv_str("tokenizer.ggml.model", "none");
+    if (!placeholder_vocab) {
+        // No vocabulary: llama.cpp makes vocab_size placeholder tokens.
+        h.kv_str("tokenizer.ggml.model", "none");
+        return;
+    }
+    // A stand-in BPE: piece "<ID>" for each id (printable ASCII, so byte-level decoding gives it back as it
+    // is), one merge that never applies (llama.cpp's BPE loader wants the key), the model's bos/eos ids.
+    std::vector<std::string> pieces(hp.vocab_size);
+    for (uint32_t i = 0; i < hp.vocab_size; ++i) pieces[i] = "<" + std::to_string(i) + ">";
+    h.kv_str("tokenizer.ggml.model", "gpt2");
+    h.kv_str("tokenizer.ggml.pre", "default");
+    h.kv_str_array("tokenizer.ggml.tokens", pieces);
+    h.kv_str_array("tokenizer.ggml.merges", {"< >"});
+    if (hp.bos_id >= 0) h.kv_u32("tokenizer.ggml.bos_token_id", uint32_t(hp.bos_id));
+    if (hp.eos_id >= 0) h.kv_u32("tokenizer.ggml.eos_token_id", uint32_t(hp.eos_id));
 }
 
 }  // namespace
 
-Status export_gguf(const std::string& bin_path, const std::string& out_path) {
+Status export_gguf(const std::string& bin_path, const std::string& out_path, bool placeholder_vocab) {
     auto file = ModelFile::open(bin_path);
     if (!file) return file.status();
     const ModelFile& m = *file.value();
@@ -177,7 +197,7 @@ Status export_gguf(const std::string& bin_path, const std::string& out_path) {
     h.u64(out.size());
     const size_t kv_count_at = h.bytes().size();
     h.u64(0);  // kv count, patched below
-    write_hparams(h, family, hp, moe_layer, arch);
+    write_hparams(h, family, hp, moe_layer, arch, placeholder_vocab);
     const size_t kvs = h.kv_count();
     uint64_t data = 0;
     for (OutTensor& o : out) {

@@ -87,6 +87,32 @@ private slots:
         QCOMPARE(read_all(again + ".f32"), read_all(bin + ".f32"));
     }
 
+    // --placeholder-vocab: a BPE llama.cpp's loader takes (gpt2, a merges key), piece "<ID>" per id, the model's
+    // bos/eos; the tensors as without it. (That llama-server then generates colibri's greedy ids on the demo model
+    // was checked by hand: docs/SERVER.md.)
+    void placeholder_vocabulary() {
+        const QString gguf = QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/qwen2moe-f32.gguf");
+        const QString bin = dir_.filePath("vocab.bin"), plain = bin + ".gguf", vocab = bin + ".vocab.gguf";
+        QCOMPARE(run_cli({"convert", gguf, "-o", bin, "--type", "f32", "-q"}).exit_code, 0);
+        QCOMPARE(run_cli({"export", bin, "-o", plain}).exit_code, 0);
+        CliResult r = run_cli({"export", bin, "-o", vocab, "--placeholder-vocab"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        auto a = tools::GgufFile::open(plain.toStdString());
+        auto b = tools::GgufFile::open(vocab.toStdString());
+        QVERIFY(a && b);
+        const json& m = b.value()->metadata();
+        QCOMPARE(m["tokenizer.ggml.model"].get<std::string>(), std::string("gpt2"));
+        QCOMPARE(a.value()->metadata()["tokenizer.ggml.model"].get<std::string>(), std::string("none"));
+        const auto tokens = tools::gguf_strings(m["tokenizer.ggml.tokens"]);
+        QVERIFY(tokens);
+        const std::string arch = m["general.architecture"].get<std::string>();
+        QCOMPARE(tokens->size(), size_t(m[arch + ".vocab_size"].get<uint64_t>()));
+        QCOMPARE(tokens->at(0), std::string("<0>"));
+        QCOMPARE(tokens->back(), "<" + std::to_string(tokens->size() - 1) + ">");
+        QVERIFY(tools::gguf_strings(m["tokenizer.ggml.merges"]));
+        QCOMPARE(b.value()->tensors().size(), a.value()->tensors().size());
+    }
+
     // Bad input: a missing or damaged .bin is a one-line error, and no output is left behind.
     void bad_input() {
         const QString out = dir_.filePath("bad.gguf");
