@@ -20,8 +20,11 @@ int main(void) {
     return 0;
 }
 C
+# A sanitized build installs an instrumented library: its user links the sanitizers' runtimes too.
+sanitize=""
+if grep -q '^COLIBRI_SANITIZE:BOOL=ON' "$build/CMakeCache.txt"; then sanitize="-fsanitize=address,undefined"; fi
 # shellcheck disable=SC2086
-cc -std=c11 -o "$prefix/hello" "$prefix/hello.c" $flags -Wl,-rpath,"$prefix/lib"
+cc -std=c11 $sanitize -o "$prefix/hello" "$prefix/hello.c" $flags -Wl,-rpath,"$prefix/lib"
 out="$("$prefix/hello")"
 echo "$out"
 case "$out" in
