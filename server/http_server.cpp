@@ -121,6 +121,11 @@ class GuardedServer final : public httplib::Server {
 public:
     int request_timeout_s = 10, io_timeout_s = 10, idle_timeout_s = 5;
 
+    // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's library): a burst of
+    // more concurrent connections has SYNs dropped, and those clients wait a second for the retransmission
+    // (colibri-serve-bench saw 8 streams start 1 s apart). listen() again on the bound socket raises it.
+    bool raise_backlog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+
 private:
     bool process_and_close_socket(socket_t sock) override {
         DeadlineStream stream(sock, io_timeout_s);
@@ -179,6 +184,7 @@ public:
     Result<int> bind() {
         const int port = options_.port == 0 ? server_.bind_to_any_port(options_.host) : (server_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
         if (port < 0) return error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + std::strerror(errno));
+        if (!server_.raise_backlog()) return error(std::string("cannot listen with a longer backlog: ") + std::strerror(errno));
         return port;
     }
     void run() { server_.listen_after_bind(); }

@@ -106,7 +106,12 @@ double concurrent_decode_rate(const Target& t, int streams, const std::vector<in
         end = std::min(end, r.tokens.back());
     }
     if (end <= begin) {
-        error = "the streams did not decode at the same time";
+        Clock::time_point t0 = Clock::time_point::max();
+        for (const StreamTimes& r : results) t0 = std::min(t0, r.tokens.front());
+        error = "the streams did not decode at the same time (first and last token of each, ms:";
+        for (const StreamTimes& r : results)
+            error += " " + std::to_string(int(seconds(t0, r.tokens.front()) * 1000)) + "-" + std::to_string(int(seconds(t0, r.tokens.back()) * 1000));
+        error += ")";
         return 0.0;
     }
     size_t tokens = 0;

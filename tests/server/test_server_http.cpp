@@ -8,6 +8,8 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "../test_support.h"
@@ -271,6 +273,29 @@ private slots:
         }
         QVERIFY(chunks_with_trace >= 2);  // the prompt's positions with the first token, then one per token
         check_trace(streamed, stream_prompt, 5);
+    }
+
+    void a_burst_of_connections_is_accepted_at_once() {
+        // 64 clients connecting at the same moment all complete the TCP handshake at once. With httplib's backlog
+        // of 5, SYNs beyond it were dropped and those clients waited a second for the retransmission.
+        constexpr int kClients = 64;
+        std::vector<int64_t> ms(kClients, -1);
+        std::atomic<int> ready{0};
+        std::vector<std::thread> threads;
+        for (int i = 0; i < kClients; ++i)
+            threads.emplace_back([&, i] {
+                ++ready;
+                while (ready.load() < kClients) std::this_thread::yield();
+                QElapsedTimer clock;
+                clock.start();
+                RawConnection c(server_.port());
+                if (c.ok()) ms[size_t(i)] = clock.elapsed();
+            });
+        for (auto& t : threads) t.join();
+        const int64_t slowest = *std::max_element(ms.begin(), ms.end());
+        QVERIFY2(std::find(ms.begin(), ms.end(), -1) == ms.end(), "a connection failed");
+        QVERIFY2(slowest < 900, qPrintable(QStringLiteral("the slowest connect took %1 ms").arg(slowest)));
+        QCOMPARE(get("/health").status, 200);
     }
 
     void metrics_in_prometheus_text() {
