@@ -27,6 +27,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The test oracle's npm packages, at the versions package-lock.json pins.
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+# Only the tests need it: without the npm registry the build and the chat still work, and test_server_openai is
+# skipped (a failure under CI=true).
 if [ ! -d "$repo/tests/server/openai/node_modules/openai" ]; then
-  npm ci --prefix "$repo/tests/server/openai" --no-audit --no-fund
+  npm ci --prefix "$repo/tests/server/openai" --no-audit --no-fund ||
+    echo "install-deps: the openai npm package could not be installed; test_server_openai will not run" >&2
 fi
