@@ -116,6 +116,8 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, con
             next += c->slot_bytes_;
         }
         L.reads.reserve(c->slots_);
+        L.loads.assign(hp.n_experts, 0);
+        L.evictions.assign(hp.n_experts, 0);
         if (c->prefetch_) {
             L.prefetch_reads.reserve(c->slots_);
             L.predicted.assign(hp.n_experts, 0);
@@ -180,6 +182,7 @@ void ExpertCache::finish_prefetch(uint32_t layer) {
         if (r.result) {
             L.stats.bytes_read += r.bytes;
             ++L.stats.prefetched;
+            ++L.loads[r.expert];
         } else {
             L.table->forget(r.expert);  // nothing half-read stays resident
         }
@@ -208,6 +211,7 @@ void ExpertCache::prefetch(uint32_t layer, std::span<const uint32_t> experts) {
         const auto a = L.table->access(e);
         if (!a) break;  // every slot holds a predicted expert
         if (a->hit) continue;
+        if (a->evicted != ExpertSlots::kNone) ++L.evictions[static_cast<uint32_t>(a->evicted)];
         L.prefetch_reads.push_back(prepare_slot(layer, a->slot, e));
     }
     if (L.prefetch_reads.empty()) return;
@@ -230,6 +234,7 @@ Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> 
             continue;
         }
         ++L.stats.misses;
+        if (a->evicted != ExpertSlots::kNone) ++L.evictions[static_cast<uint32_t>(a->evicted)];
         L.reads.push_back(prepare_slot(layer, a->slot, e));
     }
     if (m == 0) return error("expert cache: no slot free at layer " + std::to_string(layer));
@@ -242,6 +247,7 @@ Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> 
         for (const Read& r : L.reads) {
             if (r.result) {
                 L.stats.bytes_read += r.bytes;
+                ++L.loads[r.expert];
                 continue;
             }
             L.table->forget(r.expert);  // nothing half-read stays resident
@@ -254,6 +260,23 @@ Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> 
 const FfnWeights& ExpertCache::weights(uint32_t layer, uint32_t expert) const {
     const Layer& L = layers_[layer];
     return L.weights[static_cast<uint32_t>(L.table->slot_of(expert))].ffn;
+}
+
+void ExpertCache::layer_state(uint32_t layer, std::span<ExpertSlotState> out) const {
+    const Layer& L = layers_[layer];
+    if (!L.table) return;  // not a MoE layer
+    for (uint32_t e = 0; e < out.size() && e < L.table->n_experts(); ++e) {
+        ExpertSlotState& s = out[e];
+        s.resident = L.table->slot_of(e) != ExpertSlots::kNone;
+        s.loading = false;
+        s.pinned = L.table->pinned(e);
+        s.loads = L.loads[e];
+        s.evictions = L.evictions[e];
+        s.heat = L.table->heat(e);
+    }
+    if (L.prefetch_pending)
+        for (const Read& r : L.prefetch_reads)
+            if (r.expert < out.size()) out[r.expert].loading = true;
 }
 
 ExpertCacheStats ExpertCache::total_stats() const {

@@ -49,6 +49,17 @@ struct ExpertCacheStats {
     uint64_t predicted_right = 0;  // of those, how many the prediction named
 };
 
+// One routed expert's place in a layer's cache, for a live view (the Studio's cache view): counts since load,
+// so that two states taken around an evaluation say what it read and what it evicted.
+struct ExpertSlotState {
+    bool resident = false;  // in a slot (or being read into one)
+    bool loading = false;   // a prefetch is reading it now
+    bool pinned = false;    // holds a reserved slot (Pinned policy)
+    uint32_t loads = 0;      // reads into a slot that completed
+    uint32_t evictions = 0;  // times it left a slot for another expert
+    double heat = 0.0;       // the policy's use score: LFRU's decayed count, else the plain count
+};
+
 class ExpertCache {
 public:
     // Fails when the budget cannot hold what every token uses plus top_k slots per MoE layer (the message says
@@ -84,6 +95,9 @@ public:
     // An expert of the last acquire() of the layer: its weights in its slot. Valid under the lock.
     const FfnWeights& weights(uint32_t layer, uint32_t expert) const;
 
+    // Under the layer's lock: each expert's state at the layer (out has one entry per expert of the model).
+    void layer_state(uint32_t layer, std::span<ExpertSlotState> out) const;
+
     // Under the layer's lock, or while no session evaluates.
     ExpertCacheStats layer_stats(uint32_t layer) const { return layers_[layer].stats; }
     // While no session evaluates.
@@ -109,6 +123,7 @@ private:
         std::vector<SlotWeights> weights;  // per slot
         std::vector<Read> reads;  // acquire()'s misses, reserved for the layer's slots
         ExpertCacheStats stats;
+        std::vector<uint32_t> loads, evictions;  // per expert, for layer_state()
         // Prefetch: the reads in flight, and the last prediction, per expert.
         std::vector<Read> prefetch_reads;
         Batch prefetch_batch;

@@ -285,6 +285,8 @@ Status Session::layers(std::span<const Part> parts, uint32_t n) {
     const HyperParams& hp = model_.hparams();
     const size_t H = hp.hidden_size;
     for (const Part& p : parts) p.session->rope_rows(p.count);
+    if (const ExpertCache* cache = model_.expert_cache(); options_.predict_experts || (cache != nullptr && cache->prefetching()))
+        predict_first_moe_layer(n);
     const auto& layers = model_.layers();
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         const LayerWeights& w = layers[l];
@@ -787,7 +789,29 @@ void Session::predict_next_layer(uint32_t layer, uint32_t n) {
     uint32_t next = layer + 1;
     while (next < hp.n_layers && !layers[next].is_moe) ++next;
     if (next >= hp.n_layers) return;
-    const LayerWeights& w = layers[next];
+    predict_layer(next, n);
+    // Without a prefetching cache nothing consumes it; the observer still sees it.
+    ExpertCache* const cache = model_.expert_cache();
+    if (cache != nullptr && cache->prefetching()) predicted_layer_ = static_cast<int32_t>(next);
+}
+
+void Session::predict_first_moe_layer(uint32_t n) {
+    const auto& layers = model_.layers();
+    uint32_t first = 0;
+    while (first < layers.size() && !layers[first].is_moe) ++first;
+    if (first >= layers.size()) return;
+    predict_layer(first, n);
+    ExpertCache* const cache = model_.expert_cache();
+    if (cache != nullptr && cache->prefetching()) {
+        // Read while the layers before it and its attention compute.
+        std::unique_lock<std::mutex> lock = cache->lock(first);
+        cache->prefetch(first, predicted_next_);
+    }
+}
+
+void Session::predict_layer(uint32_t next, uint32_t n) {
+    const HyperParams& hp = model_.hparams();
+    const LayerWeights& w = model_.layers()[next];
     const size_t H = hp.hidden_size;
     const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
     // The residual stream before this layer's MoE, under the next layer's norm: what the next router will see,
@@ -800,9 +824,6 @@ void Session::predict_next_layer(uint32_t layer, uint32_t n) {
     predicted_next_.clear();
     for (uint32_t e = 0; e < n_exp; ++e)
         if (predict_mark_[e]) predicted_next_.push_back(e);
-    // Without a prefetching cache nothing consumes it; the observer still sees it.
-    ExpertCache* const cache = model_.expert_cache();
-    if (cache != nullptr && cache->prefetching()) predicted_layer_ = static_cast<int32_t>(next);
     if (observed_)
         for (uint32_t t = 0; t < n; ++t)
             if (rows_[t].observer)

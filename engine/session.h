@@ -119,6 +119,11 @@ private:
     void route_chunk(const LayerWeights& w, const float* input, uint32_t n, int32_t* selected, float* weights);
     // Expert cache prefetch: predicts the next MoE layer's experts for the chunk (predicted_next_, predicted_layer_).
     void predict_next_layer(uint32_t layer, uint32_t n);
+    // The first MoE layer has no MoE layer before it: its experts are predicted from the chunk's embeddings
+    // before the first layer runs, and a prefetching cache starts reading them at once.
+    void predict_first_moe_layer(uint32_t n);
+    // Layer `target`'s router on the residual stream as it is now, under that layer's norm (predicted_next_).
+    void predict_layer(uint32_t target, uint32_t n);
     // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
     void ffn(const FfnWeights& w, const float* x, uint32_t n, float* out);
     // y[i * W.rows + r] = row r of W · x_i for i < n: one read of W for all n vectors.

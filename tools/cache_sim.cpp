@@ -361,7 +361,7 @@ std::string cache_sim_text(const CacheSimReport& rep) {
     auto pct = [](uint64_t h, uint64_t a) { return a ? 100.0 * double(h) / double(a) : 0.0; };
     if (!rep.prediction.empty()) {
         uint64_t right = 0, chosen = 0;
-        out << "prediction (next layer's router on the hidden state one layer ahead), share of the chosen experts named:";
+        out << "prediction (each layer's router one layer ahead; the first MoE layer's on the embeddings), share of the chosen experts named:";
         for (const PredictionAccuracy& a : rep.prediction) {
             std::snprintf(line, sizeof line, " L%u %.1f%%", a.layer, pct(a.right, a.chosen));
             out << line;

@@ -20,7 +20,7 @@ struct RoutingTrace {
     std::vector<uint32_t> layers;                             // layer ids, in the trace's order
     std::vector<std::vector<std::vector<uint32_t>>> choices;  // [layer index][position][top_k]
     // route --predict: the experts predicted for each position at the layer before ([layer index][position][top_k];
-    // empty for a layer without predictions, e.g. the first MoE layer).
+    // empty for a layer without predictions).
     std::vector<std::vector<std::vector<uint32_t>>> predicted;
     bool has_predictions() const;
 };
