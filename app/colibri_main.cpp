@@ -32,6 +32,7 @@
 #include "engine/utf8_stream.h"
 #include "tools/export_gguf.h"
 #include "tools/bench.h"
+#include "tools/byte_size.h"
 #include "tools/cache_sim.h"
 #include "tools/chat_eval.h"
 #include "tools/check.h"
@@ -100,32 +101,6 @@ void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     add_budget_args(cmd, m);
 }
 
-// "6G", "512M", "1.5GiB", "4096": bytes, with K, M, G, T as powers of 1024.
-Result<uint64_t> parse_size(const std::string& text) {
-    const std::string bad = "'" + text + "' is not a size (e.g. 6G, 512M, 1048576)";
-    size_t used = 0;
-    double v = 0;
-    try {
-        v = std::stod(text, &used);
-    } catch (const std::exception&) {
-        return error(bad);
-    }
-    std::string unit = text.substr(used);
-    if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-    if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
-    double scale = 1;
-    if (unit.size() == 1) {
-        const std::string units = "KMGT";
-        const size_t at = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
-        if (at == std::string::npos) return error(bad);
-        scale = std::pow(1024.0, double(at + 1));
-    } else if (!unit.empty()) {
-        return error(bad);
-    }
-    if (!(v > 0) || !std::isfinite(v) || v * scale >= 1.8e19) return error(bad);
-    return static_cast<uint64_t>(v * scale);
-}
-
 // What --ram-budget, --cache-policy and --hot-trace ask for; nullopt without a budget.
 Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
     if (args.ram_budget.empty()) {
@@ -133,7 +108,7 @@ Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
         if (args.cache_prefetch) return error("--cache-prefetch needs --ram-budget");
         return std::optional<ExpertCacheConfig>();
     }
-    auto bytes = parse_size(args.ram_budget);
+    auto bytes = tools::parse_size(args.ram_budget);
     if (!bytes) return error("--ram-budget: " + bytes.message());
     const std::optional<CachePolicy> policy = parse_cache_policy(args.cache_policy);
     if (!policy) return error("--cache-policy: unknown policy '" + args.cache_policy + "' (lru, lfru or pinned)");

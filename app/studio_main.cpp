@@ -4,8 +4,10 @@
 #include <QFileInfo>
 #include <QRegularExpression>
 #include <cstdio>
+#include <optional>
 
 #include "kernels/tuner.h"
+#include "tools/byte_size.h"
 #include "ui/views/main_window.h"
 #include "ui/views/screenshot.h"
 
@@ -59,7 +61,15 @@ int main(int argc, char** argv) {
                                   QStringLiteral("with --screenshot: run the quick auto-tune for the kernels view's picture"));
     const QCommandLineOption compare(QStringLiteral("screenshot-compare"),
                                      QStringLiteral("with --screenshot: compare every kernel variant on the model for the kernels view's picture"));
-    cli.addOptions({screenshot, geometry, tune_report, threads, convert_source, tune, compare});
+    const QCommandLineOption ram_budget(QStringLiteral("ram-budget"),
+                                        QStringLiteral("open the model with its routed experts in a cache within SIZE (e.g. 6G, 512M)"), QStringLiteral("SIZE"));
+    const QCommandLineOption cache_policy(QStringLiteral("cache-policy"), QStringLiteral("with --ram-budget: lru (default), lfru or pinned"),
+                                          QStringLiteral("POLICY"));
+    const QCommandLineOption hot_trace(QStringLiteral("hot-trace"), QStringLiteral("pinned: learn the hot experts from this routing trace (route --json)"),
+                                       QStringLiteral("FILE"));
+    const QCommandLineOption cache_prefetch(QStringLiteral("cache-prefetch"),
+                                            QStringLiteral("with --ram-budget: read the experts predicted for the next layer ahead of use"));
+    cli.addOptions({screenshot, geometry, tune_report, threads, convert_source, tune, compare, ram_budget, cache_policy, hot_trace, cache_prefetch});
     cli.process(app);
 
     // COLIBRI_KERNEL, else the tune cache's choice for this CPU, as the CLI does.
@@ -78,6 +88,20 @@ int main(int argc, char** argv) {
     MainWindowOptions options;
     options.persist_settings = !cli.isSet(screenshot);
     options.load.threads = cli.value(threads).toUInt();
+    if (cli.isSet(ram_budget)) {
+        auto bytes = tools::parse_size(cli.value(ram_budget).toStdString());
+        if (!bytes) return fail(QStringLiteral("--ram-budget: %1").arg(QString::fromStdString(bytes.message())));
+        options.load.ram_budget = bytes.value();
+        const std::optional<CachePolicy> policy = parse_cache_policy(cli.value(cache_policy).isEmpty() ? "lru" : cli.value(cache_policy).toStdString());
+        if (!policy) return fail(QStringLiteral("--cache-policy: unknown policy '%1' (lru, lfru or pinned)").arg(cli.value(cache_policy)));
+        options.load.cache_policy = *policy;
+        options.load.hot_trace = cli.value(hot_trace);
+        if (*policy == CachePolicy::Pinned && options.load.hot_trace.isEmpty())
+            return fail(QStringLiteral("--cache-policy pinned needs --hot-trace (a routing trace from colibri route --json)"));
+        options.load.cache_prefetch = cli.isSet(cache_prefetch);
+    } else if (cli.isSet(cache_policy) || cli.isSet(hot_trace) || cli.isSet(cache_prefetch)) {
+        return fail(QStringLiteral("--cache-policy, --hot-trace and --cache-prefetch need --ram-budget"));
+    }
     options.demo_model = QStringLiteral(COLIBRI_DEMO_MODEL);
     const QStringList args = cli.positionalArguments();
     if (args.size() > 1) {

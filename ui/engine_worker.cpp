@@ -18,6 +18,7 @@
 #include "engine/thread_pool.h"
 #include "engine/utf8_stream.h"
 #include "kernels/cpu_info.h"
+#include "tools/cache_sim.h"
 #include "kernels/registry.h"
 
 namespace colibri::studio {
@@ -174,6 +175,25 @@ void EngineWorker::do_unload() {
     stop_ids_.clear();
 }
 
+namespace {
+
+// The expert cache the load options ask for (LoadOptions::ram_budget > 0).
+Status use_ram_budget(Model& model, const LoadOptions& options) {
+    ExpertCacheConfig c;
+    c.ram_budget = options.ram_budget;
+    c.policy = options.cache_policy;
+    c.prefetch = options.cache_prefetch;
+    if (options.cache_policy == CachePolicy::Pinned) {
+        if (options.hot_trace.isEmpty()) return error("the pinned policy needs a routing trace to learn its hot experts from (colibri route --json)");
+        auto trace = tools::read_routing_trace(options.hot_trace.toStdString());
+        if (!trace) return error(options.hot_trace.toStdString() + ": " + trace.message());
+        c.hot_experts = tools::hot_experts(trace.value());
+    }
+    return model.use_expert_cache(c);
+}
+
+}  // namespace
+
 void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     do_unload();
     auto model = Model::load(path.toStdString());
@@ -186,11 +206,20 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
         emit loadFailed(path, tr("context %1 exceeds the model's maximum of %2").arg(options.context).arg(max_position));
         return;
     }
+    if (options.ram_budget > 0) {
+        if (Status st = use_ram_budget(*model.value(), options); !st) {
+            emit loadFailed(path, QString::fromStdString(st.message()));
+            return;
+        }
+    }
     model_ = std::move(model.value());
+    cache_tracker_ = CacheStateTracker{};
     // Counters first: the pool's threads, started next, inherit them, so per-layer counts include their work.
     counters_ = PerfCounters::open_default();
     pool_ = std::make_unique<ThreadPool>(options.threads);
-    session_ = std::make_unique<Session>(*model_, *pool_, options.context);
+    SessionOptions session_options = SessionOptions::from_environment();
+    session_options.predict_experts = options.ram_budget > 0;
+    session_ = std::make_unique<Session>(*model_, *pool_, options.context, session_options);
     collector_ = std::make_unique<TraceCollector>(counters_.get());
     collector_->set_counting(counting_);
     session_->set_observer(collector_.get());
@@ -288,6 +317,8 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
                 t.probability = step.probability;
                 t.alternatives = std::move(step.alternatives);
             }
+            if (ExpertCache* cache = w.model_->expert_cache(); cache != nullptr && !traces.empty())
+                traces.back().cache_state = w.cache_tracker_.take(*w.model_, *cache);
             step = TokenTrace{};
             step.step_ns = now_ns();  // the next token's step starts with sampling from these logits
             for (const TokenTrace& t : traces) emit w.tokenEvaluated(t);

@@ -13,8 +13,10 @@
 #include <span>
 #include <vector>
 
+#include "engine/expert_slots.h"
 #include "engine/sampler.h"
 #include "engine/status.h"
+#include "ui/cache_state.h"
 #include "ui/kernel_comparison.h"
 #include "ui/models/model_summary.h"
 #include "ui/token_trace.h"
@@ -63,6 +65,13 @@ struct GenerationStats {
 struct LoadOptions {
     unsigned threads = 0;   // 0: all cores
     uint32_t context = 0;   // 0: min(model, 4096)
+    // Models larger than RAM (engine/expert_cache.h): with ram_budget > 0 the routed experts live in slots
+    // within it. Pinned learns its hot set from hot_trace (colibri route --json). With a budget the session also
+    // predicts each MoE layer's experts one layer ahead, so the cache view can replay LRU with prediction.
+    uint64_t ram_budget = 0;
+    CachePolicy cache_policy = CachePolicy::Lru;
+    QString hot_trace;
+    bool cache_prefetch = false;
 };
 
 // The top `n` tokens of softmax(logits), most likely first; also_probability (when not null) gets the
@@ -129,6 +138,7 @@ private:
     std::unique_ptr<Model> model_;
     std::unique_ptr<Session> session_;
     std::unique_ptr<TraceCollector> collector_;
+    CacheStateTracker cache_tracker_;  // with a RAM budget: the slots' state after each evaluation
     // The turn loop every front end shares (engine/chat_service.h): prefix reuse, sampling, stop ids, UTF-8.
     std::unique_ptr<ChatService> chat_;
     std::vector<int32_t> stop_ids_;

@@ -7,6 +7,7 @@
 #include <QStringList>
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace colibri::studio {
@@ -44,6 +45,24 @@ struct TokenTime {
     uint64_t other() const { return total > named() ? total - named() : 0; }
 };
 
+// The expert cache (a RAM budget) at one MoE layer over the evaluation that ended at this position: one token,
+// or a prompt chunk of `tokens` tokens (then recorded on the chunk's first position).
+struct LayerCacheStep {
+    int layer = 0;
+    uint32_t tokens = 0;
+    uint64_t hits = 0, misses = 0, bytes_read = 0, stall_ns = 0;
+    uint64_t prefetched = 0, predicted = 0, predicted_right = 0;
+};
+
+// The experts predicted for a MoE layer at the MoE layer before it (the next layer's router on that layer's
+// hidden state), top-k by descending weight.
+struct LayerPrediction {
+    int layer = 0;
+    std::vector<int32_t> experts;
+};
+
+struct CacheSnapshot;  // ui/cache_state.h
+
 struct ExpertCounters {
     int layer = 0;
     int expert = 0;
@@ -65,6 +84,10 @@ struct TokenTrace {
     bool experts_counted = false;  // ... and per routed expert
     float probability = -1.0f;     // generated tokens: the model's probability of this token; -1 unknown
     std::vector<TokenAlternative> alternatives;  // generated tokens: the top 5 where it was sampled
+    std::vector<LayerCacheStep> cache;             // with a RAM budget
+    std::vector<LayerPrediction> predictions;      // with a RAM budget: MoE layers after the first
+    // With a RAM budget, on the last position of each evaluation: every layer's slots after it (immutable, shared).
+    std::shared_ptr<const CacheSnapshot> cache_state;
     TokenTime time() const;
 
     const LayerRouting* routing_at(int layer) const {

@@ -87,6 +87,19 @@ void TraceCollector::on_token_timing(const TokenTiming& tt) {
     t->step_ns = tt.total_ns;
 }
 
+void TraceCollector::on_cache(const CacheRecord& c) {
+    TokenTrace* t = trace(c.position);
+    if (t == nullptr) return;
+    t->cache.push_back(LayerCacheStep{static_cast<int>(c.layer), c.tokens, c.hits, c.misses, c.bytes_read, c.stall_ns,
+                                      c.prefetched, c.predicted, c.predicted_right});
+}
+
+void TraceCollector::on_prediction(const PredictionRecord& p) {
+    TokenTrace* t = trace(p.position);
+    if (t == nullptr) return;
+    t->predictions.push_back(LayerPrediction{static_cast<int>(p.layer), std::vector<int32_t>(p.experts.begin(), p.experts.end())});
+}
+
 void TraceCollector::start(unsigned slot) {
     const uint64_t t0 = now_ns();
     counters_->start(slot);

@@ -34,6 +34,8 @@ public:
     bool count_experts() override { return counting_ == Counting::Experts; }
     void on_counters(const CounterRecord& c) override;
     void on_token_timing(const TokenTiming& t) override;
+    void on_cache(const CacheRecord& c) override;
+    void on_prediction(const PredictionRecord& p) override;
 
 private:
     // CounterSource: the PerfCounters, timed.

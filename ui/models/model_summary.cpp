@@ -33,6 +33,15 @@ ModelSummary summarize(const Model& model, const QString& path) {
         s.tokenizer = QStringLiteral("none");
     }
     s.has_chat_template = !model.chat_template().empty();
+    if (const ExpertCache* c = model.expert_cache()) {
+        s.cache.budget = c->budget();
+        s.cache.resident_bytes = c->resident_bytes();
+        s.cache.slot_bytes = c->slot_bytes();
+        s.cache.slot_count = static_cast<int>(c->slots_per_layer());
+        s.cache.policy = QString::fromLatin1(cache_policy_name(c->policy()));
+        s.cache.prefetch = c->prefetching();
+        s.cache.direct_io = c->direct_io();
+    }
     return s;
 }
 
@@ -65,6 +74,11 @@ void ModelSummaryModel::set_summary(const ModelSummary& s) {
     rows_.push_back({tr("tokenizer"), s.tokenizer + (s.has_chat_template ? tr(", chat template") : QString())});
     rows_.push_back({tr("context"), QStringLiteral("%1 of %2 tokens").arg(s.context).arg(s.max_position)});
     rows_.push_back({tr("threads"), QString::number(s.threads)});
+    if (s.cache.budget > 0)
+        rows_.push_back({tr("RAM budget"), tr("%1: %2 kept mapped, slots for %3 of %4 experts per layer (%5 each), %6%7")
+                                               .arg(human_bytes(s.cache.budget), human_bytes(s.cache.resident_bytes))
+                                               .arg(s.cache.slot_count).arg(s.experts).arg(human_bytes(s.cache.slot_bytes))
+                                               .arg(s.cache.policy.toUpper(), s.cache.prefetch ? tr(", prefetch") : QString())});
     endResetModel();
 }
 

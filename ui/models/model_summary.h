@@ -33,6 +33,16 @@ struct ModelSummary {
     bool has_chat_template = false;
     int threads = 0;
     bool remote = false;      // a colibri serve elsewhere (path is its address): no file, no counters
+    // With a RAM budget (the expert cache): 0 budget means the whole model is mapped.
+    struct Cache {
+        quint64 budget = 0;
+        quint64 resident_bytes = 0;  // what every token uses, kept mapped
+        quint64 slot_bytes = 0;
+        int slot_count = 0;          // per MoE layer
+        QString policy;              // "lru", "lfru", "pinned"
+        bool prefetch = false;
+        bool direct_io = false;
+    } cache;
 };
 
 ModelSummary summarize(const Model& model, const QString& path);

@@ -32,6 +32,8 @@
 #include "ui/theme.h"
 #include "ui/views/analysis_view.h"
 #include "ui/views/banner.h"
+#include "ui/views/budget_dialog.h"
+#include "ui/views/cache_view.h"
 #include "ui/views/chat_view.h"
 #include "ui/views/convert_dialog.h"
 #include "ui/views/elided_label.h"
@@ -48,7 +50,7 @@ constexpr int kRecentFiles = 8;
 // Files up to this size are verified as soon as they load (well under a second of hashing, pages mostly cached).
 constexpr quint64 kAutoVerifyBytes = quint64(1) << 30;
 // saveState()'s version: layouts saved by an older arrangement of the docks are not restored.
-constexpr int kLayoutVersion = 2;
+constexpr int kLayoutVersion = 3;
 }  // namespace
 
 bool is_model_file(const QString& path) {
@@ -102,6 +104,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     kernels_view_ = new KernelsView;
     validator_view_ = new ValidatorView;
     analysis_view_ = new AnalysisView(&conversation_);
+    cache_view_ = new CacheView(&conversation_);
 
     QDockWidget* model = add_dock(summary_view_, tr("Model"), QStringLiteral("model"), Qt::LeftDockWidgetArea);
     QDockWidget* settings = add_dock(chat_view_->settings_panel(), tr("Chat settings"), QStringLiteral("settings"), Qt::LeftDockWidgetArea);
@@ -113,8 +116,10 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     QDockWidget* prof = add_dock(profiler_view_, tr("Profiler"), QStringLiteral("profiler"), Qt::BottomDockWidgetArea);
     QDockWidget* kern = add_dock(kernels_view_, tr("Kernels"), QStringLiteral("kernels"), Qt::BottomDockWidgetArea);
     QDockWidget* valid = add_dock(validator_view_, tr("Validator"), QStringLiteral("validator"), Qt::BottomDockWidgetArea);
+    QDockWidget* cache = add_dock(cache_view_, tr("Expert cache"), QStringLiteral("cache"), Qt::BottomDockWidgetArea);
     tabifyDockWidget(heat, analysis);
-    tabifyDockWidget(analysis, prof);
+    tabifyDockWidget(analysis, cache);
+    tabifyDockWidget(cache, prof);
     tabifyDockWidget(prof, kern);
     tabifyDockWidget(kern, valid);
     heat->raise();
@@ -247,6 +252,7 @@ bool MainWindow::fit_to_screen() {
 void MainWindow::build_menus() {
     QMenu* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::open_dialog);
+    file->addAction(tr("Open with a RAM &budget…"), this, &MainWindow::open_budget_dialog)->setObjectName(QStringLiteral("open_budget"));
     file->addAction(tr("Open a &Hugging Face directory…"), this, &MainWindow::open_directory_dialog);
     if (!options_.demo_model.isEmpty() && QFileInfo::exists(options_.demo_model))
         file->addAction(tr("Open the &demo model"), this, [this] { open_model(options_.demo_model); })->setObjectName(QStringLiteral("open_demo"));
@@ -294,7 +300,9 @@ void MainWindow::build_menus() {
     rebuild_recent_menu();
 }
 
-void MainWindow::open_model(const QString& path) {
+void MainWindow::open_model(const QString& path) { open_model(path, options_.load); }
+
+void MainWindow::open_model(const QString& path, const LoadOptions& options) {
     if (!QFileInfo::exists(path)) {
         // Not a damaged file: there is no file. Nothing is drawn in the validator.
         banner_->show_message(Banner::Kind::Error, tr("Could not open %1: no such file or directory.").arg(path));
@@ -312,7 +320,7 @@ void MainWindow::open_model(const QString& path) {
     loading_ = path;
     statusBar()->showMessage(tr("Loading %1…").arg(QFileInfo(path).fileName()));
     if (chat_->generating()) chat_->stop();
-    worker_->load(path, options_.load);
+    worker_->load(path, options);
 }
 
 void MainWindow::connect_dialog() {
@@ -381,6 +389,7 @@ void MainWindow::on_loaded(const ModelSummary& summary, const CounterSet& counte
     heatmap_view_->set_model(summary);
     profiler_view_->set_model(summary, counters);
     analysis_view_->set_model(summary);
+    cache_view_->set_model(summary);
     kernels_view_->set_model_loaded(!summary.remote);
     chat_view_->model_changed();
     loaded_path_ = summary.path;
@@ -527,6 +536,14 @@ void MainWindow::open_dialog() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(),
                                                       tr("Models (*.bin *.bin.zst *.gguf);;Colibri models (*.bin *.bin.zst);;GGUF files (*.gguf);;All files (*)"));
     if (!path.isEmpty()) open_model(path);
+}
+
+void MainWindow::open_budget_dialog() {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a model with a RAM budget"), QFileInfo(loaded_path_).absolutePath(),
+                                                      tr("Colibri models (*.bin *.bin.zst);;All files (*)"));
+    if (path.isEmpty()) return;
+    BudgetDialog dialog(path, options_.load, this);
+    if (dialog.exec() == QDialog::Accepted) open_model(path, dialog.options());
 }
 
 void MainWindow::open_directory_dialog() {

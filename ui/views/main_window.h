@@ -25,6 +25,7 @@ namespace colibri::studio {
 
 class AnalysisView;
 class Banner;
+class CacheView;
 class ChatView;
 class ConvertDialog;
 class ElidedLabel;
@@ -50,6 +51,8 @@ public:
     // A .bin or .bin.zst loads; a GGUF file or a Hugging Face directory is offered for conversion; a path that
     // does not exist is an error in the banner.
     void open_model(const QString& path);
+    // With load options of its own (File ▸ Open with a RAM budget).
+    void open_model(const QString& path, const LoadOptions& options);
     // Attaches the Studio to a colibri serve (File ▸ Connect to server).
     void connect_server(const QString& url, const QString& api_key = {});
     void validate_file(const QString& path);
@@ -69,6 +72,7 @@ public:
     KernelsView* kernels_view() const { return kernels_view_; }
     ValidatorView* validator_view() const { return validator_view_; }
     AnalysisView* analysis_view() const { return analysis_view_; }
+    CacheView* cache_view() const { return cache_view_; }
     Banner* banner() const { return banner_; }
     ThemeManager* theme() const { return theme_; }
     QLabel* model_label() const;
@@ -109,6 +113,7 @@ private:
     void remember_recent(const QString& path);
     void rebuild_recent_menu();
     void open_dialog();
+    void open_budget_dialog();
     void connect_dialog();
     void open_directory_dialog();
     void show_convert_dialog();
@@ -134,6 +139,7 @@ private:
     KernelsView* kernels_view_ = nullptr;
     ValidatorView* validator_view_ = nullptr;
     AnalysisView* analysis_view_ = nullptr;
+    CacheView* cache_view_ = nullptr;
     QTableView* summary_view_ = nullptr;
     ConvertDialog* convert_ = nullptr;
     bool open_after_convert_ = false;

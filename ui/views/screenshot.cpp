@@ -15,6 +15,7 @@
 #include "ui/views/convert_dialog.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/kernels_view.h"
+#include "ui/views/cache_view.h"
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"
 #include "ui/views/routing_view.h"
@@ -158,6 +159,12 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     w.heatmap_view()->refresh();
     w.profiler_view()->refresh();
     w.analysis_view()->refresh();
+    w.cache_view()->refresh();
+    {
+        SignalWaiter replayed(w.cache_view(), &CacheView::replayFinished);
+        w.cache_view()->replay();
+        if (!replayed.wait(o.timeout_ms)) return error("cache: the replay did not finish in time");
+    }
     w.chat_view()->flush();
 
     QStringList written;
@@ -175,7 +182,7 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     COLIBRI_TRY(shot(&w, QStringLiteral("chat")));
     for (QDockWidget* d : docks) d->hide();
     const std::pair<QWidget*, const char*> views[] = {{w.routing_view(), "routing"}, {w.heatmap_view(), "heatmap"},
-                                                      {w.analysis_view(), "analyses"}, {w.profiler_view(), "profiler"},
+                                                      {w.analysis_view(), "analyses"}, {w.cache_view(), "cache"}, {w.profiler_view(), "profiler"},
                                                       {w.kernels_view(), "kernels"}, {w.validator_view(), "validator"}};
     const QSize view_size(o.geometry.width(), std::max(400, o.geometry.height() * 3 / 4));
     for (const auto& [view, name] : views) {

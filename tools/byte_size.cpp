@@ -1,0 +1,34 @@
+#include "tools/byte_size.h"
+
+#include <cctype>
+#include <cmath>
+#include <exception>
+
+namespace colibri::tools {
+
+Result<uint64_t> parse_size(const std::string& text) {
+    const std::string bad = "'" + text + "' is not a size (e.g. 6G, 512M, 1048576)";
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception&) {
+        return error(bad);
+    }
+    std::string unit = text.substr(used);
+    if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+    if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+    double scale = 1;
+    if (unit.size() == 1) {
+        const std::string units = "KMGT";
+        const size_t at = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+        if (at == std::string::npos) return error(bad);
+        scale = std::pow(1024.0, double(at + 1));
+    } else if (!unit.empty()) {
+        return error(bad);
+    }
+    if (!(v > 0) || !std::isfinite(v) || v * scale >= 1.8e19) return error(bad);
+    return static_cast<uint64_t>(v * scale);
+}
+
+}  // namespace colibri::tools

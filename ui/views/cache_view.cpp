@@ -1,0 +1,510 @@
+#include "ui/views/cache_view.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QEvent>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineSeries>
+#include <QPen>
+#include <QPushButton>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QTabWidget>
+#include <QTableView>
+#include <QValueAxis>
+#include <QVBoxLayout>
+#include <QtConcurrent>
+#include <algorithm>
+
+#include "ui/colors.h"
+#include "ui/conversation.h"
+#include "ui/theme.h"
+#include "ui/views/chart_reset.h"
+
+namespace colibri::studio {
+
+namespace {
+
+// A hue per state: what a glance must tell apart (read now, evicted now, loading ahead) is warm or violet,
+// what merely sits in the cache is blue; what is not in the cache is grey.
+QColor base_color(CacheCell c) {
+    switch (c) {
+    case CacheCell::Resident: return QColor::fromHsvF(0.58f, 0.70f, 1.0f);
+    case CacheCell::Loaded: return QColor::fromHsvF(0.11f, 0.85f, 1.0f);
+    case CacheCell::Evicted: return QColor::fromHsvF(0.0f, 0.80f, 0.95f);
+    case CacheCell::Loading: return QColor::fromHsvF(0.78f, 0.55f, 1.0f);
+    case CacheCell::Out: return QColor(128, 128, 128);
+    case CacheCell::Never: break;
+    }
+    return QColor(128, 128, 128);
+}
+
+QString ms(uint64_t ns) { return QString::number(double(ns) / 1e6, 'f', ns < 10'000'000 ? 2 : 1); }
+QString mb(uint64_t bytes) { return QString::number(double(bytes) / 1e6, 'f', bytes < 10'000'000 ? 2 : 1); }
+
+const char* const kCurveColors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#ff7f0e"};
+
+}  // namespace
+
+QColor cache_cell_color(CacheCell cell, double heat) {
+    heat = std::clamp(heat, 0.0, 1.0);
+    const QColor window = QPalette().color(QPalette::Base);
+    if (cell == CacheCell::Never) return blend(window, QPalette().color(QPalette::Text), 0.06);
+    if (cell == CacheCell::Evicted || cell == CacheCell::Loading) return base_color(cell);
+    // Brightness by heat: the layer's coldest expert in its state is a faint tint, its hottest the full colour.
+    return blend(window, base_color(cell), (cell == CacheCell::Out ? 0.15 : 0.35) + (cell == CacheCell::Out ? 0.35 : 0.65) * heat);
+}
+
+void CacheMapModel::set_state(std::shared_ptr<const CacheSnapshot> state, const TokenTrace* trace) {
+    beginResetModel();
+    state_ = std::move(state);
+    chosen_.clear();
+    if (state_ && trace != nullptr) {
+        chosen_.assign(state_->cell.size(), 0);
+        for (size_t li = 0; li < state_->layers.size(); ++li)
+            if (const LayerRouting* r = trace->routing_at(state_->layers[li]))
+                for (int32_t e : r->experts)
+                    if (e >= 0 && e < state_->n_experts) chosen_[state_->index(static_cast<int>(li), e)] = 1;
+    }
+    endResetModel();
+}
+
+int CacheMapModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() || !state_ ? 0 : static_cast<int>(state_->layers.size());
+}
+
+int CacheMapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() || !state_ ? 0 : state_->n_experts; }
+
+QVariant CacheMapModel::data(const QModelIndex& index, int role) const {
+    if (!state_ || !index.isValid()) return {};
+    const int li = index.row(), e = index.column();
+    const size_t i = state_->index(li, e);
+    const CacheCell cell = state_->cell[i];
+    const float max = state_->max_heat(li);
+    const double heat = max > 0 ? state_->heat[i] / max : 0.0;
+    const bool chosen = !chosen_.empty() && chosen_[i];
+    switch (role) {
+    case Qt::DisplayRole:
+        if (chosen) return QStringLiteral("●");
+        return state_->pinned[i] ? QStringLiteral("P") : QString();
+    case CellRole: return static_cast<int>(cell);
+    case HeatRole: return heat;
+    case Qt::BackgroundRole: return cache_cell_color(cell, heat);
+    case Qt::ForegroundRole: return text_color_on(cache_cell_color(cell, heat));
+    case Qt::TextAlignmentRole: return int(Qt::AlignCenter);
+    case Qt::ToolTipRole: {
+        QString tip = tr("Layer %1, expert %2: %3").arg(state_->layers[static_cast<size_t>(li)]).arg(e).arg(QString::fromLatin1(cache_cell_name(cell)));
+        if (state_->pinned[i]) tip += tr(", pinned");
+        tip += tr("\nheat %1 (%2 % of the layer's hottest) · read %3 times since load").arg(state_->heat[i], 0, 'f', 2).arg(heat * 100.0, 0, 'f', 0).arg(state_->loads[i]);
+        if (chosen) tip += tr("\nchosen by this token");
+        return tip;
+    }
+    default: return {};
+    }
+}
+
+QVariant CacheMapModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (role != Qt::DisplayRole || !state_) return {};
+    if (o == Qt::Horizontal) return section;
+    return tr("L%1").arg(state_->layers[static_cast<size_t>(section)]);
+}
+
+std::vector<CacheLayerTotals> cache_totals(const Conversation& conversation) {
+    std::vector<CacheLayerTotals> totals;
+    for (const ConversationToken& c : conversation.tokens()) {
+        if (!c.evaluated) continue;
+        for (const LayerCacheStep& s : c.trace.cache) {
+            auto it = std::find_if(totals.begin(), totals.end(), [&](const CacheLayerTotals& t) { return t.layer == s.layer; });
+            if (it == totals.end()) {
+                totals.push_back(CacheLayerTotals{s.layer});
+                it = totals.end() - 1;
+            }
+            it->hits += s.hits;
+            it->misses += s.misses;
+            it->bytes_read += s.bytes_read;
+            it->stall_ns += s.stall_ns;
+            it->prefetched += s.prefetched;
+            it->predicted += s.predicted;
+            it->predicted_right += s.predicted_right;
+        }
+    }
+    std::sort(totals.begin(), totals.end(), [](const CacheLayerTotals& a, const CacheLayerTotals& b) { return a.layer < b.layer; });
+    return totals;
+}
+
+void CacheLayersModel::set_totals(std::vector<CacheLayerTotals> totals) {
+    beginResetModel();
+    totals_ = std::move(totals);
+    endResetModel();
+}
+
+int CacheLayersModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(totals_.size()); }
+int CacheLayersModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : 8; }
+
+QVariant CacheLayersModel::data(const QModelIndex& index, int role) const {
+    if (!index.isValid()) return {};
+    const CacheLayerTotals& t = totals_[static_cast<size_t>(index.row())];
+    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::EditRole) {  // numbers, for sorting and tests
+        switch (index.column()) {
+        case 0: return t.layer;
+        case 1: return qulonglong(t.hits);
+        case 2: return qulonglong(t.misses);
+        case 3: return t.hit_rate();
+        case 4: return qulonglong(t.bytes_read);
+        case 5: return qulonglong(t.stall_ns);
+        case 6: return qulonglong(t.prefetched);
+        case 7: return t.predicted ? double(t.predicted_right) / double(t.predicted) : -1.0;
+        }
+    }
+    if (role != Qt::DisplayRole) return {};
+    switch (index.column()) {
+    case 0: return t.layer;
+    case 1: return qulonglong(t.hits);
+    case 2: return qulonglong(t.misses);
+    case 3: return t.hits + t.misses ? QStringLiteral("%1 %").arg(t.hit_rate() * 100.0, 0, 'f', 1) : QStringLiteral("–");
+    case 4: return mb(t.bytes_read);
+    case 5: return ms(t.stall_ns);
+    case 6: return qulonglong(t.prefetched);
+    case 7: return t.predicted ? QStringLiteral("%1 %").arg(100.0 * double(t.predicted_right) / double(t.predicted), 0, 'f', 1) : QStringLiteral("–");
+    }
+    return {};
+}
+
+QVariant CacheLayersModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    static const char* const names[] = {"layer", "hits", "misses", "hit rate", "MB read", "waiting (ms)", "read ahead", "prediction right"};
+    return section >= 0 && section < 8 ? tr(names[section]) : QVariant();
+}
+
+CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
+    summary_ = new QLabel;
+    summary_->setObjectName(QStringLiteral("cache_summary"));
+    summary_->setWordWrap(true);
+    totals_ = new QLabel;
+    totals_->setObjectName(QStringLiteral("cache_totals"));
+    totals_->setWordWrap(true);
+    totals_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+    map_table_ = new QTableView;
+    map_table_->setObjectName(QStringLiteral("cache_map"));
+    map_table_->setModel(&map_);
+    map_table_->horizontalHeader()->setDefaultSectionSize(22);
+    map_table_->horizontalHeader()->setMinimumSectionSize(12);
+    map_table_->verticalHeader()->setDefaultSectionSize(20);
+    map_table_->verticalHeader()->setMinimumSectionSize(10);
+    map_table_->setShowGrid(false);
+    map_table_->setSelectionMode(QAbstractItemView::NoSelection);
+    map_table_->installEventFilter(this);
+    QString legend;
+    for (CacheCell c : {CacheCell::Resident, CacheCell::Loaded, CacheCell::Evicted, CacheCell::Loading, CacheCell::Out, CacheCell::Never})
+        legend += QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2&nbsp;&nbsp; ")
+                      .arg((c == CacheCell::Never ? blend(QPalette().color(QPalette::Base), QPalette().color(QPalette::Text), 0.2)
+                                                  : cache_cell_color(c, 1.0)).name(),
+                           QString::fromLatin1(cache_cell_name(c)).toHtmlEscaped().replace(QLatin1Char(' '), QStringLiteral("&nbsp;")));
+    legend += tr("●&nbsp;this&nbsp;token's&nbsp;experts &nbsp; P&nbsp;pinned &nbsp; brighter:&nbsp;hotter");
+    legend_ = new QLabel(legend);
+    legend_->setWordWrap(true);
+    no_budget_ = new QLabel(tr("This model is mapped whole, so there is no expert cache to watch. Open it with a RAM budget (File ▸ Open "
+                               "with a RAM budget…) to see which experts its slots hold, token by token. The replay on the right needs only "
+                               "the conversation's routing: it says what each policy would hit at every cache size."));
+    no_budget_->setObjectName(QStringLiteral("cache_no_budget"));
+    no_budget_->setWordWrap(true);
+    no_budget_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    auto* map_page = new QWidget;
+    auto* map_layout = new QVBoxLayout(map_page);
+    map_layout->setContentsMargins(0, 0, 0, 0);
+    map_layout->addWidget(map_table_, 1);
+    map_layout->addWidget(legend_);
+    map_stack_ = new QStackedWidget;
+    map_stack_->addWidget(no_budget_);
+    map_stack_->addWidget(map_page);
+
+    layer_table_ = new QTableView;
+    layer_table_->setObjectName(QStringLiteral("cache_layers"));
+    layer_table_->setModel(&layers_);
+    layer_table_->verticalHeader()->hide();
+    layer_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+
+    chart_ = new QChart;
+    chart_->setTitle(tr("Replay of this conversation: hit rate by slots per layer"));
+    chart_->legend()->setAlignment(Qt::AlignBottom);
+    chart_->setMargins(QMargins(2, 2, 2, 2));
+    style_chart(chart_);
+    chart_view_ = new QChartView(chart_);
+    chart_view_->setRenderHint(QPainter::Antialiasing);
+    chart_view_->setMinimumSize(240, 140);
+    replay_status_ = new QLabel(tr("No routing to replay yet."));
+    replay_status_->setObjectName(QStringLiteral("cache_replay_status"));
+    replay_status_->setWordWrap(true);
+    replay_button_ = new QPushButton(tr("Replay"));
+    replay_button_->setToolTip(tr("Replay the conversation's routing through every policy (it also runs by itself once a reply is done)"));
+    cancel_button_ = new QPushButton(tr("Cancel"));
+    cancel_button_->setEnabled(false);
+    connect(replay_button_, &QPushButton::clicked, this, &CacheView::replay);
+    connect(cancel_button_, &QPushButton::clicked, this, [this] {
+        if (cancel_) cancel_->store(true);
+    });
+    auto* replay_bar = new QHBoxLayout;
+    replay_bar->addStretch();
+    replay_bar->addWidget(replay_button_);
+    replay_bar->addWidget(cancel_button_);
+    auto* curves_page = new QWidget;
+    auto* curves_layout = new QVBoxLayout(curves_page);
+    curves_layout->setContentsMargins(0, 0, 0, 0);
+    curves_layout->addWidget(chart_view_, 1);
+    curves_layout->addWidget(replay_status_);
+    curves_layout->addLayout(replay_bar);
+
+    auto* tabs = new QTabWidget;
+    tabs->addTab(curves_page, tr("Replay: hit-rate curves"));
+    tabs->addTab(layer_table_, tr("Per layer"));
+
+    auto* left = new QWidget;
+    auto* left_layout = new QVBoxLayout(left);
+    left_layout->setContentsMargins(0, 0, 0, 0);
+    left_layout->addWidget(summary_);
+    left_layout->addWidget(map_stack_, 1);
+    left_layout->addWidget(totals_);
+    auto* splitter = new QSplitter(Qt::Horizontal);
+    splitter->addWidget(left);
+    splitter->addWidget(tabs);
+    splitter->setStretchFactor(0, 1);
+    splitter->setStretchFactor(1, 1);
+    splitter->setSizes({550, 450});  // kept in proportion as the view resizes
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(splitter, 1);
+
+    timer_.setSingleShot(true);
+    timer_.setInterval(150);
+    connect(&timer_, &QTimer::timeout, this, &CacheView::refresh);
+    replay_timer_.setSingleShot(true);
+    replay_timer_.setInterval(1200);
+    connect(&replay_timer_, &QTimer::timeout, this, &CacheView::replay);
+    connect(conversation_, &Conversation::traceUpdated, this, [this] {
+        schedule();
+        replay_timer_.start();  // restarts while tokens stream in: one replay once the reply settles
+    });
+    connect(conversation_, &Conversation::tokensChanged, this, [this] {
+        schedule();
+        replay_timer_.start();
+    });
+    connect(conversation_, &Conversation::selectionChanged, this, &CacheView::schedule);
+    connect(&watcher_, &QFutureWatcher<CacheCurves>::finished, this, [this] {
+        replay_button_->setEnabled(true);
+        cancel_button_->setEnabled(false);
+        show_curves(watcher_.result());
+        emit replayFinished();
+    });
+    set_model(ModelSummary{});
+}
+
+CacheView::~CacheView() {
+    if (cancel_) cancel_->store(true);
+    watcher_.waitForFinished();
+}
+
+void CacheView::set_model(const ModelSummary& model) {
+    model_ = model;
+    if (cancel_) cancel_->store(true);
+    curves_ = CacheCurves{};
+    reset_chart(chart_);
+    replay_status_->setText(model.experts > 0 ? tr("No routing to replay yet.") : tr("No model is open."));
+    map_stack_->setCurrentIndex(model.cache.budget > 0 ? 1 : 0);
+    refresh();
+}
+
+void CacheView::fit_cells() {
+    // Cells as large as the view allows (square-ish, 12 to 44 pixels); a model with many experts scrolls.
+    const int cols = std::max(map_.columnCount(), 1), rows = std::max(map_.rowCount(), 1);
+    const int label = map_table_->verticalHeader()->width() + 4;
+    const int w = std::clamp((map_table_->width() - label - 4) / cols, 12, 44);
+    const int h = std::clamp((map_table_->height() - map_table_->horizontalHeader()->height() - 4) / rows, 12, std::max(w, 18));
+    map_table_->horizontalHeader()->setDefaultSectionSize(w);
+    map_table_->verticalHeader()->setDefaultSectionSize(h);
+}
+
+bool CacheView::eventFilter(QObject* watched, QEvent* e) {
+    if (watched == map_table_ && e->type() == QEvent::Resize) fit_cells();
+    return QWidget::eventFilter(watched, e);
+}
+
+void CacheView::schedule() {
+    if (!timer_.isActive()) timer_.start();
+}
+
+const ConversationToken* CacheView::state_holder(int position) const {
+    const auto& tokens = conversation_->tokens();
+    if (tokens.empty()) return nullptr;
+    if (position < 0 || position >= static_cast<int>(tokens.size())) {
+        for (size_t i = tokens.size(); i-- > 0;)
+            if (tokens[i].trace.cache_state) return &tokens[i];
+        return nullptr;
+    }
+    for (size_t i = static_cast<size_t>(position); i < tokens.size(); ++i)
+        if (tokens[i].trace.cache_state) return &tokens[i];
+    return nullptr;
+}
+
+void CacheView::refresh() {
+    timer_.stop();
+    const int selected = conversation_->selected();
+    const ConversationToken* holder = state_holder(selected);
+    const ConversationToken* shown = selected >= 0 ? conversation_->token(selected) : holder;
+    if (model_.cache.budget > 0) {
+        map_.set_state(holder ? holder->trace.cache_state : nullptr, shown ? &shown->trace : nullptr);
+        map_stack_->setCurrentIndex(1);
+        fit_cells();
+    }
+    const ModelSummary::Cache& c = model_.cache;
+    QString head;
+    if (c.budget > 0) {
+        head = tr("<b>RAM budget %1</b>: %2 kept mapped, %3 of %4 experts per layer in slots of %5, %6%7.")
+                   .arg(human_bytes(c.budget), human_bytes(c.resident_bytes)).arg(c.slot_count).arg(model_.experts)
+                   .arg(human_bytes(c.slot_bytes), c.policy.toUpper(), c.prefetch ? tr(", prefetching predicted experts") : QString());
+        if (holder != nullptr && shown != nullptr) {
+            const CacheSnapshot& s = *holder->trace.cache_state;
+            int loaded = 0, evicted = 0;
+            for (size_t li = 0; li < s.layers.size(); ++li) {
+                loaded += s.count(static_cast<int>(li), CacheCell::Loaded);
+                evicted += s.count(static_cast<int>(li), CacheCell::Evicted);
+            }
+            // The evaluation's cache records sit on its first position (a prompt chunk's), the state on its last.
+            const ConversationToken* first = holder;
+            for (int p = holder->trace.position; p >= 0; --p) {
+                const ConversationToken* t = conversation_->token(p);
+                if (t != nullptr && !t->trace.cache.empty()) {
+                    first = t;
+                    break;
+                }
+            }
+            uint64_t stall = 0;
+            for (const LayerCacheStep& st : first->trace.cache) stall += st.stall_ns;
+            const bool chunk = first != holder;
+            head += QStringLiteral("<br>") + (chunk ? tr("After the prompt chunk %1–%2 (shown: token %3 “%4”): %5 experts read, %6 evicted, %7 ms waiting for reads.")
+                                                          .arg(first->trace.position).arg(holder->trace.position).arg(shown->trace.position)
+                                                          .arg(shown->trace.text.toHtmlEscaped()).arg(loaded).arg(evicted).arg(ms(stall))
+                                                    : tr("After token %1 “%2”: %3 experts read, %4 evicted, %5 ms waiting for reads.")
+                                                          .arg(shown->trace.position).arg(shown->trace.text.toHtmlEscaped()).arg(loaded).arg(evicted).arg(ms(stall)));
+        } else {
+            head += QStringLiteral("<br>") + tr("Nothing evaluated yet: every slot is empty.");
+        }
+    } else {
+        head = model_.experts > 0 ? tr("<b>No RAM budget</b>: the whole model is mapped.") : tr("No model is open.");
+    }
+    summary_->setText(head);
+
+    std::vector<CacheLayerTotals> totals = cache_totals(*conversation_);
+    CacheLayerTotals sum;
+    for (const CacheLayerTotals& t : totals) {
+        sum.hits += t.hits;
+        sum.misses += t.misses;
+        sum.bytes_read += t.bytes_read;
+        sum.stall_ns += t.stall_ns;
+        sum.prefetched += t.prefetched;
+        sum.predicted += t.predicted;
+        sum.predicted_right += t.predicted_right;
+    }
+    if (sum.hits + sum.misses > 0) {
+        QString text = tr("Over the conversation: hit rate %1 % (%2 hits, %3 misses), %4 MB read, %5 ms waiting for reads")
+                           .arg(sum.hit_rate() * 100.0, 0, 'f', 1).arg(sum.hits).arg(sum.misses).arg(mb(sum.bytes_read)).arg(ms(sum.stall_ns));
+        if (sum.prefetched > 0) text += tr(", %1 experts read ahead").arg(sum.prefetched);
+        if (sum.predicted > 0) text += tr("; the prediction named %1 % of the experts used").arg(100.0 * double(sum.predicted_right) / double(sum.predicted), 0, 'f', 1);
+        totals_->setText(text + QLatin1Char('.'));
+    } else {
+        totals_->setText(c.budget > 0 ? tr("No expert has been needed yet.") : QString());
+    }
+    totals_->setVisible(!totals_->text().isEmpty());
+    layers_.set_totals(std::move(totals));
+}
+
+void CacheView::replay() {
+    replay_timer_.stop();
+    if (cancel_) cancel_->store(true);
+    if (model_.experts <= 0 || model_.active_experts <= 0) return;
+    tools::RoutingTrace trace = conversation_routing(*conversation_, model_.experts, model_.active_experts);
+    if (trace.layers.empty() || trace.choices.front().empty()) {
+        replay_status_->setText(tr("No routing to replay yet."));
+        return;
+    }
+    const std::vector<uint32_t> counts = curve_slot_counts(trace.top_k, trace.n_experts, static_cast<uint32_t>(std::max(model_.cache.slot_count, 0)));
+    cancel_ = std::make_shared<std::atomic<bool>>(false);
+    replay_status_->setText(tr("Replaying %1 positions at %2 cache sizes…").arg(trace.choices.front().size()).arg(counts.size()));
+    replay_button_->setEnabled(false);
+    cancel_button_->setEnabled(true);
+    if (watcher_.isRunning()) watcher_.waitForFinished();  // cancelled above: returns after its current run
+    watcher_.setFuture(QtConcurrent::run([trace = std::move(trace), counts, cancel = cancel_] { return replay_curves(trace, counts, *cancel); }));
+}
+
+void CacheView::show_curves(const CacheCurves& curves) {
+    if (curves.cancelled) {
+        replay_status_->setText(tr("Replay cancelled."));
+        return;
+    }
+    curves_ = curves;
+    reset_chart(chart_);
+    if (curves.curves.empty()) {
+        replay_status_->setText(tr("No routing to replay yet."));
+        return;
+    }
+    auto* x = new QValueAxis;
+    x->setTitleText(tr("slots per layer, of %1 experts").arg(model_.experts));
+    x->setLabelFormat(QStringLiteral("%d"));
+    x->setRange(curves.slot_counts.front(), curves.slot_counts.back());
+    // Whole slot counts on the axis: ticks every 1, 2, 4, ... slots, about eight of them.
+    int step = 1;
+    while ((curves.slot_counts.back() - curves.slot_counts.front()) / uint32_t(step) > 8) step *= 2;
+    x->setTickType(QValueAxis::TicksDynamic);
+    x->setTickAnchor(0);
+    x->setTickInterval(step);
+    auto* y = new QValueAxis;
+    y->setTitleText(tr("hit rate %"));
+    y->setRange(0, 100);
+    y->setLabelFormat(QStringLiteral("%d"));
+    chart_->addAxis(x, Qt::AlignBottom);
+    chart_->addAxis(y, Qt::AlignLeft);
+    for (size_t i = 0; i < curves.curves.size(); ++i) {
+        auto* s = new QLineSeries;
+        s->setName(curves.curves[i].policy);
+        for (size_t j = 0; j < curves.slot_counts.size() && j < curves.curves[i].rate.size(); ++j)
+            s->append(curves.slot_counts[j], curves.curves[i].rate[j] * 100.0);
+        QPen pen(QColor(QLatin1String(kCurveColors[i % 5])));
+        pen.setWidthF(curves.curves[i].policy == QLatin1String("Belady") ? 2.5 : 1.8);
+        if (curves.curves[i].policy == QLatin1String("Belady")) pen.setStyle(Qt::DashLine);
+        s->setPen(pen);
+        s->setPointsVisible(curves.slot_counts.size() <= 24);
+        chart_->addSeries(s);
+        s->attachAxis(x);
+        s->attachAxis(y);
+    }
+    if (model_.cache.slot_count > 0) {
+        auto* mark = new QLineSeries;
+        mark->setName(tr("this budget (%1)").arg(model_.cache.slot_count));
+        mark->append(model_.cache.slot_count, 0);
+        mark->append(model_.cache.slot_count, 100);
+        QPen pen(QPalette().color(QPalette::Text));
+        pen.setStyle(Qt::DotLine);
+        mark->setPen(pen);
+        chart_->addSeries(mark);
+        mark->attachAxis(x);
+        mark->attachAxis(y);
+    }
+    QString status = tr("%1 positions replayed (each layer's cache empty at the start; the pinned set learned from this conversation).").arg(curves.positions);
+    if (model_.cache.slot_count > 0) {
+        const auto at = std::find(curves.slot_counts.begin(), curves.slot_counts.end(), uint32_t(model_.cache.slot_count));
+        if (at != curves.slot_counts.end()) {
+            const size_t j = static_cast<size_t>(at - curves.slot_counts.begin());
+            QStringList parts;
+            for (const CacheCurve& c : curves.curves) parts << QStringLiteral("%1 %2 %").arg(c.policy).arg(c.rate[j] * 100.0, 0, 'f', 1);
+            status += QLatin1Char(' ') + tr("At this budget's %1 slots: %2.").arg(model_.cache.slot_count).arg(parts.join(QStringLiteral(", ")));
+        }
+    }
+    if (curves.prediction_accuracy >= 0)
+        status += QLatin1Char(' ') + tr("Prediction right for %1 % of the experts used.").arg(curves.prediction_accuracy * 100.0, 0, 'f', 1);
+    replay_status_->setText(status);
+}
+
+}  // namespace colibri::studio
