@@ -47,7 +47,7 @@ private slots:
         const Run r = studio({"--screenshot", shots, "--tune-report", report, "--screenshot-convert",
                               reference(QStringLiteral("hf/mixtral/model")), QStringLiteral(COLIBRI_UI_TEST_MODEL)});
         QVERIFY2(r.exit_code == 0, r.err.constData());
-        const QStringList views = {"main", "chat", "routing", "heatmap", "analyses", "profiler", "kernels", "validator", "convert"};
+        const QStringList views = {"main", "chat", "routing", "heatmap", "analyses", "cache", "profiler", "kernels", "validator", "convert"};
         QStringList written;
         for (const QString& v : views) written << QDir(shots).filePath(v + QStringLiteral(".png"));
         QCOMPARE(QString::fromUtf8(r.out).split('\n', Qt::SkipEmptyParts), written);

@@ -229,13 +229,16 @@ CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(pare
     layer_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
 
     chart_ = new QChart;
-    chart_->setTitle(tr("Replay of this conversation: hit rate by slots per layer"));
-    chart_->legend()->setAlignment(Qt::AlignBottom);
+    // No title: the tab names it, and a bottom dock has little height to spare.
+    chart_->legend()->setAlignment(Qt::AlignRight);
     chart_->setMargins(QMargins(2, 2, 2, 2));
     style_chart(chart_);
+    QFont small = chart_->legend()->font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    chart_->legend()->setFont(small);
     chart_view_ = new QChartView(chart_);
     chart_view_->setRenderHint(QPainter::Antialiasing);
-    chart_view_->setMinimumSize(240, 140);
+    chart_view_->setMinimumSize(240, 120);
     replay_status_ = new QLabel(tr("No routing to replay yet."));
     replay_status_->setObjectName(QStringLiteral("cache_replay_status"));
     replay_status_->setWordWrap(true);
@@ -247,20 +250,23 @@ CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(pare
     connect(cancel_button_, &QPushButton::clicked, this, [this] {
         if (cancel_) cancel_->store(true);
     });
-    auto* replay_bar = new QHBoxLayout;
-    replay_bar->addStretch();
-    replay_bar->addWidget(replay_button_);
-    replay_bar->addWidget(cancel_button_);
+    // The buttons sit in the tab bar's corner: the chart gets the page's height, which a bottom dock keeps short.
+    auto* replay_bar = new QWidget;
+    auto* replay_bar_layout = new QHBoxLayout(replay_bar);
+    replay_bar_layout->setContentsMargins(0, 0, 0, 2);
+    replay_bar_layout->addWidget(replay_button_);
+    replay_bar_layout->addWidget(cancel_button_);
     auto* curves_page = new QWidget;
     auto* curves_layout = new QVBoxLayout(curves_page);
     curves_layout->setContentsMargins(0, 0, 0, 0);
+    curves_layout->setSpacing(2);
     curves_layout->addWidget(chart_view_, 1);
     curves_layout->addWidget(replay_status_);
-    curves_layout->addLayout(replay_bar);
 
     auto* tabs = new QTabWidget;
     tabs->addTab(curves_page, tr("Replay: hit-rate curves"));
     tabs->addTab(layer_table_, tr("Per layer"));
+    tabs->setCornerWidget(replay_bar, Qt::TopRightCorner);
 
     auto* left = new QWidget;
     auto* left_layout = new QVBoxLayout(left);
@@ -461,7 +467,7 @@ void CacheView::show_curves(const CacheCurves& curves) {
     x->setTickAnchor(0);
     x->setTickInterval(step);
     auto* y = new QValueAxis;
-    y->setTitleText(tr("hit rate %"));
+    y->setTitleText(tr("hits %"));
     y->setRange(0, 100);
     y->setLabelFormat(QStringLiteral("%d"));
     chart_->addAxis(x, Qt::AlignBottom);
@@ -492,18 +498,23 @@ void CacheView::show_curves(const CacheCurves& curves) {
         mark->attachAxis(x);
         mark->attachAxis(y);
     }
-    QString status = tr("%1 positions replayed (each layer's cache empty at the start; the pinned set learned from this conversation).").arg(curves.positions);
+    QString status = tr("%1 positions").arg(curves.positions);
     if (model_.cache.slot_count > 0) {
         const auto at = std::find(curves.slot_counts.begin(), curves.slot_counts.end(), uint32_t(model_.cache.slot_count));
         if (at != curves.slot_counts.end()) {
             const size_t j = static_cast<size_t>(at - curves.slot_counts.begin());
             QStringList parts;
             for (const CacheCurve& c : curves.curves) parts << QStringLiteral("%1 %2 %").arg(c.policy).arg(c.rate[j] * 100.0, 0, 'f', 1);
-            status += QLatin1Char(' ') + tr("At this budget's %1 slots: %2.").arg(model_.cache.slot_count).arg(parts.join(QStringLiteral(", ")));
+            status += QStringLiteral("; ") + tr("at this budget's %1 slots %2").arg(model_.cache.slot_count).arg(parts.join(QStringLiteral(", ")));
         }
     }
     if (curves.prediction_accuracy >= 0)
-        status += QLatin1Char(' ') + tr("Prediction right for %1 % of the experts used.").arg(curves.prediction_accuracy * 100.0, 0, 'f', 1);
+        status += QStringLiteral("; ") + tr("prediction right for %1 % of the experts used").arg(curves.prediction_accuracy * 100.0, 0, 'f', 1);
+    status += QLatin1Char('.');
+    replay_status_->setToolTip(tr("The conversation's routing replayed through each policy, every layer's cache empty at the start, the "
+                                  "pinned set learned from this conversation; LRU + prediction reads each layer's predicted experts before "
+                                  "its token, as --cache-prefetch does (assuming the reads finish in time). Belady is the best any cache "
+                                  "loading on demand can do."));
     replay_status_->setText(status);
 }
 
