@@ -116,6 +116,7 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, con
             next += c->slot_bytes_;
         }
         L.reads.reserve(c->slots_);
+        L.missed.assign(hp.n_experts, 0);
         L.loads.assign(hp.n_experts, 0);
         L.evictions.assign(hp.n_experts, 0);
         if (c->prefetch_) {
@@ -220,8 +221,16 @@ void ExpertCache::prefetch(uint32_t layer, std::span<const uint32_t> experts) {
 }
 
 Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> experts) {
+    auto m = begin_acquire(layer, experts);
+    if (!m) return m;
+    if (Status s = finish_acquire(layer); !s) return s;
+    return m;
+}
+
+Result<uint32_t> ExpertCache::begin_acquire(uint32_t layer, std::span<const uint32_t> experts) {
     Layer& L = layers_[layer];
     finish_prefetch(layer);  // its slots are settled before any is reused
+    for (const Read& r : L.reads) L.missed[r.expert] = 0;
     L.table->begin_group();
     L.reads.clear();
     uint32_t m = 0;
@@ -236,25 +245,35 @@ Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> 
         ++L.stats.misses;
         if (a->evicted != ExpertSlots::kNone) ++L.evictions[static_cast<uint32_t>(a->evicted)];
         L.reads.push_back(prepare_slot(layer, a->slot, e));
+        L.missed[e] = 1;
     }
     if (m == 0) return error("expert cache: no slot free at layer " + std::to_string(layer));
     if (!L.reads.empty()) {
-        const uint64_t t0 = now_ns();
-        Batch batch;
-        submit(L.reads, batch, true);
-        wait(batch);
-        L.stats.stall_ns += now_ns() - t0;
-        for (const Read& r : L.reads) {
-            if (r.result) {
-                L.stats.bytes_read += r.bytes;
-                ++L.loads[r.expert];
-                continue;
-            }
-            L.table->forget(r.expert);  // nothing half-read stays resident
-            return error("expert cache: layer " + std::to_string(layer) + ": " + r.result.message());
-        }
+        L.demand_batch = Batch{};
+        L.demand_pending = true;
+        submit(L.reads, L.demand_batch, true);
     }
     return m;
+}
+
+Status ExpertCache::finish_acquire(uint32_t layer) {
+    Layer& L = layers_[layer];
+    if (!L.demand_pending) return Status::ok();
+    L.demand_pending = false;
+    const uint64_t t0 = now_ns();
+    wait(L.demand_batch);
+    L.stats.stall_ns += now_ns() - t0;
+    Status failed = Status::ok();
+    for (const Read& r : L.reads) {
+        if (r.result) {
+            L.stats.bytes_read += r.bytes;
+            ++L.loads[r.expert];
+            continue;
+        }
+        L.table->forget(r.expert);  // nothing half-read stays resident
+        if (failed) failed = error("expert cache: layer " + std::to_string(layer) + ": " + r.result.message());
+    }
+    return failed;
 }
 
 const FfnWeights& ExpertCache::weights(uint32_t layer, uint32_t expert) const {

@@ -85,6 +85,14 @@ public:
     // resident, reading the misses in parallel, and returns its length (at least 1). A failed read is an error
     // and leaves nothing of that expert resident.
     Result<uint32_t> acquire(uint32_t layer, std::span<const uint32_t> experts);
+    // acquire() in two steps, so that the group's resident experts can compute while its misses are read:
+    // begin_acquire() takes the group's slots and queues its misses (in front of queued prefetches) and returns
+    // the group's length; missed() names the group's experts being read; finish_acquire() waits for them and
+    // reports a failed read as acquire() does. Both under the lock; every begin_acquire() is finished before
+    // the lock is released or the layer acquires again.
+    Result<uint32_t> begin_acquire(uint32_t layer, std::span<const uint32_t> experts);
+    bool missed(uint32_t layer, uint32_t expert) const { return layers_[layer].missed[expert] != 0; }
+    Status finish_acquire(uint32_t layer);
     // Under the lock: the experts the layer will use for the chunk (distinct), before its first acquire(): scores
     // the prediction made for the layer, if any.
     void score_prediction(uint32_t layer, std::span<const uint32_t> experts);
@@ -122,6 +130,9 @@ private:
         std::unique_ptr<ExpertSlots> table;
         std::vector<SlotWeights> weights;  // per slot
         std::vector<Read> reads;  // acquire()'s misses, reserved for the layer's slots
+        Batch demand_batch;       // their reads, between begin_acquire() and finish_acquire()
+        bool demand_pending = false;
+        std::vector<uint8_t> missed;       // per expert: a miss of the last begin_acquire()
         ExpertCacheStats stats;
         std::vector<uint32_t> loads, evictions;  // per expert, for layer_state()
         // Prefetch: the reads in flight, and the last prediction, per expert.

@@ -846,13 +846,13 @@ Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
     cache.score_prediction(layer, chosen_);
     // Ascending expert order, as many at a time as the layer's slots hold; each group is computed before the
     // next one may evict it. Every output row is the same computation on the same bytes as without a cache.
-    for (size_t done = 0; done < chosen_.size();) {
-        auto group = cache.acquire(layer, std::span<const uint32_t>(chosen_).subspan(done));
-        if (!group) return group.status();
-        const std::span<const uint32_t> experts = std::span<const uint32_t>(chosen_).subspan(done, group.value());
+    // Within a group the resident experts compute while its misses are read, then the misses: each expert writes
+    // only its own rows, so the order changes no bit.
+    auto compute = [&](std::span<const uint32_t> experts, bool misses) {
         gated_jobs_.clear();
         jobs_.clear();
         for (uint32_t e : experts) {
+            if (cache.missed(layer, e) != misses) continue;
             const FfnWeights& f = cache.weights(layer, e);
             const size_t at = size_t(expert_block_[e]) * F;
             GatedJob j{f.gate, f.up, input_of(e), expert_count_[e], gate_.data() + at, up_.data() + at};
@@ -862,15 +862,25 @@ Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
             gated_jobs_.push_back(j);
             jobs_.push_back({f.down, gate_.data() + at, expert_count_[e], ffn_out_.data() + size_t(expert_block_[e]) * H});
         }
+        if (gated_jobs_.empty()) return;
+        run_gated_matmuls(pool_, gated_jobs_);
+        run_matmuls(pool_, jobs_);
+    };
+    for (size_t done = 0; done < chosen_.size();) {
+        auto group = cache.begin_acquire(layer, std::span<const uint32_t>(chosen_).subspan(done));
+        if (!group) return group.status();
+        const std::span<const uint32_t> experts = std::span<const uint32_t>(chosen_).subspan(done, group.value());
+        const bool misses = std::any_of(experts.begin(), experts.end(), [&](uint32_t e) { return cache.missed(layer, e); });
+        if (misses) compute(experts, false);  // the hits, while the misses are read
+        if (Status s = cache.finish_acquire(layer); !s) return s;
         if (done == 0 && predicted_layer_ >= 0) {
-            // This layer's first experts are resident: the next MoE layer's predicted ones are read while they
+            // This layer's first experts are resident: the next MoE layer's predicted ones are read while the rest
             // compute (after this layer's own misses, which went first).
             std::unique_lock<std::mutex> next = cache.lock(static_cast<uint32_t>(predicted_layer_));
             cache.prefetch(static_cast<uint32_t>(predicted_layer_), predicted_next_);
             predicted_layer_ = -1;
         }
-        run_gated_matmuls(pool_, gated_jobs_);
-        run_matmuls(pool_, jobs_);
+        compute(experts, misses);  // the misses; or, without any, the whole group
         for (uint32_t e : experts) {
             const FfnWeights& f = cache.weights(layer, e);
             if (f.down_bias == nullptr) continue;
