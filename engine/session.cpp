@@ -252,12 +252,15 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     position_ += n;
     const uint64_t head_t0 = observer_ ? now_ns() : 0;
     if (with_logits) logits_of(n - 1, *this);
-    if (observer_) {
-        const uint64_t end = now_ns(), head = with_logits ? end - head_t0 : 0, body = (head_t0 - chunk_t0) / n;
-        for (uint32_t i = 0; i < n; ++i)
-            observer_->on_token_timing(TokenTiming{first + i, i + 1 == n ? head : 0, body + (i + 1 == n ? head : 0)});
-    }
+    if (observer_) report_token_timing(*observer_, first, n, (head_t0 - chunk_t0) / n, with_logits ? now_ns() - head_t0 : 0);
     return Status::ok();
+}
+
+void Session::report_token_timing(TraceObserver& observer, uint32_t first, uint32_t count, uint64_t body_ns, uint64_t head_ns) {
+    for (uint32_t i = 0; i < count; ++i) {
+        const bool last = i + 1 == count;
+        observer.on_token_timing(TokenTiming{first + i, last ? head_ns : 0, body_ns + (last ? head_ns : 0)});
+    }
 }
 
 void Session::embed(const int32_t* tokens, uint32_t n, uint32_t row) {
@@ -376,11 +379,7 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         s.position_ += p.count;
         const uint64_t head_t0 = s.observer_ ? now_ns() : 0;
         lead.logits_of(p.row + p.count - 1, s);
-        if (s.observer_) {
-            const uint64_t head = now_ns() - head_t0;
-            for (uint32_t i = 0; i < p.count; ++i)
-                s.observer_->on_token_timing(TokenTiming{first + i, i + 1 == p.count ? head : 0, body + (i + 1 == p.count ? head : 0)});
-        }
+        if (s.observer_) report_token_timing(*s.observer_, first, p.count, body, now_ns() - head_t0);
     }
     return Status::ok();
 }
