@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/thread_pool.h"
+#include "../expert_cache_budget.h"
 #include "../test_support.h"
 #include "tools/cache_sim.h"
 
@@ -89,17 +90,6 @@ std::vector<std::vector<float>> run_logits(const Model& model, const std::vector
         out.emplace_back(t->begin(), t->end());
     }
     return out;
-}
-
-// The budget that gives every MoE layer `slots` expert slots.
-uint64_t budget_for(const std::string& path, uint32_t n_slots) {
-    auto m = Model::load(path);
-    if (!m) qFatal("%s", m.message().c_str());
-    ExpertCacheConfig c;
-    c.ram_budget = uint64_t(1) << 50;
-    if (Status s = m.value()->use_expert_cache(c); !s) qFatal("%s", s.message().c_str());
-    const ExpertCache& cache = *m.value()->expert_cache();
-    return cache.resident_bytes() + uint64_t(n_slots) * cache.slot_bytes() * m.value()->moe_layer_count();
 }
 
 // Pages of [begin, begin + bytes) of a mapping that are in memory.

@@ -25,6 +25,7 @@
 #include "ui/views/cache_view.h"
 #include "ui/worker_thread.h"
 #include "ui_test_support.h"
+#include "../expert_cache_budget.h"
 
 using namespace colibri;
 using namespace colibri::studio;
@@ -34,16 +35,7 @@ namespace {
 
 const QString kDemo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
 
-// The budget that gives every MoE layer n_slots expert slots.
-uint64_t budget_for(const QString& path, uint32_t n_slots) {  // (`slots` is a Qt macro)
-    auto m = Model::load(path.toStdString());
-    if (!m) qFatal("%s", m.message().c_str());
-    ExpertCacheConfig c;
-    c.ram_budget = uint64_t(1) << 50;
-    if (Status s = m.value()->use_expert_cache(c); !s) qFatal("%s", s.message().c_str());
-    const ExpertCache& cache = *m.value()->expert_cache();
-    return cache.resident_bytes() + uint64_t(n_slots) * cache.slot_bytes() * m.value()->moe_layer_count();
-}
+uint64_t budget_for(const QString& path, uint32_t n_slots) { return colibri::test::budget_for(path.toStdString(), n_slots); }
 
 struct Run {
     ModelSummary summary;

@@ -111,26 +111,31 @@ QVariant CacheMapModel::headerData(int section, Qt::Orientation o, int role) con
     return tr("L%1").arg(state_->layers[static_cast<size_t>(section)]);
 }
 
-std::vector<CacheLayerTotals> cache_totals(const Conversation& conversation) {
-    std::vector<CacheLayerTotals> totals;
+void CacheLayerTotals::add(const LayerCacheStep& s) {
+    hits += s.hits;
+    misses += s.misses;
+    bytes_read += s.bytes_read;
+    stall_ns += s.stall_ns;
+    prefetched += s.prefetched;
+    predicted += s.predicted;
+    predicted_right += s.predicted_right;
+}
+
+CacheTotals cache_totals(const Conversation& conversation) {
+    CacheTotals totals;
     for (const ConversationToken& c : conversation.tokens()) {
         if (!c.evaluated) continue;
         for (const LayerCacheStep& s : c.trace.cache) {
-            auto it = std::find_if(totals.begin(), totals.end(), [&](const CacheLayerTotals& t) { return t.layer == s.layer; });
-            if (it == totals.end()) {
-                totals.push_back(CacheLayerTotals{s.layer});
-                it = totals.end() - 1;
+            auto it = std::find_if(totals.layers.begin(), totals.layers.end(), [&](const CacheLayerTotals& t) { return t.layer == s.layer; });
+            if (it == totals.layers.end()) {
+                totals.layers.push_back(CacheLayerTotals{s.layer});
+                it = totals.layers.end() - 1;
             }
-            it->hits += s.hits;
-            it->misses += s.misses;
-            it->bytes_read += s.bytes_read;
-            it->stall_ns += s.stall_ns;
-            it->prefetched += s.prefetched;
-            it->predicted += s.predicted;
-            it->predicted_right += s.predicted_right;
+            it->add(s);
+            totals.all.add(s);
         }
     }
-    std::sort(totals.begin(), totals.end(), [](const CacheLayerTotals& a, const CacheLayerTotals& b) { return a.layer < b.layer; });
+    std::sort(totals.layers.begin(), totals.layers.end(), [](const CacheLayerTotals& a, const CacheLayerTotals& b) { return a.layer < b.layer; });
     return totals;
 }
 
@@ -403,17 +408,8 @@ void CacheView::refresh() {
     }
     summary_->setText(head);
 
-    std::vector<CacheLayerTotals> totals = cache_totals(*conversation_);
-    CacheLayerTotals sum;
-    for (const CacheLayerTotals& t : totals) {
-        sum.hits += t.hits;
-        sum.misses += t.misses;
-        sum.bytes_read += t.bytes_read;
-        sum.stall_ns += t.stall_ns;
-        sum.prefetched += t.prefetched;
-        sum.predicted += t.predicted;
-        sum.predicted_right += t.predicted_right;
-    }
+    CacheTotals totals = cache_totals(*conversation_);
+    const CacheLayerTotals& sum = totals.all;
     if (sum.hits + sum.misses > 0) {
         QString text = tr("Over the conversation: hit rate %1 % (%2 hits, %3 misses), %4 MB read, %5 ms waiting for reads")
                            .arg(sum.hit_rate() * 100.0, 0, 'f', 1).arg(sum.hits).arg(sum.misses).arg(mb(sum.bytes_read)).arg(ms(sum.stall_ns));
@@ -424,7 +420,7 @@ void CacheView::refresh() {
         totals_->setText(c.budget > 0 ? tr("No expert has been needed yet.") : QString());
     }
     totals_->setVisible(!totals_->text().isEmpty());
-    layers_.set_totals(std::move(totals));
+    layers_.set_totals(std::move(totals.layers));
 }
 
 void CacheView::replay() {

@@ -54,11 +54,16 @@ private:
 
 // What the cache did at each MoE layer over the conversation (sums of the traces' LayerCacheSteps).
 struct CacheLayerTotals {
-    int layer = 0;
+    int layer = 0;  // -1 for the sum over the layers
     uint64_t hits = 0, misses = 0, bytes_read = 0, stall_ns = 0, prefetched = 0, predicted = 0, predicted_right = 0;
     double hit_rate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+    void add(const LayerCacheStep& s);
 };
-std::vector<CacheLayerTotals> cache_totals(const Conversation& conversation);
+struct CacheTotals {
+    std::vector<CacheLayerTotals> layers;  // ascending
+    CacheLayerTotals all{-1};
+};
+CacheTotals cache_totals(const Conversation& conversation);
 
 class CacheLayersModel : public QAbstractTableModel {
     Q_OBJECT
