@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
     app.add_option("--shared-ffn", s.shared_ffn, "shared expert intermediate size (qwen2_moe)");
     app.add_option("--init", s.init, "standard deviation of the weights");
     app.add_option("--embedding-init", s.embedding_init,
-                   "standard deviation of the token embedding (default: --init); 4 makes routing token-dependent, "
-                   "spread over the experts as in a trained model (tools/random_model.h)");
+                   "standard deviation of the token embedding (default: --init, whose models route a sequence's "
+                   "tokens alike); 4 spreads routing over the experts (tools/random_model.h)");
     app.add_option("--seed", s.seed, "random seed");
     app.add_flag("--tied", s.tied, "tie the lm head to the embedding");
     app.add_flag("--norm-topk-prob", s.norm_topk_prob, "qwen2_moe/olmoe: renormalise the top-k routing weights");

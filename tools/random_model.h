@@ -19,10 +19,11 @@ struct RandomModelOptions {
     std::optional<WeightType> expert_type;           // routed experts' matrices, when they differ (gpt-oss: mxfp4)
     float init = 0.02f;                              // standard deviation of the matrices' values
     // The token embedding's standard deviation; unset: init. At init (0.02) a sequence's tokens route alike: the
-    // attention of random weights is near uniform, so every position receives about the mean of the context, of rms
-    // ~1 against the token's own 0.02, and the routers see one vector (a 30B-A3B shape used a median of 24 of 128
-    // experts per layer over 64 tokens). 4 lets each token's identity dominate the residual stream: 110 of 128, and
-    // layer L's hidden state still predicts layer L+1's experts about as well as in trained models (88 %).
+    // attention of random weights is near uniform, so every position receives about the mean of its context's
+    // values, shared with its neighbours and many times the token's own 0.02, and the routers see nearly one vector
+    // (the qwen3-30b-a3b preset: a median of 24 of 128 experts per layer over 64 tokens). 4 lets each token's
+    // identity dominate the residual stream (110 of 128) while layer L's hidden state predicts layer L+1's experts
+    // 88 % of the time, not trivially (16: 97 %). docs/PERFORMANCE.md, "Diverse routing".
     std::optional<float> embedding_init;
     uint64_t seed = 1;
     // Called after each tensor with bytes written so far and the total; return false to cancel.
