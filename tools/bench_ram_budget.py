@@ -3,7 +3,9 @@
 
 usage: tools/bench_ram_budget.py COLIBRI LLAMA_BENCH MODEL.bin MODEL.gguf [--fractions 0.5,0.25]
                                  [--policies lru,lfru,pinned,lru+prefetch] [--prompt 16] [--decode 32] [--threads 2]
-                                 [--headroom-mib 768] [--context 128] [--reps 1]
+                                 [--headroom-mib 768] [--context 128] [--reps 1] [--skip mmap,llama,...]
+
+With `--skip llama` neither LLAMA_BENCH nor MODEL.gguf is used: any placeholder will do (`-`).
 
 Every run happens inside a memory cgroup whose limit is FRACTION x the size of MODEL.bin, page cache included
 (cgroup v1 `memory.limit_in_bytes` where /sys/fs/cgroup/memory is mounted, else v2 `memory.max`); needs root.
@@ -22,7 +24,9 @@ storage per decoded token (colibri: /proc/self/io read_bytes over the decode, `s
 llama.cpp: its task I/O accounting from the moment it prints that the generation run starts to its exit,
 ru_inblock), the cgroup's peak memory (page cache included) and the process's peak RSS, and for the cache its
 hits and misses, and with prefetch the prediction's accuracy (of the experts a predicted layer used, the share
-the prediction named). Random-weight models route nearly uniformly, so their hit rates are a lower bound.
+the prediction named). Random-weight hit rates are a lower bound only where the model routes near uniformly:
+colibri-make-model's default weights route narrowly (a sequence's tokens choose alike), `--embedding-init 4`
+spreads them (docs/PERFORMANCE.md, "Larger than RAM").
 """
 import argparse
 import json
@@ -155,6 +159,7 @@ def main():
     ap.add_argument("--skip", default="", help="comma list of configurations to leave out: mmap, llama, lru, ...")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
+    dropped = [a.bin] if "llama" in skip else [a.bin, a.gguf]
 
     size = os.path.getsize(a.bin)
     prompt_ids = ",".join(str(1 + (i * 7919) % 1000) for i in range(a.prompt))
@@ -187,7 +192,7 @@ def main():
             for rep, (label, key, extra) in ((r, c) for r in range(a.reps) for c in configs):
                 if key in skip:
                     continue
-                for f in (a.bin, a.gguf):
+                for f in dropped:
                     drop_from_page_cache(f)
                 cgroup.set_limit(limit)
                 cgroup.reset_peak()

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -71,6 +72,7 @@ struct Spec {
     uint32_t vocab = 4096, hidden = 128, layers = 4, heads = 4, kv_heads = 2, experts = 8, top_k = 2;
     uint32_t ffn = 256, shared_ffn = 256;
     float init = 0.02f;
+    std::optional<float> embedding_init;  // the token embedding's standard deviation; unset: init
     uint64_t seed = 1;
     bool tied = false;
     bool norm_topk_prob = false;
@@ -96,6 +98,9 @@ int main(int argc, char** argv) {
     app.add_option("--ffn", s.ffn, "expert intermediate size");
     app.add_option("--shared-ffn", s.shared_ffn, "shared expert intermediate size (qwen2_moe)");
     app.add_option("--init", s.init, "standard deviation of the weights");
+    app.add_option("--embedding-init", s.embedding_init,
+                   "standard deviation of the token embedding (default: --init, whose models route a sequence's "
+                   "tokens alike); 4 spreads routing over the experts (tools/random_model.h)");
     app.add_option("--seed", s.seed, "random seed");
     app.add_flag("--tied", s.tied, "tie the lm head to the embedding");
     app.add_flag("--norm-topk-prob", s.norm_topk_prob, "qwen2_moe/olmoe: renormalise the top-k routing weights");
@@ -135,6 +140,7 @@ int main(int argc, char** argv) {
             options.expert_type.reset();
         }
         options.init = s.init;
+        options.embedding_init = s.embedding_init;
         options.seed = s.seed;
         const bool tty = isatty(STDERR_FILENO);
         if (tty)
@@ -231,7 +237,7 @@ int main(int argc, char** argv) {
         tensors.push_back(tools::OutputTensor{name, {n}, std::vector<float>(n, 1.0f)});
     };
     const uint64_t H = s.hidden, q = uint64_t(s.heads) * head_dim, kv = uint64_t(s.kv_heads) * head_dim;
-    random("model.embed_tokens.weight", {s.vocab, H}, s.init);
+    random("model.embed_tokens.weight", {s.vocab, H}, s.embedding_init.value_or(s.init));
     for (uint32_t l = 0; l < s.layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         ones(p + "input_layernorm.weight", H);

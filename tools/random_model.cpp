@@ -163,7 +163,9 @@ Result<ConvertSummary> write_random_model(const nlohmann::json& config, const st
                 std::memcpy(buffer.data() + 4 * r, &v, 4);
             }
         } else {
-            const float sd = spec.kind == schema::Kind::ExactMatrix ? options.init * 10 : options.init;
+            const float sd = spec.role == schema::Role::Embed && options.embedding_init ? *options.embedding_init
+                             : spec.kind == schema::Kind::ExactMatrix                        ? options.init * 10
+                                                                                             : options.init;
             const uint64_t row_bytes = kernels::row_bytes(t->type, t->cols);
             pool.parallel_for(t->rows, 16, [&](size_t b, size_t e) {
                 for (size_t r = b; r < e; ++r)

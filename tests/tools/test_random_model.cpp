@@ -1,13 +1,15 @@
 // colibri-make-model's real-size presets (tools/random_model.h): the presets' configs plan exactly the published
 // parameter counts of Qwen3-30B-A3B and gpt-oss-20b; random rows drawn straight in each storage type have about
 // the asked standard deviation, centred, deterministic per (seed, stream); a model written from a shrunken preset
-// config has the preset's types, passes `colibri check`, runs, and is byte-identical when written again.
+// config has the preset's types, passes `colibri check`, runs, and is byte-identical when written again; a larger
+// embedding (embedding_init) spreads a sequence's routing over the experts.
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "../test_support.h"
@@ -127,6 +129,72 @@ private slots:
         const std::vector<float> logits = read_f32(a + ".f32");
         QCOMPARE(logits.size(), size_t(4 * 1024));
         QVERIFY(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+    }
+
+    // RandomModelOptions::embedding_init (colibri-make-model --embedding-init): with the default embedding (sd 0.02)
+    // a sequence's tokens route alike, since near-uniform attention hands every position the context's mean, far
+    // larger than the token's own embedding; at sd 4 each token's identity dominates and routing spreads over the
+    // experts. A shrunken qwen3-30b-a3b (4 layers, hidden 256, 64 experts top-8), 48 varied tokens in one sequence:
+    // the default used 24 to 52 distinct experts per layer (median 31.5) when this test was written, sd 4 62 to 64
+    // (uniform routing: 63.9 expected). Only the embedding's bytes change, and an embedding_init equal to init
+    // writes the default's bytes.
+    void embedding_init_spreads_routing() {
+        json cfg = preset_config("qwen3-30b-a3b");
+        QVERIFY(cfg.is_object());
+        cfg["num_hidden_layers"] = 4;
+        cfg["hidden_size"] = 256;
+        cfg["vocab_size"] = 1024;
+        cfg["bos_token_id"] = cfg["eos_token_id"] = 1000;
+        cfg["num_attention_heads"] = 4;
+        cfg["num_key_value_heads"] = 2;
+        cfg["num_experts"] = 64;
+        cfg["moe_intermediate_size"] = 128;
+        const QString plain = dir_.filePath("routing-default.bin"), same = dir_.filePath("routing-same.bin"),
+                      spread = dir_.filePath("routing-embedding-4.bin");
+        tools::RandomModelOptions options;
+        QVERIFY(tools::write_random_model(cfg, plain.toStdString(), options));
+        options.embedding_init = options.init;
+        QVERIFY(tools::write_random_model(cfg, same.toStdString(), options));
+        options.embedding_init = 4.0f;
+        QVERIFY(tools::write_random_model(cfg, spread.toStdString(), options));
+        QVERIFY(read_all(plain) == read_all(same));
+        {
+            auto a = ModelFile::open(plain.toStdString()), b = ModelFile::open(spread.toStdString());
+            QVERIFY(a && b);
+            const auto& ta = a.value()->tensors();
+            const auto& tb = b.value()->tensors();
+            QCOMPARE(ta.size(), tb.size());
+            for (size_t i = 0; i < ta.size(); ++i) {
+                QCOMPARE(ta[i].name, tb[i].name);
+                QCOMPARE(ta[i].size, tb[i].size);
+                const bool equal = std::memcmp(ta[i].data, tb[i].data, ta[i].size) == 0;
+                QVERIFY2(equal == (ta[i].name != "embed"), ta[i].name.c_str());
+            }
+        }
+        QStringList ids;
+        for (int i = 0; i < 48; ++i) ids << QString::number(1 + (i * 389) % 1000);
+        auto distinct_per_layer = [&](const QString& model) {
+            std::vector<int> distinct;
+            const CliResult r = run_cli({"route", "-m", model, "--tokens", ids.join(','), "--json"});
+            if (r.exit_code != 0) return distinct;
+            const json j = json::parse(r.out.toStdString(), nullptr, false);
+            if (j.is_discarded()) return distinct;
+            for (const json& layer : j["layers"]) {
+                std::set<int> used;
+                for (const json& token : layer["experts"])
+                    for (const json& e : token) used.insert(e.get<int>());
+                distinct.push_back(int(used.size()));
+            }
+            return distinct;
+        };
+        std::vector<int> narrow = distinct_per_layer(plain), wide = distinct_per_layer(spread);
+        QCOMPARE(narrow.size(), size_t(4));
+        QCOMPARE(wide.size(), size_t(4));
+        qInfo("distinct experts per layer of 64 over 48 tokens: default %d %d %d %d, embedding sd 4 %d %d %d %d", narrow[0],
+              narrow[1], narrow[2], narrow[3], wide[0], wide[1], wide[2], wide[3]);
+        for (int d : wide) QVERIFY2(d >= 56, "embedding_init 4: every layer uses at least 56 of its 64 experts");
+        std::sort(narrow.begin(), narrow.end());
+        QVERIFY2(narrow[1] + narrow[2] <= 2 * 40, "the default routes narrowly: a median of at most 40 experts");
     }
 
     // An unwritable path is a one-line error and leaves nothing.
