@@ -118,6 +118,7 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, con
         L.reads.reserve(c->slots_);
         L.missed.assign(hp.n_experts, 0);
         L.loads.assign(hp.n_experts, 0);
+        L.read_ahead.assign(hp.n_experts, 0);
         L.evictions.assign(hp.n_experts, 0);
         if (c->prefetch_) {
             L.prefetch_reads.reserve(c->slots_);
@@ -184,6 +185,7 @@ void ExpertCache::finish_prefetch(uint32_t layer) {
             L.stats.bytes_read += r.bytes;
             ++L.stats.prefetched;
             ++L.loads[r.expert];
+            ++L.read_ahead[r.expert];
         } else {
             L.table->forget(r.expert);  // nothing half-read stays resident
         }
@@ -290,6 +292,7 @@ void ExpertCache::layer_state(uint32_t layer, std::span<ExpertSlotState> out) co
         s.loading = false;
         s.pinned = L.table->pinned(e);
         s.loads = L.loads[e];
+        s.read_ahead = L.read_ahead[e];
         s.evictions = L.evictions[e];
         s.heat = L.table->heat(e);
     }

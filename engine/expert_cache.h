@@ -55,7 +55,8 @@ struct ExpertSlotState {
     bool resident = false;  // in a slot (or being read into one)
     bool loading = false;   // a prefetch is reading it now
     bool pinned = false;    // holds a reserved slot (Pinned policy)
-    uint32_t loads = 0;      // reads into a slot that completed
+    uint32_t loads = 0;      // reads into a slot that completed (on a miss or ahead of use)
+    uint32_t read_ahead = 0; // of those, reads ahead of use (prefetch)
     uint32_t evictions = 0;  // times it left a slot for another expert
     double heat = 0.0;       // the policy's use score: LFRU's decayed count, else the plain count
 };
@@ -134,7 +135,7 @@ private:
         bool demand_pending = false;
         std::vector<uint8_t> missed;       // per expert: a miss of the last begin_acquire()
         ExpertCacheStats stats;
-        std::vector<uint32_t> loads, evictions;  // per expert, for layer_state()
+        std::vector<uint32_t> loads, read_ahead, evictions;  // per expert, for layer_state()
         // Prefetch: the reads in flight, and the last prediction, per expert.
         std::vector<Read> prefetch_reads;
         Batch prefetch_batch;

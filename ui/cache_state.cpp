@@ -11,8 +11,9 @@ const char* cache_cell_name(CacheCell c) {
     case CacheCell::Never: return "never loaded";
     case CacheCell::Out: return "evicted earlier";
     case CacheCell::Resident: return "resident";
-    case CacheCell::Loaded: return "read for this token";
-    case CacheCell::Evicted: return "evicted by this token";
+    case CacheCell::Loaded: return "read on a miss";
+    case CacheCell::ReadAhead: return "read ahead";
+    case CacheCell::Evicted: return "evicted";
     case CacheCell::Loading: return "loading (read ahead)";
     }
     return "";
@@ -53,7 +54,9 @@ std::shared_ptr<const CacheSnapshot> CacheStateTracker::take(const Model& model,
             const ExpertSlotState& is = now[e];
             CacheCell c = CacheCell::Never;
             if (is.loading) c = CacheCell::Loading;
-            else if (is.resident) c = is.loads > was.loads ? CacheCell::Loaded : CacheCell::Resident;
+            else if (is.resident) c = is.read_ahead > was.read_ahead ? CacheCell::ReadAhead
+                                      : is.loads > was.loads         ? CacheCell::Loaded
+                                                                     : CacheCell::Resident;
             else if (is.evictions > was.evictions) c = CacheCell::Evicted;
             else if (is.loads > 0) c = CacheCell::Out;
             s->cell[i] = c;

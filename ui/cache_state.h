@@ -19,7 +19,8 @@ enum class CacheCell : uint8_t {
     Never,     // never read into a slot
     Out,       // read once, evicted before this evaluation
     Resident,  // in a slot before this evaluation and still there
-    Loaded,    // read into a slot during this evaluation (a miss, or read ahead on a prediction)
+    Loaded,    // read into a slot during this evaluation on a miss (the computation waited for it)
+    ReadAhead, // read into a slot during this evaluation ahead of use, on a prediction (prefetch)
     Evicted,   // left its slot during this evaluation
     Loading,   // read ahead and still being read when the evaluation ended
 };

@@ -422,9 +422,11 @@ private slots:
                     if (!m.value()->layers()[l].is_moe) continue;
                     cache.layer_state(l, state);
                     const ExpertCacheStats ls = cache.layer_stats(l);
-                    uint64_t loads = 0, evictions = 0, resident = 0, pinned = 0;
+                    uint64_t loads = 0, ahead = 0, evictions = 0, resident = 0, pinned = 0;
                     for (const ExpertSlotState& e : state) {
                         loads += e.loads;
+                        ahead += e.read_ahead;
+                        QVERIFY(e.read_ahead <= e.loads);
                         evictions += e.evictions;
                         resident += e.resident;
                         pinned += e.pinned;
@@ -433,6 +435,7 @@ private slots:
                         QVERIFY(e.heat >= 0.0);
                     }
                     QCOMPARE(loads, ls.misses + ls.prefetched);
+                    QCOMPARE(ahead, ls.prefetched);
                     QVERIFY(resident <= n_slots);
                     QCOMPARE(evictions, loads - resident);
                     QCOMPARE(pinned, policy == CachePolicy::Pinned ? uint64_t(n_slots - k) : uint64_t(0));

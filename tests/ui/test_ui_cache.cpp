@@ -93,7 +93,7 @@ std::vector<int32_t> demo_prompt() {
 class TestUiCache : public QObject {
     Q_OBJECT
     std::vector<int32_t> prompt_;
-    Run plain_, budgeted_;
+    Run plain_, budgeted_, prefetching_;
     uint32_t slots_ = 4;
 
 private slots:
@@ -105,11 +105,16 @@ private slots:
         o.ram_budget = budget_for(kDemo, slots_);  // 4 of 16 experts per layer
         budgeted_ = generate(kDemo, o, prompt_, 24);
         QVERIFY2(budgeted_.error.isEmpty(), qPrintable(budgeted_.error));
+        o.cache_prefetch = true;
+        prefetching_ = generate(kDemo, o, prompt_, 24);
+        QVERIFY2(prefetching_.error.isEmpty(), qPrintable(prefetching_.error));
     }
 
     // The logits do not change with a budget, so neither do greedy tokens; the summary says what the cache is.
     void a_budget_gives_the_same_tokens() {
         QCOMPARE(budgeted_.generated, plain_.generated);
+        QCOMPARE(prefetching_.generated, plain_.generated);
+        QVERIFY(prefetching_.summary.cache.prefetch);
         QVERIFY(budgeted_.generated.size() >= 8);
         const ModelSummary::Cache& c = budgeted_.summary.cache;
         QCOMPARE(c.slot_count, int(slots_));
@@ -172,6 +177,34 @@ private slots:
         QCOMPARE(int(first.cache.size()), moe);
         QCOMPARE(first.cache.front().tokens, uint32_t(prompt_.size()));
         QVERIFY(budgeted_.traces[prompt_.size() - 1].cache_state != nullptr);
+    }
+
+    // With prefetch, what was read ahead is told apart from what was read on a miss: cells read on a miss are
+    // exactly the token's misses, cells read ahead at most what the cache read ahead, and the token's experts
+    // are in slots either way.
+    void read_ahead_is_told_apart_from_misses() {
+        const int moe = prefetching_.summary.moe_layers;
+        uint64_t ahead_total = 0, prefetched_total = 0;
+        for (const TokenTrace& t : prefetching_.traces) {
+            if (!t.cache_state || !t.generated) continue;
+            const CacheSnapshot& s = *t.cache_state;
+            for (int li = 0; li < moe; ++li) {
+                const LayerCacheStep& step = t.cache[size_t(li)];
+                const LayerRouting* r = t.routing_at(step.layer);
+                QVERIFY(r != nullptr);
+                for (int32_t e : r->experts) {
+                    const CacheCell c = s.at(li, e);
+                    QVERIFY2(c == CacheCell::Resident || c == CacheCell::Loaded || c == CacheCell::ReadAhead, cache_cell_name(c));
+                }
+                QCOMPARE(uint64_t(s.count(li, CacheCell::Loaded)), step.misses);
+                QVERIFY(uint64_t(s.count(li, CacheCell::ReadAhead)) <= step.prefetched);
+                QVERIFY(s.count(li, CacheCell::Resident) + s.count(li, CacheCell::Loaded) + s.count(li, CacheCell::ReadAhead) <= int(slots_));
+                ahead_total += uint64_t(s.count(li, CacheCell::ReadAhead));
+                prefetched_total += step.prefetched;
+            }
+        }
+        QVERIFY(prefetched_total > 0);
+        QVERIFY(ahead_total > 0);
     }
 
     // The conversation's routing, as the cache view replays it, is `colibri route --predict` of the same tokens,

@@ -34,6 +34,7 @@ QColor base_color(CacheCell c) {
     case CacheCell::Resident: return QColor::fromHsvF(0.58f, 0.70f, 1.0f);
     case CacheCell::Loaded: return QColor::fromHsvF(0.11f, 0.85f, 1.0f);
     case CacheCell::Evicted: return QColor::fromHsvF(0.0f, 0.80f, 0.95f);
+    case CacheCell::ReadAhead: return QColor::fromHsvF(0.36f, 0.70f, 0.85f);
     case CacheCell::Loading: return QColor::fromHsvF(0.78f, 0.55f, 1.0f);
     case CacheCell::Out: return QColor(128, 128, 128);
     case CacheCell::Never: break;
@@ -52,7 +53,7 @@ QColor cache_cell_color(CacheCell cell, double heat) {
     heat = std::clamp(heat, 0.0, 1.0);
     const QColor window = QPalette().color(QPalette::Base);
     if (cell == CacheCell::Never) return blend(window, QPalette().color(QPalette::Text), 0.06);
-    if (cell == CacheCell::Evicted || cell == CacheCell::Loading) return base_color(cell);
+    if (cell == CacheCell::Evicted || cell == CacheCell::Loading || cell == CacheCell::ReadAhead) return base_color(cell);
     // Brightness by heat: the layer's coldest expert in its state is a faint tint, its hottest the full colour.
     return blend(window, base_color(cell), (cell == CacheCell::Out ? 0.15 : 0.35) + (cell == CacheCell::Out ? 0.35 : 0.65) * heat);
 }
@@ -204,7 +205,8 @@ CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(pare
     map_table_->setSelectionMode(QAbstractItemView::NoSelection);
     map_table_->installEventFilter(this);
     QString legend;
-    for (CacheCell c : {CacheCell::Resident, CacheCell::Loaded, CacheCell::Evicted, CacheCell::Loading, CacheCell::Out, CacheCell::Never})
+    for (CacheCell c : {CacheCell::Resident, CacheCell::Loaded, CacheCell::ReadAhead, CacheCell::Evicted, CacheCell::Loading, CacheCell::Out,
+                        CacheCell::Never})
         legend += QStringLiteral("<span style='color:%1'>&#9632;</span>&nbsp;%2&nbsp;&nbsp; ")
                       .arg((c == CacheCell::Never ? blend(QPalette().color(QPalette::Base), QPalette().color(QPalette::Text), 0.2)
                                                   : cache_cell_color(c, 1.0)).name(),
@@ -378,11 +380,13 @@ void CacheView::refresh() {
                    .arg(human_bytes(c.slot_bytes), c.policy.toUpper(), c.prefetch ? tr(", prefetching predicted experts") : QString());
         if (holder != nullptr && shown != nullptr) {
             const CacheSnapshot& s = *holder->trace.cache_state;
-            int loaded = 0, evicted = 0;
+            int loaded = 0, ahead = 0, evicted = 0;
             for (size_t li = 0; li < s.layers.size(); ++li) {
                 loaded += s.count(static_cast<int>(li), CacheCell::Loaded);
+                ahead += s.count(static_cast<int>(li), CacheCell::ReadAhead);
                 evicted += s.count(static_cast<int>(li), CacheCell::Evicted);
             }
+            const QString reads = ahead > 0 ? tr("%1 experts read on a miss and %2 ahead").arg(loaded).arg(ahead) : tr("%1 experts read").arg(loaded);
             // The evaluation's cache records sit on its first position (a prompt chunk's), the state on its last.
             const ConversationToken* first = holder;
             for (int p = holder->trace.position; p >= 0; --p) {
@@ -395,11 +399,11 @@ void CacheView::refresh() {
             uint64_t stall = 0;
             for (const LayerCacheStep& st : first->trace.cache) stall += st.stall_ns;
             const bool chunk = first != holder;
-            head += QStringLiteral("<br>") + (chunk ? tr("After the prompt chunk %1–%2 (shown: token %3 “%4”): %5 experts read, %6 evicted, %7 ms waiting for reads.")
+            head += QStringLiteral("<br>") + (chunk ? tr("After the prompt chunk %1–%2 (shown: token %3 “%4”): %5, %6 evicted, %7 ms waiting for reads.")
                                                           .arg(first->trace.position).arg(holder->trace.position).arg(shown->trace.position)
-                                                          .arg(shown->trace.text.toHtmlEscaped()).arg(loaded).arg(evicted).arg(ms(stall))
-                                                    : tr("After token %1 “%2”: %3 experts read, %4 evicted, %5 ms waiting for reads.")
-                                                          .arg(shown->trace.position).arg(shown->trace.text.toHtmlEscaped()).arg(loaded).arg(evicted).arg(ms(stall)));
+                                                          .arg(shown->trace.text.toHtmlEscaped(), reads).arg(evicted).arg(ms(stall))
+                                                    : tr("After token %1 “%2”: %3, %4 evicted, %5 ms waiting for reads.")
+                                                          .arg(shown->trace.position).arg(shown->trace.text.toHtmlEscaped(), reads).arg(evicted).arg(ms(stall)));
         } else {
             head += QStringLiteral("<br>") + tr("Nothing evaluated yet: every slot is empty.");
         }
