@@ -491,6 +491,8 @@ void EngineWorker::do_compare(const KernelComparisonRequest& request, uint64_t i
     before.apply();
     collector_->set_counting(counting);
     chat_->reset();
+    // The comparison's reads are not the next token's: the cache view's next state is taken against this one.
+    if (ExpertCache* cache = model_->expert_cache()) cache_tracker_.take(*model_, *cache);
     // Only repetitions every variant completed count, so that the variants are compared on equal terms.
     size_t reps_done = runs.empty() ? 0 : runs.front().decode_tps.size();
     for (const KernelRun& r : runs) reps_done = std::min(reps_done, r.decode_tps.size());

@@ -207,6 +207,60 @@ private slots:
         QVERIFY(ahead_total > 0);
     }
 
+    // A kernel comparison runs its own tokens through the cache; the next reply's states are taken against the
+    // cache as the comparison left it, so what a token read is still exactly its misses.
+    void a_kernel_comparison_does_not_leak_into_the_next_state() {
+        auto* worker = new EngineWorker;
+        WorkerThread thread(worker, QStringLiteral("engine"), [worker] { worker->requestStop(); });
+        QSignalSpy loaded(worker, &EngineWorker::loaded);
+        LoadOptions o;
+        o.ram_budget = budget_for(kDemo, 12);
+        worker->load(kDemo, o);
+        QVERIFY(wait_for(loaded, 1));
+        QSignalSpy compared(worker, &EngineWorker::kernelComparisonFinished);
+        KernelComparisonRequest c;
+        c.prompt_tokens = 12;
+        c.decode_tokens = 6;
+        c.reps = 1;
+        c.variants = {QStringLiteral("scalar")};
+        worker->compareKernels(c);
+        QVERIFY(wait_for(compared, 1));
+        QVERIFY2(compared.at(0).at(0).value<KernelComparison>().error.isEmpty(),
+                 qPrintable(compared.at(0).at(0).value<KernelComparison>().error));
+        QSignalSpy traces(worker, &EngineWorker::tokenEvaluated);
+        QSignalSpy finished(worker, &EngineWorker::generationFinished);
+        GenerationRequest r;
+        r.token_ids = prompt_;
+        r.sampling.greedy = true;
+        r.max_tokens = 4;
+
+        worker->generate(r);
+        QVERIFY(wait_for(finished, 1));
+        QVERIFY2(traces.count() >= int(prompt_.size()), qPrintable(QStringLiteral("%1 traces").arg(traces.count())));
+        // The prompt's chunk is the first evaluation after the comparison: every expert it shows as read was
+        // chosen by one of its tokens (with most experts in slots, some the comparison read stay resident).
+        const TokenTrace last_of_prompt = traces.at(int(prompt_.size()) - 1).at(0).value<TokenTrace>();
+        QVERIFY(last_of_prompt.cache_state != nullptr);
+        const CacheSnapshot& s = *last_of_prompt.cache_state;
+        int read = 0, resident = 0;
+        for (int li = 0; li < int(s.layers.size()); ++li) {
+            std::set<int32_t> chosen;
+            for (size_t p = 0; p < prompt_.size(); ++p) {
+                const TokenTrace t = traces.at(int(p)).at(0).value<TokenTrace>();
+                if (const LayerRouting* r = t.routing_at(s.layers[size_t(li)])) chosen.insert(r->experts.begin(), r->experts.end());
+            }
+            for (int e = 0; e < s.n_experts; ++e) {
+                resident += s.at(li, e) == CacheCell::Resident;
+                if (s.at(li, e) != CacheCell::Loaded) continue;
+                ++read;
+                QVERIFY2(chosen.count(e), qPrintable(QStringLiteral("layer %1 expert %2 shown as read by the prompt, which did not choose it")
+                                                         .arg(s.layers[size_t(li)]).arg(e)));
+            }
+        }
+        QVERIFY(read > 0);
+        QVERIFY(resident > 0);  // left by the comparison, and not counted as the prompt's reads
+    }
+
     // The conversation's routing, as the cache view replays it, is `colibri route --predict` of the same tokens,
     // and the replay's curves are the cache-sim replay of that trace.
     void the_replay_is_route_and_cache_sim_of_the_same_tokens() {

@@ -441,7 +441,7 @@ void CacheView::replay() {
     replay_status_->setText(tr("Replaying %1 positions at %2 cache sizes…").arg(trace.choices.front().size()).arg(counts.size()));
     replay_button_->setEnabled(false);
     cancel_button_->setEnabled(true);
-    if (watcher_.isRunning()) watcher_.waitForFinished();  // cancelled above: returns after its current run
+    // A replay still running was cancelled above and ends by itself (it owns its copies); the watcher follows the new one.
     watcher_.setFuture(QtConcurrent::run([trace = std::move(trace), counts, cancel = cancel_] { return replay_curves(trace, counts, *cancel); }));
 }
 
