@@ -11,6 +11,7 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QStackedWidget>
+#include <QStyle>
 #include <QTabWidget>
 #include <QTableView>
 #include <QValueAxis>
@@ -214,6 +215,9 @@ CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(pare
     legend += tr("●&nbsp;this&nbsp;token's&nbsp;experts &nbsp; P&nbsp;pinned &nbsp; brighter:&nbsp;hotter");
     legend_ = new QLabel(legend);
     legend_->setWordWrap(true);
+    QFont legend_font = legend_->font();
+    legend_font.setPointSizeF(legend_font.pointSizeF() * 0.85);
+    legend_->setFont(legend_font);
     no_budget_ = new QLabel(tr("This model is mapped whole, so there is no expert cache to watch. Open it with a RAM budget (File ▸ Open "
                                "with a RAM budget…) to see which experts its slots hold, token by token. The replay on the right needs only "
                                "the conversation's routing: it says what each policy would hit at every cache size."));
@@ -271,8 +275,14 @@ CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(pare
     curves_layout->addWidget(replay_status_);
 
     auto* tabs = new QTabWidget;
-    tabs->addTab(curves_page, tr("Replay: hit-rate curves"));
-    tabs->addTab(layer_table_, tr("Per layer"));
+    // The conversation's totals sit with the per-layer table: the map keeps the left side's height.
+    auto* layers_page = new QWidget;
+    auto* layers_layout = new QVBoxLayout(layers_page);
+    layers_layout->setContentsMargins(0, 0, 0, 0);
+    layers_layout->addWidget(totals_);
+    layers_layout->addWidget(layer_table_, 1);
+    tabs->addTab(curves_page, tr("Hit-rate replay"));
+    tabs->addTab(layers_page, tr("Per layer"));
     tabs->setCornerWidget(replay_bar, Qt::TopRightCorner);
 
     auto* left = new QWidget;
@@ -280,7 +290,6 @@ CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(pare
     left_layout->setContentsMargins(0, 0, 0, 0);
     left_layout->addWidget(summary_);
     left_layout->addWidget(map_stack_, 1);
-    left_layout->addWidget(totals_);
     auto* splitter = new QSplitter(Qt::Horizontal);
     splitter->addWidget(left);
     splitter->addWidget(tabs);
@@ -334,8 +343,11 @@ void CacheView::fit_cells() {
     // Cells as large as the view allows (square-ish, 12 to 44 pixels); a model with many experts scrolls.
     const int cols = std::max(map_.columnCount(), 1), rows = std::max(map_.rowCount(), 1);
     const int label = map_table_->verticalHeader()->width() + 4;
-    const int w = std::clamp((map_table_->width() - label - 4) / cols, 12, 44);
-    const int h = std::clamp((map_table_->height() - map_table_->horizontalHeader()->height() - 4) / rows, 12, std::max(w, 18));
+    const int avail_h = map_table_->height() - map_table_->horizontalHeader()->height() - 4;
+    // Rows that will not fit at the smallest height take a vertical scroll bar's width from the columns.
+    const int bar = rows * 12 > avail_h ? map_table_->style()->pixelMetric(QStyle::PM_ScrollBarExtent) : 0;
+    const int w = std::clamp((map_table_->width() - label - 4 - bar) / cols, 12, 44);
+    const int h = std::clamp(avail_h / rows, 12, std::max(w, 18));
     map_table_->horizontalHeader()->setDefaultSectionSize(w);
     map_table_->verticalHeader()->setDefaultSectionSize(h);
 }
@@ -423,7 +435,7 @@ void CacheView::refresh() {
     } else {
         totals_->setText(c.budget > 0 ? tr("No expert has been needed yet.") : QString());
     }
-    totals_->setVisible(!totals_->text().isEmpty());
+    if (totals_->text().isEmpty()) totals_->setText(tr("No expert cache: open the model with a RAM budget to count its hits and reads."));
     layers_.set_totals(std::move(totals.layers));
 }
 
