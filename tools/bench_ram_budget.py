@@ -16,8 +16,9 @@ configuration starts cold. The configurations, for each fraction:
 - colibri's expert cache, per policy: the same with `--ram-budget (limit - headroom) --cache-policy P`
   (pinned learns its hot set from a routing trace of other tokens, `colibri route --json`, made once, unlimited;
   P+prefetch adds `--cache-prefetch`: the next MoE layer's experts predicted and read ahead);
-- llama.cpp, mmap, no repacking (its repacked copy is anonymous memory the limit could not hold; `-ot .*=CPU`
-  keeps every tensor in the mapped file): `llama-bench -m MODEL.gguf -p 0 -n DECODE -r 1 --no-warmup -ot .*=CPU`.
+- llama.cpp, mmap, asked not to repack (`-ot .*=CPU`; its repacked copy is anonymous memory the limit could not
+  hold, and the kernel's OOM reports show anonymous memory at the limit with `-ot` too):
+  `llama-bench -m MODEL.gguf -p 0 -n DECODE -r 1 --no-warmup -ot .*=CPU`.
 
 Reported per run: decode tokens/s (colibri's `timing.decode_tokens_per_s`, llama-bench's avg_ts), bytes read from
 storage per decoded token (colibri: /proc/self/io read_bytes over the decode, `storage_read_bytes.decode`;
