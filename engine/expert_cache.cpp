@@ -218,15 +218,8 @@ void ExpertCache::prefetch(uint32_t layer, std::span<const uint32_t> experts) {
         L.prefetch_reads.push_back(prepare_slot(layer, a->slot, e));
     }
     if (L.prefetch_reads.empty()) return;
-    L.prefetch_pending = true;  // counted when settled, in the layer's next acquire()
+    L.prefetch_pending = true;  // counted when settled, in the layer's next begin_acquire()
     submit(L.prefetch_reads, L.prefetch_batch, false);
-}
-
-Result<uint32_t> ExpertCache::acquire(uint32_t layer, std::span<const uint32_t> experts) {
-    auto m = begin_acquire(layer, experts);
-    if (!m) return m;
-    if (Status s = finish_acquire(layer); !s) return s;
-    return m;
 }
 
 Result<uint32_t> ExpertCache::begin_acquire(uint32_t layer, std::span<const uint32_t> experts) {

@@ -8,7 +8,7 @@
 //
 // With prefetch on, the session predicts a layer's experts one MoE layer ahead (the next layer's router applied
 // to the current hidden state) and prefetch() starts reading the predicted misses while the current layer
-// computes; the next acquire() of that layer first waits for them. Reads the computation waits for (a miss at
+// computes; the next begin_acquire() of that layer first waits for them. Reads the computation waits for (a miss at
 // acquire) go before queued prefetches.
 #pragma once
 #include <atomic>
@@ -78,30 +78,27 @@ public:
     bool direct_io() const { return direct_; }
     bool prefetching() const { return prefetch_; }
 
-    // A session holds a layer's lock from acquire() until it has computed the experts acquired.
+    // A session holds a layer's lock from begin_acquire() until it has computed the experts acquired.
     std::unique_lock<std::mutex> lock(uint32_t layer) { return std::unique_lock<std::mutex>(layers_[layer].mutex); }
     // Under the lock: the layer's clock moves by `tokens` (LFRU's decay).
     void advance(uint32_t layer, uint32_t tokens) { layers_[layer].table->advance(tokens); }
-    // Under the lock: makes the longest prefix of `experts` (distinct) that fits in the layer's slots together
-    // resident, reading the misses in parallel, and returns its length (at least 1). A failed read is an error
-    // and leaves nothing of that expert resident.
-    Result<uint32_t> acquire(uint32_t layer, std::span<const uint32_t> experts);
-    // acquire() in two steps, so that the group's resident experts can compute while its misses are read:
-    // begin_acquire() takes the group's slots and queues its misses (in front of queued prefetches) and returns
-    // the group's length; missed() names the group's experts being read; finish_acquire() waits for them and
-    // reports a failed read as acquire() does. Both under the lock; every begin_acquire() is finished before
-    // the lock is released or the layer acquires again.
+    // Under the lock, in two steps, so that a group's resident experts can compute while its misses are read:
+    // begin_acquire() makes the longest prefix of `experts` (distinct) that fits in the layer's slots together
+    // resident, queues its misses (in front of queued prefetches) and returns its length (at least 1); missed()
+    // names the group's experts being read; finish_acquire() waits for them. A failed read is an error of
+    // finish_acquire() and leaves nothing of that expert resident. Every begin_acquire() is finished before the
+    // lock is released or the layer acquires again.
     Result<uint32_t> begin_acquire(uint32_t layer, std::span<const uint32_t> experts);
     bool missed(uint32_t layer, uint32_t expert) const { return layers_[layer].missed[expert] != 0; }
     Status finish_acquire(uint32_t layer);
-    // Under the lock: the experts the layer will use for the chunk (distinct), before its first acquire(): scores
+    // Under the lock: the experts the layer will use for the chunk (distinct), before its first begin_acquire(): scores
     // the prediction made for the layer, if any.
     void score_prediction(uint32_t layer, std::span<const uint32_t> experts);
     // Under the lock (prefetch on): the predicted experts of a layer (distinct) become resident in the background:
     // the misses among them, as many as the slots hold, are queued for reading and prefetch() returns. A failed
-    // read only leaves its expert out (the acquire() that needs it reads it again and reports the error).
+    // read only leaves its expert out (the begin_acquire() that needs it reads it again and reports the error).
     void prefetch(uint32_t layer, std::span<const uint32_t> experts);
-    // An expert of the last acquire() of the layer: its weights in its slot. Valid under the lock.
+    // An expert of the last begin_acquire() of the layer: its weights in its slot. Valid under the lock.
     const FfnWeights& weights(uint32_t layer, uint32_t expert) const;
 
     // Under the layer's lock: each expert's state at the layer (out has one entry per expert of the model).
@@ -130,7 +127,7 @@ private:
         std::mutex mutex;
         std::unique_ptr<ExpertSlots> table;
         std::vector<SlotWeights> weights;  // per slot
-        std::vector<Read> reads;  // acquire()'s misses, reserved for the layer's slots
+        std::vector<Read> reads;  // begin_acquire()'s misses, reserved for the layer's slots
         Batch demand_batch;       // their reads, between begin_acquire() and finish_acquire()
         bool demand_pending = false;
         std::vector<uint8_t> missed;       // per expert: a miss of the last begin_acquire()

@@ -288,8 +288,7 @@ Status Session::layers(std::span<const Part> parts, uint32_t n) {
     const HyperParams& hp = model_.hparams();
     const size_t H = hp.hidden_size;
     for (const Part& p : parts) p.session->rope_rows(p.count);
-    if (const ExpertCache* cache = model_.expert_cache(); options_.predict_experts || (cache != nullptr && cache->prefetching()))
-        predict_first_moe_layer(n);
+    if (predicting()) predict_first_moe_layer(n);
     const auto& layers = model_.layers();
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         const LayerWeights& w = layers[l];
@@ -664,7 +663,7 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     // ffn_out_, in ascending expert order.
     const uint32_t F = hp.expert_ffn;
     ExpertCache* const cache = model_.expert_cache();
-    if (options_.predict_experts || (cache != nullptr && cache->prefetching())) predict_next_layer(layer, n);
+    if (predicting()) predict_next_layer(layer, n);
     uint32_t block = 0;
     for (uint32_t e = 0; e < n_exp; ++e) {
         expert_block_[e] = block;
@@ -794,6 +793,11 @@ void Session::predict_next_layer(uint32_t layer, uint32_t n) {
     if (cache != nullptr && cache->prefetching()) predicted_layer_ = static_cast<int32_t>(next);
 }
 
+bool Session::predicting() const {
+    const ExpertCache* cache = model_.expert_cache();
+    return options_.predict_experts || (cache != nullptr && cache->prefetching());
+}
+
 void Session::predict_first_moe_layer(uint32_t n) {
     const auto& layers = model_.layers();
     uint32_t first = 0;
@@ -808,13 +812,13 @@ void Session::predict_first_moe_layer(uint32_t n) {
     }
 }
 
-void Session::predict_layer(uint32_t next, uint32_t n) {
+void Session::predict_layer(uint32_t target, uint32_t n) {
     const HyperParams& hp = model_.hparams();
-    const LayerWeights& w = model_.layers()[next];
+    const LayerWeights& w = model_.layers()[target];
     const size_t H = hp.hidden_size;
     const uint32_t n_exp = hp.n_experts, k = hp.n_experts_active;
-    // The residual stream before this layer's MoE, under the next layer's norm: what the next router will see,
-    // less this MoE's and the next attention's contributions. route_chunk's scratch (logits, scores, selection
+    // The residual stream as it is now (before the current layer's MoE, or the embeddings for the first MoE
+    // layer), under the target layer's norm: what its router will see, less what comes in between. route_chunk's scratch (logits, scores, selection
     // values, groups) is free once this layer's routing was reported.
     for (uint32_t t = 0; t < n; ++t) rmsnorm(x_.data() + t * H, f32(w.ffn_norm), hp.rms_eps, H, predict_in_.data() + t * H);
     route_chunk(w, predict_in_.data(), n, predict_selected_.data(), predict_w_.data());
@@ -826,7 +830,7 @@ void Session::predict_layer(uint32_t next, uint32_t n) {
     if (observed_)
         for (uint32_t t = 0; t < n; ++t)
             if (rows_[t].observer)
-                rows_[t].observer->on_prediction(PredictionRecord{next, rows_[t].position, std::span<const int32_t>(predict_selected_.data() + size_t(t) * k, k)});
+                rows_[t].observer->on_prediction(PredictionRecord{target, rows_[t].position, std::span<const int32_t>(predict_selected_.data() + size_t(t) * k, k)});
 }
 
 Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {

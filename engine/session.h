@@ -120,6 +120,8 @@ private:
     // The TokenTiming of `count` positions from `first` evaluated together: each gets an even share of the body,
     // the last one the head (final norm and lm head) as well.
     static void report_token_timing(TraceObserver& observer, uint32_t first, uint32_t count, uint64_t body_ns, uint64_t head_ns);
+    // Whether MoE layers' experts are predicted ahead (SessionOptions::predict_experts, or a prefetching cache).
+    bool predicting() const;
     // Expert cache prefetch: predicts the next MoE layer's experts for the chunk (predicted_next_, predicted_layer_).
     void predict_next_layer(uint32_t layer, uint32_t n);
     // The first MoE layer has no MoE layer before it: its experts are predicted from the chunk's embeddings
