@@ -10,11 +10,11 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/chat_prompt.h"
-#include "engine/chat_service.h"
-#include "engine/format.h"
-#include "engine/generate.h"
-#include "engine/model_file.h"
+#include "engine/core/chat_prompt.h"
+#include "engine/core/chat_service.h"
+#include "engine/file/format.h"
+#include "engine/core/generate.h"
+#include "engine/file/model_file.h"
 #include "line_editor.h"
 
 namespace colibri::cli {

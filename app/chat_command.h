@@ -2,9 +2,9 @@
 #pragma once
 #include <string>
 
-#include "engine/model.h"
-#include "engine/sampler.h"
-#include "engine/session.h"
+#include "engine/core/model.h"
+#include "engine/core/sampler.h"
+#include "engine/core/session.h"
 
 namespace colibri::cli {
 

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "engine/model.h"
+#include "engine/core/model.h"
 #include "server/http_server.h"
 #include "server/local_server.h"
 #include "server/scheduler.h"

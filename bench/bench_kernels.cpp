@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/thread_pool.h"
+#include "engine/core/thread_pool.h"
 #include "kernels/half.h"
 #include "kernels/matvec.h"
 #include "kernels/registry.h"

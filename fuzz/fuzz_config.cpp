@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "engine/format.h"
-#include "engine/schema.h"
+#include "engine/file/format.h"
+#include "engine/file/schema.h"
 #include "fuzz_support.h"
 #include "tools/convert_plan.h"
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
 #include "fuzz_support.h"
 #include "tools/convert.h"
 #include "tools/gguf.h"

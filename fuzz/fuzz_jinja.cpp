@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "engine/chat_template.h"
-#include "engine/jinja.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/jinja.h"
 #include "fuzz_support.h"
 
 using namespace colibri;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "fuzz_support.h"
 
 using namespace colibri;

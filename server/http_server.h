@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/scheduler.h"

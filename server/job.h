@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/chat_service.h"
-#include "engine/sampler.h"
+#include "engine/core/chat_service.h"
+#include "engine/core/sampler.h"
 
 namespace colibri::server {
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "engine/chat_service.h"
-#include "engine/json_depth.h"
+#include "engine/core/chat_service.h"
+#include "engine/base/json_depth.h"
 
 namespace colibri::server {
 

@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/core/model.h"
 #include "server/job.h"
 
 namespace colibri::server {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/model.h"
-#include "engine/session.h"
-#include "engine/thread_pool.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
+#include "engine/core/thread_pool.h"
 #include "server/job.h"
 
 namespace colibri::server {

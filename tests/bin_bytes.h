@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/format.h"
+#include "engine/file/format.h"
 
 namespace colibri::test {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/model.h"
+#include "engine/core/model.h"
 
 namespace colibri::test {
 

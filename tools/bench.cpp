@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engine/format.h"
-#include "engine/sampler.h"
+#include "engine/file/format.h"
+#include "engine/core/sampler.h"
 #include "kernels/matvec.h"
 #include "kernels/registry.h"
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/model.h"
-#include "engine/session.h"
-#include "engine/status.h"
-#include "engine/thread_pool.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
+#include "engine/base/status.h"
+#include "engine/core/thread_pool.h"
 #include "kernels/registry.h"
 
 namespace colibri::tools {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 
 namespace colibri::tools {
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/json_depth.h"
+#include "engine/base/json_depth.h"
 
 namespace colibri::tools {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/expert_slots.h"
-#include "engine/status.h"
+#include "engine/cache/expert_slots.h"
+#include "engine/base/status.h"
 
 namespace colibri::tools {
 

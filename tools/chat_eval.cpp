@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "engine/chat_prompt.h"
-#include "engine/chat_service.h"
-#include "engine/generate.h"
-#include "engine/model.h"
-#include "engine/sampler.h"
-#include "engine/session.h"
+#include "engine/core/chat_prompt.h"
+#include "engine/core/chat_service.h"
+#include "engine/core/generate.h"
+#include "engine/core/model.h"
+#include "engine/core/sampler.h"
+#include "engine/core/session.h"
 
 namespace colibri::tools {
 

@@ -17,7 +17,7 @@
 #include "check_shapes.h"
 #include "check_source.h"
 #include "check_tokenizer.h"
-#include "engine/format.h"
+#include "engine/file/format.h"
 
 namespace colibri::tools {
 

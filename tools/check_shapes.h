@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/format.h"
-#include "engine/schema.h"
+#include "engine/file/format.h"
+#include "engine/file/schema.h"
 
 namespace colibri::tools {
 

@@ -1,6 +1,6 @@
 #include "check_source.h"
 
-#include "engine/model_image.h"
+#include "engine/file/model_image.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

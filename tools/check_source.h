@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/format.h"
-#include "engine/mapped_file.h"
-#include "engine/status.h"
+#include "engine/file/format.h"
+#include "engine/file/mapped_file.h"
+#include "engine/base/status.h"
 
 namespace colibri::tools {
 

@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "engine/chat_template.h"
-#include "engine/jinja.h"
-#include "engine/tokenizer.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/jinja.h"
+#include "engine/text/tokenizer.h"
 
 namespace colibri::tools {
 

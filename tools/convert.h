@@ -5,8 +5,8 @@
 #include <functional>
 #include <string>
 
-#include "engine/format.h"
-#include "engine/status.h"
+#include "engine/file/format.h"
+#include "engine/base/status.h"
 
 namespace colibri::tools {
 

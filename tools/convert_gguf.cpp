@@ -18,7 +18,7 @@
 
 #include "convert.h"
 #include "convert_plan.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "ggml_dequant.h"
 #include "gguf.h"
 #include "gguf_names.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "convert.h"
-#include "engine/bin_writer.h"
-#include "engine/schema.h"
+#include "engine/file/bin_writer.h"
+#include "engine/file/schema.h"
 #include "safetensors.h"
 
 namespace colibri::tools {

@@ -5,9 +5,9 @@
 #include <optional>
 #include <vector>
 
-#include "engine/model_file.h"
-#include "engine/schema.h"
-#include "engine/temp_output.h"
+#include "engine/file/model_file.h"
+#include "engine/file/schema.h"
+#include "engine/file/temp_output.h"
 #include "kernels/weight_types.h"
 #include "tools/ggml_dequant.h"
 #include "tools/gguf_names.h"

@@ -9,7 +9,7 @@
 #pragma once
 #include <string>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 
 namespace colibri::tools {
 

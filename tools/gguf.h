@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/mapped_file.h"
-#include "engine/status.h"
+#include "engine/file/mapped_file.h"
+#include "engine/base/status.h"
 
 namespace colibri::tools {
 

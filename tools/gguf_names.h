@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/format.h"
-#include "engine/schema.h"
+#include "engine/file/format.h"
+#include "engine/file/schema.h"
 
 namespace colibri::tools {
 

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 
 namespace colibri::tools {
 

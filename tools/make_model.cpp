@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/format.h"
+#include "engine/file/format.h"
 #include "random_model.h"
 #include "safetensors.h"
 

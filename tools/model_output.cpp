@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/model_file.h"
-#include "engine/temp_output.h"
+#include "engine/file/model_file.h"
+#include "engine/file/temp_output.h"
 
 namespace colibri::tools {
 

@@ -4,8 +4,8 @@
 #include <functional>
 #include <string>
 
-#include "engine/status.h"
-#include "engine/zst_writer.h"
+#include "engine/base/status.h"
+#include "engine/file/zst_writer.h"
 
 namespace colibri::tools {
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 #include "kernels/types.h"
 
 namespace colibri::tools {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "engine/bin_writer.h"
-#include "engine/thread_pool.h"
+#include "engine/file/bin_writer.h"
+#include "engine/core/thread_pool.h"
 #include "kernels/half.h"
 #include "kernels/matvec.h"
 #include "kernels/weight_types.h"

@@ -5,7 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/session.h"
+#include "engine/core/session.h"
 
 namespace colibri::tools {
 

@@ -7,10 +7,10 @@
 #include <span>
 #include <vector>
 
-#include "engine/model.h"
-#include "engine/router.h"
-#include "engine/status.h"
-#include "engine/thread_pool.h"
+#include "engine/core/model.h"
+#include "engine/core/router.h"
+#include "engine/base/status.h"
+#include "engine/core/thread_pool.h"
 
 namespace colibri::tools {
 

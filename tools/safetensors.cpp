@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "engine/json_depth.h"
-#include "engine/mapped_file.h"
-#include "engine/temp_output.h"
+#include "engine/base/json_depth.h"
+#include "engine/file/mapped_file.h"
+#include "engine/file/temp_output.h"
 #include "kernels/half.h"
 
 namespace colibri::tools {

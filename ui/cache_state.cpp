@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/model.h"
+#include "engine/core/model.h"
 
 namespace colibri::studio {
 

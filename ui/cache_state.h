@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/expert_cache.h"
+#include "engine/cache/expert_cache.h"
 
 namespace colibri {
 class Model;

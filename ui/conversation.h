@@ -7,7 +7,7 @@
 #include <QVector>
 #include <vector>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 #include "ui/engine_worker.h"
 #include "ui/token_trace.h"
 

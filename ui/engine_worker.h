@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
-#include "engine/expert_slots.h"
-#include "engine/sampler.h"
-#include "engine/status.h"
+#include "engine/cache/expert_slots.h"
+#include "engine/core/sampler.h"
+#include "engine/base/status.h"
 #include "ui/cache_state.h"
 #include "ui/kernel_comparison.h"
 #include "ui/models/model_summary.h"

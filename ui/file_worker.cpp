@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/format.h"
-#include "engine/model_file.h"
+#include "engine/file/format.h"
+#include "engine/file/model_file.h"
 #include "kernels/matvec.h"
 #include "tools/convert.h"
 #include "ui/models/model_summary.h"

@@ -8,7 +8,7 @@
 #include <QStringList>
 #include <vector>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 
 namespace colibri::studio {
 

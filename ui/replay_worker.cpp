@@ -1,9 +1,9 @@
 #include "ui/replay_worker.h"
 
-#include "engine/model.h"
-#include "engine/session.h"
-#include "engine/thread_pool.h"
-#include "engine/utf8_stream.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
+#include "engine/core/thread_pool.h"
+#include "engine/text/utf8_stream.h"
 #include "ui/trace_collector.h"
 
 namespace colibri::studio {

@@ -8,8 +8,8 @@
 #pragma once
 #include <vector>
 
-#include "engine/perf_counters.h"
-#include "engine/trace.h"
+#include "engine/core/perf_counters.h"
+#include "engine/core/trace.h"
 #include "ui/token_trace.h"
 
 namespace colibri::studio {

@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "../test_support.h"
-#include "engine/activation_buffer.h"
-#include "engine/model.h"
-#include "engine/prefetch.h"
-#include "engine/session.h"
+#include "engine/core/activation_buffer.h"
+#include "engine/core/model.h"
+#include "engine/cache/prefetch.h"
+#include "engine/core/session.h"
 
 using namespace colibri;
 using namespace colibri::test;

@@ -8,7 +8,7 @@
 
 #include "../test_support.h"
 #include "colibri/colibri.h"
-#include "engine/model.h"
+#include "engine/core/model.h"
 
 extern "C" int colibri_c_header_check(void);
 

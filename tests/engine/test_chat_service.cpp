@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "../test_support.h"
-#include "engine/chat_service.h"
-#include "engine/generate.h"
+#include "engine/core/chat_service.h"
+#include "engine/core/generate.h"
 
 using namespace colibri;
 using namespace colibri::test;

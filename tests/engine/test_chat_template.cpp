@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/chat_template.h"
+#include "engine/text/chat_template.h"
 #include "../test_support.h"
 
 using colibri::ChatMessage;

@@ -12,10 +12,10 @@
 #include <set>
 #include <tuple>
 
-#include "engine/expert_slots.h"
-#include "engine/model.h"
-#include "engine/session.h"
-#include "engine/thread_pool.h"
+#include "engine/cache/expert_slots.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
+#include "engine/core/thread_pool.h"
 #include "../expert_cache_budget.h"
 #include "../test_support.h"
 #include "tools/cache_sim.h"

@@ -15,10 +15,10 @@
 #include <cstring>
 #include <set>
 
-#include "engine/bin_writer.h"
-#include "engine/mapped_file.h"
-#include "engine/model_file.h"
-#include "engine/thread_pool.h"
+#include "engine/file/bin_writer.h"
+#include "engine/file/mapped_file.h"
+#include "engine/file/model_file.h"
+#include "engine/core/thread_pool.h"
 #include "kernels/canonical.h"
 #include "kernels/half.h"
 #include "kernels/matvec.h"

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "../test_support.h"
-#include "engine/format.h"
+#include "engine/file/format.h"
 #include "kernels/canonical.h"
 #include "kernels/half.h"
 #include "kernels/matvec.h"

@@ -10,8 +10,8 @@
 
 #include "../test_support.h"
 #include "colibri/colibri.h"
-#include "engine/model.h"
-#include "engine/router.h"
+#include "engine/core/model.h"
+#include "engine/core/router.h"
 #include "tools/router_compare.h"
 
 using namespace colibri;

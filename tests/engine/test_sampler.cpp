@@ -5,7 +5,7 @@
 #include <map>
 #include <random>
 
-#include "engine/sampler.h"
+#include "engine/core/sampler.h"
 
 using namespace colibri;
 

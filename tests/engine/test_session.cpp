@@ -8,10 +8,10 @@
 #include <QtTest>
 
 #include "../test_support.h"
-#include "engine/elementwise.h"
-#include "engine/fast_exp.h"
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/core/elementwise.h"
+#include "engine/core/fast_exp.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
 
 using namespace colibri;
 using namespace colibri::test;

@@ -15,8 +15,8 @@
 
 #include "../test_support.h"
 #include "colibri/colibri.h"
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
 
 using namespace colibri;
 using namespace colibri::test;

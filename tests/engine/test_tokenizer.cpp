@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "../test_support.h"
 
 using colibri::Tokenizer;

@@ -1,7 +1,7 @@
 // Utf8Stream holds back exactly the bytes of an unfinished character.
 #include <QtTest>
 
-#include "engine/utf8_stream.h"
+#include "engine/text/utf8_stream.h"
 
 using colibri::Utf8Stream;
 

@@ -11,9 +11,9 @@
 #include <set>
 
 #include "../test_support.h"
-#include "engine/format.h"
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/file/format.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
 
 using namespace colibri;
 using namespace colibri::test;

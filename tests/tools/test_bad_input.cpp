@@ -8,7 +8,7 @@
 #include <xxhash.h>
 
 #include "../test_support.h"
-#include "engine/format.h"
+#include "engine/file/format.h"
 
 using namespace colibri::test;
 using namespace colibri::format;

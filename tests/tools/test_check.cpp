@@ -17,8 +17,8 @@
 
 #include "../bin_bytes.h"
 #include "../test_support.h"
-#include "engine/format.h"
-#include "engine/zst_writer.h"
+#include "engine/file/format.h"
+#include "engine/file/zst_writer.h"
 #include "tools/check.h"
 #include "tools/convert.h"
 

@@ -26,9 +26,9 @@
 #include <set>
 
 #include "../test_support.h"
-#include "engine/format.h"
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/file/format.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
 #include "fuzz/gguf_layout.h"
 #include "tools/convert.h"
 

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "../test_support.h"
-#include "engine/model_file.h"
+#include "engine/file/model_file.h"
 #include "kernels/matvec.h"
 #include "tools/ggml_dequant.h"
 #include "tools/gguf.h"

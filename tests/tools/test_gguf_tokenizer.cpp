@@ -14,7 +14,7 @@
 #include <set>
 
 #include "../test_support.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tools/gguf.h"
 #include "tools/gguf_tokenizer.h"
 

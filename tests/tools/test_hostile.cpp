@@ -27,7 +27,7 @@
 
 #include "../bin_bytes.h"
 #include "../test_support.h"
-#include "engine/format.h"
+#include "engine/file/format.h"
 #include "fuzz/gguf_layout.h"
 
 using namespace colibri;

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_support.h"
-#include "engine/model_file.h"
+#include "engine/file/model_file.h"
 #include "kernels/matvec.h"
 #include "kernels/weight_types.h"
 #include "tools/convert_plan.h"

@@ -16,7 +16,7 @@
 #include <QTableView>
 #include <set>
 
-#include "engine/model.h"
+#include "engine/core/model.h"
 #include "tools/cache_sim.h"
 #include "ui/cache_replay.h"
 #include "ui/conversation.h"

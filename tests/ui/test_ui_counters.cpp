@@ -5,7 +5,7 @@
 #include <QLabel>
 #include <linux/perf_event.h>
 
-#include "engine/perf_counters.h"
+#include "engine/core/perf_counters.h"
 #include "ui/engine_worker.h"
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"

@@ -8,7 +8,7 @@
 #include <QLabel>
 #include <QTabWidget>
 
-#include "engine/perf_counters.h"
+#include "engine/core/perf_counters.h"
 #include "ui/trace_stats.h"
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"

@@ -3,7 +3,7 @@
 #include <QFileInfo>
 #include <map>
 
-#include "engine/model.h"
+#include "engine/core/model.h"
 
 namespace colibri::studio {
 

@@ -3,7 +3,7 @@
 #include <QGuiApplication>
 #include <QPalette>
 
-#include "engine/format.h"
+#include "engine/file/format.h"
 #include "ui/colors.h"
 #include "ui/models/model_summary.h"
 

@@ -14,7 +14,7 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
-#include "engine/format.h"
+#include "engine/file/format.h"
 
 namespace colibri::studio {
 

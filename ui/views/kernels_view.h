@@ -8,7 +8,7 @@
 #include <QSortFilterProxyModel>
 #include <QWidget>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 #include "ui/kernel_comparison.h"
 #include "ui/models/kernel_comparison_model.h"
 #include "ui/models/kernel_results_model.h"

@@ -7,7 +7,7 @@
 #include <QString>
 #include <QStringList>
 
-#include "engine/status.h"
+#include "engine/base/status.h"
 
 namespace colibri::studio {
 
