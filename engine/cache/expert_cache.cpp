@@ -1,4 +1,4 @@
-#include "expert_cache.h"
+#include "engine/cache/expert_cache.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "model.h"
+#include "engine/core/model.h"
 
 namespace colibri {
 

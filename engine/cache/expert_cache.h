@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "expert_slots.h"
-#include "status.h"
+#include "engine/cache/expert_slots.h"
+#include "engine/base/status.h"
 
 namespace colibri {
 

@@ -1,4 +1,4 @@
-#include "expert_slots.h"
+#include "engine/cache/expert_slots.h"
 
 #include <algorithm>
 #include <cmath>

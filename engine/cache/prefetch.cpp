@@ -1,4 +1,4 @@
-#include "prefetch.h"
+#include "engine/cache/prefetch.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

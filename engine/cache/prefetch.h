@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "model.h"
+#include "engine/core/model.h"
 
 namespace colibri {
 

@@ -1,4 +1,4 @@
-#include "activation_buffer.h"
+#include "engine/core/activation_buffer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "mapped_file.h"
+#include "engine/file/mapped_file.h"
 
 namespace colibri::activation_memory {
 

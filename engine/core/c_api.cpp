@@ -5,11 +5,11 @@
 #include <memory>
 #include <string>
 
-#include "chat_prompt.h"
-#include "chat_service.h"
-#include "generate.h"
-#include "model.h"
-#include "session.h"
+#include "engine/core/chat_prompt.h"
+#include "engine/core/chat_service.h"
+#include "engine/core/generate.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
 
 struct colibri_model {
     std::unique_ptr<colibri::Model> model;

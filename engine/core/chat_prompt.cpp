@@ -1,4 +1,4 @@
-#include "chat_prompt.h"
+#include "engine/core/chat_prompt.h"
 
 namespace colibri {
 

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "chat_template.h"
-#include "model.h"
-#include "status.h"
+#include "engine/text/chat_template.h"
+#include "engine/core/model.h"
+#include "engine/base/status.h"
 
 namespace colibri {
 

@@ -1,4 +1,4 @@
-#include "chat_service.h"
+#include "engine/core/chat_service.h"
 
 #include <algorithm>
 #include <chrono>

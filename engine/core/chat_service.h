@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "chat_prompt.h"
-#include "chat_template.h"
-#include "generate.h"
-#include "model.h"
-#include "sampler.h"
-#include "session.h"
-#include "status.h"
-#include "utf8_stream.h"
+#include "engine/core/chat_prompt.h"
+#include "engine/text/chat_template.h"
+#include "engine/core/generate.h"
+#include "engine/core/model.h"
+#include "engine/core/sampler.h"
+#include "engine/core/session.h"
+#include "engine/base/status.h"
+#include "engine/text/utf8_stream.h"
 
 namespace colibri {
 

@@ -1,9 +1,9 @@
-#include "elementwise.h"
+#include "engine/core/elementwise.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "fast_exp.h"
+#include "engine/core/fast_exp.h"
 
 // The versions each function is compiled in (elementwise.h); elsewhere (aarch64, clang) the one baseline build.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)

@@ -1,4 +1,4 @@
-#include "generate.h"
+#include "engine/core/generate.h"
 
 #include <algorithm>
 

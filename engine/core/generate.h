@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include "sampler.h"
-#include "session.h"
+#include "engine/core/sampler.h"
+#include "engine/core/session.h"
 
 namespace colibri {
 

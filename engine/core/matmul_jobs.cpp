@@ -1,8 +1,8 @@
-#include "matmul_jobs.h"
+#include "engine/core/matmul_jobs.h"
 
 #include <algorithm>
 
-#include "elementwise.h"
+#include "engine/core/elementwise.h"
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
 

@@ -1,11 +1,11 @@
-#include "model.h"
+#include "engine/core/model.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmath>
 
-#include "schema.h"
+#include "engine/file/schema.h"
 
 namespace colibri {
 

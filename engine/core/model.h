@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "expert_cache.h"
-#include "model_file.h"
-#include "rope.h"
-#include "router.h"
-#include "schema.h"
-#include "swap_lock.h"
-#include "status.h"
-#include "tokenizer.h"
+#include "engine/cache/expert_cache.h"
+#include "engine/file/model_file.h"
+#include "engine/core/rope.h"
+#include "engine/core/router.h"
+#include "engine/file/schema.h"
+#include "engine/core/swap_lock.h"
+#include "engine/base/status.h"
+#include "engine/text/tokenizer.h"
 
 namespace colibri {
 

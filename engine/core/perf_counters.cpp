@@ -1,4 +1,4 @@
-#include "perf_counters.h"
+#include "engine/core/perf_counters.h"
 
 #include <linux/perf_event.h>
 #include <sys/syscall.h>

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "status.h"
-#include "trace.h"
+#include "engine/base/status.h"
+#include "engine/core/trace.h"
 
 namespace colibri {
 

@@ -1,4 +1,4 @@
-#include "rope.h"
+#include "engine/core/rope.h"
 
 #include <algorithm>
 #include <cmath>

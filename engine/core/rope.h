@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "format.h"
+#include "engine/file/format.h"
 
 namespace colibri {
 

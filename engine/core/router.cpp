@@ -1,4 +1,4 @@
-#include "router.h"
+#include "engine/core/router.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "sampler.h"
+#include "engine/core/sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "session.h"
+#include "engine/core/session.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,10 +7,10 @@
 #include <cstring>
 #include <shared_mutex>
 
-#include "elementwise.h"
+#include "engine/core/elementwise.h"
 #include "kernels/matvec.h"
-#include "matmul_jobs.h"
-#include "rope.h"
+#include "engine/core/matmul_jobs.h"
+#include "engine/core/rope.h"
 
 #ifndef COLIBRI_HUGEPAGE_DEFAULT
 #define COLIBRI_HUGEPAGE_DEFAULT 0

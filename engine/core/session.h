@@ -9,14 +9,14 @@
 #include <span>
 #include <vector>
 
-#include "activation_buffer.h"
-#include "matmul_jobs.h"
-#include "model.h"
-#include "prefetch.h"
-#include "router.h"
-#include "status.h"
-#include "thread_pool.h"
-#include "trace.h"
+#include "engine/core/activation_buffer.h"
+#include "engine/core/matmul_jobs.h"
+#include "engine/core/model.h"
+#include "engine/cache/prefetch.h"
+#include "engine/core/router.h"
+#include "engine/base/status.h"
+#include "engine/core/thread_pool.h"
+#include "engine/core/trace.h"
 
 namespace colibri {
 

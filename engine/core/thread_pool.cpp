@@ -1,4 +1,4 @@
-#include "thread_pool.h"
+#include "engine/core/thread_pool.h"
 
 #include <algorithm>
 #include <cstdlib>

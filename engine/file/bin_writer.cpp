@@ -1,4 +1,4 @@
-#include "bin_writer.h"
+#include "engine/file/bin_writer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "model_file.h"
-#include "schema.h"
-#include "temp_output.h"
+#include "engine/file/model_file.h"
+#include "engine/file/schema.h"
+#include "engine/file/temp_output.h"
 
 namespace colibri {
 

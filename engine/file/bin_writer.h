@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "format.h"
-#include "status.h"
+#include "engine/file/format.h"
+#include "engine/base/status.h"
 
 namespace colibri {
 

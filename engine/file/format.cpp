@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <string>
 #include <utility>
-#include "format.h"
-#include "schema.h"
+#include "engine/file/format.h"
+#include "engine/file/schema.h"
 
 namespace colibri::format {
 

@@ -1,8 +1,8 @@
-#include "model_file.h"
+#include "engine/file/model_file.h"
 
 #include <xxhash.h>
 
-#include "temp_output.h"
+#include "engine/file/temp_output.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "model_image.h"
+#include "engine/file/model_image.h"
 
 #include <sys/mman.h>
 #include <xxhash.h>

@@ -1,6 +1,6 @@
-#include "schema.h"
+#include "engine/file/schema.h"
 
-#include "model_file.h"
+#include "engine/file/model_file.h"
 
 namespace colibri::schema {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "format.h"
+#include "engine/file/format.h"
 
 namespace colibri::schema {
 

@@ -1,4 +1,4 @@
-#include "temp_output.h"
+#include "engine/file/temp_output.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

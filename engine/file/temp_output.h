@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "status.h"
+#include "engine/base/status.h"
 
 namespace colibri {
 

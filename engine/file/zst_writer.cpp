@@ -1,4 +1,4 @@
-#include "zst_writer.h"
+#include "engine/file/zst_writer.h"
 
 #include <sys/mman.h>
 #include <xxhash.h>
@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "model_file.h"
-#include "temp_output.h"
+#include "engine/file/model_file.h"
+#include "engine/file/temp_output.h"
 
 namespace colibri {
 

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "status.h"
+#include "engine/base/status.h"
 
 namespace colibri {
 

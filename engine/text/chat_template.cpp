@@ -1,11 +1,11 @@
 // Chat-template rendering: builds the context transformers' apply_chat_template passes
 // (messages, tools=None, documents=None, add_generation_prompt, special tokens, extra kwargs)
 // and renders it with the jinja module.
-#include "chat_template.h"
+#include "engine/text/chat_template.h"
 
 #include <nlohmann/json.hpp>
 
-#include "jinja.h"
+#include "engine/text/jinja.h"
 
 namespace colibri {
 

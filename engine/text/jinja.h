@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "status.h"
+#include "engine/base/status.h"
 
 namespace colibri::jinja {
 

@@ -11,7 +11,7 @@
 
 #include <utf8proc.h>
 
-#include "jinja.h"
+#include "engine/text/jinja.h"
 
 namespace colibri::jinja {
 

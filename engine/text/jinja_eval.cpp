@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "jinja.h"
+#include "engine/text/jinja.h"
 
 namespace colibri::jinja {
 

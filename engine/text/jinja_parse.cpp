@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "jinja.h"
+#include "engine/text/jinja.h"
 
 namespace colibri::jinja {
 

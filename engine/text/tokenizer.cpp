@@ -6,7 +6,7 @@
 // Regexes in tokenizer.json are written for Oniguruma; they are compiled with PCRE2 (UTF + UCP, JIT)
 // after translating the few constructs whose meaning differs (\s, \h). Unicode normalisation comes from
 // utf8proc. Offsets are not tracked: only ids and text are produced.
-#include "tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -27,7 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "json_depth.h"
+#include "engine/base/json_depth.h"
 
 namespace colibri {
 namespace {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "status.h"
+#include "engine/base/status.h"
 
 namespace colibri {
 
