@@ -18,6 +18,7 @@
 
 #include "convert.h"
 #include "convert_plan.h"
+#include "engine/file/schema.h"
 #include "engine/text/tokenizer.h"
 #include "ggml_dequant.h"
 #include "gguf.h"

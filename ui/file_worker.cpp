@@ -9,6 +9,7 @@
 
 #include "engine/file/format.h"
 #include "engine/file/model_file.h"
+#include "engine/file/schema.h"
 #include "kernels/matvec.h"
 #include "tools/convert.h"
 #include "ui/models/model_summary.h"

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "engine/core/model.h"
 
 namespace colibri {
 
@@ -40,9 +39,9 @@ struct ExpertCache::SlotWeights {
     FfnWeights ffn;
 };
 
-Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, const ExpertCacheConfig& config) {
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const ExpertSource& model, const ExpertCacheConfig& config) {
     const ModelFile& file = model.file();
-    const auto& hp = model.hparams();
+    const auto& hp = file.hparams();
     const auto sections = file.sections();
     std::unique_ptr<ExpertCache> c(new ExpertCache());
     c->model_ = &model;
@@ -59,7 +58,8 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, con
         c->slot_bytes_ = std::max(c->slot_bytes_, round_up(size));
         if (const format::FrameEntry* f = file.stored_frame(e.section)) c->max_frame_bytes_ = std::max(c->max_frame_bytes_, f->stored_size);
     }
-    const uint32_t moe_layers = model.moe_layer_count();
+    uint32_t moe_layers = 0;
+    for (uint32_t l = 0; l < hp.n_layers; ++l) moe_layers += model.routed_experts(l).empty() ? 0 : 1;
     if (moe_layers == 0 || c->slot_bytes_ == 0) return error("--ram-budget: the model has no routed experts to cache");
     c->resident_bytes_ = round_up(file.size()) - std::min(round_up(file.size()), expert_bytes);
     const uint32_t k = std::max(hp.n_experts_active, 1u);
@@ -100,9 +100,8 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const Model& model, con
 
     c->layers_ = std::make_unique<Layer[]>(hp.n_layers);
     uint8_t* next = static_cast<uint8_t*>(arena);
-    const auto& layers = model.layers();
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
-        if (!layers[l].is_moe) continue;
+        if (model.routed_experts(l).empty()) continue;
         Layer& L = c->layers_[l];
         std::vector<uint32_t> pins;
         if (config.policy == CachePolicy::Pinned && l < config.hot_experts.size()) {
@@ -146,7 +145,7 @@ ExpertCache::~ExpertCache() {
 ExpertCache::Read ExpertCache::prepare_slot(uint32_t layer, uint32_t slot, uint32_t expert) {
     // Point the slot's views at its memory, at the offsets the tensors have inside the expert's section.
     SlotWeights& s = layers_[layer].weights[slot];
-    const FfnWeights& src = model_->layers()[layer].experts[expert];
+    const FfnWeights& src = model_->routed_experts(layer)[expert];
     const format::SectionEntry& sec = model_->file().sections()[src.gate->section];
     auto place = [&](const TensorView* from, TensorView& to) -> const TensorView* {
         if (from == nullptr) return nullptr;

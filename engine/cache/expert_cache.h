@@ -22,12 +22,9 @@
 
 #include "engine/cache/expert_slots.h"
 #include "engine/base/status.h"
+#include "engine/cache/expert_source.h"
 
 namespace colibri {
-
-class Model;
-struct FfnWeights;
-struct TensorView;
 
 struct ExpertCacheConfig {
     uint64_t ram_budget = 0;  // bytes for the weights: what every token uses plus every layer's slots
@@ -65,7 +62,7 @@ class ExpertCache {
 public:
     // Fails when the budget cannot hold what every token uses plus top_k slots per MoE layer (the message says
     // how much is needed), or when the file cannot be opened for reading.
-    static Result<std::unique_ptr<ExpertCache>> create(const Model& model, const ExpertCacheConfig& config);
+    static Result<std::unique_ptr<ExpertCache>> create(const ExpertSource& model, const ExpertCacheConfig& config);
     ~ExpertCache();
     ExpertCache(const ExpertCache&) = delete;
     ExpertCache& operator=(const ExpertCache&) = delete;
@@ -154,7 +151,7 @@ private:
     Status read_one(Read& r, Decoder& decoder) const;
     Status read_exact(int fd, uint8_t* dst, uint64_t bytes, uint64_t offset) const;
 
-    const Model* model_ = nullptr;
+    const ExpertSource* model_ = nullptr;
     CachePolicy policy_ = CachePolicy::Lru;
     bool prefetch_ = false;
     uint32_t slots_ = 0;

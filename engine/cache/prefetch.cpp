@@ -7,12 +7,11 @@
 
 namespace colibri {
 
-ExpertPrefetcher::ExpertPrefetcher(const Model& model) {
+ExpertPrefetcher::ExpertPrefetcher(const ExpertSource& model) {
     const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    runs_.resize(model.layers().size());
-    for (size_t l = 0; l < model.layers().size(); ++l) {
-        const LayerWeights& w = model.layers()[l];
-        for (const FfnWeights& e : w.experts) {
+    runs_.resize(model.file().hparams().n_layers);
+    for (uint32_t l = 0; l < runs_.size(); ++l) {
+        for (const FfnWeights& e : model.routed_experts(l)) {
             uintptr_t lo = UINTPTR_MAX, hi = 0;
             for (const TensorView* t : {e.gate, e.up, e.down}) {
                 if (t == nullptr) continue;

@@ -8,13 +8,13 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/model.h"
+#include "engine/cache/expert_source.h"
 
 namespace colibri {
 
 class ExpertPrefetcher {
 public:
-    explicit ExpertPrefetcher(const Model& model);
+    explicit ExpertPrefetcher(const ExpertSource& model);
     // Advises the pages of these experts of `layer`; ids out of range (or -1) are skipped.
     void prefetch(uint32_t layer, std::span<const int32_t> experts) const;
     uint64_t calls() const { return calls_; }

@@ -4,10 +4,12 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/cache/expert_cache.h"
+#include "engine/cache/expert_source.h"
 #include "engine/file/model_file.h"
 #include "engine/core/rope.h"
 #include "engine/core/router.h"
@@ -17,15 +19,6 @@
 #include "engine/text/tokenizer.h"
 
 namespace colibri {
-
-struct FfnWeights {  // SwiGLU: down(silu(gate x) * up x)
-    const TensorView* gate = nullptr;
-    const TensorView* up = nullptr;
-    const TensorView* down = nullptr;
-    const TensorView* gate_bias = nullptr;  // gpt_oss
-    const TensorView* up_bias = nullptr;
-    const TensorView* down_bias = nullptr;
-};
 
 // How the model's attention prepares q and k, decided at load as the routing rules are.
 enum class QkNorm : uint8_t { None, WholeProjection, PerHead };
@@ -80,11 +73,13 @@ struct LayerWeights {
     FfnWeights dense;                           // dense (non-MoE) layer
 };
 
-class Model {
+// The cache wing (engine/cache/) reads a model as an ExpertSource: its file and each layer's routed experts.
+class Model final : public ExpertSource {
 public:
     static Result<std::unique_ptr<Model>> load(const std::string& path);
 
-    const ModelFile& file() const { return *file_; }
+    const ModelFile& file() const override { return *file_; }
+    std::span<const FfnWeights> routed_experts(uint32_t layer) const override { return layers_[layer].experts; }
     const format::HyperParams& hparams() const { return file_->hparams(); }
     format::Family family() const { return file_->family(); }
     const std::vector<LayerWeights>& layers() const { return layers_; }

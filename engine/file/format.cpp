@@ -3,20 +3,8 @@
 #include <string>
 #include <utility>
 #include "engine/file/format.h"
-#include "engine/file/schema.h"
 
 namespace colibri::format {
-
-const char* family_name(Family f) {
-    const schema::FamilyInfo* info = schema::find_family(static_cast<uint32_t>(f));
-    return info ? info->name : "unknown";
-}
-
-bool family_from_name(std::string_view name, Family* out) {
-    const schema::FamilyInfo* info = schema::find_family(name);
-    if (info) *out = info->id;
-    return info != nullptr;
-}
 
 const char* weight_type_name(WeightType t) {
     return weight_type_known(static_cast<uint32_t>(t)) ? weight_type_info(t).name : "unknown";

@@ -206,8 +206,6 @@ struct FrameEntry {
 };
 static_assert(sizeof(FrameEntry) == 32);
 
-const char* family_name(Family f);
-bool family_from_name(std::string_view name, Family* out);
 const char* weight_type_name(WeightType t);
 bool weight_type_from_name(std::string_view name, WeightType* out);
 const char* section_kind_name(SectionKind k);

@@ -65,6 +65,25 @@ std::string family_names() {
     return s;
 }
 
+}  // namespace colibri::schema
+
+namespace colibri::format {
+
+const char* family_name(Family f) {
+    const schema::FamilyInfo* info = schema::find_family(static_cast<uint32_t>(f));
+    return info ? info->name : "unknown";
+}
+
+bool family_from_name(std::string_view name, Family* out) {
+    const schema::FamilyInfo* info = schema::find_family(name);
+    if (info) *out = info->id;
+    return info != nullptr;
+}
+
+}  // namespace colibri::format
+
+namespace colibri::schema {
+
 std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams& hp, const std::vector<bool>& layer_is_moe) {
     std::vector<std::string> p;
     if (find_family(family) == nullptr) p.push_back("unknown architecture family " + std::to_string(family));

@@ -24,6 +24,16 @@ const FamilyInfo* find_family(uint32_t id);  // nullptr when unknown
 const FamilyInfo* find_family(std::string_view name);
 std::string family_names();  // "mixtral, qwen2_moe, olmoe, ..." for messages
 
+}  // namespace colibri::schema
+
+// A .bin's family by name and back, read from the family table above ("unknown" / false for none).
+namespace colibri::format {
+const char* family_name(Family f);
+bool family_from_name(std::string_view name, Family* out);
+}  // namespace colibri::format
+
+namespace colibri::schema {
+
 // What a tensor is for: Model::bind binds each role to its place in LayerWeights.
 enum class Role : uint8_t {
     Embed, OutputNorm, LmHead,
