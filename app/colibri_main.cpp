@@ -29,7 +29,7 @@
 #include "engine/core/sampler.h"
 #include "engine/core/session.h"
 #include "engine/file/temp_output.h"
-#include "engine/text/utf8_stream.h"
+#include "engine/text/utf8.h"
 #include "tools/export_gguf.h"
 #include "tools/bench.h"
 #include "tools/byte_size.h"

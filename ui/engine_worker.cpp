@@ -16,7 +16,7 @@
 #include "engine/core/perf_counters.h"
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
-#include "engine/text/utf8_stream.h"
+#include "engine/text/utf8.h"
 #include "kernels/cpu_info.h"
 #include "tools/cache_sim.h"
 #include "kernels/registry.h"

@@ -3,7 +3,7 @@
 #include "engine/core/model.h"
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
-#include "engine/text/utf8_stream.h"
+#include "engine/text/utf8.h"
 #include "ui/trace_collector.h"
 
 namespace colibri::studio {

@@ -18,7 +18,7 @@
 #include "engine/core/sampler.h"
 #include "engine/core/session.h"
 #include "engine/base/status.h"
-#include "engine/text/utf8_stream.h"
+#include "engine/text/utf8.h"
 
 namespace colibri {
 

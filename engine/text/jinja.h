@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/base/status.h"
+#include "engine/text/utf8.h"
 
 namespace colibri::jinja {
 
@@ -173,12 +174,11 @@ std::string to_json(const Value& v, const JsonOptions& opt);
 void check_size(std::size_t n);
 [[noreturn]] void fail_undefined(const Value& v);
 
-// UTF-8 / Python str helpers
+// Python str helpers over engine/text/utf8.h, charged to the budget. A byte that cannot start a character reads
+// as U+FFFD (values are checked as valid UTF-8 where they enter).
 std::vector<char32_t> decode_utf8(std::string_view s);
-void append_utf8(std::string& out, char32_t c);
 std::string encode_utf8(const std::vector<char32_t>& cps);
-std::size_t utf8_length(std::string_view s);
-bool valid_utf8(std::string_view s);
+std::size_t utf8_length(std::string_view s);  // in code points
 bool py_isspace(char32_t c);
 std::string py_upper(std::string_view s);
 std::string py_lower(std::string_view s);

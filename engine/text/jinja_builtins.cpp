@@ -221,7 +221,7 @@ std::size_t cp_offset(const std::string& s, std::int64_t cp) {
     std::size_t at = 0;
     for (std::int64_t k = 0; k < cp && at < s.size(); ++k) {
         ++at;
-        while (at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) ++at;
+        while (at < s.size() && utf8_is_continuation(static_cast<unsigned char>(s[at]))) ++at;
     }
     charge_bytes(at);
     return at;

@@ -107,7 +107,7 @@ private:
     static std::size_t ws_len_at(const std::string& s, std::size_t p) {
         unsigned char c = static_cast<unsigned char>(s[p]);
         if (c < 0x80) return py_isspace(c) ? 1 : 0;
-        std::size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+        const std::size_t len = utf8_sequence_length(c);
         if (p + len > s.size()) return 0;
         return py_isspace(decode_utf8(std::string_view(s).substr(p, len))[0]) ? len : 0;
     }
@@ -122,8 +122,7 @@ private:
     }
     static void rstrip_ws(std::string& s) {
         while (!s.empty()) {
-            std::size_t p = s.size() - 1;
-            while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+            const std::size_t p = utf8_char_start(s, s.size() - 1);
             if (ws_len_at(s, p) != s.size() - p) break;
             s.resize(p);
         }
@@ -451,7 +450,7 @@ private:
         }
         std::string ch;
         std::size_t p = pos_ + 1;
-        while (p < s_.size() && (static_cast<unsigned char>(s_[p]) & 0xC0) == 0x80) ++p;
+        while (p < s_.size() && utf8_is_continuation(static_cast<unsigned char>(s_[p]))) ++p;
         syntax(line_, "unexpected char '" + s_.substr(pos_, p - pos_) + "'");
     }
 };
@@ -1164,7 +1163,7 @@ private:
 }  // namespace
 
 std::shared_ptr<const Program> parse(std::string_view source) {
-    if (!valid_utf8(source)) fail("template is not valid UTF-8");
+    if (!is_valid_utf8(source)) fail("template is not valid UTF-8");
     // jinja2 normalises every newline sequence to "\n" and drops one trailing newline.
     std::string src;
     src.reserve(source.size());

@@ -115,63 +115,15 @@ void Dict::set(std::string key, Value v) {
 }
 
 // ---------------------------------------------------------------- UTF-8
-bool valid_utf8(std::string_view s) {
-    std::size_t i = 0, n = s.size();
-    while (i < n) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        int len;
-        char32_t cp;
-        if (c < 0x80) { ++i; continue; }
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return false;
-        if (i + len > n) return false;
-        for (int k = 1; k < len; ++k) {
-            unsigned char cc = static_cast<unsigned char>(s[i + k]);
-            if ((cc & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (cc & 0x3F);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return false;
-        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-        i += len;
-    }
-    return true;
-}
-
 std::vector<char32_t> decode_utf8(std::string_view s) {
     charge_bytes(s.size() * 4);  // the code points' vector
     std::vector<char32_t> out;
     out.reserve(s.size());
-    std::size_t i = 0, n = s.size();
-    while (i < n) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) { out.push_back(c); ++i; continue; }
-        int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-        if (len == 1 || i + len > n) { out.push_back(0xFFFD); ++i; continue; }
-        char32_t cp = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
-        for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-        out.push_back(cp);
-        i += len;
+    for (std::size_t i = 0, n = 0; i < s.size(); i += n) {
+        const char32_t cp = utf8_decode_at(s, i, &n);
+        out.push_back(n == 1 && cp >= 0x80 ? char32_t{0xFFFD} : cp);  // not a lead byte, or a cut-off sequence
     }
     return out;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-    if (c < 0x80) out.push_back(static_cast<char>(c));
-    else if (c < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    } else if (c < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    }
 }
 
 std::string encode_utf8(const std::vector<char32_t>& cps) {
@@ -185,7 +137,7 @@ std::size_t utf8_length(std::string_view s) {
     charge_bytes(s.size());
     std::size_t n = 0;
     for (char ch : s)
-        if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) ++n;
+        if (!utf8_is_continuation(static_cast<unsigned char>(ch))) ++n;
     return n;
 }
 
@@ -675,7 +627,7 @@ Value from_json(const nlohmann::ordered_json& j, int depth) {
         case nlohmann::ordered_json::value_t::number_float: return Value::real(j.get<double>());
         case nlohmann::ordered_json::value_t::string: {
             const auto& str = j.get_ref<const std::string&>();
-            if (!valid_utf8(str)) fail("context string is not valid UTF-8");
+            if (!is_valid_utf8(str)) fail("context string is not valid UTF-8");
             return Value::string(str);
         }
         case nlohmann::ordered_json::value_t::array: {

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/base/json_depth.h"
+#include "engine/text/utf8.h"
 
 namespace colibri {
 namespace {
@@ -54,110 +55,6 @@ constexpr size_t kRegexFirstWindow = 32;        // bytes a regex search may look
 constexpr uint32_t kRegexFirstLimit = 64;      // backtracking allowed to a search before it must ask for more
 constexpr uint32_t kRegexMatchLimit = 10'000'000;  // the most backtracking one search may do (PCRE2's default)
 
-
-// ---------------------------------------------------------------------------------------------
-// UTF-8
-// ---------------------------------------------------------------------------------------------
-
-inline size_t utf8_len(unsigned char c) {
-    if (c < 0x80) return 1;
-    if ((c >> 5) == 0x6) return 2;
-    if ((c >> 4) == 0xE) return 3;
-    if ((c >> 3) == 0x1E) return 4;
-    return 1;
-}
-
-// Decodes the code point at s[i] of a valid UTF-8 string.
-inline uint32_t decode_at(std::string_view s, size_t i, size_t* len) {
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + i;
-    size_t n = utf8_len(p[0]);
-    if (i + n > s.size()) n = 1;
-    *len = n;
-    switch (n) {
-        case 1: return p[0];
-        case 2: return ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
-        case 3: return ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
-        default: return ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
-    }
-}
-
-inline void append_cp(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
-
-// Length of the valid UTF-8 sequence at s[i], or 0 with *bad set to the length of the maximal
-// invalid subpart (what one U+FFFD replaces, as in Rust's from_utf8_lossy and WHATWG decoders).
-inline size_t valid_seq_at(std::string_view s, size_t i, size_t* bad) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x80) return 1;
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) need = 1;
-    else if (b == 0xE0) { need = 2; lo = 0xA0; }
-    else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) need = 2;
-    else if (b == 0xED) { need = 2; hi = 0x9F; }
-    else if (b == 0xF0) { need = 3; lo = 0x90; }
-    else if (b >= 0xF1 && b <= 0xF3) need = 3;
-    else if (b == 0xF4) { need = 3; hi = 0x8F; }
-    else { *bad = 1; return 0; }
-    size_t j = i + 1;
-    for (size_t k = 0; k < need; ++k, ++j) {
-        if (j >= s.size()) { *bad = j - i; return 0; }
-        const auto c = static_cast<unsigned char>(s[j]);
-        if (c < (k == 0 ? lo : 0x80) || c > (k == 0 ? hi : 0xBF)) { *bad = j - i; return 0; }
-    }
-    return need + 1;
-}
-
-bool is_valid_utf8(std::string_view s) {
-    size_t i = 0, bad = 0;
-    while (i < s.size()) {
-        if (static_cast<unsigned char>(s[i]) < 0x80) { ++i; continue; }
-        const size_t n = valid_seq_at(s, i, &bad);
-        if (n == 0) return false;
-        i += n;
-    }
-    return true;
-}
-
-const char kReplacementChar[] = "\xEF\xBF\xBD";
-
-std::string utf8_lossy(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    size_t i = 0, bad = 0;
-    while (i < s.size()) {
-        const size_t n = valid_seq_at(s, i, &bad);
-        if (n) {
-            out.append(s.substr(i, n));
-            i += n;
-        } else {
-            out += kReplacementChar;
-            i += bad;
-        }
-    }
-    return out;
-}
-
-inline bool is_ascii(std::string_view s) {
-    for (char c : s)
-        if (static_cast<unsigned char>(c) >= 0x80) return false;
-    return true;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Unicode character classes (as Rust's char methods and the regex crate define them)
@@ -215,7 +112,7 @@ struct ByteAlphabet {
         uint32_t n = 0;
         for (int b = 0; b < 256; ++b) byte_to_cp[b] = direct[b] ? static_cast<uint32_t>(b) : 256 + n++;
         for (int b = 0; b < 256; ++b) {
-            append_cp(byte_to_utf8[b], byte_to_cp[b]);
+            append_utf8(byte_to_utf8[b], byte_to_cp[b]);
             cp_to_byte[byte_to_cp[b]] = static_cast<int16_t>(b);
         }
     }
@@ -241,7 +138,7 @@ void byte_level_decode_token(std::string_view t, std::string& out) {
     bytes.reserve(t.size());
     for (size_t i = 0; i < t.size();) {
         size_t n;
-        const uint32_t cp = decode_at(t, i, &n);
+        const uint32_t cp = utf8_decode_at(t, i, &n);
         if (cp >= a.cp_to_byte.size() || a.cp_to_byte[cp] < 0) {
             out.append(t);
             return;
@@ -402,7 +299,7 @@ public:
             if (en < st) break;  // \K oddities
             if (st == en && en == last_match_end) {
                 if (last_end >= s.size()) break;
-                last_end += utf8_len(static_cast<unsigned char>(s[last_end]));
+                last_end += utf8_sequence_length(static_cast<unsigned char>(s[last_end]));
                 continue;
             }
             last_end = en;
@@ -426,7 +323,7 @@ private:
             if (end >= s.size()) {
                 end = s.size();
             } else {
-                while (end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) ++end;  // whole characters
+                while (end < s.size() && utf8_is_continuation(static_cast<unsigned char>(s[end]))) ++end;  // whole characters
             }
             const uint64_t cost = end - from + limit;
             if (cost > ms.work_left)
@@ -534,7 +431,7 @@ void find_char_matches(std::string_view s, Pred pred, std::vector<Seg>& out) {
     size_t last = 0;
     for (size_t i = 0; i < s.size();) {
         size_t n;
-        const uint32_t cp = decode_at(s, i, &n);
+        const uint32_t cp = utf8_decode_at(s, i, &n);
         if (pred(cp)) {
             if (last < i) out.push_back({last, i, false});
             out.push_back({i, i + n, true});
@@ -642,9 +539,9 @@ struct Normalizer {
                 out.reserve(s.size());
                 for (size_t i = 0; i < s.size();) {
                     size_t n;
-                    const uint32_t cp = decode_at(s, i, &n);
+                    const uint32_t cp = utf8_decode_at(s, i, &n);
                     if (cp == 0x130) out += "i\xCC\x87";  // the one unconditional multi-character lowercase
-                    else append_cp(out, static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+                    else append_utf8(out, static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
                     i += n;
                 }
                 s.swap(out);
@@ -655,16 +552,15 @@ struct Normalizer {
                 if (left) {
                     while (b < e) {
                         size_t n;
-                        if (!is_white_space(decode_at(s, b, &n))) break;
+                        if (!is_white_space(utf8_decode_at(s, b, &n))) break;
                         b += n;
                     }
                 }
                 if (right) {
                     while (e > b) {
-                        size_t st = e - 1;
-                        while (st > b && (static_cast<unsigned char>(s[st]) & 0xC0) == 0x80) --st;
+                        const size_t st = utf8_char_start(s, e - 1, b);
                         size_t n;
-                        if (!is_white_space(decode_at(s, st, &n))) break;
+                        if (!is_white_space(utf8_decode_at(s, st, &n))) break;
                         e = st;
                     }
                 }
@@ -676,7 +572,7 @@ struct Normalizer {
                 out.reserve(s.size());
                 for (size_t i = 0; i < s.size();) {
                     size_t n;
-                    const uint32_t cp = decode_at(s, i, &n);
+                    const uint32_t cp = utf8_decode_at(s, i, &n);
                     if (!is_mark(cp)) out.append(s, i, n);
                     i += n;
                 }
@@ -931,7 +827,7 @@ uint32_t single_char(const std::string& s, const char* what) {
     if (s.empty()) fail(std::string(what) + " must be one character");
     if (!is_valid_utf8(s)) fail(std::string(what) + " is not valid UTF-8");
     size_t n;
-    const uint32_t cp = decode_at(s, 0, &n);
+    const uint32_t cp = utf8_decode_at(s, 0, &n);
     if (n != s.size()) fail(std::string(what) + " must be one character");
     return cp;
 }
@@ -1157,7 +1053,7 @@ struct Bpe {
         uint32_t unk_len = 0;
         std::string tmp;
         for (size_t i = 0; i < w.size();) {
-            const size_t n = std::min(utf8_len(static_cast<unsigned char>(w[i])), w.size() - i);
+            const size_t n = std::min(utf8_sequence_length(static_cast<unsigned char>(w[i])), w.size() - i);
             const bool first = i == 0, last = i + n == w.size();
             std::string_view s = w.substr(i, n);
             if ((!first && prefix) || (last && suffix)) {
@@ -1600,10 +1496,9 @@ struct Piece {
 };
 
 uint32_t last_char(std::string_view s) {
-    size_t i = s.size() - 1;
-    while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+    const size_t i = utf8_char_start(s, s.size() - 1);
     size_t n;
-    return decode_at(s, i, &n);
+    return utf8_decode_at(s, i, &n);
 }
 
 // AddedVocabulary::find_matches.
@@ -1627,16 +1522,15 @@ void find_added(std::string_view s, const Trie& trie, const std::vector<AddedTok
         if (t.single_word) {
             const bool start_space = start == 0 || !is_word_char(last_char(s.substr(0, start)));
             size_t n;
-            const bool stop_space = stop == s.size() || !is_word_char(decode_at(s, stop, &n));
+            const bool stop_space = stop == s.size() || !is_word_char(utf8_decode_at(s, stop, &n));
             if (!start_space || !stop_space) continue;
         }
         if (t.lstrip) {
             size_t ns = start;
             while (ns > 0) {
-                size_t st = ns - 1;
-                while (st > 0 && (static_cast<unsigned char>(s[st]) & 0xC0) == 0x80) --st;
+                const size_t st = utf8_char_start(s, ns - 1);
                 size_t n;
-                if (!is_white_space(decode_at(s, st, &n))) break;
+                if (!is_white_space(utf8_decode_at(s, st, &n))) break;
                 ns = st;
             }
             start = std::max(ns, start_offset);
@@ -1644,7 +1538,7 @@ void find_added(std::string_view s, const Trie& trie, const std::vector<AddedTok
         if (t.rstrip) {
             while (stop < s.size()) {
                 size_t n;
-                if (!is_white_space(decode_at(s, stop, &n))) break;
+                if (!is_white_space(utf8_decode_at(s, stop, &n))) break;
                 stop += n;
             }
             i = std::max(i, stop);
@@ -1832,7 +1726,7 @@ struct Decoder {
                     const std::string& t = toks[i];
                     for (size_t k = 0; k < t.size();) {
                         size_t n;
-                        const uint32_t cp = decode_at(t, k, &n);
+                        const uint32_t cp = utf8_decode_at(t, k, &n);
                         if (cp == replacement_cp) {
                             if (!(i == 0 && !stream && prepend != Prepend::Never)) out += ' ';
                         } else {
@@ -1865,7 +1759,7 @@ struct Decoder {
                     if (pending.empty()) return;
                     if (stream || is_valid_utf8(pending)) out.push_back(pending);
                     else
-                        for (size_t k = 0; k < pending.size(); ++k) out.emplace_back(kReplacementChar);
+                        for (size_t k = 0; k < pending.size(); ++k) out.emplace_back(kUtf8Replacement);
                     pending.clear();
                 };
                 for (auto& t : toks) {
@@ -1904,21 +1798,21 @@ struct Decoder {
                     std::vector<std::pair<size_t, size_t>> chars;  // (offset, length)
                     for (size_t k = 0; k < t.size();) {
                         size_t n;
-                        decode_at(t, k, &n);
+                        utf8_decode_at(t, k, &n);
                         chars.emplace_back(k, n);
                         k += n;
                     }
                     size_t start_cut = 0;
                     for (size_t k = 0; k < start && k < chars.size(); ++k) {
                         size_t n;
-                        if (decode_at(t, chars[k].first, &n) == strip_cp) start_cut = k + 1;
+                        if (utf8_decode_at(t, chars[k].first, &n) == strip_cp) start_cut = k + 1;
                         else break;
                     }
                     size_t stop_cut = chars.size();
                     for (size_t k = 0; k < stop && k < chars.size(); ++k) {
                         const size_t idx = chars.size() - k - 1;
                         size_t n;
-                        if (decode_at(t, chars[idx].first, &n) == strip_cp) stop_cut = idx;
+                        if (utf8_decode_at(t, chars[idx].first, &n) == strip_cp) stop_cut = idx;
                         else break;
                     }
                     if (stop_cut <= start_cut) {
