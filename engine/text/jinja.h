@@ -287,6 +287,8 @@ public:
 
 private:
     Flow exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out);
+    Flow exec_for(const Stmt& s, const ScopeP& scope, std::string& out);
+    void exec_call_block(const Stmt& s, const ScopeP& scope, std::string& out);
     void assign(const Expr& target, const Value& v, const ScopeP& scope);
     Value define_macro(const std::shared_ptr<MacroDef>& def, const ScopeP& scope);
     Value call_macro(const MacroDef& def, const ScopeP& defscope, Args& args, const Value* caller);

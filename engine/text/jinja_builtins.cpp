@@ -866,9 +866,9 @@ Value list_of_strings(const std::vector<std::string>& parts) {
     return Value::make_list(std::move(out));
 }
 
-Value string_method(const Value& obj, const std::string& name) {
-    const Text s = obj.s;  // shared with the bound method, never copied
-    const std::string q = "str." + name;
+// str methods that cut: strip, split, splitlines, startswith / endswith. Each str_*_method returns
+// the bound method, or nothing for a name of another group.
+std::optional<Value> str_cut_method(const Text& s, const std::string& q, const std::string& name) {
     auto strip = [s, q](bool l, bool r) {
         return method(q, [s, q, l, r](Interp&, Args& a) {
             Bound b = bind(q, a, {"chars"}, false);
@@ -913,6 +913,11 @@ Value string_method(const Value& obj, const std::string& name) {
             return Value::boolean(prefix_match(sub, *b.get(0), suffix, q.c_str()));
         });
     }
+    return std::nullopt;
+}
+
+// str methods that change case.
+std::optional<Value> str_case_method(const Text& s, const std::string& q, const std::string& name) {
     auto simple = [&](std::string (*fn)(std::string_view)) {
         return method(q, [s, q, fn](Interp&, Args& a) { bind(q, a, {}); return Value::string(fn(s)); });
     };
@@ -933,6 +938,11 @@ Value string_method(const Value& obj, const std::string& name) {
             }
             return Value::string(std::move(out));
         });
+    return std::nullopt;
+}
+
+// str methods that search or join: replace, format, join, find / index, count.
+std::optional<Value> str_search_method(const Text& s, const std::string& q, const std::string& name) {
     if (name == "replace")
         return method(q, [s, q](Interp&, Args& a) {
             Bound b = bind(q, a, {"old", "new", "count"});
@@ -976,6 +986,11 @@ Value string_method(const Value& obj, const std::string& name) {
             for (std::size_t p = find_text(s, sub); p != std::string::npos; p = find_text(s, sub, p + sub.size())) ++n;
             return Value::integer(n);
         });
+    return std::nullopt;
+}
+
+// str.is...() predicates.
+std::optional<Value> str_predicate_method(const Text& s, const std::string& q, const std::string& name) {
     auto pred = [&](bool (*fn)(const std::string&)) {
         return method(q, [s, q, fn](Interp&, Args& a) { bind(q, a, {}); return Value::boolean(fn(s)); });
     };
@@ -986,6 +1001,11 @@ Value string_method(const Value& obj, const std::string& name) {
     if (name == "isspace") return pred([](const std::string& x) { return str_all(x, py_isspace); });
     if (name == "islower") return pred([](const std::string& x) { return str_case(x, true); });
     if (name == "isupper") return pred([](const std::string& x) { return str_case(x, false); });
+    return std::nullopt;
+}
+
+// str methods that pad or split off a part: removeprefix / removesuffix, center, zfill, partition.
+std::optional<Value> str_layout_method(const Text& s, const std::string& q, const std::string& name) {
     if (name == "removeprefix" || name == "removesuffix") {
         bool suffix = name == "removesuffix";
         return method(q, [s, q, suffix](Interp&, Args& a) {
@@ -1031,6 +1051,14 @@ Value string_method(const Value& obj, const std::string& name) {
             return Value::make_list({Value::string(s.str().substr(0, p)), *b.get(0), Value::string(s.str().substr(p + sep.size()))}, true);
         });
     }
+    return std::nullopt;
+}
+
+Value string_method(const Value& obj, const std::string& name) {
+    const Text s = obj.s;  // shared with the bound method, never copied
+    const std::string q = "str." + name;
+    for (auto group : {str_cut_method, str_case_method, str_search_method, str_predicate_method, str_layout_method})
+        if (std::optional<Value> bound = group(s, q, name)) return *bound;
     return Value::undefined();
 }
 

@@ -224,71 +224,67 @@ static double py_fmod(double a, double b) {
     return m;
 }
 
-Value Interp::arith(const std::string& op, const Value& a, const Value& b) {
-    if (a.is_undefined()) fail_undefined(a);
-    if (b.is_undefined()) fail_undefined(b);
-    bool ia = false, ib = false;
-    std::int64_t xa = 0, xb = 0;
-    double da = 0, db = 0;
-    bool na = num_parts(a, ia, xa, da), nb = num_parts(b, ib, xb, db);
-    auto bad = [&]() -> Value {
-        fail("unsupported operand type(s) for " + op + ": '" + kind_name(a) + "' and '" + kind_name(b) + "'");
-    };
-    if (na && nb) {
-        bool both_int = ia && ib;
-        if (op == "+") {
-            if (both_int) { std::int64_t r; if (__builtin_add_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
-            return Value::real(da + db);
-        }
-        if (op == "-") {
-            if (both_int) { std::int64_t r; if (__builtin_sub_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
-            return Value::real(da - db);
-        }
-        if (op == "*") {
-            if (both_int) { std::int64_t r; if (__builtin_mul_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
-            return Value::real(da * db);
-        }
-        if (op == "/") {
-            if (db == 0) fail("division by zero");
-            return Value::real(da / db);
-        }
-        if (op == "//") {
-            if (db == 0) fail("integer division or modulo by zero");
-            if (both_int) {
-                if (xa == std::numeric_limits<std::int64_t>::min() && xb == -1) fail("integer overflow");
-                std::int64_t q = xa / xb;
-                if ((xa % xb != 0) && ((xa < 0) != (xb < 0))) --q;
-                return Value::integer(q);
-            }
-            return Value::real(std::floor(da / db));
-        }
-        if (op == "%") {
-            if (db == 0) fail("integer division or modulo by zero");
-            if (both_int) {
-                if (xb == -1) return Value::integer(0);
-                std::int64_t m = xa % xb;
-                if (m != 0 && ((m < 0) != (xb < 0))) m += xb;
-                return Value::integer(m);
-            }
-            return Value::real(py_fmod(da, db));
-        }
-        if (op == "**") {
-            if (both_int && xb >= 0) {
-                std::int64_t r = 1, base = xa, e = xb;
-                while (e > 0) {
-                    if (e & 1) { if (__builtin_mul_overflow(r, base, &r)) fail("integer overflow"); }
-                    e >>= 1;
-                    if (e > 0 && __builtin_mul_overflow(base, base, &base)) fail("integer overflow");
-                }
-                return Value::integer(r);
-            }
-            if (da == 0 && db < 0) fail("0.0 cannot be raised to a negative power");
-            double r = std::pow(da, db);
-            if (std::isnan(r) && !std::isnan(da) && !std::isnan(db)) fail("unsupported: complex result of '**'");
-            return Value::real(r);
-        }
-        return bad();
+// Python arithmetic on two numbers (a bool counts as an int); nothing for an operator numbers do not have.
+static std::optional<Value> number_arith(const std::string& op, bool ia, std::int64_t xa, double da, bool ib,
+                                         std::int64_t xb, double db) {
+    bool both_int = ia && ib;
+    if (op == "+") {
+        if (both_int) { std::int64_t r; if (__builtin_add_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
+        return Value::real(da + db);
     }
+    if (op == "-") {
+        if (both_int) { std::int64_t r; if (__builtin_sub_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
+        return Value::real(da - db);
+    }
+    if (op == "*") {
+        if (both_int) { std::int64_t r; if (__builtin_mul_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
+        return Value::real(da * db);
+    }
+    if (op == "/") {
+        if (db == 0) fail("division by zero");
+        return Value::real(da / db);
+    }
+    if (op == "//") {
+        if (db == 0) fail("integer division or modulo by zero");
+        if (both_int) {
+            if (xa == std::numeric_limits<std::int64_t>::min() && xb == -1) fail("integer overflow");
+            std::int64_t q = xa / xb;
+            if ((xa % xb != 0) && ((xa < 0) != (xb < 0))) --q;
+            return Value::integer(q);
+        }
+        return Value::real(std::floor(da / db));
+    }
+    if (op == "%") {
+        if (db == 0) fail("integer division or modulo by zero");
+        if (both_int) {
+            if (xb == -1) return Value::integer(0);
+            std::int64_t m = xa % xb;
+            if (m != 0 && ((m < 0) != (xb < 0))) m += xb;
+            return Value::integer(m);
+        }
+        return Value::real(py_fmod(da, db));
+    }
+    if (op == "**") {
+        if (both_int && xb >= 0) {
+            std::int64_t r = 1, base = xa, e = xb;
+            while (e > 0) {
+                if (e & 1) { if (__builtin_mul_overflow(r, base, &r)) fail("integer overflow"); }
+                e >>= 1;
+                if (e > 0 && __builtin_mul_overflow(base, base, &base)) fail("integer overflow");
+            }
+            return Value::integer(r);
+        }
+        if (da == 0 && db < 0) fail("0.0 cannot be raised to a negative power");
+        double r = std::pow(da, db);
+        if (std::isnan(r) && !std::isnan(da) && !std::isnan(db)) fail("unsupported: complex result of '**'");
+        return Value::real(r);
+    }
+    return std::nullopt;
+}
+
+// + and * on strings and lists (concatenation, repetition by an int); nothing for any other pair.
+static std::optional<Value> sequence_arith(Interp& in, const std::string& op, const Value& a, const Value& b, bool na,
+                                           bool ia, std::int64_t xa, bool nb, bool ib, std::int64_t xb) {
     if (op == "+") {
         if (a.is_string() && b.is_string()) {
             check_size(a.s.size() + b.s.size());
@@ -299,18 +295,18 @@ Value Interp::arith(const std::string& op, const Value& a, const Value& b) {
                 fail("list exceeds the size limit of " + std::to_string(kMaxListItems) + " items");
             std::vector<Value> items = a.list->items;
             items.insert(items.end(), b.list->items.begin(), b.list->items.end());
-            step(items.size());
+            in.step(items.size());
             return Value::make_list(std::move(items), a.kind == Kind::Tuple);
         }
         if (a.is_string()) fail("can only concatenate str (not \"" + kind_name(b) + "\") to str");
-        return bad();
+        return std::nullopt;
     }
     if (op == "*") {
         const Value* seq = nullptr;
         std::int64_t times = 0;
         if ((a.is_string() || (a.is_seq() && !a.gen)) && nb && ib) { seq = &a; times = xb; }
         else if ((b.is_string() || (b.is_seq() && !b.gen)) && na && ia) { seq = &b; times = xa; }
-        if (!seq) return bad();
+        if (!seq) return std::nullopt;
         if (times < 0) times = 0;
         if (seq->is_string()) {
             if (!seq->s.empty() && static_cast<std::uint64_t>(times) > kMaxOutputBytes / seq->s.size()) check_size(kMaxOutputBytes + 1);
@@ -324,9 +320,27 @@ Value Interp::arith(const std::string& op, const Value& a, const Value& b) {
             fail("list exceeds the size limit of " + std::to_string(kMaxListItems) + " items");
         std::vector<Value> items;
         for (std::int64_t k = 0; k < times; ++k) items.insert(items.end(), src.begin(), src.end());
-        step(items.size());
+        in.step(items.size());
         return Value::make_list(std::move(items), seq->kind == Kind::Tuple);
     }
+    return std::nullopt;
+}
+
+Value Interp::arith(const std::string& op, const Value& a, const Value& b) {
+    if (a.is_undefined()) fail_undefined(a);
+    if (b.is_undefined()) fail_undefined(b);
+    bool ia = false, ib = false;
+    std::int64_t xa = 0, xb = 0;
+    double da = 0, db = 0;
+    bool na = num_parts(a, ia, xa, da), nb = num_parts(b, ib, xb, db);
+    auto bad = [&]() -> Value {
+        fail("unsupported operand type(s) for " + op + ": '" + kind_name(a) + "' and '" + kind_name(b) + "'");
+    };
+    if (na && nb) {
+        if (std::optional<Value> r = number_arith(op, ia, xa, da, ib, xb, db)) return *r;
+        return bad();
+    }
+    if (std::optional<Value> r = sequence_arith(*this, op, a, b, na, ia, xa, nb, ib, xb)) return *r;
     if (op == "%" && a.is_string()) fail("unsupported: printf-style string formatting ('%' on a string)");
     return bad();
 }
@@ -583,6 +597,86 @@ Flow Interp::exec(const Body& body, const ScopeP& scope, std::string& out) {
     return Flow::Normal;
 }
 
+// The `loop` variable of a for loop's k-th iteration over items (jinja2's LoopContext); `changed_last` is shared
+// by the iterations for loop.changed().
+static Value loop_variable(const std::vector<Value>& items, std::int64_t k,
+                           const std::shared_ptr<std::pair<bool, Value>>& changed_last) {
+    const std::int64_t n = static_cast<std::int64_t>(items.size());
+    Dict loop;
+    auto& li = loop.items;
+    li.reserve(13);
+    li.emplace_back("index", Value::integer(k + 1));
+    li.emplace_back("index0", Value::integer(k));
+    li.emplace_back("revindex", Value::integer(n - k));
+    li.emplace_back("revindex0", Value::integer(n - k - 1));
+    li.emplace_back("first", Value::boolean(k == 0));
+    li.emplace_back("last", Value::boolean(k == n - 1));
+    li.emplace_back("length", Value::integer(n));
+    li.emplace_back("depth", Value::integer(1));
+    li.emplace_back("depth0", Value::integer(0));
+    li.emplace_back("previtem", k > 0 ? items[static_cast<std::size_t>(k - 1)] : Value::undefined("there is no previous item"));
+    li.emplace_back("nextitem", k + 1 < n ? items[static_cast<std::size_t>(k + 1)] : Value::undefined("there is no next item"));
+    li.emplace_back("cycle", Value::callable("loop.cycle", [k](Interp&, Args& a) -> Value {
+        if (a.pos.empty()) fail("no items for cycling given");
+        return a.pos[static_cast<std::size_t>(k) % a.pos.size()];
+    }));
+    li.emplace_back("changed", Value::callable("loop.changed", [changed_last](Interp&, Args& a) -> Value {
+        Value cur = Value::make_list(a.pos, true);
+        if (changed_last->first && equals(changed_last->second, cur)) return Value::boolean(false);
+        changed_last->first = true;
+        changed_last->second = cur;
+        return Value::boolean(true);
+    }));
+    return Value::make_dict(std::move(loop));
+}
+
+Flow Interp::exec_for(const Stmt& s, const ScopeP& scope, std::string& out) {
+    Value seq = eval(*s.expr, scope);
+    // A list is immutable and shared: loop over its items in place rather than over a copy.
+    std::vector<Value> copied;
+    if (!seq.is_seq()) copied = iterate(seq);
+    const std::vector<Value>* source = seq.is_seq() ? &seq.list->items : &copied;
+    if (s.cond) {
+        std::vector<Value> kept;
+        for (const auto& item : *source) {
+            ScopeP fs = child(scope);
+            assign(*s.target, item, fs);
+            if (truthy(eval(*s.cond, fs))) kept.push_back(item);
+        }
+        copied = std::move(kept);
+        source = &copied;
+    }
+    const std::vector<Value>& items = *source;
+    if (items.empty()) return exec(s.else_body, scope, out);
+    const std::int64_t n = static_cast<std::int64_t>(items.size());
+    auto changed_last = std::make_shared<std::pair<bool, Value>>(false, Value());
+    for (std::int64_t k = 0; k < n; ++k) {
+        step();
+        ScopeP it = child(scope);
+        assign(*s.target, items[static_cast<std::size_t>(k)], it);
+        if (s.uses_loop) it->vars.emplace_back("loop", loop_variable(items, k, changed_last));
+        Flow f = exec(s.body, it, out);
+        if (f == Flow::Break) break;
+    }
+    return Flow::Normal;
+}
+
+void Interp::exec_call_block(const Stmt& s, const ScopeP& scope, std::string& out) {
+    const Expr& call_expr = *s.expr;
+    Value callee = eval(*call_expr.a[0], scope);
+    Args args = eval_args(*this, call_expr, 1, scope);
+    pinned.push_back(scope);
+    std::weak_ptr<Scope> weak = scope;
+    const MacroDef* d = s.macro.get();
+    Value caller = Value::callable("caller", [d, weak](Interp& in, Args& a) -> Value {
+        ScopeP cs = weak.lock();
+        if (!cs) fail("'caller' outlived its scope");
+        return in.call_macro(*d, cs, a, nullptr);
+    });
+    args.kw.emplace_back("caller", caller);
+    emit(out, to_str(call(callee, args)));
+}
+
 Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
     EvalFrame frame(*this);
     step();
@@ -597,63 +691,7 @@ Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
             for (std::size_t k = 0; k < s.conds.size(); ++k)
                 if (truthy(eval(*s.conds[k], scope))) return exec(s.bodies[k], scope, out);
             return exec(s.else_body, scope, out);
-        case SK::For: {
-            Value seq = eval(*s.expr, scope);
-            // A list is immutable and shared: loop over its items in place rather than over a copy.
-            std::vector<Value> copied;
-            if (!seq.is_seq()) copied = iterate(seq);
-            const std::vector<Value>* source = seq.is_seq() ? &seq.list->items : &copied;
-            if (s.cond) {
-                std::vector<Value> kept;
-                for (const auto& item : *source) {
-                    ScopeP fs = child(scope);
-                    assign(*s.target, item, fs);
-                    if (truthy(eval(*s.cond, fs))) kept.push_back(item);
-                }
-                copied = std::move(kept);
-                source = &copied;
-            }
-            const std::vector<Value>& items = *source;
-            if (items.empty()) return exec(s.else_body, scope, out);
-            const std::int64_t n = static_cast<std::int64_t>(items.size());
-            auto changed_last = std::make_shared<std::pair<bool, Value>>(false, Value());
-            for (std::int64_t k = 0; k < n; ++k) {
-                step();
-                ScopeP it = child(scope);
-                assign(*s.target, items[static_cast<std::size_t>(k)], it);
-                if (s.uses_loop) {
-                    Dict loop;
-                    auto& li = loop.items;
-                    li.reserve(13);
-                    li.emplace_back("index", Value::integer(k + 1));
-                    li.emplace_back("index0", Value::integer(k));
-                    li.emplace_back("revindex", Value::integer(n - k));
-                    li.emplace_back("revindex0", Value::integer(n - k - 1));
-                    li.emplace_back("first", Value::boolean(k == 0));
-                    li.emplace_back("last", Value::boolean(k == n - 1));
-                    li.emplace_back("length", Value::integer(n));
-                    li.emplace_back("depth", Value::integer(1));
-                    li.emplace_back("depth0", Value::integer(0));
-                    li.emplace_back("previtem", k > 0 ? items[static_cast<std::size_t>(k - 1)] : Value::undefined("there is no previous item"));
-                    li.emplace_back("nextitem", k + 1 < n ? items[static_cast<std::size_t>(k + 1)] : Value::undefined("there is no next item"));
-                    li.emplace_back("cycle", Value::callable("loop.cycle", [k](Interp&, Args& a) -> Value {
-                        if (a.pos.empty()) fail("no items for cycling given");
-                        return a.pos[static_cast<std::size_t>(k) % a.pos.size()];
-                    }));
-                    li.emplace_back("changed", Value::callable("loop.changed", [changed_last](Interp&, Args& a) -> Value {
-                        Value cur = Value::make_list(a.pos, true);
-                        if (changed_last->first && equals(changed_last->second, cur)) return Value::boolean(false);
-                        changed_last->first = true;
-                        changed_last->second = cur;
-                        return Value::boolean(true);
-                    }));
-                    it->vars.emplace_back("loop", Value::make_dict(std::move(loop)));
-                }
-                Flow f = exec(s.body, it, out);
-                if (f == Flow::Break) break;
-            }
-            return Flow::Normal;
-        }
+        case SK::For: return exec_for(s, scope, out);
         case SK::Set:
             assign(*s.target, eval(*s.expr, scope), scope);
             return Flow::Normal;
@@ -666,22 +704,9 @@ Flow Interp::exec_stmt(const Stmt& s, const ScopeP& scope, std::string& out) {
         case SK::Macro:
             scope->set(s.macro->name, define_macro(s.macro, scope));
             return Flow::Normal;
-        case SK::CallBlock: {
-            const Expr& call_expr = *s.expr;
-            Value callee = eval(*call_expr.a[0], scope);
-            Args args = eval_args(*this, call_expr, 1, scope);
-            pinned.push_back(scope);
-            std::weak_ptr<Scope> weak = scope;
-            const MacroDef* d = s.macro.get();
-            Value caller = Value::callable("caller", [d, weak](Interp& in, Args& a) -> Value {
-                ScopeP cs = weak.lock();
-                if (!cs) fail("'caller' outlived its scope");
-                return in.call_macro(*d, cs, a, nullptr);
-            });
-            args.kw.emplace_back("caller", caller);
-            emit(out, to_str(call(callee, args)));
+        case SK::CallBlock:
+            exec_call_block(s, scope, out);
             return Flow::Normal;
-        }
         case SK::FilterBlock: {
             Value v = Value::string(render_body(s.body, child(scope)));
             emit(out, to_str(eval_filter_chain(*s.cond, v, scope)));
