@@ -53,6 +53,15 @@ bool range_fits(uint64_t offset, uint64_t size, uint64_t limit) {
 }  // namespace
 
 Status ModelFile::validate() {
+    COLIBRI_TRY(read_tables());
+    COLIBRI_TRY(validate_sections());
+    COLIBRI_TRY(read_tensors());
+    COLIBRI_TRY(validate_layers());
+    return verify_metadata_checksum();
+}
+
+// The header (magic, version, size) and the tables it points to, which must lie inside the metadata.
+Status ModelFile::read_tables() {
     std::memcpy(&header_, image_.data(), sizeof(FileHeader));
     if (std::memcmp(header_.magic, kMagic, sizeof(kMagic)) != 0) return error("not a colibri model file (wrong magic)");
     if (!version_readable(header_.version_major)) {
@@ -85,8 +94,12 @@ Status ModelFile::validate() {
     experts_.resize(header_.expert_count);
     if (!experts_.empty())
         std::memcpy(experts_.data(), image_.data() + header_.expert_table_offset, experts_.size() * sizeof(ExpertEntry));
+    return Status::ok();
+}
 
-    // Sections: aligned, inside the file, after the metadata, not overlapping one another.
+// Sections: aligned, inside the file, after the metadata, not overlapping one another.
+Status ModelFile::validate_sections() const {
+    const uint64_t meta = header_.metadata_size;
     std::vector<std::pair<uint64_t, uint32_t>> order;
     for (uint32_t i = 0; i < sections_.size(); ++i) {
         const SectionEntry& s = sections_[i];
@@ -112,8 +125,11 @@ Status ModelFile::validate() {
             return error("sections " + section_label(order[k - 1].second) + " and " + section_label(order[k].second) +
                          " overlap");
     }
+    return Status::ok();
+}
 
-    // Tensors: known type and shape, size consistent with the shape, inside their section.
+// Tensors: known type and shape, size consistent with the shape, inside their section.
+Status ModelFile::read_tensors() {
     tensors_.reserve(header_.tensor_count);
     for (uint32_t i = 0; i < header_.tensor_count; ++i) {
         TensorEntry t;
@@ -157,8 +173,11 @@ Status ModelFile::validate() {
             if (by_offset[k - 1]->offset + by_offset[k - 1]->size > by_offset[k]->offset)
                 return error("tensors " + by_offset[k - 1]->name + " and " + by_offset[k]->name + " overlap");
     }
+    return Status::ok();
+}
 
-    // Layer and expert tables refer only to existing sections of the right kind.
+// Layer and expert tables refer only to existing sections of the right kind.
+Status ModelFile::validate_layers() const {
     if (header_.layer_count != header_.hparams.n_layers) return error("layer table does not match n_layers");
     for (uint32_t l = 0; l < layers_.size(); ++l) {
         const LayerEntry& e = layers_[l];
@@ -183,8 +202,12 @@ Status ModelFile::validate() {
         if (e.offset != s.offset || e.size != s.size)
             return error("expert entry " + std::to_string(i) + " does not match its section");
     }
+    return Status::ok();
+}
 
-    // Checksum of the metadata itself, with the checksum field zeroed.
+// Checksum of the metadata itself, with the checksum field zeroed.
+Status ModelFile::verify_metadata_checksum() const {
+    const uint64_t meta = header_.metadata_size;
     XXH64_state_t* st = XXH64_createState();
     XXH64_reset(st, 0);
     FileHeader zeroed = header_;

@@ -73,7 +73,13 @@ public:
 
 private:
     ModelFile() = default;
+    // open()'s checks, in order; validate() runs them all.
     Status validate();
+    Status read_tables();
+    Status validate_sections() const;
+    Status read_tensors();
+    Status validate_layers() const;
+    Status verify_metadata_checksum() const;
     Status verify_text_sections() const;
 
     std::string path_;
