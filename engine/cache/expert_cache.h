@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cache/expert_slots.h"
 #include "engine/base/status.h"
+#include "engine/cache/expert_slots.h"
 #include "engine/cache/expert_source.h"
 
 namespace colibri {

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/text/chat_template.h"
-#include "engine/core/model.h"
 #include "engine/base/status.h"
+#include "engine/core/model.h"
+#include "engine/text/chat_template.h"
 
 namespace colibri {
 

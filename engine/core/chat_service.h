@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/status.h"
 #include "engine/core/chat_prompt.h"
-#include "engine/text/chat_template.h"
 #include "engine/core/generate.h"
 #include "engine/core/model.h"
 #include "engine/core/sampler.h"
 #include "engine/core/session.h"
-#include "engine/base/status.h"
+#include "engine/text/chat_template.h"
 #include "engine/text/utf8.h"
 
 namespace colibri {

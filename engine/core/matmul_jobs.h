@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/file/model_file.h"
 #include "engine/core/thread_pool.h"
+#include "engine/file/model_file.h"
 
 namespace colibri {
 

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/status.h"
 #include "engine/cache/expert_cache.h"
 #include "engine/cache/expert_source.h"
-#include "engine/file/model_file.h"
 #include "engine/core/rope.h"
 #include "engine/core/router.h"
-#include "engine/file/schema.h"
 #include "engine/core/swap_lock.h"
-#include "engine/base/status.h"
+#include "engine/file/model_file.h"
+#include "engine/file/schema.h"
 #include "engine/text/tokenizer.h"
 
 namespace colibri {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/file/format.h"
 #include "engine/base/status.h"
+#include "engine/file/format.h"
 
 namespace colibri {
 

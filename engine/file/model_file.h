@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/base/status.h"
 #include "engine/file/format.h"
 #include "engine/file/model_image.h"
-#include "engine/base/status.h"
 
 namespace colibri {
 

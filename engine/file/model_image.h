@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/status.h"
 #include "engine/file/format.h"
 #include "engine/file/mapped_file.h"
-#include "engine/base/status.h"
 
 namespace colibri {
 
