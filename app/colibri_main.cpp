@@ -312,7 +312,7 @@ int cmd_check(const std::string& path, bool as_json, bool quiet) {
     return report.valid ? 0 : 1;
 }
 
-// What the model's router does (engine/router.h), for route's JSON.
+// What the model's router does (engine/core/router.h), for route's JSON.
 json routing_json(const Model& m) {
     const RoutingRules& r = m.rules().routing;
     json j{{"scoring", router_scoring_name(r.scoring)}, {"renormalise", r.renormalise}, {"scaling", r.scaling},

@@ -1,5 +1,5 @@
 // colibri cache-sim: replays a recorded routing trace (colibri route --json) through the expert-cache policies
-// of engine/expert_slots.h and Belady's offline optimum, per layer, for a range of slot counts per layer.
+// of engine/cache/expert_slots.h and Belady's offline optimum, per layer, for a range of slot counts per layer.
 // A slot holds one routed expert; each MoE layer has its own slots, as in the budgeted engine.
 #pragma once
 #include <cstdint>
@@ -56,7 +56,7 @@ std::vector<std::vector<uint32_t>> pinned_sets(const RoutingTrace& trace, const 
 // used first (ties: lower id), unused ones left out; what the engine's pinned policy reads.
 std::vector<std::vector<uint32_t>> hot_experts(const RoutingTrace& trace);
 
-// Each token's choice at a layer is one group (engine/expert_slots.h); the cache starts empty. With prediction
+// Each token's choice at a layer is one group (engine/cache/expert_slots.h); the cache starts empty. With prediction
 // (a trace from route --predict), before each token's choice at a layer its predicted experts are loaded as a
 // group of their own, as the engine's --cache-prefetch does; loads of predicted experts are not hits or misses.
 ReplayResult replay(const RoutingTrace& trace, CachePolicy policy, uint32_t n_slots, const RoutingTrace& pin_source,

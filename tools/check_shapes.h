@@ -1,4 +1,4 @@
-// What a model of a family needs, tensor by tensor, for the checker: the engine's schema (engine/schema.h) with
+// What a model of a family needs, tensor by tensor, for the checker: the engine's schema (engine/file/schema.h) with
 // its hyper-parameter problems reported rather than returned as a first error, and a bound on the list's size.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Where each tensor of a family's schema lives in a GGUF file as llama.cpp writes it: the architecture name and,
-// per schema tensor (engine/schema.h), the GGUF tensor and the part of it. The GGUF importer (convert_gguf.cpp)
+// per schema tensor (engine/file/schema.h), the GGUF tensor and the part of it. The GGUF importer (convert_gguf.cpp)
 // and exporter (export_gguf.cpp) both read this, so a family's llama.cpp names are written once.
 #pragma once
 #include <cstdint>

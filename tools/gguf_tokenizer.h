@@ -1,6 +1,6 @@
 // A GGUF file's tokenizer (llama.cpp's tokenizer.ggml.* keys and tokenizer.chat_template) turned back into the
 // Hugging Face files it stands for, so that the .bin stores it exactly as the HF path stores a directory's
-// tokenizer.json / tokenizer_config.json and engine/tokenizer.cpp reads it unchanged.
+// tokenizer.json / tokenizer_config.json and engine/text/tokenizer.cpp reads it unchanged.
 //
 //   model "llama"  SentencePiece BPE, as transformers' LlamaConverter builds it: the pieces and their scores,
 //                  merges derived from the scores (generate_merges: every split of a piece into two pieces,

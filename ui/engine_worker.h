@@ -65,7 +65,7 @@ struct GenerationStats {
 struct LoadOptions {
     unsigned threads = 0;   // 0: all cores
     uint32_t context = 0;   // 0: min(model, 4096)
-    // Models larger than RAM (engine/expert_cache.h): with ram_budget > 0 the routed experts live in slots
+    // Models larger than RAM (engine/cache/expert_cache.h): with ram_budget > 0 the routed experts live in slots
     // within it. Pinned learns its hot set from hot_trace (colibri route --json). With a budget the session also
     // predicts each MoE layer's experts one layer ahead, so the cache view can replay LRU with prediction.
     uint64_t ram_budget = 0;
@@ -139,7 +139,7 @@ private:
     std::unique_ptr<Session> session_;
     std::unique_ptr<TraceCollector> collector_;
     CacheStateTracker cache_tracker_;  // with a RAM budget: the slots' state after each evaluation
-    // The turn loop every front end shares (engine/chat_service.h): prefix reuse, sampling, stop ids, UTF-8.
+    // The turn loop every front end shares (engine/core/chat_service.h): prefix reuse, sampling, stop ids, UTF-8.
     std::unique_ptr<ChatService> chat_;
     std::vector<int32_t> stop_ids_;
     struct Remote {

@@ -2,7 +2,7 @@
 // token uses (embeddings, attention, routers, norms, shared experts, lm head) stays mapped and resident; each
 // MoE layer gets the same number of expert slots, buffers in anonymous memory filled from the file with pread
 // by a small I/O thread pool (O_DIRECT where the file system takes it, so the page cache holds no second
-// copy). ExpertSlots (engine/expert_slots.h) decides which expert a miss evicts. A slot holds the expert's
+// copy). ExpertSlots (engine/cache/expert_slots.h) decides which expert a miss evicts. A slot holds the expert's
 // section at the same offset within a page as the mapping does, so the kernels compute the same bits. From a
 // .bin.zst a miss reads the expert's zstd frame and decompresses it into the slot.
 //

@@ -1,5 +1,5 @@
 // Which routed experts of one layer occupy that layer's cache slots, and which one leaves when another must
-// come in. The same bookkeeping drives the budgeted expert cache (engine/expert_cache.h) and the offline
+// come in. The same bookkeeping drives the budgeted expert cache (engine/cache/expert_cache.h) and the offline
 // replay of routing traces (tools/cache_sim.h), so a replay's hit rates are what the engine would see.
 //
 // Time has two units. advance(tokens) moves the clock by tokens (LFRU's decay is per token); begin_group()

@@ -134,7 +134,7 @@ struct TurnResult {
 };
 
 // Evaluates `prompt` on top of what the session holds, then runs the reply's loop. The one loop of every
-// caller: ChatService::run below and generate() (engine/generate.h).
+// caller: ChatService::run below and generate() (engine/core/generate.h).
 Result<TurnResult> run_reply(const Model& model, Session& session, std::span<const int32_t> prompt,
                              std::span<const int32_t> history, Sampler& sampler, const TurnOptions& options,
                              TurnObserver* observer);

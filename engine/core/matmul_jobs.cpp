@@ -22,7 +22,7 @@ void run_row_ranges(ThreadPool& pool, std::span<const Job> jobs, RowsOf rows_of,
     size_t total = 0;
     for (const Job& j : jobs) total += rows_of(j) * units_per_row(j);
     // Balanced: a row is the same kernel call whichever part computes it, so the split may follow the threads'
-    // speeds (engine/thread_pool.h).
+    // speeds (engine/core/thread_pool.h).
     pool.parallel_for(total, kMinUnitsPerTask, [&](size_t b, size_t e) {
         size_t start = 0;  // first unit of the current job
         for (const Job& j : jobs) {

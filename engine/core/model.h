@@ -102,7 +102,7 @@ public:
     // thread-safe); free for a .bin. Sessions call it before they touch the expert. Fails on a damaged frame.
     Status ensure_expert(uint32_t layer, uint32_t expert) const;
     // Models larger than RAM: from now on routed experts are read into a cache of slots within the budget
-    // (engine/expert_cache.h) instead of being used through the mapping. Call before any session evaluates.
+    // (engine/cache/expert_cache.h) instead of being used through the mapping. Call before any session evaluates.
     Status use_expert_cache(const ExpertCacheConfig& config);
     // Null without a RAM budget.
     ExpertCache* expert_cache() const { return expert_cache_.get(); }

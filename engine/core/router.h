@@ -1,6 +1,6 @@
 // The MoE router's decision for one token: from the router logits over all experts to the selected experts
 // and the weights their outputs are multiplied by. What the family does is a RoutingRules value the model
-// decides at load (engine/model.h); the router only follows it:
+// decides at load (engine/core/model.h); the router only follows it:
 // - scoring: softmax over all experts (mixtral, qwen2_moe, olmoe, qwen3_moe), the logistic sigmoid of each
 //   logit (deepseek_v3, glm4_moe: the scores are not a distribution), or the logits themselves with a softmax
 //   over the selected ones only (gpt_oss);

@@ -6,7 +6,7 @@
 
 namespace colibri {
 
-// What the router did for one token at one MoE layer, as the family does it (engine/router.h): for a softmax
+// What the router did for one token at one MoE layer, as the family does it (engine/core/router.h): for a softmax
 // router the weights are probabilities; for a sigmoid router (deepseek_v3, glm4_moe) they sum to the scaling
 // factor and the experts were chosen by biased scores, within the groups listed.
 struct RoutingRecord {
@@ -47,7 +47,7 @@ struct CounterRecord {
     std::span<const uint64_t> values;
 };
 
-// Cumulative counters the Session samples around stages (perf_event, see engine/perf_counters.h). Stages nest
+// Cumulative counters the Session samples around stages (perf_event, see engine/core/perf_counters.h). Stages nest
 // at most two deep, so there are two slots: 0 for the layer, 1 for an expert inside it. stop() returns the
 // deltas since start() of the same slot, valid until the next stop(); neither may allocate.
 class CounterSource {

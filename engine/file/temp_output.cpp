@@ -108,7 +108,7 @@ Status TempOutput::commit() {
     if (fsync(fd_) != 0) return error(path_ + ": fsync failed: " + std::strerror(errno));
     // Drop the written pages from the page cache (they are on disk now). Pages cached by small writes stay
     // small folios, which a mapping can only map 4 KiB at a time; read back through MappedFile they come in
-    // 2 MiB folios (engine/mapped_file.cpp). Costs one read of the file at its first load; also keeps a large
+    // 2 MiB folios (engine/file/mapped_file.cpp). Costs one read of the file at its first load; also keeps a large
     // conversion from pushing everything else out of the cache.
     posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
     // Checked again: something else may have appeared there while the file was written.

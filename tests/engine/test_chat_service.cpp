@@ -1,4 +1,4 @@
-// The chat service (engine/chat_service.h): ReplyStream driven with chosen logits (UTF-8 never split, stop
+// The chat service (engine/core/chat_service.h): ReplyStream driven with chosen logits (UTF-8 never split, stop
 // strings cut and never shown in part, end-of-turn ids, max_tokens, log-probabilities), and ChatService on the
 // demo model (prefix reuse gives the tokens a fresh evaluation gives, a refused turn keeps the cache, cancel).
 #include <QtTest>

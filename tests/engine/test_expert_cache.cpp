@@ -1,4 +1,4 @@
-// Expert-cache policies (engine/expert_slots.h) and their replay (tools/cache_sim.h, colibri cache-sim):
+// Expert-cache policies (engine/cache/expert_slots.h) and their replay (tools/cache_sim.h, colibri cache-sim):
 // hand-made traces whose hit rates are known exactly, Belady never beaten, and hostile traces.
 #include <fcntl.h>
 #include <sys/mman.h>

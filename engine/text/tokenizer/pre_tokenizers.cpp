@@ -24,6 +24,23 @@ const Regex& whitespace_regex() {  // \w+|[^\w\s]+ with the regex crate's \w and
     return re;
 }
 
+// The text cut at a regex's matches, the matches marked (one empty segment for an empty text).
+void find_regex_matches(const Regex& re, std::string_view s, std::vector<Seg>& out) {
+    if (s.empty()) {
+        out.push_back({0, 0, false});
+        return;
+    }
+    std::vector<std::pair<size_t, size_t>> ms;
+    re.find_iter(s, ms);
+    size_t prev = 0;
+    for (auto [st, en] : ms) {
+        if (prev != st) out.push_back({prev, st, false});
+        out.push_back({st, en, true});
+        prev = en;
+    }
+    if (prev != s.size()) out.push_back({prev, s.size(), false});
+}
+
 // Splits every word by the segments `find` yields, after applying `beh` (and `invert`).
 template <class Find>
 void split_words(std::vector<Word>& words, Find&& find, Behavior beh, bool invert = false) {
@@ -53,18 +70,8 @@ void PreTokenizer::apply(std::vector<Word>& words) const {
                 for (auto& w : words)
                     if (!w.s.empty() && w.s[0] != ' ') w.s.insert(0, " ");
             if (use_regex) {
-                split_words(words, [](std::string_view s, std::vector<Seg>& o) {
-                    std::vector<std::pair<size_t, size_t>> ms;
-                    if (s.empty()) { o.push_back({0, 0, false}); return; }
-                    gpt2_regex().find_iter(s, ms);
-                    size_t prev = 0;
-                    for (auto [st, en] : ms) {
-                        if (prev != st) o.push_back({prev, st, false});
-                        o.push_back({st, en, true});
-                        prev = en;
-                    }
-                    if (prev != s.size()) o.push_back({prev, s.size(), false});
-                }, Behavior::Isolated);
+                split_words(words, [](std::string_view s, std::vector<Seg>& o) { find_regex_matches(gpt2_regex(), s, o); },
+                            Behavior::Isolated);
             }
             for (auto& w : words) w.s = byte_level_encode(w.s);
             break;
@@ -97,18 +104,8 @@ void PreTokenizer::apply(std::vector<Word>& words) const {
                         individual_digits ? Behavior::Isolated : Behavior::Contiguous);
             break;
         case Type::Whitespace:
-            split_words(words, [](std::string_view s, std::vector<Seg>& o) {
-                if (s.empty()) { o.push_back({0, 0, false}); return; }
-                std::vector<std::pair<size_t, size_t>> ms;
-                whitespace_regex().find_iter(s, ms);
-                size_t prev = 0;
-                for (auto [st, en] : ms) {
-                    if (prev != st) o.push_back({prev, st, false});
-                    o.push_back({st, en, true});
-                    prev = en;
-                }
-                if (prev != s.size()) o.push_back({prev, s.size(), false});
-            }, Behavior::Removed, true);
+            split_words(words, [](std::string_view s, std::vector<Seg>& o) { find_regex_matches(whitespace_regex(), s, o); },
+                        Behavior::Removed, true);
             break;
         case Type::WhitespaceSplit:
             split_words(words, [](std::string_view s, std::vector<Seg>& o) { find_char_matches(s, is_white_space, o); },
