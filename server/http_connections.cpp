@@ -21,7 +21,6 @@ namespace {
 thread_local Connection* t_current = nullptr;
 
 constexpr auto kDrainTime = std::chrono::seconds(2);  // a refused request's unread rest, read and dropped
-constexpr size_t kDrainBytes = 1u << 20;
 
 // The Content-Length a request head declares; SIZE_MAX when it says nothing usable (the worker reads the body).
 size_t declared_length(std::string_view head) {
@@ -251,7 +250,7 @@ void ConnectionPool::on_readable(int fd, Entry& e) {
     if (e.state == State::Draining) {
         const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) c.drained_ += static_cast<size_t>(n);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || c.drained_ > kDrainBytes) close_locked(fd);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || c.drained_ > limits_.max_drained) close_locked(fd);
         return;
     }
     const size_t room = std::min(sizeof buf, limits_.max_buffered - std::min(limits_.max_buffered, c.buffered()));

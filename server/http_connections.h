@@ -75,6 +75,7 @@ struct ConnectionLimits {
     size_t max_connections = 1024;  // open at once
     size_t keep_alive_max = 100;    // requests per connection
     size_t max_buffered = 16384;    // per waiting connection: its request head and the start of its body
+    size_t max_drained = 1u << 20;  // bytes read and dropped after a refused request before closing anyway
 };
 
 class ConnectionPool {

@@ -126,6 +126,7 @@ ConnectionLimits connection_limits(const HttpOptions& o) {
     l.workers = std::max(o.connection_threads, 2u);
     l.max_connections = o.max_connections > 0 ? o.max_connections : default_max_connections();
     l.keep_alive_max = 100;
+    l.max_drained = o.max_body + 65536;  // a refused body of an allowed size is read whole: its answer arrives
     return l;
 }
 

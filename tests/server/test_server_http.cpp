@@ -472,6 +472,14 @@ private slots:
         const QString metrics = QString::fromUtf8(curl(url + "/metrics", {"-H", "Authorization: Bearer s3cret"}).body);
         QVERIFY2(!metrics.contains("/v1/nothing"), qPrintable(metrics));
         QVERIFY(metrics.contains(QStringLiteral("colibri_requests_total{endpoint=\"other\",status=\"401\"} 2")));
+        // A refused request of 1.5 MB on a kept-alive connection: the answer arrives whole, says the connection
+        // closes, and nothing of the unread body is taken for a next request.
+        const std::string big = std::string(R"({"model":"demo","prompt":")") + std::string(1500000, 'a') + "\"" + "}";
+        const RawReply refused = raw_exchange(keyed.port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                                            "Content-Length: " + std::to_string(big.size()) + "\r\nConnection: keep-alive\r\n\r\n" + big);
+        QVERIFY2(refused.has("HTTP/1.1 401 ") && refused.has("Connection: close\r\n") && refused.has("invalid_api_key"), refused.text.substr(0, 300).c_str());
+        QVERIFY(refused.closed);
+        QVERIFY2(refused.text.find("HTTP/1.1", 5) == std::string::npos, refused.text.substr(0, 600).c_str());
         QCOMPARE(keyed.stop(), 0);
     }
 
