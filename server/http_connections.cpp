@@ -22,26 +22,32 @@ thread_local Connection* t_current = nullptr;
 
 constexpr auto kDrainTime = std::chrono::seconds(2);  // a refused request's unread rest, read and dropped
 
-// The Content-Length a request head declares; SIZE_MAX when it says nothing usable (the worker reads the body).
-size_t declared_length(std::string_view head) {
-    static constexpr std::string_view kName = "content-length:";
+// What a request head says of its body: its Content-Length (SIZE_MAX when unusable: the worker reads it),
+// and whether the client waits for "100 Continue" before sending it.
+struct HeadInfo {
+    size_t length = 0;
+    bool expect = false;
+};
+HeadInfo scan_head(std::string_view head) {
     auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+    auto named = [&](std::string_view line, std::string_view name) {
+        return line.size() > name.size() && std::equal(name.begin(), name.end(), line.begin(), [&](char a, char b) { return a == lower(b); });
+    };
+    HeadInfo info;
     for (size_t end = head.find('\n'); end != std::string_view::npos && end + 1 < head.size();) {  // after the request line
         const size_t begin = end + 1;
         end = head.find('\n', begin);
         const std::string_view line = head.substr(begin, (end == std::string_view::npos ? head.size() : end) - begin);
-        if (line.size() <= kName.size() || !std::equal(kName.begin(), kName.end(), line.begin(), [&](char a, char b) { return a == lower(b); }))
-            continue;
-        size_t value = 0, i = kName.size();
+        if (named(line, "expect:")) info.expect = true;
+        if (!named(line, "content-length:")) continue;
+        size_t value = 0, i = std::string_view("content-length:").size();
         while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-        if (i == line.size() || line[i] < '0' || line[i] > '9') return SIZE_MAX;
-        for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
-            if (value > (SIZE_MAX - 9) / 10) return SIZE_MAX;
-            value = value * 10 + static_cast<size_t>(line[i] - '0');
-        }
-        return value;
+        if (i == line.size() || line[i] < '0' || line[i] > '9') value = SIZE_MAX;
+        for (; value != SIZE_MAX && i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i)
+            value = value > (SIZE_MAX - 9) / 10 ? SIZE_MAX : value * 10 + static_cast<size_t>(line[i] - '0');
+        info.length = value;
     }
-    return 0;
+    return info;
 }
 
 }  // namespace
@@ -133,7 +139,8 @@ bool Connection::request_ready(size_t limit) const {
     const size_t head_end = b.find("\r\n\r\n");
     if (head_end == std::string_view::npos) return false;
     const size_t head = head_end + 4;
-    return b.size() - head >= std::min(declared_length(b.substr(0, head)), limit - head);
+    const HeadInfo info = scan_head(b.substr(0, head));
+    return info.expect || b.size() - head >= std::min(info.length, limit - head);
 }
 
 // ---- ConnectionPool ----

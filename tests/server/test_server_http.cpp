@@ -723,6 +723,22 @@ private slots:
         QVERIFY(big.closed);
     }
 
+    void expect_100_continue_is_answered_before_the_body() {
+        // A client that waits for "100 Continue" before sending its body: the server takes the request head alone.
+        RawConnection c(server_.port());
+        const std::string body = R"({"model":"demo","prompt":[5,6],"max_tokens":1})";
+        QVERIFY(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+        QElapsedTimer clock;
+        clock.start();
+        const std::string interim = c.receive(3000, nullptr, "\r\n\r\n");
+        QVERIFY2(interim.starts_with("HTTP/1.1 100 "), interim.c_str());
+        QVERIFY(clock.elapsed() < 2000);
+        QVERIFY(c.send(body));
+        const std::string reply = c.receive(30000, nullptr, "\"usage\"");
+        QVERIFY2(reply.find("HTTP/1.1 200 ") != std::string::npos, reply.c_str());
+    }
+
     void metrics_labels_are_a_fixed_set() {
         // Every path used to become a label: 300 made-up paths now add none ("other" counts them).
         for (int i = 0; i < 300; ++i) {
