@@ -1018,7 +1018,8 @@ int main(int argc, char** argv) {
     serve->add_option("--host", sargs.host, "address to listen on, HOST or HOST:PORT (default 127.0.0.1:8080)");
     serve->add_option("--port", sargs.port, "port (default 8080; 0 picks a free one)");
     serve->add_option("--slots", sargs.slots, "sequences decoded together, each with its own KV cache (default 4)");
-    serve->add_option("--api-key", sargs.api_key, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY)");
+    serve->add_option("--api-key", sargs.api_keys, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY); repeat for several clients, each with its own prefix cache");
+    serve->add_flag("--share-prefix-cache", sargs.share_prefix_cache, "a prompt prefix cached for one API key also serves the others (default: per key)");
     serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (with --shm-key)");
     serve->add_option("--shm-key", sargs.shm_key, "local mode: shared memory /dev/shm/colibri-KEY (with --socket)");
     serve->add_option("--max-queue", sargs.max_queue, "requests waiting for a slot before 429 (default 64)");

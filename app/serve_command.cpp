@@ -71,8 +71,10 @@ int cmd_serve(ServeArgs a) {
     if (port < 0) port = 8080;
     if (a.socket_path.empty() != a.shm_key.empty()) return fail("--socket and --shm-key go together");
     if (a.slots == 0 || a.slots > 256) return fail("--slots must be between 1 and 256");
-    if (a.api_key.empty())
-        if (const char* k = std::getenv("COLIBRI_API_KEY")) a.api_key = k;
+    if (a.api_keys.empty())
+        if (const char* k = std::getenv("COLIBRI_API_KEY"); k != nullptr && *k != '\0') a.api_keys.push_back(k);
+    for (const std::string& k : a.api_keys)
+        if (k.empty()) return fail("--api-key must not be empty");
 
     // Signals go to one thread that stops the server; every other thread (started below) blocks them.
     sigset_t stop_signals;
@@ -99,6 +101,7 @@ int cmd_serve(ServeArgs a) {
     so.context = a.context;
     so.threads = a.threads;
     so.max_queue = a.max_queue;
+    so.share_cache_across_scopes = a.share_prefix_cache;
     server::Scheduler scheduler(*served.model, so);
     served.context = scheduler.context();
     server::ApiLimits limits;
@@ -108,7 +111,7 @@ int cmd_serve(ServeArgs a) {
     server::HttpOptions ho;
     ho.host = host;
     ho.port = port;
-    ho.api_key = a.api_key;
+    ho.api_keys = a.api_keys;
     ho.max_body = a.max_body;
     ho.request_timeout_s = a.timeout_s;
     ho.io_timeout_s = a.timeout_s;
@@ -132,7 +135,7 @@ int cmd_serve(ServeArgs a) {
     const bool v6 = host.find(':') != std::string::npos;
     std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
                  format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(), v6 ? "]" : "",
-                 bound.value(), a.api_key.empty() ? "" : " (API key required)");
+                 bound.value(), a.api_keys.empty() ? "" : " (API key required)");
     if (local)
         std::fprintf(stderr, "colibri serve: local mode on %s (0660), shared memory /dev/shm/colibri-%s (0600)\n", a.socket_path.c_str(),
                      a.shm_key.c_str());

@@ -15,7 +15,8 @@ struct ServeArgs {
     std::string host = "127.0.0.1";    // HOST or HOST:PORT ([::1]:PORT for IPv6)
     int port = -1;                     // -1: from --host, else 8080; 0: any free port
     uint32_t slots = 4;
-    std::string api_key;               // also COLIBRI_API_KEY
+    std::vector<std::string> api_keys;  // also COLIBRI_API_KEY; each its own cache scope
+    bool share_prefix_cache = false;    // a cached prompt prefix serves every key
     std::string socket_path, shm_key;  // local mode, both or neither
     uint32_t max_queue = 64;
     uint32_t max_tokens = 0;           // cap per request; 0: the context

@@ -34,6 +34,7 @@ struct ApiLimits {
     size_t max_stop = 4;         // stop strings, as OpenAI allows
     size_t max_stop_bytes = 256;
     int32_t max_top_logprobs = 20;
+    size_t max_logit_bias = 1024;  // entries of logit_bias
     bool require_model = true;   // OpenAI's "model" is required; the local transport serves one model anyway
 };
 
@@ -56,8 +57,13 @@ struct ServedModel {
     uint32_t context = 0;  // tokens per slot (for /v1/models' meta)
 };
 
+// A request's temperature below this is greedy: dividing logits by a smaller one (1e-39 is a float denormal)
+// overflows, and sampling at such a temperature differs from greedy only between logits closer than ~1e-3.
+inline constexpr double kGreedyBelowTemperature = 1e-4;
+
 // Parses a request body. A request without a seed gets one from `seeds`, so that its sampling is reproducible
-// from the seed reported back.
+// from the seed reported back. Fields that would change the reply but are not implemented (tools,
+// response_format other than text, best_of > 1, ...) are refused naming the field, never ignored.
 std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body, const ServedModel& served,
                                                  const ApiLimits& limits, std::mt19937_64& seeds);
 
