@@ -62,6 +62,12 @@ const plan = {
   "deepseek-v3": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3],
   "deepseek-v3.1": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3, ...conv.deepseekV31],
   "glm-4.6": [...conv.basic, ...conv.glm, ...conv.emptyMessages],
+  "qwen3.5": [...conv.basic, ...conv.qwen35, ...conv.emptyMessages],
+  "minimax-m2": [...conv.basic, ...conv.minimaxM2, ...conv.emptyMessages],
+  "glm-4.7-flash": [...conv.basic, ...conv.glm, ...conv.glm47, ...conv.emptyMessages],
+  "kimi-k2": [...conv.basic, ...conv.kimiK2, ...conv.emptyMessages],
+  "kimi-k2-instruct": [...conv.basic, ...conv.kimiK2Instruct, ...conv.emptyMessages],
+  "kimi-k2-thinking": [...conv.basic, ...conv.kimiK2Thinking, ...conv.emptyMessages],
 };
 
 // strftime_now's clock for every case (gpt-oss puts the date in its system message): a fixed local time, given to
