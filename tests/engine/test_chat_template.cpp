@@ -119,7 +119,9 @@ private slots:
         const bool has_j2 = c.contains("jinja2_expected") && (!c["jinja2_expected"].is_null() || !c["jinja2_error"].is_null());
         const json& want = has_j2 ? c["jinja2_expected"] : c["expected"];
         const json& want_err = has_j2 ? c["jinja2_error"] : c["error"];
-        auto r = render_chat_template_json(c["template"].get<std::string>(), c["context"].dump(), parity_clock());
+        // context_json: the text the references read, where re-serialising would turn an integer beyond 64 bits into a double.
+        const std::string ctx = c.contains("context_json") ? c["context_json"].get<std::string>() : c["context"].dump();
+        auto r = render_chat_template_json(c["template"].get<std::string>(), ctx, parity_clock());
         if (!want_err.is_null()) {
             QVERIFY2(!r, qPrintable(QStringLiteral("expected an error (%1), rendered: %2")
                                         .arg(QString::fromStdString(want_err.get<std::string>()),
@@ -289,6 +291,36 @@ private slots:
         // An unknown filter inside an if-branch fails only when that branch runs (jinja2 >= 3.0).
         QCOMPARE(render("{% if false %}{{ x|no_such_filter }}{% endif %}ok"), std::string("ok"));
         QVERIFY(render("{% if true %}{{ x|no_such_filter }}{% endif %}ok").rfind("ERROR", 0) == 0);
+        // So does one anywhere in a conditional expression, the part before 'if' too.
+        QCOMPARE(render("{{ x|no_such_filter if false else 'ok' }}"), std::string("ok"));
+        QVERIFY(render("{{ x|no_such_filter if true else 'ok' }}").find("no_such_filter") != std::string::npos);
+        // jinja2 checks filter names after parsing the whole template: a later syntax error is the one reported.
+        const std::string both = render("{{ x|no_such_filter }}\n{% endif %}");
+        QVERIFY2(both.find("line 2") != std::string::npos && both.find("no_such_filter") == std::string::npos, both.c_str());
+    }
+
+    // Context JSON is read as Python's json reads it: an integer literal beyond 64 bits stays exact (a tool call's
+    // arguments can carry one), where a double would print 1e+20. Arithmetic on such a value is refused, not rounded.
+    void wide_integers_stay_exact() {
+        const std::string big = "123456789012345678901234567890";
+        QCOMPARE(render("{{ x }} {{ x|tojson }} {{ [x]|string }} {{ -x }} {{ x > 2 }}", "{\"x\": " + big + "}"),
+                 big + " " + big + " [" + big + "] -" + big + " True");
+        QCOMPARE(render("{{ x }}", "{\"x\": -18446744073709551617}"), std::string("-18446744073709551617"));
+        QCOMPARE(render("{{ 'abc'[1:x] }}{{ 'abc'[-x:1] }}{{ 'abc'[x] is defined }}", "{\"x\": " + big + "}"), std::string("bcaFalse"));
+        QCOMPARE(render("{{ x }}", "{\"x\": 18446744073709551615}"), std::string("18446744073709551615"));  // uint64, past int64
+        QCOMPARE(render("{{ x }} {{ y }}", "{\"x\": 1e20, \"y\": 100000000000000000000.0}"), std::string("1e+20 1e+20"));  // floats stay floats
+        ChatTemplateInput in;
+        in.extra_json = "{\"n\": " + big + "}";
+        auto r = render_chat_template("{{ n }}", in);
+        QVERIFY2(r, r.message().c_str());
+        QCOMPARE(r.value(), big);
+        for (const char* tpl : {"{{ x + 1 }}", "{{ x * 2.5 }}", "{{ x // 2 }}", "{{ range(x) }}", "{{ x|round(method='ceil') }}"}) {
+            auto e = render_chat_template_json(tpl, "{\"x\": " + big + "}");
+            QVERIFY2(!e, tpl);
+            QVERIFY2(e.message().find("beyond 64 bits") != std::string::npos, e.message().c_str());
+        }
+        QVERIFY(!render_chat_template_json("{{ x }}", "{\"x\": 1" + std::string(400, '0') + "}"));  // past any double: refused
+        QVERIFY(!render_chat_template_json("{{ x }}", "{\"x\": 12345678901234567890123"));       // truncated JSON
     }
 
     void bad_inputs() {

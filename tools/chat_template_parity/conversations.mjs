@@ -576,3 +576,12 @@ export const kimiK2Thinking = [
   ["error_tool_calls_append", { messages: [WEATHER_Q, { ...KIMI_CALL, reasoning_content: "Two lookups." }, ...KIMI_RESULTS], tools: TOOLS, add_generation_prompt: true }],
 ];
 
+// Integers beyond 64 bits in tool-call arguments and results (a calculator tool): Python's json keeps them exact.
+const WIDE_CALL = {
+  role: "assistant",
+  content: "",
+  tool_calls: [{ type: "function", function: { name: "multiply", arguments: { a: 4294967296, b: 4294967311, expected: 18446744138134061000, floor: -9223372036854776000, ids: [12345678901234567000, 7] } } }],
+};
+const WIDE_RESULT = { role: "tool", content: '{"product": 18446744138134061056}' };
+const WIDE_Q = { role: "user", content: "Multiply 4294967296 by 4294967311." };
+export const wideIntegers = [["tool_call_wide_integers", { messages: [WIDE_Q, WIDE_CALL, WIDE_RESULT], add_generation_prompt: true }]];
