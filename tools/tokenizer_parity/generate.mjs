@@ -95,6 +95,16 @@ const specials = {
 // Strings shaped like each tokenizer's own chat format, and near misses of its special tokens (added to the fixed
 // strings of the tokenizers that have an entry, so the files of the others stay as they were).
 const chatShaped = {
+  // Qwen3-Next ships Qwen3's tokenizer; Qwen3.5's chat format (XML-style tool calls, <tool_response> turns, vision
+  // placeholders, <think> after the last query) written with it, as llama.cpp's Qwen3.5 template renders it.
+  qwen3: [
+    "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\"}}}}}\n</tools><|im_end|>\n<|im_start|>user\nWeather in Zürich?<|im_end|>\n<|im_start|>assistant\n<think>\n",
+    "<|im_start|>assistant\n<think>\nThe user wants the weather.\n</think>\n\nLet me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=location>\nZürich\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call><|im_end|>\n",
+    "<|im_start|>user\n<tool_response>\n{\"max\": 21, \"sky\": \"sunny\"}\n</tool_response>\n<tool_response>\nNo events found.\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+    "<|im_start|>user\nPicture 1: <|vision_start|><|image_pad|><|vision_end|>Video 1: <|vision_start|><|video_pad|><|vision_end|>Compare them.<|im_end|>\n",
+    "<tool_call>\n<function=run_shell>\n<parameter=command>\nfind src -name '*.cpp' | xargs wc -c\n</parameter>\n</function>\n</tool_call>",
+    "<function=", "</function>", "<parameter=x>", "<tool_call>\n<function", "<tool_response", "</tool_response>\n", "<|vision_start|><|image_pad|>",
+  ],
   gptoss: [
     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|><|start|>user<|message|>What is 2+2?<|end|><|start|>assistant",
     "<|start|>assistant<|channel|>analysis<|message|>The user asks a sum. 2+2=4.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>",
