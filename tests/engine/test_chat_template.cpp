@@ -229,7 +229,12 @@ private slots:
                         Row{"qwen3", "enable_thinking_false_history", "{\"enable_thinking\": false}"},
                         Row{"deepseek-v3.1", "thinking_true", "{\"thinking\": true}"},
                         Row{"gpt-oss", "reasoning_effort_high", "{\"reasoning_effort\": \"high\"}"},
-                        Row{"glm-4.6", "thinking_off_history", "{\"enable_thinking\": false}"}}) {
+                        Row{"glm-4.6", "thinking_off_history", "{\"enable_thinking\": false}"},
+                        Row{"qwen3.5", "thinking_off", "{\"enable_thinking\": false}"},
+                        Row{"glm-4.7-flash", "thinking_off_history", "{\"enable_thinking\": false}"},
+                        Row{"minimax-m2", "multi_turn_system", ""},
+                        Row{"kimi-k2", "multi_turn", ""},
+                        Row{"kimi-k2-thinking", "ends_with_assistant_no_gen", ""}}) {
             const json* c = find_case(row.tname, row.cname);
             QVERIFY2(c, row.cname);
             ChatTemplateInput in;
