@@ -221,6 +221,43 @@ class TestHostile : public QObject {
     }
     QStringList entries() const { return QDir(dir_.path()).entryList(QDir::Files | QDir::Hidden | QDir::System); }
 
+    // Round 3: GGUF files laid out as llama.cpp requires them but for one thing (offsets that break the layout:
+    // test_gguf's refused_files). The reference qwen2moe file rebuilt by write_gguf, with `edit` applied to its tensors.
+    QString rebuilt_gguf(const QString& name, const std::function<void(std::vector<fuzz::GgufTensorData>&)>& edit) {
+        const std::string src = read_all(QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/qwen2moe-f32.gguf")).toStdString();
+        const auto g = fuzz::parse_gguf_layout(reinterpret_cast<const uint8_t*>(src.data()), src.size());
+        if (!g) return {};
+        std::vector<fuzz::GgufTensorData> tensors = fuzz::gguf_tensors(src, *g);
+        edit(tensors);
+        return write_all(dir_.filePath(name), QByteArray::fromStdString(fuzz::write_gguf(src, *g, tensors, f32_bytes)));
+    }
+    static uint64_t f32_bytes(const fuzz::GgufTensorData& t) {
+        uint64_t n = 4;
+        for (uint64_t d : t.ne) n *= d;
+        return n;
+    }
+    // Every *_exps stack of the reference file as one tensor per expert (older files' spelling).
+    static void split_expert_stacks(std::vector<fuzz::GgufTensorData>& tensors) {
+        std::vector<fuzz::GgufTensorData> out;
+        const std::string stack = "_exps.weight";
+        for (const fuzz::GgufTensorData& t : tensors) {
+            if (!t.name.ends_with(stack)) {
+                out.push_back(t);
+                continue;
+            }
+            const uint64_t slice = f32_bytes(t) / t.ne[2];
+            for (uint64_t e = 0; e < t.ne[2]; ++e)
+                out.push_back({t.name.substr(0, t.name.size() - stack.size()) + "." + std::to_string(e) + ".weight", {t.ne[0], t.ne[1]}, t.type,
+                               t.data.substr(e * slice, slice)});
+        }
+        tensors = std::move(out);
+    }
+
+    // One bound for the tokenizer, its config and the chat template (format.h, kMaxTextSectionBytes = 256 MiB),
+    // applied by the converter, the loader and check alike.
+    static constexpr qint64 kOverTextBound = (qint64(256) << 20) + 4096;
+
+
 private slots:
     void initTestCase() {
         QVERIFY(dir_.isValid());
@@ -710,92 +747,76 @@ private slots:
     }
 
     // ---------------------------------------------------------------- round 3 (issue 31): files that lie
-    // GGUF files laid out as llama.cpp requires them, but for one thing: a stack with more experts than the model
-    // declares (its first half was used, the rest ignored), an expert beyond the count in the one-tensor-per-expert
-    // spelling, keys and names llama.cpp refuses. (Offsets that break the layout: test_gguf's refused_files.)
-    void gguf_files_llama_cpp_refuses() {
-        const std::string src = read_all(QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/qwen2moe-f32.gguf")).toStdString();
-        const auto g = fuzz::parse_gguf_layout(reinterpret_cast<const uint8_t*>(src.data()), src.size());
-        QVERIFY(g.has_value());
-        const auto f32_bytes = [](const fuzz::GgufTensorData& t) {
-            uint64_t n = 4;
-            for (uint64_t d : t.ne) n *= d;
-            return n;
-        };
-        const auto write = [&](const QString& name, const std::vector<fuzz::GgufTensorData>& tensors) {
-            return write_all(dir_.filePath(name), QByteArray::fromStdString(fuzz::write_gguf(src, *g, tensors, f32_bytes)));
-        };
-        const auto converts = [&](const QString& gguf) {
-            const CliResult r = run_cli({"convert", gguf, "-o", dir_.filePath("rebuilt.bin"), "-q"});
-            QFile::remove(dir_.filePath("rebuilt.bin"));
-            return r.exit_code == 0 ? QString() : QString::fromUtf8(r.err);
-        };
-        const std::vector<fuzz::GgufTensorData> tensors = fuzz::gguf_tensors(src, *g);
-        QVERIFY2(converts(write("rebuilt.gguf", tensors)).isEmpty(), "the file rebuilt unchanged does not convert");
-
-        // Twice the experts in one stack: 16 where expert_count says 8.
-        std::vector<fuzz::GgufTensorData> doubled = tensors;
-        for (fuzz::GgufTensorData& t : doubled)
-            if (t.name == "blk.0.ffn_gate_exps.weight") {
-                const std::string own = t.data.substr(0, f32_bytes(t));
-                t.data = own + own;
-                t.ne[2] *= 2;
-            }
-        QString err = expect_failure({"convert", write("doubled.gguf", doubled), "-o", dir_.filePath("doubled.bin")});
+    // Twice the experts in one stack: 16 where expert_count says 8. The first half was used, the rest ignored.
+    void gguf_expert_stack_with_more_experts() {
+        const QString unchanged = rebuilt_gguf("rebuilt.gguf", [](auto&) {});
+        const CliResult r = run_cli({"convert", unchanged, "-o", dir_.filePath("rebuilt.bin"), "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());  // the helper lays the file out as llama.cpp does
+        const QString doubled = rebuilt_gguf("doubled.gguf", [](std::vector<fuzz::GgufTensorData>& tensors) {
+            for (fuzz::GgufTensorData& t : tensors)
+                if (t.name == "blk.0.ffn_gate_exps.weight") {
+                    const std::string own = t.data.substr(0, f32_bytes(t));
+                    t.data = own + own;
+                    t.ne[2] *= 2;
+                }
+        });
+        const QString err = expect_failure({"convert", doubled, "-o", dir_.filePath("doubled.bin")});
         QVERIFY2(err.contains("blk.0.ffn_gate_exps.weight stacks 16 experts, the model has 8"), qPrintable(err));
-
-        // One tensor per expert (older files): converts; with a ninth expert it is refused.
-        std::vector<fuzz::GgufTensorData> per_expert;
-        const std::string stack = "_exps.weight";
-        for (const fuzz::GgufTensorData& t : tensors) {
-            if (!t.name.ends_with(stack)) {
-                per_expert.push_back(t);
-                continue;
-            }
-            const uint64_t slice = f32_bytes(t) / t.ne[2];
-            for (uint64_t e = 0; e < t.ne[2]; ++e)
-                per_expert.push_back({t.name.substr(0, t.name.size() - stack.size()) + "." + std::to_string(e) + ".weight", {t.ne[0], t.ne[1]},
-                                      t.type, t.data.substr(e * slice, slice)});
-        }
-        QVERIFY2(converts(write("per-expert.gguf", per_expert)).isEmpty(), "one tensor per expert does not convert");
-        for (const fuzz::GgufTensorData& t : std::vector<fuzz::GgufTensorData>(per_expert))
-            if (t.name == "blk.1.ffn_up.0.weight") per_expert.push_back({"blk.1.ffn_up.8.weight", t.ne, t.type, t.data});
-        err = expect_failure({"convert", write("ninth-expert.gguf", per_expert), "-o", dir_.filePath("ninth.bin")});
-        QVERIFY2(err.contains("tensor blk.1.ffn_up.8.weight is an expert beyond the model's 8"), qPrintable(err));
-
-        // A tensor name of 64 bytes: ggml keeps 63 and its NUL.
-        std::vector<fuzz::GgufTensorData> long_name = tensors;
-        long_name.back().name = std::string(64, 'x');
-        err = expect_failure({"convert", write("long-name.gguf", long_name), "-o", dir_.filePath("long.bin")});
-        QVERIFY2(err.contains("has a name of 64 bytes (at most 63)"), qPrintable(err));
-
-        // Keys: general.alignment of another type than u32, a key given twice, an array of arrays.
-        GgufEdit alignment;
-        alignment.u64("general.alignment", 32);
-        err = expect_failure({"convert", write_all(dir_.filePath("align-u64.gguf"), alignment.apply(read_all(gguf_))), "-o", dir_.filePath("a.bin")});
-        QVERIFY2(err.contains("general.alignment is not a u32"), qPrintable(err));
-        GgufEdit twice;
-        twice.string("general.name", "first");
-        twice.string("general.name", "second");
-        err = expect_failure({"convert", write_all(dir_.filePath("key-twice.gguf"), twice.apply(read_all(gguf_))), "-o", dir_.filePath("a.bin")});
-        QVERIFY2(err.contains("GGUF key 'general.name' appears twice"), qPrintable(err));
-        GgufEdit nested;
-        QByteArray arrays;
-        const uint32_t array_type = 9, u8_type = 0;
-        const uint64_t one = 1;
-        arrays.append(reinterpret_cast<const char*>(&array_type), 4).append(reinterpret_cast<const char*>(&one), 8);
-        arrays.append(reinterpret_cast<const char*>(&u8_type), 4).append(reinterpret_cast<const char*>(&one), 8).append('\x01');
-        nested.raw("general.nested", 9, arrays);
-        err = expect_failure({"convert", write_all(dir_.filePath("nested.gguf"), nested.apply(read_all(gguf_))), "-o", dir_.filePath("a.bin")});
-        QVERIFY2(err.contains("GGUF metadata holds an array of 1 elements of type 9"), qPrintable(err));
+        QVERIFY(!QFile::exists(dir_.filePath("doubled.bin")));
     }
 
-    // The expert table and the tensor table must name the right sections: an entry naming another expert's
-    // section (the expert cache and a .bin.zst read experts through it) and a tensor lying in another expert's
-    // section loaded; `check` called both invalid. Now the loader refuses them with check's words.
-    void bin_tables_that_point_elsewhere() {
-        const QByteArray good = read_all(good_);
-        BinBytes b(good);
+    // One tensor per expert converts; with a ninth expert beside the model's eight it is refused.
+    void gguf_expert_beyond_the_count() {
+        const QString per_expert = rebuilt_gguf("per-expert.gguf", split_expert_stacks);
+        const CliResult r = run_cli({"convert", per_expert, "-o", dir_.filePath("per-expert.bin"), "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const QString ninth = rebuilt_gguf("ninth-expert.gguf", [](std::vector<fuzz::GgufTensorData>& tensors) {
+            split_expert_stacks(tensors);
+            for (const fuzz::GgufTensorData& t : std::vector<fuzz::GgufTensorData>(tensors))
+                if (t.name == "blk.1.ffn_up.0.weight") tensors.push_back({"blk.1.ffn_up.8.weight", t.ne, t.type, t.data});
+        });
+        const QString err = expect_failure({"convert", ninth, "-o", dir_.filePath("ninth.bin")});
+        QVERIFY2(err.contains("tensor blk.1.ffn_up.8.weight is an expert beyond the model's 8"), qPrintable(err));
+    }
+
+    // Names and keys llama.cpp refuses: a tensor name of 64 bytes (ggml keeps 63 and its NUL), general.alignment of
+    // another type than u32, a key given twice (the last one won), an array of arrays (skipped).
+    void gguf_names_and_keys_llama_cpp_refuses_data() {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("64-byte tensor name") << "long-name" << "has a name of 64 bytes (at most 63)";
+        QTest::newRow("alignment as a u64") << "align-u64" << "general.alignment is not a u32";
+        QTest::newRow("key twice") << "key-twice" << "GGUF key 'general.name' appears twice";
+        QTest::newRow("array of arrays") << "nested" << "GGUF metadata holds an array of 1 elements of type 9";
+    }
+    void gguf_names_and_keys_llama_cpp_refuses() {
+        QFETCH(QString, file);
+        QFETCH(QString, message);
+        GgufEdit e;
+        if (file == "align-u64") e.u64("general.alignment", 32);
+        if (file == "key-twice") {
+            e.string("general.name", "first");
+            e.string("general.name", "second");
+        }
+        if (file == "nested") {
+            QByteArray arrays;
+            const uint32_t array_type = 9, u8_type = 0;
+            const uint64_t one = 1;
+            arrays.append(reinterpret_cast<const char*>(&array_type), 4).append(reinterpret_cast<const char*>(&one), 8);
+            arrays.append(reinterpret_cast<const char*>(&u8_type), 4).append(reinterpret_cast<const char*>(&one), 8).append('\x01');
+            e.raw("general.nested", 9, arrays);
+        }
+        const QString gguf = file == "long-name"
+                                 ? rebuilt_gguf("long-name.gguf", [](std::vector<fuzz::GgufTensorData>& t) { t.back().name = std::string(64, 'x'); })
+                                 : write_all(dir_.filePath(file + ".gguf"), e.apply(read_all(gguf_)));
+        const QString err = expect_failure({"convert", gguf, "-o", dir_.filePath(file + ".bin")});
+        QVERIFY2(err.contains(message), qPrintable(err));
+    }
+
+    // An expert table entry naming another expert's section (the expert cache and a .bin.zst read experts through
+    // it) loaded; check called it invalid. Now the loader refuses it, in check's words.
+    void bin_expert_entry_naming_another_section() {
+        BinBytes b(read_all(good_));
         const int e0 = b.find_section(SectionKind::Expert, 0, 0), e1 = b.find_section(SectionKind::Expert, 0, 1);
         QVERIFY(e0 > 0 && e1 > 0);
         ExpertEntry x = b.expert(0);
@@ -805,48 +826,51 @@ private slots:
         x.size = b.section(static_cast<uint32_t>(e1)).size;
         b.set_expert(0, x);
         b.reseal();
-        const QString entry = write_all(dir_.filePath("expert-entry-elsewhere.bin"), b.bytes());
-        QString err = expect_failure({"info", entry});
+        const QString path = write_all(dir_.filePath("expert-entry-elsewhere.bin"), b.bytes());
+        const QString err = expect_failure({"info", path});
         QVERIFY2(err.contains("expert table entry 0: L0 E0 refers to section #" + QString::number(e1) + " expert L0 E1"), qPrintable(err));
-        QVERIFY(expect_failure({"logits", "-m", entry, "--tokens", "1,2"}).contains("expert table entry 0"));
-        CliResult c = run_cli({"check", entry});
+        QVERIFY(expect_failure({"logits", "-m", path, "--tokens", "1,2"}).contains("expert table entry 0"));
+        const CliResult c = run_cli({"check", path});
         QCOMPARE(c.exit_code, 1);
         QVERIFY2(c.out.contains("expert table entry 0: L0 E0 refers to layer 0 expert 1"), c.out.constData());
+    }
 
-        // Two experts' gate projections trading places: each in the other's section, both still inside one.
-        BinBytes t(good);
+    // Two experts' gate projections trading places: each in the other's section, both inside one. It loaded with
+    // the weights bound by name from the wrong sections; check called it invalid.
+    void bin_tensor_in_another_experts_section() {
+        BinBytes t(read_all(good_));
+        const int e1 = t.find_section(SectionKind::Expert, 0, 1);
         const int g0 = t.tensor_index("layers.0.experts.0.gate"), g1 = t.tensor_index("layers.0.experts.1.gate");
-        QVERIFY(g0 >= 0 && g1 >= 0);
-        TensorEntry a = t.tensor(static_cast<uint32_t>(g0)), bb = t.tensor(static_cast<uint32_t>(g1));
-        std::swap(a.section, bb.section);
-        std::swap(a.offset, bb.offset);
+        QVERIFY(e1 > 0 && g0 >= 0 && g1 >= 0);
+        TensorEntry a = t.tensor(static_cast<uint32_t>(g0)), b = t.tensor(static_cast<uint32_t>(g1));
+        std::swap(a.section, b.section);
+        std::swap(a.offset, b.offset);
         t.set_tensor(static_cast<uint32_t>(g0), a);
-        t.set_tensor(static_cast<uint32_t>(g1), bb);
+        t.set_tensor(static_cast<uint32_t>(g1), b);
         t.reseal();
-        const QString swapped = write_all(dir_.filePath("tensor-elsewhere.bin"), t.bytes());
-        err = expect_failure({"info", swapped});
+        const QString path = write_all(dir_.filePath("tensor-elsewhere.bin"), t.bytes());
+        const QString err = expect_failure({"info", path});
         QVERIFY2(err.contains("tensor layers.0.experts.0.gate: lies in section #" + QString::number(e1) + " expert L0 E1, it belongs in layer 0 expert 0"),
                  qPrintable(err));
-        c = run_cli({"check", swapped});
+        const CliResult c = run_cli({"check", path});
         QCOMPARE(c.exit_code, 1);
         QVERIFY2(c.out.contains("tensor layers.0.experts.0.gate: lies in layer 0 expert 1"), c.out.constData());
     }
 
-    // One bound for the tokenizer, its config and the chat template (format.h, kMaxTextSectionBytes = 256 MiB),
-    // applied by the converter, the loader and check alike. A 257 MiB tokenizer section used to load while check
-    // called the file invalid.
-    void text_sections_have_one_bound() {
-        constexpr qint64 kOver = (qint64(256) << 20) + 4096;
-        // The converter refuses a larger tokenizer.json before reading it (a sparse file: no disk is used).
+    // The converter refuses a larger tokenizer.json before reading it (a sparse file: no disk is used).
+    void text_bound_in_the_converter() {
         const QString d = hf_copy("big-tokenizer", read_all(reference("hf/qwen2_moe/model/config.json")));
         QFile tok(d + "/tokenizer.json");
-        QVERIFY(tok.open(QIODevice::WriteOnly) && tok.resize(kOver));
+        QVERIFY(tok.open(QIODevice::WriteOnly) && tok.resize(kOverTextBound));
         tok.close();
-        QString err = expect_failure({"convert", d, "-o", dir_.filePath("big-tok.bin")});
-        QVERIFY2(err.contains("tokenizer.json: too large (" + QString::number(kOver) + " bytes, at most 268435456)"), qPrintable(err));
+        const QString err = expect_failure({"convert", d, "-o", dir_.filePath("big-tok.bin")});
+        QVERIFY2(err.contains("tokenizer.json: too large (" + QString::number(kOverTextBound) + " bytes, at most 268435456)"), qPrintable(err));
         QVERIFY(!QFile::exists(dir_.filePath("big-tok.bin")));
+    }
 
-        // A .bin whose tokenizer section is the real tokenizer followed by spaces, 257 MiB in all.
+    // A .bin whose tokenizer section is the real tokenizer followed by spaces, 257 MiB in all: it loaded while check
+    // called the file invalid; both refuse it now, in the same words.
+    void text_bound_in_the_loader_and_check() {
         BinBytes b(read_all(qwen3_));
         const int i = b.find_section(SectionKind::TokenizerJson);
         QVERIFY(i > 0);
@@ -856,12 +880,12 @@ private slots:
         XXH64_state_t* st = XXH64_createState();
         XXH64_reset(st, 0);
         XXH64_update(st, text.constData(), static_cast<size_t>(text.size()));
-        qint64 left = kOver - text.size();
-        for (qint64 k = left; k > 0; k -= spaces.size()) XXH64_update(st, spaces.constData(), static_cast<size_t>(std::min<qint64>(k, spaces.size())));
+        for (qint64 k = kOverTextBound - text.size(); k > 0; k -= spaces.size())
+            XXH64_update(st, spaces.constData(), static_cast<size_t>(std::min<qint64>(k, spaces.size())));
         s.xxh64 = XXH64_digest(st);
         XXH64_freeState(st);
         s.offset = static_cast<uint64_t>(b.bytes().size());  // the converter pads its files to 4096 bytes
-        s.size = static_cast<uint64_t>(kOver);
+        s.size = static_cast<uint64_t>(kOverTextBound);
         b.set_section(static_cast<uint32_t>(i), s);
         FileHeader h = b.header();
         h.file_size = s.offset + s.size;
@@ -871,32 +895,44 @@ private slots:
         QFile out(big);
         QVERIFY(out.open(QIODevice::WriteOnly));
         QVERIFY(out.write(b.bytes()) == b.bytes().size() && out.write(text) == text.size());
-        for (; left > 0; left -= spaces.size()) QVERIFY(out.write(spaces.constData(), std::min<qint64>(left, spaces.size())) > 0);
+        for (qint64 left = kOverTextBound - text.size(); left > 0; left -= spaces.size())
+            QVERIFY(out.write(spaces.constData(), std::min<qint64>(left, spaces.size())) > 0);
         out.close();
-        err = expect_failure({"info", big});
-        QVERIFY2(err.contains("268439552 bytes, more than the 256 MiB a text section may hold"), qPrintable(err));
+        const QString err = expect_failure({"info", big});
+        const QString why = QString::number(kOverTextBound) + " bytes, more than the 256 MiB a text section may hold";
+        QVERIFY2(err.contains(why), qPrintable(err));
         const CliResult c = run_cli({"check", big});
-        QCOMPARE(c.exit_code, 1);
-        QVERIFY2(c.out.contains("tokenizer: 268439552 bytes, more than the 256 MiB a text section may hold"), c.out.constData());
         QFile::remove(big);
+        QCOMPARE(c.exit_code, 1);
+        QVERIFY2(c.out.contains(("tokenizer: " + why).toUtf8()), c.out.constData());
     }
 
     // nlohmann's parser takes a NUL byte for the end of the input: everything after one in a JSON file was dropped
-    // without a word. Each JSON input now refuses a NUL wherever it is.
-    void json_with_a_nul_is_refused() {
+    // without a word. Each JSON file of a model directory now refuses a NUL wherever it is.
+    void json_file_with_a_nul_data() {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("config.json") << "config.json" << "config.json: holds a NUL byte at offset ";
+        QTest::newRow("generation_config.json") << "generation_config.json" << "generation_config.json: holds a NUL byte at offset 19";
+        QTest::newRow("tokenizer.json") << "tokenizer.json" << "tokenizer.json holds a NUL byte at offset ";
+    }
+    void json_file_with_a_nul() {
+        QFETCH(QString, file);
+        QFETCH(QString, message);
         const QByteArray config = read_all(reference("hf/qwen2_moe/model/config.json")).trimmed();
-        const QByteArray cut = config + QByteArray(1, '\0') + "{\"num_experts\": 3}";
-        QString err = expect_failure({"convert", hf_copy("nul-config", cut), "-o", dir_.filePath("nul.bin")});
-        QVERIFY2(err.contains("config.json: holds a NUL byte at offset " + QString::number(config.size())), qPrintable(err));
-        const QString gen_dir = hf_copy("nul-gen", config);
-        write_all(gen_dir + "/generation_config.json", "{\"eos_token_id\": 2}" + QByteArray(1, '\0') + "{\"eos_token_id\": 7}");
-        QVERIFY(expect_failure({"convert", gen_dir, "-o", dir_.filePath("nul.bin")}).contains("generation_config.json: holds a NUL byte"));
-        const QString tok_dir = hf_copy("nul-tok", config);
-        const QByteArray tok = read_all(reference("tokenizers/qwen3/tokenizer.json")).trimmed();
-        write_all(tok_dir + "/tokenizer.json", tok + QByteArray(1, '\0'));
-        QVERIFY(expect_failure({"convert", tok_dir, "-o", dir_.filePath("nul.bin")}).contains("tokenizer.json holds a NUL byte"));
+        const QByteArray nul(1, '\0');
+        const QString d = hf_copy("nul-" + file, file == "config.json" ? config + nul + "{\"num_experts\": 3}" : config);
+        if (file == "generation_config.json") write_all(d + "/generation_config.json", "{\"eos_token_id\": 2}" + nul + "{\"eos_token_id\": 7}");
+        // The demo model's tokenizer fits the reference's 4096 rows: without the NUL it converts.
+        if (file == "tokenizer.json")
+            write_all(d + "/tokenizer.json", read_all(QStringLiteral(COLIBRI_SOURCE_DIR "/resources/demo_model/tokenizer.json")).trimmed() + nul + "{");
+        const QString err = expect_failure({"convert", d, "-o", dir_.filePath("nul.bin")});
+        QVERIFY2(err.contains(message), qPrintable(err));
         QVERIFY(!QFile::exists(dir_.filePath("nul.bin")));
-        // Inside a .bin: a tokenizer config with a NUL before its padding.
+    }
+
+    // Inside a .bin: a tokenizer config with a NUL before its padding loaded as "{}".
+    void json_section_with_a_nul() {
         const QString bin = qwen3_with("nul-config.bin", SectionKind::TokenizerConfig, "{}" + QByteArray(1, '\0') + "{\"bos_token\": 5}");
         QVERIFY(!bin.isEmpty());
         QVERIFY(expect_failure({"info", bin}).contains("tokenizer_config.json holds a NUL byte at offset 2"));
