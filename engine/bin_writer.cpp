@@ -105,16 +105,13 @@ Status BinWriter::layout() {
     // The loader's structural rules (engine/file_rules.h) on the tables as they will be written, before a byte is:
     // what the loader or `colibri check` would refuse is not written at all.
     FileTables planned{header(), file_size_, sections_, tensors_, layers_, experts_};
-    std::string first;
-    const ProblemSink keep_first = [&first](const std::string& p) {
-        if (first.empty()) first = p;
-    };
+    FirstProblem first;
     const SectionNames names = [this](uint32_t i) { return section_description(sections_[i], i); };
-    check_sections(planned, names, keep_first);
+    check_sections(planned, names, first.sink());
     std::unordered_map<std::string, uint32_t> by_name;
-    check_tensor_entries(planned, names, keep_first, &by_name);
-    check_layer_and_expert_tables(planned, names, keep_first);
-    if (!first.empty()) return error("refusing to write a model the loader would refuse: " + first);
+    check_tensor_entries(planned, names, first.sink(), &by_name);
+    check_layer_and_expert_tables(planned, names, first.sink());
+    if (!first.text.empty()) return error("refusing to write a model the loader would refuse: " + first.text);
     return Status::ok();
 }
 

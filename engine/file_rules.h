@@ -38,6 +38,16 @@ using SectionNames = std::function<std::string(uint32_t index)>;
 // Receives each problem, one line without a prefix for the file.
 using ProblemSink = std::function<void(const std::string&)>;
 
+// Keeps the first problem reported, for the callers that stop at one (the loader, the writer).
+struct FirstProblem {
+    std::string text;
+    ProblemSink sink() {
+        return [this](const std::string& p) {
+            if (text.empty()) text = p;
+        };
+    }
+};
+
 // Section 0 is the metadata and no other section is; every section is aligned, lies inside the image after the
 // metadata, overlaps no other and repeats no other's (kind, layer, expert); a text section holds at most
 // kMaxTextSectionBytes.

@@ -242,15 +242,12 @@ Status Model::bind() {
     const std::vector<bool> layer_is_moe = moe_layers(file_->tables());
     // The tensors against the family's schema, as `colibri check` sees them (engine/file_rules.h): the first problem
     // is the error.
-    std::string first;
-    const ProblemSink keep_first = [&first](const std::string& p) {
-        if (first.empty()) first = p;
-    };
-    const std::vector<schema::TensorSpec> expected = expected_tensors(file_->tables(), keep_first);
-    if (!first.empty()) return error(first);
+    FirstProblem first;
+    const std::vector<schema::TensorSpec> expected = expected_tensors(file_->tables(), first.sink());
+    if (!first.text.empty()) return error(first.text);
     std::vector<bool> tensor_ok(file_->tensors().size(), true);
-    check_tensor_set(file_->tables(), expected, file_->tensor_index(), file_->section_names(), keep_first, &tensor_ok);
-    if (!first.empty()) return error(first);
+    check_tensor_set(file_->tables(), expected, file_->tensor_index(), file_->section_names(), first.sink(), &tensor_ok);
+    if (!first.text.empty()) return error(first.text);
 
     Binder b(*file_);
     layers_.resize(hp.n_layers);

@@ -37,20 +37,6 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
     return file;
 }
 
-namespace {
-
-// Collects the first problem the shared rules find.
-struct FirstProblem {
-    std::string text;
-    ProblemSink sink() {
-        return [this](const std::string& p) {
-            if (text.empty()) text = p;
-        };
-    }
-};
-
-}  // namespace
-
 Status ModelFile::validate() {
     FileHeader& header = tables_.header;
     std::memcpy(&header, image_.data(), sizeof(FileHeader));

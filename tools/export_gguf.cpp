@@ -166,11 +166,9 @@ Status export_gguf(const std::string& bin_path, const std::string& out_path, boo
         if (family != Family::GptOss && (l.is_moe & format::kLayerSliding))
             return error(bin_path + ": its layers attend to a sliding window, which llama.cpp's " + arch + " does not");
     // The tensors the loader checks against (engine/file_rules.h): hyper-parameters it refuses are refused here too.
-    std::string refused;
-    const std::vector<schema::TensorSpec> specs = format::expected_tensors(m.tables(), [&refused](const std::string& p) {
-        if (refused.empty()) refused = p;
-    });
-    if (!refused.empty()) return error(bin_path + ": " + refused);
+    format::FirstProblem refused;
+    const std::vector<schema::TensorSpec> specs = format::expected_tensors(m.tables(), refused.sink());
+    if (!refused.text.empty()) return error(bin_path + ": " + refused.text);
     std::vector<OutTensor> out;
     std::map<std::string, size_t> by_name;
     for (const schema::TensorSpec& spec : specs) {
