@@ -1285,7 +1285,7 @@ struct StreamedModel {
 };
 
 // nlohmann::json SAX handler: builds the document as json values, except model.vocab (an object) and model.merges
-// (an array), which go to a StreamedModel. The nesting is bounded by json_too_deep before parsing.
+// (an array), which go to a StreamedModel. The nesting (and a NUL byte) is refused by json_text_problem before parsing.
 class TokenizerJsonReader {
 public:
     explicit TokenizerJsonReader(StreamedModel& model) : model_(model) {}
@@ -2101,8 +2101,7 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
     try {
         if (tokenizer_json.find_first_not_of(" \t\r\n") == std::string_view::npos)
             return error("tokenizer.json is empty");
-        if (json_too_deep(tokenizer_json, kMaxJsonDepth))
-            return error("tokenizer.json nests deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels");
+        if (const std::string why = json_text_problem(tokenizer_json); !why.empty()) return error("tokenizer.json " + why);
         StreamedModel streamed;
         TokenizerJsonReader reader(streamed);
         if (!json::sax_parse(tokenizer_json.begin(), tokenizer_json.end(), &reader))
@@ -2171,8 +2170,7 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::str
         stage = "tokenizer_config.json";
         json cfg = json::object();
         if (tokenizer_config_json.find_first_not_of(" \t\r\n") != std::string_view::npos) {
-            if (json_too_deep(tokenizer_config_json, kMaxJsonDepth))
-                return error("tokenizer_config.json nests deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels");
+            if (const std::string why = json_text_problem(tokenizer_config_json); !why.empty()) return error("tokenizer_config.json " + why);
             try {
                 cfg = json::parse(tokenizer_config_json.begin(), tokenizer_config_json.end());
             } catch (const json::parse_error& e) {
