@@ -1019,8 +1019,11 @@ int main(int argc, char** argv) {
     serve->add_option("--port", sargs.port, "port (default 8080; 0 picks a free one)");
     serve->add_option("--slots", sargs.slots, "sequences decoded together, each with its own KV cache (default 4)");
     serve->add_option("--api-key", sargs.api_key, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY)");
-    serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (with --shm-key)");
-    serve->add_option("--shm-key", sargs.shm_key, "local mode: shared memory /dev/shm/colibri-KEY (with --socket)");
+    serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (mode 0660: this user and group)");
+    serve->add_option("--shm-key", sargs.shm_key, "local mode: names the connections' shared memory (memfd:KEY-reply; optional)");
+    serve->add_option("--socket-connections", sargs.socket_connections, "local mode: connections open at once (default: max(16, slots + max-queue))");
+    serve->add_option("--socket-per-user", sargs.socket_per_user, "local mode: connections one uid may hold (default: half of --socket-connections)");
+    serve->add_option("--socket-idle", sargs.socket_idle_s, "local mode: seconds a connection may stay idle before it is closed (default 60)");
     serve->add_option("--max-queue", sargs.max_queue, "requests waiting for a slot before 429 (default 64)");
     serve->add_option("--max-tokens", sargs.max_tokens, "most tokens one request may generate (default: the context)");
     serve->add_option("--max-body", sargs.max_body, "largest request body in bytes (default 2 MiB)");

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <random>
 
+#include "server/api_key.h"
+
 namespace colibri::server {
 
 namespace {
@@ -144,12 +146,6 @@ private:
         return ok;
     }
 };
-
-bool constant_time_equal(const std::string& a, const std::string& b) {
-    unsigned char diff = a.size() == b.size() ? 0 : 1;
-    for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % std::max<size_t>(b.size(), 1)]);
-    return diff == 0;
-}
 
 // The OpenAI error for a status httplib answered by itself (no route, body too large, bad request line).
 ApiError status_error(int status, const std::string& path) {
