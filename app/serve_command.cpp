@@ -70,9 +70,11 @@ int cmd_serve(ServeArgs a) {
     if (!split_host(a.host, host, port)) return fail("--host '" + a.host + "' is not HOST, HOST:PORT or [IPV6]:PORT");
     if (port < 0) port = 8080;
     if (a.socket_path.empty() && !a.shm_key.empty()) return fail("--shm-key names the local mode's memory: it needs --socket");
-    if (a.socket_connections > 4096) return fail("--socket-connections must be between 1 and 4096");
-    if (a.socket_idle_s < 1) return fail("--socket-idle must be at least 1 second");
     if (a.slots == 0 || a.slots > 256) return fail("--slots must be between 1 and 256");
+    if (a.socket_connections > 4096) return fail("--socket-connections must be between 1 and 4096");
+    const uint32_t socket_connections = a.socket_connections ? a.socket_connections : std::max(16u, a.slots + a.max_queue);
+    if (a.socket_per_user > socket_connections) return fail("--socket-per-user must not exceed --socket-connections");
+    if (a.socket_idle_s < 1) return fail("--socket-idle must be at least 1 second");
     if (a.api_key.empty())
         if (const char* k = std::getenv("COLIBRI_API_KEY")) a.api_key = k;
 
@@ -128,8 +130,7 @@ int cmd_serve(ServeArgs a) {
         lo.max_body = a.max_body;
         lo.request_timeout_s = a.timeout_s;
         lo.idle_timeout_s = a.socket_idle_s;
-        lo.max_connections = a.socket_connections ? a.socket_connections : std::max(16u, a.slots + a.max_queue);
-        if (a.socket_per_user > lo.max_connections) return fail("--socket-per-user must not exceed --socket-connections");
+        lo.max_connections = socket_connections;
         lo.max_per_user = a.socket_per_user;
         server::ApiLimits local_limits = limits;
         local_limits.require_model = false;

@@ -304,6 +304,24 @@ private slots:
         for (int fd : mute) ::close(fd);
     }
 
+    // Options that cannot work are refused before the model loads, with one line.
+    void bad_local_options_are_refused() {
+        const QList<std::pair<QStringList, QString>> cases = {
+            {{"--socket-connections", "4", "--socket-per-user", "5"}, "--socket-per-user must not exceed --socket-connections"},
+            {{"--socket-connections", "5000"}, "--socket-connections must be between 1 and 4096"},
+            {{"--socket-idle", "0"}, "--socket-idle must be at least 1 second"},
+        };
+        for (const auto& [extra, message] : cases) {
+            const CliResult r = run_cli(QStringList{"serve", "-m", "/nonexistent.bin", "--socket", dir_.filePath("bad.sock")} + extra);
+            QCOMPARE(r.exit_code, 1);
+            QCOMPARE(QString::fromUtf8(r.err).trimmed(), "colibri: serve: " + message);
+        }
+        const CliResult r = run_cli({"serve", "-m", kDemo, "--shm-key", "x"});
+        QVERIFY2(r.exit_code != 0 && r.err.startsWith("colibri: serve: --shm-key"), r.err.constData());
+        const CliResult slash = run_cli({"serve", "-m", kDemo, "--port", "0", "--socket", dir_.filePath("bad.sock"), "--shm-key", "a/b"});
+        QVERIFY2(slash.exit_code != 0 && slash.err.contains("colibri: serve: --shm-key: 1 to 200 characters"), slash.err.constData());
+    }
+
     void the_cli_client() {
         QProcess p;
         p.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-client"), {"--socket", socket_, "-n", "5", "--seed", "3", "Hi there"});
