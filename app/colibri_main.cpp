@@ -1020,8 +1020,11 @@ int main(int argc, char** argv) {
     serve->add_option("--slots", sargs.slots, "sequences decoded together, each with its own KV cache (default 4)");
     serve->add_option("--api-key", sargs.api_keys, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY); repeat for several clients, each with its own prefix cache");
     serve->add_flag("--share-prefix-cache", sargs.share_prefix_cache, "a prompt prefix cached for one API key also serves the others (default: per key)");
-    serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (with --shm-key)");
-    serve->add_option("--shm-key", sargs.shm_key, "local mode: shared memory /dev/shm/colibri-KEY (with --socket)");
+    serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (mode 0660: this user and group)");
+    serve->add_option("--shm-key", sargs.shm_key, "local mode: names the connections' shared memory (memfd:KEY-reply; optional)");
+    serve->add_option("--socket-connections", sargs.socket_connections, "local mode: connections open at once (default: max(16, slots + max-queue))");
+    serve->add_option("--socket-per-user", sargs.socket_per_user, "local mode: connections one uid may hold (default: half of --socket-connections)");
+    serve->add_option("--socket-idle", sargs.socket_idle_s, "local mode: seconds a connection may stay idle before it is closed (default 60)");
     serve->add_option("--max-queue", sargs.max_queue, "requests waiting for a slot before 429 (default 64)");
     serve->add_option("--max-tokens", sargs.max_tokens, "most tokens one request may generate (default: the context)");
     serve->add_option("--max-body", sargs.max_body, "largest request body in bytes (default 2 MiB)");

@@ -69,8 +69,12 @@ int cmd_serve(ServeArgs a) {
     std::string host;
     if (!split_host(a.host, host, port)) return fail("--host '" + a.host + "' is not HOST, HOST:PORT or [IPV6]:PORT");
     if (port < 0) port = 8080;
-    if (a.socket_path.empty() != a.shm_key.empty()) return fail("--socket and --shm-key go together");
+    if (a.socket_path.empty() && !a.shm_key.empty()) return fail("--shm-key names the local mode's memory: it needs --socket");
     if (a.slots == 0 || a.slots > 256) return fail("--slots must be between 1 and 256");
+    if (a.socket_connections > 4096) return fail("--socket-connections must be between 1 and 4096");
+    const uint32_t socket_connections = a.socket_connections ? a.socket_connections : std::max(16u, a.slots + a.max_queue);
+    if (a.socket_per_user > socket_connections) return fail("--socket-per-user must not exceed --socket-connections");
+    if (a.socket_idle_s < 1) return fail("--socket-idle must be at least 1 second");
     if (a.api_keys.empty())
         if (const char* k = std::getenv("COLIBRI_API_KEY"); k != nullptr && *k != '\0') a.api_keys.push_back(k);
     for (const std::string& k : a.api_keys)
@@ -124,9 +128,13 @@ int cmd_serve(ServeArgs a) {
     if (!a.socket_path.empty()) {
         server::LocalOptions lo;
         lo.socket_path = a.socket_path;
-        lo.shm_key = a.shm_key;
+        if (!a.shm_key.empty()) lo.name = a.shm_key;
+        lo.api_keys = a.api_keys;
+        lo.max_body = a.max_body;
         lo.request_timeout_s = a.timeout_s;
-        lo.rings = std::max(16u, a.slots + a.max_queue);
+        lo.idle_timeout_s = a.socket_idle_s;
+        lo.max_connections = socket_connections;
+        lo.max_per_user = a.socket_per_user;
         server::ApiLimits local_limits = limits;
         local_limits.require_model = false;
         local = std::make_unique<server::LocalServer>(scheduler, served, local_limits, lo);
@@ -137,8 +145,7 @@ int cmd_serve(ServeArgs a) {
                  format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(), v6 ? "]" : "",
                  bound.value(), a.api_keys.empty() ? "" : " (API key required)");
     if (local)
-        std::fprintf(stderr, "colibri serve: local mode on %s (0660), shared memory /dev/shm/colibri-%s (0600)\n", a.socket_path.c_str(),
-                     a.shm_key.c_str());
+        std::fprintf(stderr, "colibri serve: local mode on %s (mode 0660)%s\n", a.socket_path.c_str(), a.api_keys.empty() ? "" : " (API key required)");
 
     std::atomic<bool> signalled{false};
     std::thread stopper([&http, &signalled, stop_signals] {

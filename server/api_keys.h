@@ -24,10 +24,14 @@ public:
         static constexpr std::string_view kBearer = "Bearer ";
         if (keys_.empty()) return 0;
         const bool bearer = authorization.substr(0, kBearer.size()) == kBearer;
-        const std::string_view given = bearer ? authorization.substr(kBearer.size()) : std::string_view();
+        const uint32_t scope = scope_of_key(bearer ? authorization.substr(kBearer.size()) : std::string_view());
+        return bearer ? scope : 0;
+    }
+    // The same for a key given as it is (the local socket's HELLO).
+    uint32_t scope_of_key(std::string_view given) const {
         uint32_t scope = 0;
         for (size_t i = 0; i < keys_.size(); ++i)
-            if (equal(given, keys_[i]) && bearer) scope = static_cast<uint32_t>(i + 1);
+            if (equal(given, keys_[i])) scope = static_cast<uint32_t>(i + 1);
         return scope;
     }
 

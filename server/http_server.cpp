@@ -15,6 +15,7 @@
 #include "server/api_keys.h"
 #include "server/http_connections.h"
 
+
 namespace colibri::server {
 
 namespace {
