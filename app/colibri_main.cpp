@@ -1045,7 +1045,8 @@ int main(int argc, char** argv) {
         return 2;
     }
 
-    if (!colibri::cli::configure_kernels_or_report()) return 1;  // COLIBRI_KERNEL, else the tune cache
+    // COLIBRI_KERNEL, else the tune cache; tune measures every variant itself and rewrites the cache.
+    if (!*tune && !colibri::cli::configure_kernels_or_report()) return 1;
     try {
         if (*tune) return colibri::cli::cmd_tune(as_json, tune_quick);
         if (*convert) return cmd_convert(src, out, type_name, zstd, zstd_level, quiet);

@@ -1,0 +1,411 @@
+// Hostile inputs, round 3 (issue 31), the runtime's part, end to end through the CLI: the tune cache read at
+// every start and written by `colibri tune`, thread creation refused by a process or memory limit, tiny
+// temperatures, and routing traces (sizes, FIFOs, traces of another model). Each was an abort, a hang, a
+// clobbered or half-written file, or a wrong result; each must now be a clear one-line error (or a one-line
+// warning where the command can go on) promptly, leaving the file system as it was.
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <cerrno>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../test_support.h"
+
+using namespace colibri::test;
+
+extern char** environ;
+
+namespace {
+
+// What a child runs under: extra environment, and the limits the hostile cases need (set after fork, so only
+// the child has them).
+struct ChildSetup {
+    std::vector<std::string> env;        // "NAME=value", added to (or replacing) this process's environment
+    std::optional<rlim_t> nproc;         // RLIMIT_NPROC: processes and threads of the child's user
+    std::optional<rlim_t> fsize;         // RLIMIT_FSIZE, with SIGXFSZ ignored so a write fails with EFBIG
+    std::optional<rlim_t> address_space, stack;  // RLIMIT_AS and RLIMIT_STACK (glibc's thread stack size)
+    bool as_nobody = false;              // run as uid/gid 65534 (root only: RLIMIT_NPROC binds other users)
+    QByteArray input;                    // stdin
+    std::string program = COLIBRI_CLI;
+};
+
+// The CLI as a child process whose stderr can be watched while it runs (serve) and whose resources are seen.
+class Child {
+public:
+    ~Child() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        for (int fd : {out_, err_})
+            if (fd >= 0) ::close(fd);
+    }
+
+    bool start(const QStringList& args, const ChildSetup& setup = {}) {
+        std::vector<std::string> storage{setup.program};
+        for (const QString& a : args) storage.push_back(a.toStdString());
+        std::vector<char*> argv;
+        for (std::string& s : storage) argv.push_back(s.data());
+        argv.push_back(nullptr);
+        std::vector<std::string> env_storage;
+        for (char** e = environ; *e != nullptr; ++e) {
+            const std::string entry(*e);
+            bool replaced = false;
+            for (const std::string& mine : setup.env)
+                replaced = replaced || entry.substr(0, entry.find('=') + 1) == mine.substr(0, mine.find('=') + 1);
+            if (!replaced) env_storage.push_back(entry);
+        }
+        for (const std::string& mine : setup.env) env_storage.push_back(mine);
+        std::vector<char*> envp;
+        for (std::string& s : env_storage) envp.push_back(s.data());
+        envp.push_back(nullptr);
+
+        // `exec` closes its write end: start() returns once the CLI runs, so a signal sent after it reaches the CLI
+        // and not this test's forked copy (whose handlers are QtTest's).
+        int in[2], out[2], err[2], exec[2];
+        if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(exec, O_CLOEXEC) != 0) return false;
+        pid_ = fork();
+        if (pid_ < 0) return false;
+        if (pid_ == 0) {  // only async-signal-safe calls until exec
+            sigset_t none;
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, nullptr);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGINT, SIG_DFL);
+            dup2(in[0], 0);
+            dup2(out[1], 1);
+            dup2(err[1], 2);
+            auto limit = [](int resource, rlim_t v) {
+                const struct rlimit r{v, v};
+                if (setrlimit(resource, &r) != 0) _exit(125);
+            };
+            if (setup.fsize) {
+                signal(SIGXFSZ, SIG_IGN);
+                limit(RLIMIT_FSIZE, *setup.fsize);
+            }
+            if (setup.address_space) limit(RLIMIT_AS, *setup.address_space);
+            if (setup.stack) limit(RLIMIT_STACK, *setup.stack);
+            if (setup.as_nobody) {
+                if (setgroups(0, nullptr) != 0 || setgid(65534) != 0) _exit(125);
+                if (setup.nproc) limit(RLIMIT_NPROC, *setup.nproc);
+                if (setuid(65534) != 0) _exit(125);
+            } else if (setup.nproc) {
+                limit(RLIMIT_NPROC, *setup.nproc);
+            }
+            execve(setup.program.c_str(), argv.data(), envp.data());
+            _exit(127);
+        }
+        ::close(in[0]);
+        ::close(out[1]);
+        ::close(err[1]);
+        ::close(exec[1]);
+        char ignored;
+        while (::read(exec[0], &ignored, 1) < 0 && errno == EINTR) {
+        }
+        ::close(exec[0]);
+        if (!setup.input.isEmpty()) (void)!::write(in[1], setup.input.constData(), static_cast<size_t>(setup.input.size()));
+        ::close(in[1]);
+        out_ = out[0];
+        err_ = err[0];
+        return true;
+    }
+
+    // Reads output until stderr holds `needle` (true), the child ends or timeout_ms pass (false).
+    bool wait_for_err(const QByteArray& needle, int timeout_ms) {
+        QElapsedTimer clock;
+        clock.start();
+        while (!err.contains(needle)) {
+            if (clock.elapsed() > timeout_ms || !pump(100)) return err.contains(needle);
+        }
+        return true;
+    }
+
+    // Waits for the end, killing the child after timeout_ms (timed_out then).
+    void finish(int timeout_ms) {
+        QElapsedTimer clock;
+        clock.start();
+        while (pid_ > 0) {
+            pump(20);
+            int status = 0;
+            struct rusage ru {};
+            const pid_t r = wait4(pid_, &status, WNOHANG, &ru);
+            if (r == pid_) {
+                while (pump(0)) {
+                }
+                pid_ = -1;
+                exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+                term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+                peak_rss_mib = ru.ru_maxrss / 1024;
+                seconds = double(clock.elapsed()) / 1000.0;
+                return;
+            }
+            if (clock.elapsed() > timeout_ms) {
+                timed_out = true;
+                ::kill(pid_, SIGKILL);
+            }
+        }
+    }
+
+    void send(int sig) {
+        if (pid_ > 0) ::kill(pid_, sig);
+    }
+
+    // The lines of stderr that start with `prefix`.
+    QStringList err_lines(const QString& prefix = {}) const {
+        return QString::fromUtf8(err).split('\n', Qt::SkipEmptyParts).filter(QRegularExpression("^" + QRegularExpression::escape(prefix)));
+    }
+
+    int exit_code = -1, term_signal = 0;
+    bool timed_out = false;
+    long peak_rss_mib = 0;
+    double seconds = 0;
+    QByteArray out, err;
+
+private:
+    // Moves what the child wrote into out/err; false once both pipes are at their end.
+    bool pump(int timeout_ms) {
+        pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+        if (out_ < 0 && err_ < 0) return false;
+        if (poll(fds, 2, timeout_ms) <= 0) return true;
+        int* fd[2] = {&out_, &err_};
+        QByteArray* into[2] = {&out, &err};
+        for (int k = 0; k < 2; ++k) {
+            if (*fd[k] < 0 || (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+            char buf[65536];
+            const ssize_t n = ::read(*fd[k], buf, sizeof buf);
+            if (n > 0) {
+                into[k]->append(buf, n);
+            } else {
+                ::close(*fd[k]);
+                *fd[k] = -1;
+            }
+        }
+        return out_ >= 0 || err_ >= 0;
+    }
+
+    pid_t pid_ = -1;
+    int out_ = -1, err_ = -1;
+};
+
+Child run(const QStringList& args, const ChildSetup& setup = {}, int timeout_ms = 120000) {
+    Child c;
+    if (c.start(args, setup)) c.finish(timeout_ms);
+    return c;
+}
+
+bool is_fifo(const QString& path) {
+    struct stat st {};
+    return lstat(QFile::encodeName(path).constData(), &st) == 0 && S_ISFIFO(st.st_mode);
+}
+bool is_char_device(const QString& path) {
+    struct stat st {};
+    return stat(QFile::encodeName(path).constData(), &st) == 0 && S_ISCHR(st.st_mode);
+}
+// Names in `dir` that a commit may have left behind (PATH.tmp, PATH.tmp.XXXXXX).
+QStringList temporaries(const QString& dir) {
+    return QDir(dir).entryList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot).filter(".tmp");
+}
+
+}  // namespace
+
+class TestHostileRuntime : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    QString model_;  // a small random mixtral with the demo tokenizer and chat template
+    QString no_cache_;  // COLIBRI_TUNE_CACHE for runs that must not read the user's cache
+
+    // Runs that must not read the user's tune cache.
+    ChildSetup clean() const {
+        ChildSetup s;
+        s.env = {no_cache_.toStdString()};
+        return s;
+    }
+
+    // A command that must fail cleanly: exactly one "colibri: " line and nothing else on stderr, non-zero exit,
+    // no crash, no hang (a blocked open or a lost thread would run into the timeout).
+    static QString one_error_line(const Child& c, const QString& what) {
+        if (c.timed_out || c.term_signal != 0) {
+            QTest::qFail(qPrintable(what + ": crashed or hung (signal " + QString::number(c.term_signal) + "): " + c.err.left(400)), __FILE__, __LINE__);
+            return {};
+        }
+        const QStringList lines = QString::fromUtf8(c.err).split('\n', Qt::SkipEmptyParts);
+        if (c.exit_code == 0 || lines.size() != 1 || !lines[0].startsWith("colibri: ")) {
+            QTest::qFail(qPrintable(what + ": expected one 'colibri: ' line and a failure, got exit " + QString::number(c.exit_code) + ": " +
+                                    c.err.left(400)),
+                         __FILE__, __LINE__);
+            return {};
+        }
+        return lines[0];
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        // Readable by the unprivileged user of the thread-limit cases.
+        QVERIFY(QFile::setPermissions(dir_.path(), QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner | QFileDevice::ReadOther |
+                                                       QFileDevice::ExeOther | QFileDevice::ReadGroup | QFileDevice::ExeGroup));
+        const QString hf = dir_.filePath("hf");
+        QVERIFY(make_model(hf, {"--family", "mixtral", "--vocab", "4096", "--hidden", "64", "--layers", "2", "--heads", "2", "--kv-heads", "1",
+                                "--experts", "4", "--top-k", "2", "--ffn", "64", "--seed", "3", "--tokenizer",
+                                QStringLiteral(COLIBRI_SOURCE_DIR "/resources/demo_model")}));
+        model_ = dir_.filePath("model.bin");
+        const CliResult r = run_cli({"convert", hf, "-o", model_, "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        no_cache_ = "COLIBRI_TUNE_CACHE=" + dir_.filePath("no-such-cache.json");
+    }
+
+    // ---------------------------------------------------------------- item 7: reading the tune cache
+    // A directory, a FIFO, bytes that are not JSON, JSON of the wrong types or a file too large at the cache's
+    // path: every command goes on with the default kernels and says so in one warning line (they aborted on an
+    // uncaught stream exception; a FIFO would have blocked every start).
+    void a_bad_tune_cache_costs_only_the_choice() {
+        const QString d = dir_.filePath("bad-cache");
+        QVERIFY(QDir().mkpath(d + "/a-directory"));
+        QVERIFY(mkfifo(QFile::encodeName(d + "/a-fifo").constData(), 0644) == 0);
+        write_all(d + "/garbage", QByteArray("\x00\xff\xfe{\"entries\"", 14));
+        write_all(d + "/wrong-types", "{\"entries\": [{\"cpu\": 5, \"version\": [1], \"choice\": 7}], \"format\": {}}");
+        {
+            QFile big(d + "/too-large");
+            QVERIFY(big.open(QIODevice::WriteOnly) && big.resize(qint64(64) << 20));  // sparse
+        }
+        const QString chat_input = "hello\n";
+        const QStringList all_commands[] = {
+            {"info", model_},
+            {"logits", "-m", model_, "--tokens", "1,2", "--top", "1"},
+            {"generate", "-m", model_, "--tokens", "1,2", "-n", "2", "--greedy"},
+            {"bench", "-m", model_, "-p", "4", "-n", "4", "-r", "1", "--bandwidth-mib", "8"},
+            {"route", "-m", model_, "--tokens", "1,2", "--json"},
+            {"chat", "-m", model_, "-n", "2", "--greedy"},
+        };
+        for (const QString kind : {"a-directory", "a-fifo", "garbage", "wrong-types", "too-large"}) {
+            ChildSetup setup;
+            setup.env = {("COLIBRI_TUNE_CACHE=" + d + "/" + kind).toStdString()};
+            setup.input = chat_input.toUtf8();
+            const bool warns = kind != "wrong-types";  // a well-formed cache without a usable entry is no news
+            for (const QStringList& args : all_commands) {
+                if (kind != "a-directory" && args[0] != "generate" && args[0] != "info") continue;  // every command once is enough
+                const Child c = run(args, setup, 60000);
+                const QString what = kind + ": " + args[0];
+                QVERIFY2(!c.timed_out && c.term_signal == 0 && c.exit_code == 0, qPrintable(what + ": exit " + QString::number(c.exit_code) + " signal " +
+                                                                                             QString::number(c.term_signal) + ": " + c.err.left(600)));
+                const QStringList warnings = c.err_lines("colibri: warning: ");
+                QCOMPARE(warnings.size(), warns ? 1 : 0);
+                if (warns) {
+                    QVERIFY2(warnings[0].startsWith("colibri: warning: tune cache " + d + "/" + kind + ": ") &&
+                                 warnings[0].endsWith("the default kernels are used"),
+                             qPrintable(warnings[0]));
+                }
+                QVERIFY2(!c.err.contains("terminate"), c.err.constData());
+            }
+        }
+        QVERIFY(QFileInfo(d + "/a-directory").isDir() && is_fifo(d + "/a-fifo"));
+    }
+
+    // ---------------------------------------------------------------- item 7: writing the tune cache
+    // `colibri tune` commits its file: what is not a regular file is refused (a directory, a FIFO, a device node
+    // or a link to one stays as it was), a symlink to a file is written through, a planted PATH.tmp link is never
+    // followed, and a full disk leaves the old cache and no temporary file.
+    void tune_commits_its_cache_safely() {
+        const QString d = dir_.filePath("tune");
+        QVERIFY(QDir().mkpath(d));
+        auto tune = [&](const QString& cache, const ChildSetup& extra = {}) {
+            ChildSetup setup = extra;
+            setup.env.push_back(("COLIBRI_TUNE_CACHE=" + cache).toStdString());
+            return run({"tune", "--quick", "--json"}, setup, 300000);
+        };
+        // A directory, a FIFO, a link to /dev/null and (where this process may make one) a device node.
+        QVERIFY(QDir().mkpath(d + "/dir.json"));
+        QVERIFY(mkfifo(QFile::encodeName(d + "/fifo.json").constData(), 0644) == 0);
+        QVERIFY(QFile::link("/dev/null", d + "/null-link.json"));
+        QStringList refused{"dir.json", "fifo.json", "null-link.json"};
+        const QString node = d + "/node.json";
+        if (mknod(QFile::encodeName(node).constData(), S_IFCHR | 0666, makedev(1, 3)) == 0) refused << "node.json";
+        else qInfo("mknod not permitted here: the device-node case runs through the link to /dev/null only");
+        for (const QString& name : refused) {
+            const Child c = tune(d + "/" + name);
+            const QString err = one_error_line(c, name);
+            // One line (tune does not read the cache it rewrites): the path and why.
+            QVERIFY2(err.contains(d + "/" + name) && err.contains("not a regular file") && err.contains("refusing to replace it"), qPrintable(err));
+            QVERIFY(c.out.contains("\"results\""));  // the measurements are still printed
+        }
+        QVERIFY(QFileInfo(d + "/dir.json").isDir() && is_fifo(d + "/fifo.json"));
+        QVERIFY(QFileInfo(d + "/null-link.json").isSymLink() && QFileInfo(d + "/null-link.json").symLinkTarget() == "/dev/null");
+        QVERIFY(is_char_device("/dev/null"));
+        if (refused.contains("node.json")) QVERIFY(is_char_device(node));
+
+        // A planted PATH.tmp link to a file someone wants overwritten: untouched, the cache written beside it.
+        const QString victim = write_all(d + "/victim", "precious");
+        QVERIFY(QFile::link(victim, d + "/tune.json.tmp"));
+        Child c = tune(d + "/tune.json");
+        QVERIFY2(c.exit_code == 0, c.err.constData());
+        QCOMPARE(read_all(victim), QByteArray("precious"));
+        QVERIFY(QFileInfo(d + "/tune.json.tmp").isSymLink());
+        QVERIFY(QFileInfo(d + "/tune.json").isFile() && !QFileInfo(d + "/tune.json").isSymLink());
+        const QByteArray cache = read_all(d + "/tune.json");
+        QVERIFY(QJsonDocument::fromJson(cache).object()["entries"].isArray());
+
+        // Through a link to a regular file: the link stays, its target is the cache.
+        write_all(d + "/real.json", "old");
+        QVERIFY(QFile::link(d + "/real.json", d + "/link.json"));
+        c = tune(d + "/link.json");
+        QVERIFY2(c.exit_code == 0, c.err.constData());
+        QVERIFY(QFileInfo(d + "/link.json").isSymLink());
+        QVERIFY(QJsonDocument::fromJson(read_all(d + "/real.json")).object()["entries"].isArray());
+        QCOMPARE(temporaries(d), QStringList{"tune.json.tmp"});
+
+        // A full disk: a tmpfs that the old cache and a filler fill, where this process may mount one; and a
+        // file size limit (RLIMIT_FSIZE) everywhere. The old cache stays whole and no temporary file is left.
+        const QString small = d + "/small-disk";
+        QVERIFY(QDir().mkpath(small));
+        if (::mount("tmpfs", QFile::encodeName(small).constData(), "tmpfs", MS_NOSUID | MS_NODEV, "size=16k") == 0) {
+            struct Unmount {
+                QString at;
+                ~Unmount() { ::umount2(QFile::encodeName(at).constData(), MNT_DETACH); }
+            } unmount{small};
+            write_all(small + "/tune.json", cache);
+            QByteArray filler(16 << 10, 'x');
+            QFile f(small + "/filler");
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            while (f.write(filler.constData(), 4096) == 4096 && f.flush()) {
+            }
+            f.close();
+            c = tune(small + "/tune.json");
+            const QString err = one_error_line(c, "tmpfs full");
+            QVERIFY2(err.contains("No space left on device"), qPrintable(err));
+            QCOMPARE(read_all(small + "/tune.json"), cache);
+            QCOMPARE(temporaries(small), QStringList());
+        } else {
+            qInfo("mounting a tmpfs is not permitted here: the full disk is simulated with RLIMIT_FSIZE only");
+        }
+        ChildSetup fsize;
+        fsize.fsize = 512;  // smaller than one entry
+        c = tune(d + "/tune.json", fsize);
+        const QString err = one_error_line(c, "RLIMIT_FSIZE");
+        QVERIFY2(err.contains("File too large"), qPrintable(err));
+        QCOMPARE(read_all(d + "/tune.json"), cache);
+        QCOMPARE(temporaries(d), QStringList{"tune.json.tmp"});
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHostileRuntime)
+#include "test_hostile_runtime.moc"
