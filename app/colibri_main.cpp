@@ -154,9 +154,11 @@ Result<Loaded> load(const ModelArgs& args) {
     if (args.context > max_position)
         return error("context " + std::to_string(args.context) + " exceeds the model's maximum of " + std::to_string(max_position));
     COLIBRI_TRY(use_budget(*model.value(), args));
+    auto pool = ThreadPool::create(args.threads);
+    if (!pool) return pool.status();
     Loaded l;
     l.model = std::move(model.value());
-    l.pool = std::make_unique<ThreadPool>(args.threads);
+    l.pool = std::move(pool.value());
     l.session = std::make_unique<Session>(*l.model, *l.pool, args.context);
     return l;
 }

@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include "server/connection_pool.h"
+
 #include <httplib.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -125,6 +127,14 @@ public:
     // more concurrent connections has SYNs dropped, and those clients wait a second for the retransmission
     // (colibri-serve-bench saw 8 streams start 1 s apart). listen() again on the bound socket raises it.
     bool raise_backlog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+    // httplib's stop() does nothing until listen() has begun, so a SIGTERM right after bind() was lost and the
+    // server ran on. Taking the socket away works at any time: listen() returns at once, or never starts.
+    void stop_listening() {
+        const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+        if (sock == INVALID_SOCKET) return;
+        ::shutdown(sock, SHUT_RDWR);
+        ::close(sock);
+    }
 
 private:
     bool process_and_close_socket(socket_t sock) override {
@@ -171,7 +181,8 @@ public:
         server_.request_timeout_s = options.request_timeout_s;
         server_.io_timeout_s = options.io_timeout_s;
         server_.idle_timeout_s = options.idle_timeout_s;
-        server_.new_task_queue = [n = std::max(options.connection_threads, 2u)] { return new httplib::ThreadPool(n); };
+        // The threads bind() started: httplib takes them over (and stops them) when it listens.
+        server_.new_task_queue = [this] { return connections_.release(); };
         server_.set_payload_max_length(options.max_body);
         server_.set_read_timeout(options.io_timeout_s);
         server_.set_write_timeout(options.io_timeout_s);
@@ -185,10 +196,15 @@ public:
         const int port = options_.port == 0 ? server_.bind_to_any_port(options_.host) : (server_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
         if (port < 0) return error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + std::strerror(errno));
         if (!server_.raise_backlog()) return error(std::string("cannot listen with a longer backlog: ") + std::strerror(errno));
+        auto pool = ConnectionPool::start(std::max(options_.connection_threads, 2u));
+        if (!pool) return pool.status();
+        connections_ = std::move(pool.value());
         return port;
     }
-    void run() { server_.listen_after_bind(); }
-    void stop() { server_.stop(); }
+    void run() {
+        if (connections_) server_.listen_after_bind();  // else bind() failed: nothing to serve
+    }
+    void stop() { server_.stop_listening(); }
 
 private:
     void routes() {
@@ -319,6 +335,7 @@ private:
     const ServedModel& served_;
     ApiLimits limits_;
     HttpOptions options_;
+    std::unique_ptr<ConnectionPool> connections_;  // started by bind(), handed to httplib by run()
     GuardedServer server_;
     RequestCounters requests_;
     std::mutex seeds_mutex_;

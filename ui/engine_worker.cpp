@@ -216,7 +216,13 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     cache_tracker_ = CacheStateTracker{};
     // Counters first: the pool's threads, started next, inherit them, so per-layer counts include their work.
     counters_ = PerfCounters::open_default();
-    pool_ = std::make_unique<ThreadPool>(options.threads);
+    auto pool = ThreadPool::create(options.threads);
+    if (!pool) {
+        model_.reset();
+        emit loadFailed(path, QString::fromStdString(pool.message()));
+        return;
+    }
+    pool_ = std::move(pool.value());
     SessionOptions session_options = SessionOptions::from_environment();
     session_options.predict_experts = options.ram_budget > 0;
     session_ = std::make_unique<Session>(*model_, *pool_, options.context, session_options);

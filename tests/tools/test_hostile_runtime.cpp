@@ -318,6 +318,16 @@ private slots:
                 QVERIFY2(!c.err.contains("terminate"), c.err.constData());
             }
         }
+        // serve starts, answers nothing wrong, and stops on SIGTERM, with the same one warning.
+        Child s;
+        ChildSetup setup;
+        setup.env = {("COLIBRI_TUNE_CACHE=" + d + "/a-directory").toStdString()};
+        QVERIFY(s.start({"serve", "-m", model_, "--port", "0", "--slots", "1", "-t", "1"}, setup));
+        QVERIFY2(s.wait_for_err("listening", 60000), s.err.constData());
+        s.send(SIGTERM);
+        s.finish(30000);
+        QVERIFY2(!s.timed_out && s.exit_code == 0, s.err.constData());
+        QCOMPARE(s.err_lines("colibri: warning: tune cache").size(), 1);
         QVERIFY(QFileInfo(d + "/a-directory").isDir() && is_fifo(d + "/a-fifo"));
     }
 
@@ -404,6 +414,88 @@ private slots:
         QVERIFY2(err.contains("File too large"), qPrintable(err));
         QCOMPARE(read_all(d + "/tune.json"), cache);
         QCOMPARE(temporaries(d), QStringList{"tune.json.tmp"});
+    }
+
+    // ---------------------------------------------------------------- item 8: threads refused
+    // A process limit (RLIMIT_NPROC, binding a user other than root: the unprivileged "nobody" when this runs as
+    // root) refuses the worker threads: generate -t N fails with one line (it died of "terminate called without
+    // an active exception"), and serve fails before it says it listens (it printed "listening" and then served
+    // nobody) or, where every thread starts, listens and stops on SIGTERM.
+    void refused_threads_are_a_clean_error() {
+        ChildSetup limited;
+        limited.env = {no_cache_.toStdString()};
+        if (geteuid() == 0) {
+            limited.as_nobody = true;
+        } else {
+            qInfo("not root: RLIMIT_NPROC applies to this user's own processes, so only the limit of 1 is tried");
+        }
+        limited.nproc = 1;
+        // With -t 1 nothing but the main thread runs: it works under the limit (so the limit is what fails -t 4).
+        Child c = run({"generate", "-m", model_, "--tokens", "1,2", "-n", "2", "--greedy", "-t", "1"}, limited);
+        if (c.exit_code == 125 || c.exit_code == 127) QSKIP("cannot run the CLI under a process limit here");
+        QVERIFY2(c.exit_code == 0, c.err.constData());
+        c = run({"generate", "-m", model_, "--tokens", "1,2", "-n", "2", "--greedy", "-t", "4"}, limited);
+        QString err = one_error_line(c, "generate -t 4");
+        QVERIFY2(err.startsWith("colibri: generate: cannot start 3 worker threads: Resource temporarily unavailable"), qPrintable(err));
+
+        const QList<rlim_t> limits = geteuid() == 0 ? QList<rlim_t>{1, 2, 3, 5, 40} : QList<rlim_t>{1};
+        for (rlim_t n : limits) {
+            limited.nproc = n;
+            Child s;
+            QVERIFY(s.start({"serve", "-m", model_, "--port", "0", "--slots", "1", "-t", "2"}, limited));
+            s.finish(60000);
+            err = one_error_line(s, QString("serve under %1 processes").arg(n));
+            QVERIFY2(err.startsWith("colibri: serve: cannot start ") && err.contains("Resource temporarily unavailable"), qPrintable(err));
+            QVERIFY(!s.err.contains("listening"));
+        }
+        if (geteuid() == 0) {  // enough for every thread: it serves, and a SIGTERM stops it
+            limited.nproc = 200;
+            Child s;
+            QVERIFY(s.start({"serve", "-m", model_, "--port", "0", "--slots", "1", "-t", "2"}, limited));
+            QVERIFY2(s.wait_for_err("listening", 60000), s.err.constData());
+            s.send(SIGTERM);
+            s.finish(30000);
+            QVERIFY2(!s.timed_out && s.exit_code == 0 && s.err.contains("stopped"), s.err.constData());
+        }
+    }
+
+    // SIGTERM is honoured at any moment of serve's life: while it loads and starts (the default action, or a clean
+    // stop once its signal thread runs) and right after it says it listens (a stop before httplib's listen loop
+    // had begun was lost, and the server ran on).
+    void serve_always_honours_sigterm() {
+        for (int delay_ms : {0, 5, 20, 50, 100, -1}) {
+            Child s;
+            QVERIFY(s.start({"serve", "-m", model_, "--port", "0", "--slots", "1", "-t", "2"}, clean()));
+            if (delay_ms < 0) QVERIFY2(s.wait_for_err("listening", 60000), s.err.constData());
+            else QTest::qWait(delay_ms);
+            s.send(SIGTERM);
+            s.finish(30000);
+            const QString what = QString("SIGTERM after %1 ms: exit %2, signal %3: ").arg(delay_ms).arg(s.exit_code).arg(s.term_signal) + s.err;
+            QVERIFY2(!s.timed_out, qPrintable(what));
+            QVERIFY2((s.term_signal == SIGTERM) || (s.term_signal == 0 && s.exit_code == 0), qPrintable(what));
+        }
+    }
+
+    // The same through a memory limit, which binds root too: each thread reserves a stack of RLIMIT_STACK, so a
+    // 512 MiB stack under a 3 GiB address space leaves room for the process but not for eight threads.
+    void threads_refused_for_memory() {
+#ifdef COLIBRI_SANITIZED
+        QSKIP("AddressSanitizer reserves terabytes of address space: RLIMIT_AS cannot be applied");
+#endif
+        ChildSetup limited;
+        limited.env = {no_cache_.toStdString()};
+        limited.stack = rlim_t(512) << 20;
+        limited.address_space = rlim_t(3) << 30;
+        Child c = run({"generate", "-m", model_, "--tokens", "1,2", "-n", "2", "--greedy", "-t", "1"}, limited);
+        QVERIFY2(c.exit_code == 0, c.err.constData());
+        c = run({"generate", "-m", model_, "--tokens", "1,2", "-n", "2", "--greedy", "-t", "8"}, limited);
+        const QString err = one_error_line(c, "generate -t 8 under RLIMIT_AS");
+        QVERIFY2(err.startsWith("colibri: generate: cannot start 7 worker threads: Resource temporarily unavailable"), qPrintable(err));
+        Child s;
+        QVERIFY(s.start({"serve", "-m", model_, "--port", "0", "--slots", "1", "-t", "1"}, limited));
+        s.finish(60000);
+        const QString serve_err = one_error_line(s, "serve under RLIMIT_AS");
+        QVERIFY2(serve_err.startsWith("colibri: serve: cannot start "), qPrintable(serve_err));
     }
 };
 
