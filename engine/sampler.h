@@ -9,9 +9,13 @@
 
 namespace colibri {
 
+// Below this temperature sampling is greedy (as vLLM's _SAMPLING_EPS): the distribution is one-hot there for any
+// logits a model gives, and logits divided by a tinier one overflow to infinity (1e-39 made every token +inf).
+inline constexpr float kGreedyBelowTemperature = 1e-5f;
+
 struct SamplerConfig {
     bool greedy = false;
-    float temperature = 0.8f;   // <= 0 means greedy
+    float temperature = 0.8f;   // below kGreedyBelowTemperature (0 included) means greedy
     int32_t top_k = 40;         // <= 0 disables
     float top_p = 0.95f;        // >= 1 disables
     float min_p = 0.05f;        // <= 0 disables

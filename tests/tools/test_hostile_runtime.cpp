@@ -497,6 +497,21 @@ private slots:
         const QString serve_err = one_error_line(s, "serve under RLIMIT_AS");
         QVERIFY2(serve_err.startsWith("colibri: serve: cannot start "), qPrintable(serve_err));
     }
+
+    // ---------------------------------------------------------------- item 9: temperatures
+    // Temperatures of 1e-39 and below gave token 0 every time: they pick what greedy picks.
+    void tiny_temperatures_are_greedy() {
+        const QStringList base{"generate", "-m", model_, "--tokens", "5,6,7", "-n", "8", "--json", "--seed", "3"};
+        const Child greedy = run(base + QStringList{"--greedy"}, clean());
+        QVERIFY2(greedy.exit_code == 0, greedy.err.constData());
+        const QJsonArray expected = QJsonDocument::fromJson(greedy.out).object()["new_ids"].toArray();
+        QCOMPARE(expected.size(), 8);
+        for (const char* t : {"1e-39", "1e-45", "1e-30", "1e-6"}) {
+            const Child c = run(base + QStringList{"--temperature", t}, clean());
+            QVERIFY2(c.exit_code == 0, c.err.constData());
+            QCOMPARE(QJsonDocument::fromJson(c.out).object()["new_ids"].toArray(), expected);
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestHostileRuntime)
