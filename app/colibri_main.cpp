@@ -101,8 +101,8 @@ void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     add_budget_args(cmd, m);
 }
 
-// What --ram-budget, --cache-policy and --hot-trace ask for; nullopt without a budget.
-Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
+// What --ram-budget, --cache-policy and --hot-trace ask for on `model`; nullopt without a budget.
+Result<std::optional<ExpertCacheConfig>> budget_config(const Model& model, const ModelArgs& args) {
     if (args.ram_budget.empty()) {
         if (!args.hot_trace.empty()) return error("--hot-trace needs --ram-budget");
         if (args.cache_prefetch) return error("--cache-prefetch needs --ram-budget");
@@ -118,9 +118,9 @@ Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
     c.prefetch = args.cache_prefetch;
     if (*policy == CachePolicy::Pinned) {
         if (args.hot_trace.empty()) return error("--cache-policy pinned needs --hot-trace (a routing trace from route --json)");
-        auto trace = tools::read_routing_trace(args.hot_trace);
-        if (!trace) return error("--hot-trace: " + trace.message());
-        c.hot_experts = tools::hot_experts(trace.value());
+        auto hot = tools::read_hot_experts(args.hot_trace, model);
+        if (!hot) return error("--hot-trace: " + hot.message());
+        c.hot_experts = std::move(hot.value());
     } else if (!args.hot_trace.empty()) {
         return error("--hot-trace is for --cache-policy pinned");
     }
@@ -128,7 +128,7 @@ Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
 }
 
 Status use_budget(Model& model, const ModelArgs& args) {
-    auto config = budget_config(args);
+    auto config = budget_config(model, args);
     if (!config) return config.status();
     if (!config->has_value()) return Status::ok();
     return model.use_expert_cache(**config);

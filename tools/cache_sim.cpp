@@ -1,16 +1,16 @@
 #include "cache_sim.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "engine/json_depth.h"
+#include "engine/mapped_file.h"
+#include "engine/model.h"
+#include "engine/schema.h"
 
 namespace colibri::tools {
 
@@ -43,6 +43,10 @@ Result<RoutingTrace> parse_routing_trace(std::string_view text) {
         auto v = as_count(*n, "\"n_experts\"");
         if (!v) return v.status();
         if (v.value() == 0) return error("\"n_experts\" is 0");
+        // Replay costs time and memory per expert and layer, whatever the file's size: no more than a model has.
+        if (v.value() > schema::kMaxExperts)
+            return error("\"n_experts\" " + std::to_string(v.value()) + " is more than a model can have (" +
+                         std::to_string(schema::kMaxExperts) + ")");
         t.n_experts = v.value();
         declared = true;
     }
@@ -79,7 +83,9 @@ Result<RoutingTrace> parse_routing_trace(std::string_view text) {
                     return error(at + ": expert " + std::to_string(v.value()) + " out of range (n_experts " + std::to_string(t.n_experts) + ")");
                 if (std::find(ids.begin(), ids.end(), v.value()) != ids.end())
                     return error(at + ": expert " + std::to_string(v.value()) + " chosen twice");
-                if (!declared && v.value() >= (uint32_t(1) << 20)) return error(at + ": expert id " + std::to_string(v.value()) + " is implausibly large");
+                if (!declared && v.value() >= schema::kMaxExperts)
+                    return error(at + ": expert " + std::to_string(v.value()) + " out of range (a model has at most " +
+                                 std::to_string(schema::kMaxExperts) + " experts)");
                 max_id = std::max(max_id, v.value());
                 ids.push_back(v.value());
             }
@@ -113,18 +119,31 @@ Result<RoutingTrace> parse_routing_trace(std::string_view text) {
 }
 
 Result<RoutingTrace> read_routing_trace(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return error(path + ": " + std::strerror(errno));
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    if (size < 0) return error(path + ": cannot read");
-    if (static_cast<uint64_t>(size) > kMaxTraceBytes) return error(path + ": larger than 1 GiB");
-    in.seekg(0);
-    std::string text(static_cast<size_t>(size), '\0');
-    if (!in.read(text.data(), size)) return error(path + ": read failed");
-    auto t = parse_routing_trace(text);
+    auto text = read_small_file(path, kMaxTraceBytes);  // a FIFO or a device is refused, not read until it ends
+    if (!text) return text.status();
+    auto t = parse_routing_trace(text.value());
     if (!t) return error(path + ": " + t.message());
     return t;
+}
+
+Status trace_fits_model(const RoutingTrace& trace, const Model& model) {
+    const format::HyperParams& hp = model.hparams();
+    if (trace.n_experts != hp.n_experts)
+        return error("routes over " + std::to_string(trace.n_experts) + " experts per layer, the model has " + std::to_string(hp.n_experts));
+    if (trace.top_k != hp.n_experts_active)
+        return error("chooses " + std::to_string(trace.top_k) + " experts per token, the model " + std::to_string(hp.n_experts_active));
+    for (uint32_t layer : trace.layers) {
+        if (layer >= hp.n_layers) return error("layer " + std::to_string(layer) + " is past the model's " + std::to_string(hp.n_layers) + " layers");
+        if (!model.layers()[layer].is_moe) return error("layer " + std::to_string(layer) + " is not one of the model's MoE layers");
+    }
+    return Status::ok();
+}
+
+Result<std::vector<std::vector<uint32_t>>> read_hot_experts(const std::string& path, const Model& model) {
+    auto trace = read_routing_trace(path);
+    if (!trace) return trace.status();
+    if (Status s = trace_fits_model(trace.value(), model); !s) return error(path + ": not a trace of this model: " + s.message());
+    return hot_experts(trace.value());
 }
 
 std::vector<std::vector<uint32_t>> pinned_sets(const RoutingTrace& trace, const RoutingTrace& source, uint32_t slots) {

@@ -11,6 +11,10 @@
 #include "engine/expert_slots.h"
 #include "engine/status.h"
 
+namespace colibri {
+class Model;
+}
+
 namespace colibri::tools {
 
 // Per MoE layer, per position: the experts the router chose.
@@ -31,7 +35,14 @@ inline constexpr uint64_t kMaxTraceBytes = uint64_t(1) << 30;
 // ...]}. Every position of every layer must choose top_k distinct ids in [0, n_experts); so must every
 // prediction, one per position where a layer has them.
 Result<RoutingTrace> parse_routing_trace(std::string_view text);
+// Errors name the file; what is not a regular file (a FIFO, a device) is refused without waiting on it.
 Result<RoutingTrace> read_routing_trace(const std::string& path);
+
+// Whether a trace was recorded on `model` (or one of its shape): the same experts per layer and per token, and
+// only layers that are the model's MoE layers. The error says what differs.
+Status trace_fits_model(const RoutingTrace& trace, const Model& model);
+// The pinned policy's hot experts for `model` (hot_experts below) from a trace file that fits it.
+Result<std::vector<std::vector<uint32_t>>> read_hot_experts(const std::string& path, const Model& model);
 
 struct LayerHits {
     uint32_t layer = 0;

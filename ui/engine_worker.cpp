@@ -185,9 +185,9 @@ Status use_ram_budget(Model& model, const LoadOptions& options) {
     c.prefetch = options.cache_prefetch;
     if (options.cache_policy == CachePolicy::Pinned) {
         if (options.hot_trace.isEmpty()) return error("the pinned policy needs a routing trace to learn its hot experts from (colibri route --json)");
-        auto trace = tools::read_routing_trace(options.hot_trace.toStdString());
-        if (!trace) return error(options.hot_trace.toStdString() + ": " + trace.message());
-        c.hot_experts = tools::hot_experts(trace.value());
+        auto hot = tools::read_hot_experts(options.hot_trace.toStdString(), model);
+        if (!hot) return hot.status();
+        c.hot_experts = std::move(hot.value());
     }
     return model.use_expert_cache(c);
 }

@@ -512,6 +512,95 @@ private slots:
             QCOMPARE(QJsonDocument::fromJson(c.out).object()["new_ids"].toArray(), expected);
         }
     }
+
+    // ---------------------------------------------------------------- item 9: routing traces
+    // A 71-byte trace declaring 10^8 experts took 3.8 GB and 52 s; an undeclared id of a million set the count
+    // too. Both are refused at once, in little memory.
+    void routing_trace_sizes_are_bounded() {
+        const QString huge = write_all(dir_.filePath("huge-experts.json"), "{\"n_experts\": 100000000, \"layers\": [{\"layer\": 0, \"experts\": [[0]]}]}");
+        QVERIFY(QFileInfo(huge).size() < 80);
+        Child c = run({"cache-sim", huge});
+        QString err = one_error_line(c, "10^8 experts");
+        QVERIFY2(err.contains("\"n_experts\" 100000000 is more than a model can have (4096)"), qPrintable(err));
+        qInfo("10^8 experts: %.2f s, peak RSS %ld MiB", c.seconds, c.peak_rss_mib);
+        QVERIFY(c.seconds < 10 && c.peak_rss_mib < 256);
+        const QString big_id = write_all(dir_.filePath("big-id.json"), "{\"layers\": [{\"layer\": 0, \"experts\": [[999999]]}]}");
+        c = run({"cache-sim", big_id});
+        err = one_error_line(c, "id 999999");
+        QVERIFY2(err.contains("expert 999999 out of range (a model has at most 4096 experts)"), qPrintable(err));
+        QVERIFY(c.seconds < 10 && c.peak_rss_mib < 256);
+        // At the bound, a sweep of every slot count stays quick.
+        const QString at_bound = write_all(dir_.filePath("at-bound.json"), "{\"n_experts\": 4096, \"layers\": [{\"layer\": 0, \"experts\": [[0], [4095]]}]}");
+        c = run({"cache-sim", at_bound, "--json"});
+        QVERIFY2(c.exit_code == 0, c.err.constData());
+        QVERIFY(c.seconds < 30);
+    }
+
+    // A FIFO (or any non-regular file) given as a trace is refused instead of waited on, for cache-sim's trace,
+    // its --pin-trace and --hot-trace.
+    void fifo_traces_do_not_hang() {
+        const QString fifo = dir_.filePath("trace.fifo");
+        QVERIFY(mkfifo(QFile::encodeName(fifo).constData(), 0644) == 0);
+        const QString good = write_all(dir_.filePath("small-trace.json"), "{\"layers\": [{\"layer\": 0, \"experts\": [[1, 2], [3, 0]]}]}");
+        const ChildSetup setup = clean();
+        for (const QStringList& args : {QStringList{"cache-sim", fifo}, QStringList{"cache-sim", good, "--pin-trace", fifo},
+                                        QStringList{"logits", "-m", model_, "--tokens", "1,2", "--ram-budget", "64M", "--cache-policy", "pinned",
+                                                    "--hot-trace", fifo},
+                                        QStringList{"cache-sim", dir_.path()}}) {
+            const Child c = run(args, setup, 30000);
+            const QString err = one_error_line(c, args.join(' '));
+            QVERIFY2(err.contains("not a regular file (a FIFO)") || err.contains("not a regular file (a directory)"), qPrintable(err));
+        }
+        QVERIFY(is_fifo(fifo));
+    }
+
+    // --hot-trace must be a trace of the model it pins experts for: the same experts per layer and per token, and
+    // layers that are the model's MoE layers. Each mismatch names itself.
+    void hot_trace_must_fit_the_model() {
+        const ChildSetup setup = clean();
+        const Child route = run({"route", "-m", model_, "--tokens", "1,2,3", "--json"}, setup);
+        QVERIFY2(route.exit_code == 0, route.err.constData());
+        const QJsonObject trace = QJsonDocument::fromJson(route.out).object();
+        const QStringList pinned{"logits", "-m", model_, "--tokens", "1,2", "--ram-budget", "64M", "--cache-policy", "pinned", "--hot-trace"};
+        const QString own = write_all(dir_.filePath("own-trace.json"), route.out);
+        const Child ok = run(pinned + QStringList{own}, setup);
+        QVERIFY2(ok.exit_code == 0, ok.err.constData());
+
+        struct Mismatch {
+            const char* name;
+            std::function<void(QJsonObject&)> edit;
+            const char* says;
+        };
+        const Mismatch mismatches[] = {
+            {"more-experts", [](QJsonObject& t) { t["n_experts"] = 64; }, "routes over 64 experts per layer, the model has 4"},
+            {"layer-past", [](QJsonObject& t) {
+                 QJsonArray layers = t["layers"].toArray();
+                 QJsonObject l = layers[0].toObject();
+                 l["layer"] = 7;
+                 layers[0] = l;
+                 t["layers"] = layers;
+             }, "layer 7 is past the model's 2 layers"},
+            {"top-1", [](QJsonObject& t) {
+                 QJsonArray layers;
+                 for (const auto& v : t["layers"].toArray()) {
+                     QJsonObject l = v.toObject();
+                     QJsonArray experts;
+                     for (const auto& choice : l["experts"].toArray()) experts.append(QJsonArray{choice.toArray()[0]});
+                     l["experts"] = experts;
+                     layers.append(l);
+                 }
+                 t["layers"] = layers;
+             }, "chooses 1 experts per token, the model 2"},
+        };
+        for (const Mismatch& m : mismatches) {
+            QJsonObject t = trace;
+            m.edit(t);
+            const QString path = write_all(dir_.filePath(QString("trace-%1.json").arg(m.name)), QJsonDocument(t).toJson());
+            const Child c = run(pinned + QStringList{path}, setup);
+            const QString err = one_error_line(c, m.name);
+            QVERIFY2(err.startsWith("colibri: logits: --hot-trace: " + path + ": not a trace of this model: ") && err.contains(m.says), qPrintable(err));
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestHostileRuntime)
