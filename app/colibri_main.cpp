@@ -220,10 +220,7 @@ Status write_output_file(const std::string& path, const void* data, size_t bytes
         if (::close(fd) != 0) return error(path + ": write failed: " + std::strerror(errno));
         return Status::ok();
     }
-    TempOutput out;
-    COLIBRI_TRY(out.create(path));
-    COLIBRI_TRY(out.write_at(0, data, bytes));
-    return out.commit();
+    return write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes));
 }
 
 // The expert cache's configuration and counters since load (--ram-budget).

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -225,6 +226,71 @@ QStringList temporaries(const QString& dir) {
     return QDir(dir).entryList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot).filter(".tmp");
 }
 
+// `colibri chat -m model` on a terminal (the history file is kept only there) with XDG_STATE_HOME=state and a
+// file size limit when fsize > 0: types `line`, waits for the reply and the next prompt, ends with Ctrl-D.
+// Returns what the terminal showed and the exit status; `hung` when no prompt came (a blocked open).
+struct TerminalRun {
+    QByteArray screen;
+    int status = -1;
+    bool hung = false;
+};
+TerminalRun chat_on_terminal(const QString& model, const QString& state, const QString& no_cache, const QByteArray& line, rlim_t fsize = 0) {
+    TerminalRun run;
+    int master = -1;
+    const QByteArray state_dir = QFile::encodeName(state), cache = no_cache.toLocal8Bit(), model_path = QFile::encodeName(model);
+    const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+    if (pid < 0) return run;
+    if (pid == 0) {
+        setenv("XDG_STATE_HOME", state_dir.constData(), 1);
+        setenv("TERM", "xterm", 1);
+        putenv(const_cast<char*>(cache.constData()));
+        if (fsize > 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            const struct rlimit r{fsize, fsize};
+            setrlimit(RLIMIT_FSIZE, &r);
+        }
+        execl(COLIBRI_CLI, COLIBRI_CLI, "chat", "-m", model_path.constData(), "-n", "2", "--greedy", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    const auto pump = [&] {
+        pollfd fd{master, POLLIN, 0};
+        if (poll(&fd, 1, 100) <= 0) return true;
+        char buf[4096];
+        const ssize_t n = ::read(master, buf, sizeof buf);
+        if (n <= 0) return false;
+        run.screen.append(buf, n);
+        return true;
+    };
+    const auto wait_for = [&](const QByteArray& needle, qsizetype count) {
+        QElapsedTimer clock;
+        clock.start();
+        while (run.screen.count(needle) < count && clock.elapsed() < 30000)
+            if (!pump()) break;
+        return run.screen.count(needle) >= count;
+    };
+    if (wait_for("> ", 1)) {
+        (void)!::write(master, line.constData(), static_cast<size_t>(line.size()));
+        (void)!::write(master, "\r", 1);
+        wait_for("tokens/s", 1);
+        wait_for("> ", 2);
+        (void)!::write(master, "\x04", 1);
+    } else {
+        run.hung = true;
+        ::kill(pid, SIGKILL);
+    }
+    QElapsedTimer clock;
+    clock.start();
+    pid_t ended = 0;
+    while ((ended = waitpid(pid, &run.status, WNOHANG)) == 0 && clock.elapsed() < 30000) pump();
+    if (ended == 0) {
+        ::kill(pid, SIGKILL);
+        waitpid(pid, &run.status, 0);
+        run.hung = true;
+    }
+    ::close(master);
+    return run;
+}
+
 }  // namespace
 
 class TestHostileRuntime : public QObject {
@@ -414,6 +480,61 @@ private slots:
         QVERIFY2(err.contains("File too large"), qPrintable(err));
         QCOMPARE(read_all(d + "/tune.json"), cache);
         QCOMPARE(temporaries(d), QStringList{"tune.json.tmp"});
+    }
+
+    // ---------------------------------------------------------------- item 7: every file written commits
+    // The chat's history (kept on a terminal) was opened by libedit itself: a FIFO there blocked the chat's start,
+    // and a save on a full disk truncated the history. Now a non-file is left alone with a warning, and a save
+    // commits as every output does: the old history stays whole when the new one cannot be written.
+    void chat_history_is_read_and_written_safely() {
+        const QString state = dir_.filePath("state-fifo");
+        QVERIFY(QDir().mkpath(state + "/colibri"));
+        QVERIFY(mkfifo(QFile::encodeName(state + "/colibri/chat_history").constData(), 0644) == 0);
+        TerminalRun r = chat_on_terminal(model_, state, no_cache_, "hello there");
+        QVERIFY2(!r.hung && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, r.screen.constData());
+        QVERIFY2(r.screen.contains("chat history " + QFile::encodeName(state) + "/colibri/chat_history: not a regular file (a FIFO)"),
+                 r.screen.constData());
+        QVERIFY(is_fifo(state + "/colibri/chat_history"));
+
+        const QString full = dir_.filePath("state-full");
+        QVERIFY(QDir().mkpath(full + "/colibri"));
+        const QString history = full + "/colibri/chat_history";
+        r = chat_on_terminal(model_, full, no_cache_, "first line");
+        QVERIFY2(!r.hung && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, r.screen.constData());
+        const QByteArray saved = read_all(history);
+        QVERIFY2(saved.contains("first"), saved.constData());
+        // A file size limit below what the next save needs: the save fails, says so once, the old file stays.
+        r = chat_on_terminal(model_, full, no_cache_, "a second line, long enough not to fit under the limit", saved.size() + 8);
+        QVERIFY2(!r.hung && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, r.screen.constData());
+        QVERIFY2(r.screen.contains("File too large; not saved from now on"), r.screen.constData());
+        QCOMPARE(read_all(history), saved);
+        QCOMPARE(temporaries(full + "/colibri"), QStringList());
+    }
+
+    // colibri-make-model wrote config.json, generation_config.json and the tokenizer files with plain streams: a
+    // FIFO there blocked it, a link to a device was written through, a failed write went unnoticed.
+    void make_model_commits_its_files() {
+        ChildSetup setup = clean();
+        setup.program = COLIBRI_BUILD_DIR "/bin/colibri-make-model";
+        const QStringList args{"--family", "mixtral", "--vocab", "4096", "--hidden", "64", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                               "--experts", "4", "--top-k", "2", "--ffn", "64", "--tokenizer", QStringLiteral(COLIBRI_SOURCE_DIR "/resources/demo_model")};
+        for (const char* name : {"config.json", "generation_config.json", "tokenizer.json"}) {
+            const QString out = dir_.filePath(QString("make-fifo-") + name);
+            QVERIFY(QDir().mkpath(out));
+            QVERIFY(mkfifo(QFile::encodeName(out + "/" + name).constData(), 0644) == 0);
+            const Child c = run(QStringList{"-o", out} + args, setup, 60000);
+            QVERIFY2(!c.timed_out && c.exit_code == 1, c.err.constData());
+            QVERIFY2(c.err.startsWith("colibri-make-model: " + (out + "/" + name).toUtf8() + ": not a regular file (a FIFO): refusing to replace it"),
+                     c.err.constData());
+            QVERIFY(is_fifo(out + "/" + name));
+            QVERIFY(!QFile::exists(out + "/model.safetensors"));
+        }
+        const QString out = dir_.filePath("make-null");
+        QVERIFY(QDir().mkpath(out));
+        QVERIFY(QFile::link("/dev/null", out + "/config.json"));
+        const Child c = run(QStringList{"-o", out, "--config-only"} + args, setup, 60000);
+        QVERIFY2(c.exit_code == 1 && c.err.contains("not a regular file (a device): refusing to replace it"), c.err.constData());
+        QVERIFY(QFileInfo(out + "/config.json").isSymLink() && is_char_device("/dev/null"));
     }
 
     // ---------------------------------------------------------------- item 8: threads refused
