@@ -712,7 +712,7 @@ int cmd_bench(const ModelArgs& args, BenchArgs& ba, bool as_json) {
 void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
     cmd->add_flag("--greedy", s.greedy, "always take the most likely token");
     cmd->add_option("--seed", s.seed, "random seed");
-    cmd->add_option("--temperature", s.temperature, "temperature (0, or below 1e-5, = greedy)");
+    cmd->add_option("--temperature", s.temperature, "temperature (0, or below 1e-4, = greedy)");
     cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 = off)");
     cmd->add_option("--top-p", s.top_p, "nucleus sampling threshold (1 = off)");
     cmd->add_option("--min-p", s.min_p, "drop tokens below min-p x the best probability (0 = off)");

@@ -65,8 +65,8 @@ std::string model_id(const std::string& path) {
 }
 
 // SIGINT and SIGTERM, blocked in every thread started after start(), are taken by one thread that runs the stop
-// action: while the server starts there is none yet and the signal is remembered (startup() checks), so a
-// signal is honoured at any time; before start() they keep their default action and end the process.
+// action: while the server starts there is none yet and the signal is remembered (on_signal() then says so), so
+// a signal is honoured at any time; before start() they keep their default action and end the process.
 class StopSignals {
 public:
     StopSignals() {

@@ -9,9 +9,10 @@
 
 namespace colibri {
 
-// Below this temperature sampling is greedy (as vLLM's _SAMPLING_EPS): the distribution is one-hot there for any
-// logits a model gives, and logits divided by a tinier one overflow to infinity (1e-39 made every token +inf).
-inline constexpr float kGreedyBelowTemperature = 1e-5f;
+// Below this temperature sampling is greedy: logits divided by a tinier one overflow to infinity (1e-39, a float
+// denormal, made every token +inf), and sampling at one differs from greedy only between logits closer than
+// ~1e-3. The server's API takes the same bound (server/openai_api.h).
+inline constexpr float kGreedyBelowTemperature = 1e-4f;
 
 struct SamplerConfig {
     bool greedy = false;

@@ -61,7 +61,7 @@ private slots:
         logits[0] = -50.0f;
         logits[217] = 40.0f;
         const float denormal_min = std::numeric_limits<float>::denorm_min();
-        for (float t : {denormal_min, 1e-45f, 1e-39f, 1e-38f, 1e-30f, 1e-6f, std::nextafter(kGreedyBelowTemperature, 0.0f)}) {
+        for (float t : {denormal_min, 1e-45f, 1e-39f, 1e-38f, 1e-30f, 1e-6f, 5e-5f, std::nextafter(kGreedyBelowTemperature, 0.0f)}) {
             SamplerConfig cfg = unfiltered();
             cfg.temperature = t;
             cfg.top_k = 40;
