@@ -13,6 +13,8 @@
 
 namespace colibri::schema {
 
+inline constexpr uint32_t kMaxExperts = 4096;  // experts per layer: the router's bound (engine/router.cpp) and the converters'
+
 struct FamilyInfo {
     format::Family id;
     const char* name;  // the .bin's family name, also the Hugging Face model_type

@@ -77,6 +77,14 @@ public:
     // (colibri-serve-bench saw 8 streams start 1 s apart). listen() again on the bound socket raises it.
     bool raise_backlog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
     ConnectionPool& pool() { return pool_; }
+    // httplib's stop() does nothing until listen() has begun, so a SIGTERM right after bind() was lost and the
+    // server ran on. Taking the socket away works at any time: listen() returns at once, or never starts.
+    void stop_listening() {
+        const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+        if (sock == INVALID_SOCKET) return;
+        ::shutdown(sock, SHUT_RDWR);
+        ::close(sock);
+    }
 
 private:
     bool process_and_close_socket(socket_t sock) override {
@@ -156,7 +164,7 @@ public:
         server_.listen_after_bind();
         server_.pool().stop();
     }
-    void stop() { server_.stop(); }
+    void stop() { server_.stop_listening(); }
 
 private:
     // Decides what it can before the body is read: the key, the route and method, the body's encoding. A request

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <random>
 #include <thread>
 
@@ -261,16 +262,23 @@ private:
                 ::close(fd);
                 continue;
             }
+            auto finished = std::make_shared<std::atomic<bool>>(false);
+            std::thread thread;
+            try {  // a process or memory limit refuses the thread: this connection is answered, the server goes on
+                thread = std::thread([this, fd, uid = peer.uid, finished] {
+                    serve(fd);
+                    close_connection(fd, uid);
+                    finished->store(true);
+                });
+            } catch (const std::system_error& e) {
+                send_error(fd, {503, "server_error", std::string("cannot start a thread for the connection: ") + e.what() + "; retry later", "", ""});
+                ::close(fd);
+                continue;
+            }
             ++open_;
             ++per_user_[peer.uid];
             connection_fds_.push_back(fd);
-            auto finished = std::make_shared<std::atomic<bool>>(false);
-            connections_.push_back({std::thread([this, fd, uid = peer.uid, finished] {
-                                        serve(fd);
-                                        close_connection(fd, uid);
-                                        finished->store(true);
-                                    }),
-                                    finished});
+            connections_.push_back({std::move(thread), finished});
         }
     }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/sampler.h"  // kGreedyBelowTemperature: a request below it is greedy
 #include "server/job.h"
 
 namespace colibri::server {
@@ -56,10 +57,6 @@ struct ServedModel {
     int64_t created = 0;   // the file's modification time
     uint32_t context = 0;  // tokens per slot (for /v1/models' meta)
 };
-
-// A request's temperature below this is greedy: dividing logits by a smaller one (1e-39 is a float denormal)
-// overflows, and sampling at such a temperature differs from greedy only between logits closer than ~1e-3.
-inline constexpr double kGreedyBelowTemperature = 1e-4;
 
 // Parses a request body. A request without a seed gets one from `seeds`, so that its sampling is reproducible
 // from the seed reported back. Fields that would change the reply but are not implemented (tools,

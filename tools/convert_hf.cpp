@@ -574,7 +574,9 @@ Status quantize_tensor(const SourceTensor& src, const PlannedTensor& dst, std::v
     std::mutex failure_lock;
     uint64_t failed_row = dst.rows;
     Status failure;
-    ThreadPool pool(0);
+    auto started = ThreadPool::create(0);
+    if (!started) return started.status();
+    ThreadPool& pool = *started.value();
     pool.parallel_for(dst.rows, 1, [&](size_t begin, size_t end) {
         std::vector<float> row(dst.cols);
         for (uint64_t r = begin; r < end; ++r) {

@@ -21,7 +21,6 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
-#include <QSaveFile>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
@@ -29,6 +28,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "ui/file_output.h"
 #include "ui/theme.h"
 #include "ui/views/analysis_view.h"
 #include "ui/views/banner.h"
@@ -488,19 +488,11 @@ void MainWindow::validate_file(const QString& path) {
 Status MainWindow::save_conversation(const QString& path) const {
     QJsonObject o = conversation_.to_json();
     if (chat_->has_model()) o["model"] = chat_->model().path;
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
-    f.write(QJsonDocument(o).toJson(QJsonDocument::Indented));
-    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
-    return Status::ok();
+    return save_file(path, QJsonDocument(o).toJson(QJsonDocument::Indented));
 }
 
 Status MainWindow::export_markdown(const QString& path) const {
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
-    f.write(conversation_.to_markdown().toUtf8());
-    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
-    return Status::ok();
+    return save_file(path, conversation_.to_markdown().toUtf8());
 }
 
 Status MainWindow::load_conversation(const QString& path) {
