@@ -62,6 +62,10 @@ struct GenerationStats {
     double prompt_tokens_per_second() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }
 };
 
+// Why a load or a connection failed: the file itself (missing, unreadable, damaged, not a model), what was asked
+// of it (a RAM budget too small, a context beyond the model's), or the server. The model in use stays either way.
+enum class LoadFailure { File, Options, Server };
+
 struct LoadOptions {
     unsigned threads = 0;   // 0: all cores
     uint32_t context = 0;   // 0: min(model, 4096)
@@ -108,7 +112,8 @@ public:
 
 signals:
     void loaded(const colibri::studio::ModelSummary& summary, const colibri::studio::CounterSet& counters);
-    void loadFailed(const QString& path, const QString& error);
+    // Nothing changed: the model in use before the attempt (if any) is still loaded.
+    void loadFailed(const QString& path, const QString& error, colibri::studio::LoadFailure failure);
     void unloaded();
     void generationStarted(int reused_tokens);
     // A token sampled by the model, before it is evaluated; end_of_turn for the model's stop tokens.
@@ -159,3 +164,4 @@ private:
 }  // namespace colibri::studio
 
 Q_DECLARE_METATYPE(colibri::studio::GenerationStats)
+Q_DECLARE_METATYPE(colibri::studio::LoadFailure)

@@ -25,9 +25,20 @@ httplib::Headers auth_headers(const std::string& api_key) {
     return h;
 }
 
+// Why no response came, in words (httplib's own names are "Connection", "Read", ...).
+QString transport_error(httplib::Error e) {
+    switch (e) {
+    case httplib::Error::Connection: return QObject::tr("nothing answered there (the connection was refused or could not be made)");
+    case httplib::Error::ConnectionTimeout: return QObject::tr("no connection within 5 s");
+    case httplib::Error::Read: return QObject::tr("the connection broke or timed out while reading the answer");
+    case httplib::Error::Write: return QObject::tr("the connection broke while sending the request");
+    default: return QString::fromStdString(httplib::to_string(e));
+    }
+}
+
 // The server's error body's message, else the status.
 QString http_error(const httplib::Result& res) {
-    if (!res) return QString::fromStdString(httplib::to_string(res.error()));
+    if (!res) return transport_error(res.error());
     const json j = json::parse(res->body, nullptr, false);
     if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].value("message", json()).is_string())
         return QStringLiteral("HTTP %1: %2").arg(res->status).arg(qstr(j["error"]["message"].get<std::string>()));
@@ -66,10 +77,10 @@ TokenTrace trace_of(const json& t) {
 }  // namespace
 
 void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
-    do_unload();
+    // The model in use (local or another server) stays until this server has answered as colibri serve.
     const QUrl url(url_text.trimmed());
     if (!url.isValid() || url.scheme() != QStringLiteral("http") || url.host().isEmpty()) {
-        emit loadFailed(url_text, tr("not a server address: give http://HOST:PORT"));
+        emit loadFailed(url_text, tr("not a server address: give http://HOST:PORT"), LoadFailure::Server);
         return;
     }
     Remote r;
@@ -81,18 +92,18 @@ void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
     client.set_read_timeout(10, 0);
     auto res = client.Get("/v1/models", auth_headers(r.api_key));
     if (!res || res->status != 200) {
-        emit loadFailed(url_text, tr("the server did not answer /v1/models: %1").arg(http_error(res)));
+        emit loadFailed(url_text, tr("the server did not answer /v1/models: %1").arg(http_error(res)), LoadFailure::Server);
         return;
     }
     const json j = json::parse(res->body, nullptr, false);
     if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() || !j["data"][0].is_object()) {
-        emit loadFailed(url_text, tr("the server's /v1/models is not an OpenAI model list"));
+        emit loadFailed(url_text, tr("the server's /v1/models is not an OpenAI model list"), LoadFailure::Server);
         return;
     }
     const json& m = j["data"][0];
     const json meta = m.value("meta", json::object());
     if (!meta.is_object() || !meta.contains("moe_layers")) {
-        emit loadFailed(url_text, tr("the server is not colibri serve (its model list has no routing description)"));
+        emit loadFailed(url_text, tr("the server is not colibri serve (its model list has no routing description)"), LoadFailure::Server);
         return;
     }
     r.model = m.value("id", std::string());
@@ -113,6 +124,7 @@ void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
     s.tokenizer = s.has_tokenizer ? tr("on the server") : QStringLiteral("none");
     s.has_chat_template = meta.value("chat_template", false);
     s.remote = true;
+    do_unload();
     remote_ = std::move(r);
     CounterSet counters;
     counters.hardware_status = counters.software_status = tr("not available: the model runs on a server");

@@ -66,6 +66,7 @@ private slots:
         MainWindowOptions options;
         options.persist_settings = false;
         window_ = std::make_unique<MainWindow>(options);
+        window_->set_discard_question([](const QString&) { return DiscardAnswer::Discard; });  // each test opens a model again
         window_->resize(1280, 720);
         window_->show();
         QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
