@@ -53,7 +53,7 @@ struct GenerationStats {
     int generated = 0;
     double prompt_seconds = 0.0;
     double decode_seconds = 0.0;
-    int context_used = 0;
+    int context_used = 0;     // positions of the conversation after it; -1: unknown (a server stopped before it said)
     int context_size = 0;
     bool stopped = false;     // by requestStop()
     QString reply;            // generated text without end-of-turn tokens

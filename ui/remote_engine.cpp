@@ -161,30 +161,42 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
     stats.context_size = r.context;
     stats.kernel = tr("remote");
     QString reply;
-    bool started = false, cancelled = false;
+    bool started = false, cancelled = false, usage = false;
+    int end_position = 0;  // one past the last position the server reported
     std::string pending, failure;
     auto handle = [&](const json& c) {
         if (c.contains("error")) {
             failure = c["error"].value("message", std::string("the server failed"));
             return;
         }
-        if (!started) {
+        const json ext = c.value("colibri", json::object());
+        if (!started && ext.is_object() && (ext.contains("token") || !ext.value("trace", json::array()).empty())) {
+            // The server evaluates from the first position its cache did not hold: what comes before stays as
+            // the views have it (the first chunk's trace starts there; a fully cached prompt, at the token).
             started = true;
-            emit generationStarted(0);
+            const json trace = ext.value("trace", json::array());
+            const int reused = !trace.empty() && trace[0].is_object() ? trace[0].value("position", 0) : ext.value("position", 0);
+            emit generationStarted(std::max(0, reused));
         }
         if (c.contains("usage") && c["usage"].is_object()) {
+            usage = true;
             const json& u = c["usage"];
             const json t = c.value("timings", json::object());
             stats.generated = u.value("completion_tokens", 0);
             stats.reused_tokens = u.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
             stats.prompt_tokens = u.value("prompt_tokens", 0) - stats.reused_tokens;
-            stats.context_used = u.value("prompt_tokens", 0) + std::max(0, stats.generated - 1);
+            // Every position of the conversation, the last sampled token too (the server evaluates it with the
+            // next turn): the transcript keeps the whole reply, as with a local model.
+            stats.context_used = u.value("prompt_tokens", 0) + stats.generated;
             stats.prompt_seconds = t.value("prompt_ms", 0.0) / 1000.0;
             stats.decode_seconds = t.value("predicted_ms", 0.0) / 1000.0;
         }
-        const json ext = c.value("colibri", json::object());
         // Positions the server evaluated since the previous chunk (this chunk's token's predecessors).
-        for (const json& t : ext.value("trace", json::array())) emit tokenEvaluated(trace_of(t));
+        for (const json& t : ext.value("trace", json::array())) {
+            const TokenTrace trace = trace_of(t);
+            end_position = std::max(end_position, trace.position + 1);
+            emit tokenEvaluated(trace);
+        }
         if (!c.contains("choices") || !c["choices"].is_array() || c["choices"].empty() || !ext.contains("token")) return;
         const json& choice = c["choices"][0];
         std::string text;
@@ -192,7 +204,9 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
         else text = choice.value("text", std::string());
         const bool end = ext.value("end_of_turn", false);
         reply += qstr(text);
-        emit tokenGenerated(ext.value("position", 0), ext.value("token", -1), qstr(text), end);
+        const int position = ext.value("position", 0);
+        end_position = std::max(end_position, position + 1);
+        emit tokenGenerated(position, ext.value("token", -1), qstr(text), end);
     };
 
     httplib::Client client(r.host, r.port);
@@ -225,6 +239,8 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
         return true;
     };
     auto res = client.send(req);
+    // Stopped before the usage chunk: the positions reported so far; none (-1): the transcript stays as it is.
+    if (!usage) stats.context_used = end_position > 0 ? end_position : -1;
     if (cancelled) {
         stats.stopped = true;
         stats.reply = reply;
