@@ -7,6 +7,7 @@
 
 #include <QUrl>
 #include <cmath>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "ui/engine_worker.h"
@@ -16,6 +17,15 @@ namespace colibri::studio {
 namespace {
 
 using nlohmann::json;
+
+constexpr size_t kMaxStreamEvent = size_t(16) << 20;  // no chunk of a reply comes near this
+constexpr int kMaxPosition = 1 << 24;                   // nor a position this
+
+// A position the server reported, checked: the conversation is indexed by it.
+int checked_position(int position) {
+    if (position < 0 || position >= kMaxPosition) throw std::runtime_error("position " + std::to_string(position) + " out of range");
+    return position;
+}
 
 QString qstr(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
@@ -45,6 +55,20 @@ QString http_error(const httplib::Result& res) {
     return QStringLiteral("HTTP %1").arg(res->status);
 }
 
+// What in a server's model description no model has (the views size their tables by it); empty when nothing.
+QString out_of_range(const ModelSummary& s) {
+    if (s.layers < 1 || s.layers > 4096) return QObject::tr("%1 layers").arg(s.layers);
+    if (s.experts < 1 || s.experts > 65536) return QObject::tr("%1 experts").arg(s.experts);
+    if (s.active_experts < 1 || s.active_experts > s.experts) return QObject::tr("%1 active of %2 experts").arg(s.active_experts).arg(s.experts);
+    if (s.moe_layer_ids.empty() || s.moe_layer_ids.size() > size_t(s.layers)) return QObject::tr("%1 MoE layers").arg(s.moe_layer_ids.size());
+    for (int l : s.moe_layer_ids)
+        if (l < 0 || l >= s.layers) return QObject::tr("MoE layer %1 of %2 layers").arg(l).arg(s.layers);
+    constexpr int kLarge = 1 << 24;
+    if (s.vocab_size < 0 || s.vocab_size > kLarge || s.hidden_size < 0 || s.hidden_size > kLarge) return QObject::tr("a vocabulary of %1, a hidden size of %2").arg(s.vocab_size).arg(s.hidden_size);
+    if (s.context < 0 || s.context > kLarge || s.max_position < 0) return QObject::tr("a context of %1").arg(s.context);
+    return {};
+}
+
 // One position of the trace extension as the views' TokenTrace.
 TokenTrace trace_of(const json& t) {
     TokenTrace out;
@@ -72,6 +96,31 @@ TokenTrace trace_of(const json& t) {
     }
     out.step_ns = total;  // the server reports its layers' times; its own step and sampling are not in the trace
     return out;
+}
+
+// The Studio's view of a server's model (/v1/models' first entry and its meta); what is wrong with it, if anything.
+QString describe(const json& m, const json& meta, const QUrl& url, std::string& model, ModelSummary& s) {
+    try {  // a field of the wrong type throws
+        model = m.value("id", std::string());
+        s.path = QStringLiteral("%1 (%2)").arg(url.toString(QUrl::RemoveUserInfo | QUrl::StripTrailingSlash), qstr(model));
+        s.family = qstr(meta.value("family", std::string()));
+        s.layers = meta.value("layers", 0);
+        for (const json& l : meta["moe_layers"]) s.moe_layer_ids.push_back(l.get<int>());
+        s.moe_layers = static_cast<int>(s.moe_layer_ids.size());
+        s.experts = meta.value("experts", 0);
+        s.active_experts = meta.value("active_experts", 0);
+        s.hidden_size = meta.value("hidden_size", 0);
+        s.vocab_size = meta.value("vocab_size", 0);
+        s.context = meta.value("context", 0);
+        s.max_position = meta.value("max_position", 0);
+        s.has_tokenizer = meta.value("tokenizer", false);
+        s.tokenizer = s.has_tokenizer ? QObject::tr("on the server") : QStringLiteral("none");
+        s.has_chat_template = meta.value("chat_template", false);
+    } catch (const json::exception& e) {
+        return QObject::tr("has a field of the wrong type (%1)").arg(QString::fromUtf8(e.what()));
+    }
+    if (const QString bad = out_of_range(s); !bad.isEmpty()) return QObject::tr("is out of range: %1").arg(bad);
+    return {};
 }
 
 }  // namespace
@@ -106,23 +155,12 @@ void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
         emit loadFailed(url_text, tr("the server is not colibri serve (its model list has no routing description)"), LoadFailure::Server);
         return;
     }
-    r.model = m.value("id", std::string());
-    r.context = meta.value("context", 0);
     ModelSummary s;
-    s.path = QStringLiteral("%1 (%2)").arg(url.toString(QUrl::RemoveUserInfo | QUrl::StripTrailingSlash), qstr(r.model));
-    s.family = qstr(meta.value("family", std::string()));
-    s.layers = meta.value("layers", 0);
-    for (const json& l : meta["moe_layers"]) s.moe_layer_ids.push_back(l.get<int>());
-    s.moe_layers = static_cast<int>(s.moe_layer_ids.size());
-    s.experts = meta.value("experts", 0);
-    s.active_experts = meta.value("active_experts", 0);
-    s.hidden_size = meta.value("hidden_size", 0);
-    s.vocab_size = meta.value("vocab_size", 0);
-    s.context = r.context;
-    s.max_position = meta.value("max_position", 0);
-    s.has_tokenizer = meta.value("tokenizer", false);
-    s.tokenizer = s.has_tokenizer ? tr("on the server") : QStringLiteral("none");
-    s.has_chat_template = meta.value("chat_template", false);
+    if (const QString bad = describe(m, meta, url, r.model, s); !bad.isEmpty()) {
+        emit loadFailed(url_text, tr("the server's model description %1").arg(bad), LoadFailure::Server);
+        return;
+    }
+    r.context = s.context;
     s.remote = true;
     do_unload();
     remote_ = std::move(r);
@@ -176,7 +214,7 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
             started = true;
             const json trace = ext.value("trace", json::array());
             const int reused = !trace.empty() && trace[0].is_object() ? trace[0].value("position", 0) : ext.value("position", 0);
-            emit generationStarted(std::max(0, reused));
+            emit generationStarted(checked_position(reused));
         }
         if (c.contains("usage") && c["usage"].is_object()) {
             usage = true;
@@ -194,7 +232,7 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
         // Positions the server evaluated since the previous chunk (this chunk's token's predecessors).
         for (const json& t : ext.value("trace", json::array())) {
             const TokenTrace trace = trace_of(t);
-            end_position = std::max(end_position, trace.position + 1);
+            end_position = std::max(end_position, checked_position(trace.position) + 1);
             emit tokenEvaluated(trace);
         }
         if (!c.contains("choices") || !c["choices"].is_array() || c["choices"].empty() || !ext.contains("token")) return;
@@ -204,7 +242,7 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
         else text = choice.value("text", std::string());
         const bool end = ext.value("end_of_turn", false);
         reply += qstr(text);
-        const int position = ext.value("position", 0);
+        const int position = checked_position(ext.value("position", 0));
         end_position = std::max(end_position, position + 1);
         emit tokenGenerated(position, ext.value("token", -1), qstr(text), end);
     };
@@ -219,6 +257,7 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
     req.body = body.dump();
     req.set_header("Content-Type", "application/json");
     std::string error_body;
+    bool broken = false;  // the stream was closed here: it did not make sense
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
         if (id <= cancelled_.load()) {
             cancelled = true;
@@ -234,7 +273,19 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
             }
             if (event == "data: [DONE]") continue;
             const json c = json::parse(event.substr(6), nullptr, false);
-            if (c.is_object()) handle(c);
+            if (!c.is_object()) continue;
+            try {
+                handle(c);
+            } catch (const std::exception& e) {  // a field of the wrong type or range: the stream cannot be trusted further
+                failure = std::string("a stream chunk of the wrong shape (") + e.what() + ")";
+                broken = true;
+                return false;
+            }
+        }
+        if (pending.size() > kMaxStreamEvent) {
+            failure = "a stream event larger than 16 MiB";
+            broken = true;
+            return false;
         }
         return true;
     };
@@ -245,6 +296,10 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
         stats.stopped = true;
         stats.reply = reply;
         emit generationFinished(stats);
+        return;
+    }
+    if (broken) {
+        emit generationFailed(tr("the server: %1").arg(qstr(failure)));
         return;
     }
     if (!res || res->status != 200) {

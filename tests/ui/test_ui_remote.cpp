@@ -3,7 +3,12 @@
 // without the Studio), the same replies a local model gives, and a trace for every position the conversation
 // holds. Earlier replies are encoded again in each next prompt, and need not come back as the tokens that were
 // generated; the transcript must not change what they say (the Conversation's part of that is also checked alone).
+#include <httplib.h>
+
+#include <QLabel>
 #include <QPlainTextEdit>
+#include <mutex>
+#include <thread>
 #include <QPushButton>
 #include <QTextBrowser>
 #include <nlohmann/json.hpp>
@@ -56,6 +61,41 @@ QString shown_text(const Conversation& c, const ConversationMessage& m) {
     }
     return text;
 }
+
+// An HTTP server on a free loopback port that answers /v1/models and /v1/chat/completions with whatever the
+// test sets: a server that lies.
+class FakeServer {
+public:
+    FakeServer() {
+        http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+            std::lock_guard lock(mutex_);
+            res.set_content(models_, "application/json");
+        });
+        http_.Post("/v1/chat/completions", [this](const httplib::Request&, httplib::Response& res) {
+            std::lock_guard lock(mutex_);
+            res.set_content(stream_, "text/event-stream");
+        });
+        port_ = http_.bind_to_any_port("127.0.0.1");
+        thread_ = std::thread([this] { http_.listen_after_bind(); });
+    }
+    ~FakeServer() {
+        http_.stop();
+        thread_.join();
+    }
+    void answer(const std::string& models, const std::string& stream) {
+        std::lock_guard lock(mutex_);
+        models_ = models;
+        stream_ = stream;
+    }
+    QString url() const { return QStringLiteral("http://127.0.0.1:%1").arg(port_); }
+
+private:
+    httplib::Server http_;
+    std::mutex mutex_;
+    std::string models_, stream_;
+    int port_ = 0;
+    std::thread thread_;
+};
 
 }  // namespace
 
@@ -270,6 +310,54 @@ private slots:
         local_conversation(model, turns, 10);
     }
 
+    // A server that sends what colibri serve never sends: a model description of the wrong types or sizes is
+    // refused at connect (the model open stays), a stream chunk of the wrong shape or size fails the reply with a
+    // message; nothing crashes and Send stays usable.
+    void a_server_that_lies_is_an_error_not_a_crash() {
+        QSignalSpy loaded(window_.get(), &MainWindow::modelLoaded);
+        window_->open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
+        QVERIFY(wait_for(loaded, 1));
+        const QString label = window_->model_label()->text();
+        FakeServer fake;
+        const std::string good_meta = R"("meta": {"family": "mixtral", "layers": 2, "moe_layers": [0, 1], "experts": 4,
+            "active_experts": 2, "hidden_size": 8, "vocab_size": 16, "context": 64, "max_position": 64, "tokenizer": true,
+            "chat_template": true})";
+        const std::pair<std::string, QString> bad_models[] = {
+            {R"({"data": [{"id": 5, )" + good_meta + "}]}", QStringLiteral("wrong type")},
+            {R"({"data": [{"id": "x", "meta": {"moe_layers": ["a"], "layers": 2, "experts": 4, "active_experts": 2}}]})", QStringLiteral("wrong type")},
+            {R"({"data": [{"id": "x", "meta": {"moe_layers": [0], "layers": 2, "experts": 1000000000, "active_experts": 2}}]})", QStringLiteral("1000000000 experts")},
+            {R"({"data": [{"id": "x", "meta": {"moe_layers": [7], "layers": 2, "experts": 4, "active_experts": 2}}]})", QStringLiteral("MoE layer 7")},
+        };
+        for (const auto& [models, why] : bad_models) {
+            fake.answer(models, "");
+            QSignalSpy failed(window_.get(), &MainWindow::modelLoadFailed);
+            window_->connect_server(fake.url());
+            QVERIFY(wait_for(failed, 1));
+            QVERIFY2(failed.at(0).at(1).toString().contains(why), qPrintable(failed.at(0).at(1).toString()));
+            QCOMPARE(window_->model_label()->text(), label);
+        }
+
+        fake.answer(R"({"data": [{"id": "fake", )" + good_meta + "}]}", "");
+        window_->connect_server(fake.url());
+        QVERIFY(wait_for(loaded, 2));
+        const std::pair<std::string, QString> bad_streams[] = {
+            {R"(data: {"choices": [{"index": 0, "delta": {"content": "a"}}], "colibri": {"token": 1, "position": 3, "trace": [7]}})" "\n\n",
+             QStringLiteral("wrong shape")},
+            {R"(data: {"choices": [{"index": 0, "delta": {"content": "a"}}], "colibri": {"token": 1, "position": 2147483647, "trace": []}})" "\n\n",
+             QStringLiteral("out of range")},
+            {R"(data: {"error": "not an object"})" "\n\n", QStringLiteral("wrong shape")},
+            {"data: " + std::string(size_t(17) << 20, 'x'), QStringLiteral("larger than 16 MiB")},
+        };
+        for (const auto& [stream, why] : bad_streams) {
+            fake.answer(R"({"data": [{"id": "fake", )" + good_meta + "}]}", stream);
+            QSignalSpy failed(window_->chat(), &ChatController::failed);
+            window_->chat_view()->input()->setPlainText(QStringLiteral("Hello"));
+            QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
+            QVERIFY(wait_for(failed, 1));
+            QVERIFY2(failed.at(0).at(0).toString().contains(why), qPrintable(failed.at(0).at(0).toString().left(300)));
+            QVERIFY(window_->chat_view()->send_button()->isEnabled());
+        }
+    }
 };
 
 QTEST_MAIN(TestUiRemote)
