@@ -53,13 +53,7 @@ class TestChat : public QObject {
     QTemporaryDir dir_;
     std::unique_ptr<MainWindow> window_;
 
-    bool send(const QString& text, int max_tokens) {
-        QSignalSpy finished(window_->chat(), &ChatController::finished);
-        window_->chat_view()->set_settings(greedy(max_tokens));
-        window_->chat_view()->input()->setPlainText(text);
-        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
-        return wait_for(finished, 1, 120000);
-    }
+    bool send(const QString& text, int max_tokens) { return send_and_wait(*window_, text, max_tokens); }
 
 private slots:
     void initTestCase() {

@@ -65,17 +65,7 @@ class TestUiFailedActions : public QObject {
                 window_->conversation()->token_ids(), window_->chat_view()->send_button()->isEnabled()};
     }
 
-    // True when the reply came; a failed generation ends the wait at once.
-    bool send(const QString& text) {
-        QSignalSpy finished(window_->chat(), &ChatController::finished);
-        QSignalSpy failed(window_->chat(), &ChatController::failed);
-        window_->chat_view()->set_settings(greedy(6));
-        window_->chat_view()->input()->setPlainText(text);
-        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
-        QDeadlineTimer deadline(120000);
-        while (finished.count() == 0 && failed.count() == 0 && !deadline.hasExpired()) QTest::qWait(2);
-        return finished.count() == 1;
-    }
+    bool send(const QString& text) { return send_and_wait(*window_, text, 6); }
 
     void hook_question() {
         window_->set_discard_question([this](const QString& action) {
@@ -101,6 +91,24 @@ class TestUiFailedActions : public QObject {
         QVERIFY(now.send_enabled);
         QVERIFY(window_->model_loaded());
         QVERIFY(window_->has_unsaved_conversation());
+    }
+
+    // A failing action (after the discard question about `asked`, answered Discard) changes nothing shown; the
+    // banner says why and that the model is still open, with "Show the damage" only when damage_offered.
+    void expect_failure_keeps_everything(const std::function<void()>& action, const QString& asked, const QStringList& banner_words,
+                                         bool damage_offered) {
+        const Shown before = shown();
+        asked_.clear();
+        QSignalSpy failed(window_.get(), &MainWindow::modelLoadFailed);
+        action();
+        QVERIFY(wait_for(failed, 1));
+        expect_kept(before);
+        QCOMPARE(asked_, QStringList{asked});
+        const QString banner = window_->banner()->text();
+        for (const QString& words : banner_words + QStringList{QStringLiteral("ui-test.bin is still open")})
+            QVERIFY2(banner.contains(words), qPrintable(banner));
+        QCOMPARE(window_->banner()->button(QStringLiteral("Show the damage")) != nullptr, damage_offered);
+        expect_answers();
     }
 
     // The kept model still answers: the worker holds it, not only the window's labels.
@@ -152,49 +160,23 @@ private slots:
         QVERIFY(QFile::copy(model_, damaged));
         QFile::setPermissions(damaged, QFile::ReadOwner | QFile::WriteOwner);
         QVERIFY(QFile::resize(damaged, QFileInfo(damaged).size() / 2));
-        const Shown before = shown();
-        asked_.clear();
-        QSignalSpy failed(window_.get(), &MainWindow::modelLoadFailed);
-        window_->open_model(damaged);
-        QVERIFY(wait_for(failed, 1));
-        expect_kept(before);
-        QCOMPARE(asked_, QStringList{QStringLiteral("Opening damaged.bin")});
-        QVERIFY2(window_->banner()->text().contains(QStringLiteral("ui-test.bin is still open")), qPrintable(window_->banner()->text()));
         // A damaged file: its damage is what the validator shows.
-        QVERIFY(window_->banner()->button(QStringLiteral("Show the damage")) != nullptr);
-        expect_answers();
+        expect_failure_keeps_everything([&] { window_->open_model(damaged); }, QStringLiteral("Opening damaged.bin"),
+                                        {QStringLiteral("Could not load damaged.bin")}, true);
     }
 
     void a_budget_too_small_keeps_everything() {
-        const Shown before = shown();
-        asked_.clear();
-        QSignalSpy failed(window_.get(), &MainWindow::modelLoadFailed);
         LoadOptions tiny;
         tiny.ram_budget = 4096;
-        window_->open_model(other_, tiny);
-        QVERIFY(wait_for(failed, 1));
-        expect_kept(before);
-        QCOMPARE(asked_, QStringList{QStringLiteral("Opening other.bin")});
-        const QString banner = window_->banner()->text();
-        QVERIFY2(banner.contains(QStringLiteral("budget")) && banner.contains(QStringLiteral("ui-test.bin is still open")), qPrintable(banner));
         // The file is fine: no damage to show, the budget to change.
-        QVERIFY(window_->banner()->button(QStringLiteral("Show the damage")) == nullptr);
+        expect_failure_keeps_everything([&] { window_->open_model(other_, tiny); }, QStringLiteral("Opening other.bin"),
+                                        {QStringLiteral("budget")}, false);
         QVERIFY(window_->banner()->button(QStringLiteral("Change the budget…")) != nullptr);
-        expect_answers();
     }
 
     void connecting_to_a_dead_port_keeps_everything() {
-        const Shown before = shown();
-        asked_.clear();
-        QSignalSpy failed(window_.get(), &MainWindow::modelLoadFailed);
-        window_->connect_server(QStringLiteral("http://127.0.0.1:1"));
-        QVERIFY(wait_for(failed, 1));
-        expect_kept(before);
-        QCOMPARE(asked_, QStringList{QStringLiteral("Connecting to http://127.0.0.1:1")});
-        const QString banner = window_->banner()->text();
-        QVERIFY2(banner.contains(QStringLiteral("Could not connect")) && banner.contains(QStringLiteral("ui-test.bin is still open")), qPrintable(banner));
-        QVERIFY(window_->banner()->button(QStringLiteral("Show the damage")) == nullptr);
-        expect_answers();
+        expect_failure_keeps_everything([&] { window_->connect_server(QStringLiteral("http://127.0.0.1:1")); },
+                                        QStringLiteral("Connecting to http://127.0.0.1:1"), {QStringLiteral("Could not connect")}, false);
     }
 
     void cancel_keeps_the_conversation() {

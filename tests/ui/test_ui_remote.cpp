@@ -105,13 +105,7 @@ class TestUiRemote : public QObject {
     Q_OBJECT
     std::unique_ptr<MainWindow> window_;
 
-    bool send(const QString& text, int max_tokens) {
-        QSignalSpy finished(window_->chat(), &ChatController::finished);
-        window_->chat_view()->set_settings(greedy(max_tokens));
-        window_->chat_view()->input()->setPlainText(text);
-        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
-        return wait_for(finished, 1, 120000);
-    }
+    bool send(const QString& text, int max_tokens) { return send_and_wait(*window_, text, max_tokens); }
 
     // Every reply shows its own text; the conversation's tokens are the last prompt's tokens (as the engine
     // encodes these messages) followed by the last reply's; every position but the last sampled one has a trace

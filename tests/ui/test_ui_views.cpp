@@ -40,13 +40,7 @@ class TestViews : public QObject {
         return wait_for(loaded, 1);
     }
 
-    bool send(const QString& text, int max_tokens) {
-        QSignalSpy finished(window_->chat(), &ChatController::finished);
-        window_->chat_view()->set_settings(greedy(max_tokens));
-        window_->chat_view()->input()->setPlainText(text);
-        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
-        return wait_for(finished, 1, 120000);
-    }
+    bool send(const QString& text, int max_tokens) { return send_and_wait(*window_, text, max_tokens); }
 
 private slots:
     void initTestCase() {
