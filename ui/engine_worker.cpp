@@ -32,6 +32,7 @@ void register_metatypes() {
     qRegisterMetaType<GenerationStats>();
     qRegisterMetaType<KernelComparison>();
     qRegisterMetaType<KernelComparisonRequest>();
+    qRegisterMetaType<LoadFailure>();
 }
 
 uint64_t now_ns() {
@@ -195,23 +196,24 @@ Status use_ram_budget(Model& model, const LoadOptions& options) {
 }  // namespace
 
 void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
-    do_unload();
+    // The model in use stays until the new one is ready: a failed load leaves the chat where it was.
     auto model = Model::load(path.toStdString());
     if (!model) {
-        emit loadFailed(path, QString::fromStdString(model.message()));
+        emit loadFailed(path, QString::fromStdString(model.message()), LoadFailure::File);
         return;
     }
     const uint32_t max_position = model.value()->hparams().max_position;
     if (options.context > max_position) {
-        emit loadFailed(path, tr("context %1 exceeds the model's maximum of %2").arg(options.context).arg(max_position));
+        emit loadFailed(path, tr("context %1 exceeds the model's maximum of %2").arg(options.context).arg(max_position), LoadFailure::Options);
         return;
     }
     if (options.ram_budget > 0) {
         if (Status st = use_ram_budget(*model.value(), options); !st) {
-            emit loadFailed(path, QString::fromStdString(st.message()));
+            emit loadFailed(path, QString::fromStdString(st.message()), LoadFailure::Options);
             return;
         }
     }
+    do_unload();
     model_ = std::move(model.value());
     cache_tracker_ = CacheStateTracker{};
     // Counters first: the pool's threads, started next, inherit them, so per-layer counts include their work.
