@@ -101,8 +101,8 @@ void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     add_budget_args(cmd, m);
 }
 
-// What --ram-budget, --cache-policy and --hot-trace ask for; nullopt without a budget.
-Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
+// What --ram-budget, --cache-policy and --hot-trace ask for on `model`; nullopt without a budget.
+Result<std::optional<ExpertCacheConfig>> budget_config(const Model& model, const ModelArgs& args) {
     if (args.ram_budget.empty()) {
         if (!args.hot_trace.empty()) return error("--hot-trace needs --ram-budget");
         if (args.cache_prefetch) return error("--cache-prefetch needs --ram-budget");
@@ -118,9 +118,9 @@ Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
     c.prefetch = args.cache_prefetch;
     if (*policy == CachePolicy::Pinned) {
         if (args.hot_trace.empty()) return error("--cache-policy pinned needs --hot-trace (a routing trace from route --json)");
-        auto trace = tools::read_routing_trace(args.hot_trace);
-        if (!trace) return error("--hot-trace: " + trace.message());
-        c.hot_experts = tools::hot_experts(trace.value());
+        auto hot = tools::read_hot_experts(args.hot_trace, model);
+        if (!hot) return error("--hot-trace: " + hot.message());
+        c.hot_experts = std::move(hot.value());
     } else if (!args.hot_trace.empty()) {
         return error("--hot-trace is for --cache-policy pinned");
     }
@@ -128,7 +128,7 @@ Result<std::optional<ExpertCacheConfig>> budget_config(const ModelArgs& args) {
 }
 
 Status use_budget(Model& model, const ModelArgs& args) {
-    auto config = budget_config(args);
+    auto config = budget_config(model, args);
     if (!config) return config.status();
     if (!config->has_value()) return Status::ok();
     return model.use_expert_cache(**config);
@@ -154,9 +154,11 @@ Result<Loaded> load(const ModelArgs& args) {
     if (args.context > max_position)
         return error("context " + std::to_string(args.context) + " exceeds the model's maximum of " + std::to_string(max_position));
     COLIBRI_TRY(use_budget(*model.value(), args));
+    auto pool = ThreadPool::create(args.threads);
+    if (!pool) return pool.status();
     Loaded l;
     l.model = std::move(model.value());
-    l.pool = std::make_unique<ThreadPool>(args.threads);
+    l.pool = std::move(pool.value());
     l.session = std::make_unique<Session>(*l.model, *l.pool, args.context);
     return l;
 }
@@ -218,10 +220,7 @@ Status write_output_file(const std::string& path, const void* data, size_t bytes
         if (::close(fd) != 0) return error(path + ": write failed: " + std::strerror(errno));
         return Status::ok();
     }
-    TempOutput out;
-    COLIBRI_TRY(out.create(path));
-    COLIBRI_TRY(out.write_at(0, data, bytes));
-    return out.commit();
+    return write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes));
 }
 
 // The expert cache's configuration and counters since load (--ram-budget).
@@ -713,7 +712,7 @@ int cmd_bench(const ModelArgs& args, BenchArgs& ba, bool as_json) {
 void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
     cmd->add_flag("--greedy", s.greedy, "always take the most likely token");
     cmd->add_option("--seed", s.seed, "random seed");
-    cmd->add_option("--temperature", s.temperature, "temperature (0 = greedy)");
+    cmd->add_option("--temperature", s.temperature, "temperature (0, or below 1e-4, = greedy)");
     cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 = off)");
     cmd->add_option("--top-p", s.top_p, "nucleus sampling threshold (1 = off)");
     cmd->add_option("--min-p", s.min_p, "drop tokens below min-p x the best probability (0 = off)");
@@ -1018,9 +1017,13 @@ int main(int argc, char** argv) {
     serve->add_option("--host", sargs.host, "address to listen on, HOST or HOST:PORT (default 127.0.0.1:8080)");
     serve->add_option("--port", sargs.port, "port (default 8080; 0 picks a free one)");
     serve->add_option("--slots", sargs.slots, "sequences decoded together, each with its own KV cache (default 4)");
-    serve->add_option("--api-key", sargs.api_key, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY)");
-    serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (with --shm-key)");
-    serve->add_option("--shm-key", sargs.shm_key, "local mode: shared memory /dev/shm/colibri-KEY (with --socket)");
+    serve->add_option("--api-key", sargs.api_keys, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY); repeat for several clients, each with its own prefix cache");
+    serve->add_flag("--share-prefix-cache", sargs.share_prefix_cache, "a prompt prefix cached for one API key also serves the others (default: per key)");
+    serve->add_option("--socket", sargs.socket_path, "local mode: Unix socket path (mode 0660: this user and group)");
+    serve->add_option("--shm-key", sargs.shm_key, "local mode: names the connections' shared memory (memfd:KEY-reply; optional)");
+    serve->add_option("--socket-connections", sargs.socket_connections, "local mode: connections open at once (default: max(16, slots + max-queue))");
+    serve->add_option("--socket-per-user", sargs.socket_per_user, "local mode: connections one uid may hold (default: half of --socket-connections)");
+    serve->add_option("--socket-idle", sargs.socket_idle_s, "local mode: seconds a connection may stay idle before it is closed (default 60)");
     serve->add_option("--max-queue", sargs.max_queue, "requests waiting for a slot before 429 (default 64)");
     serve->add_option("--max-tokens", sargs.max_tokens, "most tokens one request may generate (default: the context)");
     serve->add_option("--max-body", sargs.max_body, "largest request body in bytes (default 2 MiB)");
@@ -1045,7 +1048,8 @@ int main(int argc, char** argv) {
         return 2;
     }
 
-    if (!colibri::cli::configure_kernels_or_report()) return 1;  // COLIBRI_KERNEL, else the tune cache
+    // COLIBRI_KERNEL, else the tune cache; tune measures every variant itself and rewrites the cache.
+    if (!*tune && !colibri::cli::configure_kernels_or_report()) return 1;
     try {
         if (*tune) return colibri::cli::cmd_tune(as_json, tune_quick);
         if (*convert) return cmd_convert(src, out, type_name, zstd, zstd_level, quiet);

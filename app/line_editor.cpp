@@ -2,13 +2,17 @@
 
 #include <histedit.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <utility>
+
+#include "engine/file/temp_output.h"
 
 namespace colibri::cli {
 
@@ -80,7 +84,19 @@ LineEditor::LineEditor(const std::string& history_path)
     el_wset(el_->el, EL_ADDFN, L"colibri-suspend", L"Suspend the chat (Ctrl-Z)", &Editline::on_ctrl_z);
     el_set(el_->el, EL_BIND, "^Z", "colibri-suspend", static_cast<char*>(nullptr));
     el_source(el_->el, nullptr);  // the user's ~/.editrc, as other libedit programs read it
-    if (!history_path_.empty()) history(el_->history, &ev, H_LOAD, history_path_.c_str());
+    // libedit opens the file itself: only a regular file is given to it (a FIFO there would block the start).
+    if (history_path_.empty()) return;
+    struct stat st {};
+    if (::stat(history_path_.c_str(), &st) != 0) return;  // none yet
+    if (const std::string what = not_replaceable(history_path_); !what.empty()) {
+        // A link to /dev/null is how a history is turned off: nothing to say about that.
+        if (!S_ISCHR(st.st_mode))
+            std::fprintf(stderr, "colibri: warning: chat history %s: not a regular file (%s): not read or written\n",
+                         history_path_.c_str(), what.c_str());
+        history_path_.clear();
+        return;
+    }
+    history(el_->history, &ev, H_LOAD, history_path_.c_str());
 }
 
 LineEditor::~LineEditor() = default;
@@ -144,7 +160,20 @@ void LineEditor::remember(const std::string& line) {
     if (history_path_.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(history_path_).parent_path(), ec);
-    history(el_->history, &ev, H_SAVE, history_path_.c_str());
+    // Committed as every output is (engine/file/temp_output.h): a full disk or a crash keeps the old history whole.
+    TempOutput out;
+    Status saved = out.create(history_path_);
+    if (saved) {
+        FILE* f = fdopen(dup(out.fd()), "w");
+        const bool written = f != nullptr && history(el_->history, &ev, H_SAVE_FP, f) >= 0 && std::fflush(f) == 0 && !std::ferror(f);
+        const int e = errno;
+        if (f != nullptr) std::fclose(f);
+        saved = written ? out.commit() : error(history_path_ + ": " + std::strerror(e ? e : EIO));
+    }
+    if (!saved) {  // said once: the chat goes on without saving
+        std::fprintf(stderr, "colibri: warning: chat history %s; not saved from now on\n", saved.message().c_str());
+        history_path_.clear();
+    }
 }
 
 }  // namespace colibri::cli

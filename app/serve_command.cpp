@@ -6,14 +6,17 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "engine/core/model.h"
+#include "engine/base/thread_start.h"
 #include "server/http_server.h"
 #include "server/local_server.h"
 #include "server/scheduler.h"
@@ -61,6 +64,71 @@ std::string model_id(const std::string& path) {
     return name.empty() ? "model" : name;
 }
 
+// SIGINT and SIGTERM, blocked in every thread started after start(), are taken by one thread that runs the stop
+// action: while the server starts there is none yet and the signal is remembered (on_signal() then says so), so
+// a signal is honoured at any time; before start() they keep their default action and end the process.
+class StopSignals {
+public:
+    StopSignals() {
+        sigemptyset(&set_);
+        sigaddset(&set_, SIGINT);
+        sigaddset(&set_, SIGTERM);
+    }
+    ~StopSignals() {
+        if (!thread_.joinable()) return;
+        {
+            std::lock_guard lock(mutex_);
+            done_ = true;
+        }
+        pthread_kill(thread_.native_handle(), SIGTERM);  // wakes its sigwait
+        thread_.join();
+    }
+
+    Status start() {
+        pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+        try {
+            thread_ = std::thread([this] { wait(); });
+        } catch (const std::system_error& e) {
+            pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);  // a signal that came meanwhile ends the process now
+            return error(thread_start_failure("the signal thread", e));
+        }
+        return Status::ok();
+    }
+    // Runs `stop` on the next signal; false (and nothing set) when one has come already.
+    bool on_signal(std::function<void()> stop) {
+        std::lock_guard lock(mutex_);
+        if (signalled_) {
+            action_ = nullptr;
+            return false;
+        }
+        action_ = std::move(stop);
+        return true;
+    }
+
+private:
+    // The first signal stops the server gracefully; a second one (a stop that takes too long) ends it at once.
+    void wait() {
+        for (;;) {
+            int sig = 0;
+            if (sigwait(&set_, &sig) != 0) continue;
+            std::lock_guard lock(mutex_);
+            if (done_) return;
+            if (signalled_) {
+                std::fputs("colibri serve: second signal: stopping at once\n", stderr);
+                std::_Exit(1);
+            }
+            signalled_ = true;
+            if (action_) action_();
+        }
+    }
+
+    sigset_t set_;
+    std::mutex mutex_;
+    bool signalled_ = false, done_ = false;
+    std::function<void()> action_;
+    std::thread thread_;
+};
+
 }  // namespace
 
 int cmd_serve(ServeArgs a) {
@@ -69,17 +137,17 @@ int cmd_serve(ServeArgs a) {
     std::string host;
     if (!split_host(a.host, host, port)) return fail("--host '" + a.host + "' is not HOST, HOST:PORT or [IPV6]:PORT");
     if (port < 0) port = 8080;
-    if (a.socket_path.empty() != a.shm_key.empty()) return fail("--socket and --shm-key go together");
+    if (a.socket_path.empty() && !a.shm_key.empty()) return fail("--shm-key names the local mode's memory: it needs --socket");
     if (a.slots == 0 || a.slots > 256) return fail("--slots must be between 1 and 256");
-    if (a.api_key.empty())
-        if (const char* k = std::getenv("COLIBRI_API_KEY")) a.api_key = k;
+    if (a.socket_connections > 4096) return fail("--socket-connections must be between 1 and 4096");
+    const uint32_t socket_connections = a.socket_connections ? a.socket_connections : std::max(16u, a.slots + a.max_queue);
+    if (a.socket_per_user > socket_connections) return fail("--socket-per-user must not exceed --socket-connections");
+    if (a.socket_idle_s < 1) return fail("--socket-idle must be at least 1 second");
+    if (a.api_keys.empty())
+        if (const char* k = std::getenv("COLIBRI_API_KEY"); k != nullptr && *k != '\0') a.api_keys.push_back(k);
+    for (const std::string& k : a.api_keys)
+        if (k.empty()) return fail("--api-key must not be empty");
 
-    // Signals go to one thread that stops the server; every other thread (started below) blocks them.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
     auto model = Model::load(a.model_path);
@@ -94,61 +162,72 @@ int cmd_serve(ServeArgs a) {
     struct stat st{};
     if (::stat(a.model_path.c_str(), &st) == 0) served.created = st.st_mtime;
 
-    server::SchedulerOptions so;
-    so.slots = a.slots;
-    so.context = a.context;
-    so.threads = a.threads;
-    so.max_queue = a.max_queue;
-    server::Scheduler scheduler(*served.model, so);
-    served.context = scheduler.context();
-    server::ApiLimits limits;
-    limits.context = scheduler.context();
-    limits.max_tokens = a.max_tokens;
+    // Every thread starts before "listening" is printed: a limit on threads is an error here, not a server that
+    // accepts connections and never answers.
+    StopSignals stop;
+    if (Status s = stop.start(); !s) return fail(s.message());
+    try {
+        server::SchedulerOptions so;
+        so.slots = a.slots;
+        so.context = a.context;
+        so.threads = a.threads;
+        so.max_queue = a.max_queue;
+        so.share_cache_across_scopes = a.share_prefix_cache;
+        server::Scheduler scheduler(*served.model, so);
+        served.context = scheduler.context();
+        server::ApiLimits limits;
+        limits.context = scheduler.context();
+        limits.max_tokens = a.max_tokens;
 
-    server::HttpOptions ho;
-    ho.host = host;
-    ho.port = port;
-    ho.api_key = a.api_key;
-    ho.max_body = a.max_body;
-    ho.request_timeout_s = a.timeout_s;
-    ho.io_timeout_s = a.timeout_s;
-    ho.log_requests = !a.quiet;
-    ho.connection_threads = std::max(64u, 2 * (a.slots + a.max_queue));
-    server::HttpServer http(scheduler, served, limits, ho);
-    auto bound = http.bind();
-    if (!bound) return fail(bound.message());
-    std::unique_ptr<server::LocalServer> local;
-    if (!a.socket_path.empty()) {
-        server::LocalOptions lo;
-        lo.socket_path = a.socket_path;
-        lo.shm_key = a.shm_key;
-        lo.request_timeout_s = a.timeout_s;
-        lo.rings = std::max(16u, a.slots + a.max_queue);
-        server::ApiLimits local_limits = limits;
-        local_limits.require_model = false;
-        local = std::make_unique<server::LocalServer>(scheduler, served, local_limits, lo);
-        if (Status s = local->start(); !s) return fail(s.message());
+        server::HttpOptions ho;
+        ho.host = host;
+        ho.port = port;
+        ho.api_keys = a.api_keys;
+        ho.max_body = a.max_body;
+        ho.request_timeout_s = a.timeout_s;
+        ho.io_timeout_s = a.timeout_s;
+        ho.log_requests = !a.quiet;
+        ho.connection_threads = std::max(64u, 2 * (a.slots + a.max_queue));
+        server::HttpServer http(scheduler, served, limits, ho);
+        auto bound = http.bind();
+        if (!bound) return fail(bound.message());
+        std::unique_ptr<server::LocalServer> local;
+        if (!a.socket_path.empty()) {
+            server::LocalOptions lo;
+            lo.socket_path = a.socket_path;
+            if (!a.shm_key.empty()) lo.name = a.shm_key;
+            lo.api_keys = a.api_keys;
+            lo.max_body = a.max_body;
+            lo.request_timeout_s = a.timeout_s;
+            lo.idle_timeout_s = a.socket_idle_s;
+            lo.max_connections = socket_connections;
+            lo.max_per_user = a.socket_per_user;
+            server::ApiLimits local_limits = limits;
+            local_limits.require_model = false;
+            local = std::make_unique<server::LocalServer>(scheduler, served, local_limits, lo);
+            if (Status s = local->start(); !s) return fail(s.message());
+        }
+        if (!stop.on_signal([&http] { http.stop(); })) {  // signalled while starting
+            if (local) local->stop();
+            std::fprintf(stderr, "colibri serve: stopped\n");
+            return 0;
+        }
+        const bool v6 = host.find(':') != std::string::npos;
+        std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
+                     format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(),
+                     v6 ? "]" : "", bound.value(), a.api_keys.empty() ? "" : " (API key required)");
+        if (local)
+            std::fprintf(stderr, "colibri serve: local mode on %s (mode 0660)%s\n", a.socket_path.c_str(),
+                         a.api_keys.empty() ? "" : " (API key required)");
+        struct Detach {  // http goes before this scope ends: a late signal must not reach it
+            StopSignals& stop;
+            ~Detach() { stop.on_signal({}); }
+        } detach{stop};
+        http.run();
+        if (local) local->stop();
+    } catch (const std::system_error& e) {
+        return fail(thread_start_failure("the server's threads", e));
     }
-    const bool v6 = host.find(':') != std::string::npos;
-    std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
-                 format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(), v6 ? "]" : "",
-                 bound.value(), a.api_key.empty() ? "" : " (API key required)");
-    if (local)
-        std::fprintf(stderr, "colibri serve: local mode on %s (0660), shared memory /dev/shm/colibri-%s (0600)\n", a.socket_path.c_str(),
-                     a.shm_key.c_str());
-
-    std::atomic<bool> signalled{false};
-    std::thread stopper([&http, &signalled, stop_signals] {
-        int sig = 0;
-        sigwait(&stop_signals, &sig);
-        signalled = true;
-        http.stop();
-    });
-    http.run();
-    // The stopper waits for a signal that never comes when the server ended by itself.
-    if (!signalled) pthread_kill(stopper.native_handle(), SIGTERM);
-    stopper.join();
-    if (local) local->stop();
     std::fprintf(stderr, "colibri serve: stopped\n");
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "kernels/tuner.h"
 #include "tools/byte_size.h"
+#include "tools/tune_cache.h"
 #include "ui/views/main_window.h"
 #include "ui/views/screenshot.h"
 
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
 
     // COLIBRI_KERNEL, else the tune cache's choice for this CPU, as the CLI does.
     std::string kernel_error, kernel_warning;
-    if (!kernels::configure_kernels(&kernel_error, &kernel_warning)) return fail(QString::fromStdString(kernel_error));
+    if (!tools::configure_kernels(&kernel_error, &kernel_warning)) return fail(QString::fromStdString(kernel_error));
     if (!kernel_warning.empty()) std::fprintf(stderr, "colibri-studio: warning: %s\n", kernel_warning.c_str());
 
     QSize size(1280, 720);

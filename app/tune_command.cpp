@@ -6,12 +6,13 @@
 #include <string>
 
 #include "kernels/tuner.h"
+#include "tools/tune_cache.h"
 
 namespace colibri::cli {
 
 bool configure_kernels_or_report() {
     std::string error, warning;
-    if (!kernels::configure_kernels(&error, &warning)) {
+    if (!tools::configure_kernels(&error, &warning)) {
         std::fprintf(stderr, "colibri: %s\n", error.c_str());
         return false;
     }
@@ -30,9 +31,8 @@ int cmd_tune(bool as_json, bool quick) {
     });
     if (show_progress) std::fprintf(stderr, "\n");
 
-    std::string error;
     const std::string path = tune_cache_path();
-    const bool saved = save_tune_cache(report, path, &error);
+    const Status saved = tools::save_tune_cache(report, path);
     if (as_json) {
         std::printf("%s\n", tune_report_json(report).c_str());
     } else {
@@ -51,7 +51,7 @@ int cmd_tune(bool as_json, bool quick) {
         if (saved) std::printf("\nchoice saved to %s\n", path.c_str());
     }
     if (!saved) {
-        std::fprintf(stderr, "colibri: %s\n", error.c_str());
+        std::fprintf(stderr, "colibri: %s\n", saved.message().c_str());
         return 1;
     }
     return 0;

@@ -1,5 +1,5 @@
 // libFuzzer target: a .bin model file. ModelFile::open must refuse it with one error line or hand out only
-// views that lie inside the file; Model::load must refuse it or bind it, and a bound model runs two tokens
+// views that lie inside the file (and expert entries that name their own sections); Model::load must refuse it or bind it, and a bound model runs two tokens
 // through a Session (one thread, context 2) so the binding and the kernels meet whatever the checks let
 // through; an embedded tokenizer encodes and decodes a string.
 #include <cstdint>
@@ -17,6 +17,13 @@ namespace {
 void check_views(const ModelFile& f) {
     for (const format::SectionEntry& s : f.sections())
         fuzz_check(s.offset <= f.size() && s.size <= f.size() - s.offset, "a section outside the file");
+    // The expert cache reads an expert through its entry: an entry must name its own expert's section.
+    for (const format::ExpertEntry& e : f.experts()) {
+        fuzz_check(e.section < f.sections().size(), "an expert entry naming no section");
+        const format::SectionEntry& s = f.sections()[e.section];
+        fuzz_check(s.kind == static_cast<uint32_t>(format::SectionKind::Expert) && s.layer == e.layer && s.expert == e.expert,
+                   "an expert entry naming another section than its expert's");
+    }
     for (const TensorView& t : f.tensors()) {
         if (t.offset > f.size() || t.size > f.size() - t.offset) fuzz::fuzz_fail("tensor " + t.name + " outside the file");
         if (t.data != f.data() + t.offset) fuzz::fuzz_fail("tensor " + t.name + " does not point at its offset");

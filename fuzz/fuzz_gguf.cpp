@@ -1,9 +1,11 @@
 // libFuzzer target: a GGUF file. GgufFile::open must refuse it with one error line or give tensors whose
-// bytes lie inside the mapped file; then the GGUF converter plans and writes it into a scratch directory:
+// bytes lie inside the mapped file, no two sharing a byte; then the GGUF converter plans and writes it into a scratch directory:
 // it must fail with one error line and leave nothing behind, or write a .bin that loads (or is refused with
 // one error line) and runs a token. Outputs beyond 32 MiB are cancelled after their first tensor.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <vector>
 
 #include "engine/core/model.h"
 #include "engine/core/session.h"
@@ -58,8 +60,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             return 0;
         }
         const fuzz::MemFile::Mapping mapped = file.mapping();
-        for (const auto& [name, t] : opened.value()->tensors())
+        std::vector<const tools::GgufTensor*> by_data;
+        for (const auto& [name, t] : opened.value()->tensors()) {
             if (!mapped.holds(t.data, t.size)) fuzz::fuzz_fail("tensor " + name + " lies outside the file");
+            by_data.push_back(&t);
+        }
+        // llama.cpp's layout: tensors never share bytes (each starts where the one before ends, aligned).
+        std::sort(by_data.begin(), by_data.end(), [](const tools::GgufTensor* a, const tools::GgufTensor* b) { return a->data < b->data; });
+        for (size_t k = 1; k < by_data.size(); ++k)
+            if (by_data[k - 1]->data + by_data[k - 1]->size > by_data[k]->data)
+                fuzz::fuzz_fail("tensors " + by_data[k - 1]->name + " and " + by_data[k]->name + " overlap");
     }
     convert(file.path());
     return 0;

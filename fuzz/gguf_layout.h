@@ -1,6 +1,7 @@
 // Where every field of a GGUF file's header, key/values and tensor infos lies, for test tooling: the seed
 // maker slims the reference GGUF with it and the corruption sweep truncates and flips bytes at its field
-// boundaries. The converter's own reader is tools/gguf.cpp; this one only walks well-formed files.
+// boundaries; write_gguf() lays a file out again, as llama.cpp requires, after a test changed its tensors. The
+// converter's own reader is tools/gguf.cpp; this one only walks well-formed files.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -149,6 +150,60 @@ inline std::optional<GgufLayout> parse_gguf_layout(const uint8_t* p, uint64_t n)
     g.infos_end = c.pos();
     g.data_start = (g.infos_end + g.alignment - 1) / g.alignment * g.alignment;
     return g;
+}
+
+// A tensor for write_gguf: its info and its data.
+struct GgufTensorData {
+    std::string name;
+    std::vector<uint64_t> ne;
+    uint32_t type = 0;
+    std::string data;
+};
+
+// The tensors of a parsed file, with their data (each tensor's bytes up to the next one's, or the file's, end: the
+// alignment padding included, which write_gguf drops again).
+inline std::vector<GgufTensorData> gguf_tensors(const std::string& file, const GgufLayout& g) {
+    std::vector<GgufTensorData> out;
+    for (size_t i = 0; i < g.infos.size(); ++i) {
+        const GgufTensorInfo& t = g.infos[i];
+        const uint64_t begin = g.data_start + t.offset;
+        const uint64_t end = i + 1 < g.infos.size() ? g.data_start + g.infos[i + 1].offset : file.size();
+        out.push_back({t.name, t.ne, t.type, begin < end && end <= file.size() ? file.substr(begin, end - begin) : std::string()});
+    }
+    return out;
+}
+
+// A GGUF file with the header and key/values of `file` (n_kv records, as they are there, or `kv_bytes` instead when
+// given) and these tensors, laid out as llama.cpp requires: each tensor's data where the one before it ends, rounded
+// up to the alignment. `data_bytes(t)` says how many of a tensor's data bytes are its own (the rest is padding).
+template <typename DataBytes>
+std::string write_gguf(const std::string& file, const GgufLayout& g, const std::vector<GgufTensorData>& tensors, DataBytes data_bytes,
+                       const std::string* kv_bytes = nullptr, uint64_t n_kv = 0) {
+    auto put_u32 = [](std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); };
+    auto put_u64 = [](std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); };
+    auto pad_to = [&](std::string& s) { s.append((g.alignment - s.size() % g.alignment) % g.alignment, '\0'); };
+    std::string s = file.substr(0, 8);  // magic and version
+    put_u64(s, tensors.size());
+    if (kv_bytes != nullptr) {
+        put_u64(s, n_kv);
+        s += *kv_bytes;
+    } else {
+        put_u64(s, g.kvs.size());
+        if (!g.kvs.empty()) s += file.substr(g.kvs.front().begin, g.kvs.back().end - g.kvs.front().begin);
+    }
+    std::string data;
+    for (const GgufTensorData& t : tensors) {
+        pad_to(data);
+        put_u64(s, t.name.size());
+        s += t.name;
+        put_u32(s, static_cast<uint32_t>(t.ne.size()));
+        for (uint64_t d : t.ne) put_u64(s, d);
+        put_u32(s, t.type);
+        put_u64(s, data.size());
+        data += t.data.substr(0, data_bytes(t));
+    }
+    pad_to(s);
+    return s + data;
 }
 
 }  // namespace colibri::fuzz

@@ -15,6 +15,16 @@
 //                                                                template, and each TEMPLATE with a conversation
 //   join OUT IN...                                              the files joined by NULs (config \0 generation
 //                                                                config)
+//   config-patch CONFIG GENERATION PATCH OUT                    config.json with the JSON object PATCH merged in,
+//                                                                then \0 generation_config.json
+//   gguf-hostile IN.gguf OUT_DIR                                files llama.cpp refuses, made from an f32/f16 GGUF:
+//                                                                an expert stack with twice the experts, a gap
+//                                                                before a tensor, a tensor that runs into the next,
+//                                                                a key twice, general.alignment as a u64
+//   safetensors-hostile OUT_DIR                                 headers with 3000 entries, a field given twice,
+//                                                                a NUL after the JSON
+//   bin-expert-elsewhere IN.bin OUT                             expert table entry 0 naming expert 1's section,
+//                                                                the metadata resealed
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +35,9 @@
 #include <string>
 #include <vector>
 
+#include <xxhash.h>
+
+#include "engine/file/format.h"
 #include "gguf_layout.h"
 
 using nlohmann::json;
@@ -131,7 +144,6 @@ int gguf_header(const std::string& in, const std::string& out) {
 
 void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
 void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
-void pad_to(std::string& s, uint64_t alignment) { s.append((alignment - s.size() % alignment) % alignment, '\0'); }
 
 int gguf_slim(const std::string& in, uint64_t vocab, const std::string& out) {
     using namespace colibri::fuzz;
@@ -140,40 +152,32 @@ int gguf_slim(const std::string& in, uint64_t vocab, const std::string& out) {
     auto parsed = parse_gguf_layout(reinterpret_cast<const uint8_t*>(b.data()), b.size());
     if (!parsed) return fail(in + ": not a GGUF file this tool understands");
     const GgufLayout& g = *parsed;
-    std::string s = b.substr(0, 24);  // magic, version and both counts stay
+    std::string kvs;
     for (const GgufKv& kv : g.kvs) {
         if (kv.type == kGgufArray && kv.count > vocab) {  // the per-token arrays
-            s += b.substr(kv.begin, kv.value_at - kv.begin);
-            put_u32(s, kv.item_type);
-            put_u64(s, vocab);
-            s += b.substr(kv.items[0], kv.items[vocab] - kv.items[0]);
+            kvs += b.substr(kv.begin, kv.value_at - kv.begin);
+            put_u32(kvs, kv.item_type);
+            put_u64(kvs, vocab);
+            kvs += b.substr(kv.items[0], kv.items[vocab] - kv.items[0]);
         } else if (kv.key.size() > 11 && kv.key.compare(kv.key.size() - 11, 11, ".vocab_size") == 0 && kv.type == kGgufU32) {
-            s += b.substr(kv.begin, kv.value_at - kv.begin);
-            put_u32(s, static_cast<uint32_t>(vocab));
+            kvs += b.substr(kv.begin, kv.value_at - kv.begin);
+            put_u32(kvs, static_cast<uint32_t>(vocab));
         } else {
-            s += b.substr(kv.begin, kv.end - kv.begin);
+            kvs += b.substr(kv.begin, kv.end - kv.begin);
         }
     }
-    // Tensor infos with the vocabulary dimension cut, offsets packed again; then the data.
-    std::string data;
-    for (const GgufTensorInfo& t : g.infos) {
-        std::vector<uint64_t> ne = t.ne;
-        if ((t.name == "token_embd.weight" || t.name == "output.weight") && ne.size() == 2) ne[1] = std::min(ne[1], vocab);
-        uint64_t elems = 1;
-        for (uint64_t d : ne) elems *= d;
-        const uint64_t elem_bytes = t.type == 0 ? 4 : (t.type == 1 || t.type == 30) ? 2 : 0;
-        if (elem_bytes == 0) return fail(in + ": tensor " + t.name + " is not f32, f16 or bf16");
-        pad_to(data, g.alignment);
-        put_u64(s, t.name.size());
-        s += t.name;
-        put_u32(s, static_cast<uint32_t>(ne.size()));
-        for (uint64_t d : ne) put_u64(s, d);
-        put_u32(s, t.type);
-        put_u64(s, data.size());
-        data += b.substr(g.data_start + t.offset, elems * elem_bytes);  // leading rows: ne[1] is the outer dimension
+    // The vocabulary dimension cut (leading rows: ne[1] is the outer dimension), offsets packed again.
+    std::vector<GgufTensorData> tensors = gguf_tensors(b, g);
+    for (GgufTensorData& t : tensors) {
+        if ((t.name == "token_embd.weight" || t.name == "output.weight") && t.ne.size() == 2) t.ne[1] = std::min(t.ne[1], vocab);
+        if (t.type != 0 && t.type != 1 && t.type != 30) return fail(in + ": tensor " + t.name + " is not f32, f16 or bf16");
     }
-    pad_to(s, g.alignment);
-    return write_file(out, s + data) ? 0 : fail("cannot write " + out);
+    const auto bytes = [](const GgufTensorData& t) {
+        uint64_t elems = 1;
+        for (uint64_t d : t.ne) elems *= d;
+        return elems * (t.type == 0 ? 4 : 2);
+    };
+    return write_file(out, write_gguf(b, g, tensors, bytes, &kvs, g.kvs.size())) ? 0 : fail("cannot write " + out);
 }
 
 int safetensors_header(const std::string& in, const std::string& out) {
@@ -226,6 +230,113 @@ int join_files(const std::vector<std::string>& a) {
     return write_file(a[1], out) ? 0 : fail("cannot write " + a[1]);
 }
 
+int config_patch(const std::string& config, const std::string& generation, const std::string& patch, const std::string& out) {
+    std::string text, gen;
+    if (!read_file(config, text) || !read_file(generation, gen)) return fail("cannot read " + config + " or " + generation);
+    json cfg = json::parse(text);
+    cfg.merge_patch(json::parse(patch));
+    return write_file(out, cfg.dump(1) + std::string(1, '\0') + gen) ? 0 : fail("cannot write " + out);
+}
+
+int gguf_hostile(const std::string& in, const std::string& out_dir) {
+    using namespace colibri::fuzz;
+    std::string b;
+    if (!read_file(in, b)) return fail("cannot read " + in);
+    const auto parsed = parse_gguf_layout(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+    if (!parsed || parsed->infos.size() < 3) return fail(in + ": not a GGUF file this tool understands");
+    const GgufLayout& g = *parsed;
+    const std::vector<GgufTensorData> tensors = gguf_tensors(b, g);
+    const auto bytes = [](const GgufTensorData& t) {
+        uint64_t n = t.type == 0 ? 4 : 2;
+        for (uint64_t d : t.ne) n *= d;
+        return n;
+    };
+    for (const GgufTensorData& t : tensors)
+        if (t.type != 0 && t.type != 1 && t.type != 30) return fail(in + ": tensor " + t.name + " is not f32, f16 or bf16");
+    fs::create_directories(out_dir);
+    // Twice the experts in the first stack, laid out correctly.
+    std::vector<GgufTensorData> doubled = tensors;
+    bool stack = false;
+    for (GgufTensorData& t : doubled)
+        if (!stack && t.ne.size() == 3) {
+            const std::string own = t.data.substr(0, bytes(t));
+            t.data = own + own;
+            t.ne[2] *= 2;
+            stack = true;
+        }
+    if (!stack) return fail(in + ": no expert stack");
+    if (!write_file(out_dir + "/expert-stack-doubled.gguf", write_gguf(b, g, doubled, bytes))) return fail("cannot write seeds");
+    // Patches of one field of the file as it is: the third tensor's offset one alignment further (a gap), the
+    // first tensor's outer dimension doubled (its data runs into the next tensor's).
+    const auto patched = [&](uint64_t at, uint64_t value) {
+        std::string f = b;
+        std::memcpy(f.data() + at, &value, 8);
+        return f;
+    };
+    const GgufTensorInfo& third = g.infos[2];
+    const GgufTensorInfo& first = g.infos[0];
+    if (!write_file(out_dir + "/offset-gap.gguf", patched(third.fields[third.fields.size() - 2], third.offset + g.alignment)) ||
+        !write_file(out_dir + "/runs-into-next.gguf", patched(first.fields[2 + first.ne.size()], first.ne.back() * 2)))
+        return fail("cannot write seeds");
+    // Key/values: the first key once more; general.alignment as a u64.
+    const GgufKv& kv0 = g.kvs.front();
+    std::string twice = b.substr(g.kvs.front().begin, g.kvs.back().end - g.kvs.front().begin) + b.substr(kv0.begin, kv0.end - kv0.begin);
+    std::string aligned = b.substr(g.kvs.front().begin, g.kvs.back().end - g.kvs.front().begin);
+    const std::string key = "general.alignment";
+    put_u64(aligned, key.size());
+    aligned += key;
+    put_u32(aligned, kGgufU64);
+    put_u64(aligned, g.alignment);
+    if (!write_file(out_dir + "/key-twice.gguf", write_gguf(b, g, tensors, bytes, &twice, g.kvs.size() + 1)) ||
+        !write_file(out_dir + "/alignment-u64.gguf", write_gguf(b, g, tensors, bytes, &aligned, g.kvs.size() + 1)))
+        return fail("cannot write seeds");
+    return 0;
+}
+
+int safetensors_hostile(const std::string& out_dir) {
+    fs::create_directories(out_dir);
+    const auto file = [](std::string header, uint64_t data_bytes) {
+        header.append((8 - header.size() % 8) % 8, ' ');
+        std::string out(8, '\0');
+        const uint64_t len = header.size();
+        std::memcpy(out.data(), &len, 8);
+        return out + header + std::string(data_bytes, '\0');
+    };
+    const auto entry = [](const std::string& name, uint64_t i) {
+        return "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" + std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+    };
+    std::string many = "{\"__metadata__\":{\"format\":\"pt\"}";
+    for (uint64_t i = 0; i < 3000; ++i) many += "," + entry("model.layers." + std::to_string(i) + ".weight", i);
+    many += "}";
+    const std::string repeated = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"data_offsets\":[4,8]}}";
+    const std::string nul = "{" + entry("a", 0) + "}" + std::string(1, '\0') + "{" + entry("b", 1) + "}";
+    if (!write_file(out_dir + "/many-entries.safetensors", file(many, 4 * 3000)) ||
+        !write_file(out_dir + "/field-twice.safetensors", file(repeated, 8)) || !write_file(out_dir + "/nul-in-header.safetensors", file(nul, 8)))
+        return fail("cannot write seeds");
+    return 0;
+}
+
+int bin_expert_elsewhere(const std::string& in, const std::string& out) {
+    using namespace colibri::format;
+    std::string b;
+    if (!read_file(in, b) || b.size() < sizeof(FileHeader)) return fail("cannot read " + in);
+    FileHeader h;
+    std::memcpy(&h, b.data(), sizeof h);
+    if (h.expert_count < 2 || h.metadata_size > b.size()) return fail(in + ": not a model with experts");
+    ExpertEntry e0, e1;
+    std::memcpy(&e0, b.data() + h.expert_table_offset, sizeof e0);
+    std::memcpy(&e1, b.data() + h.expert_table_offset + sizeof e0, sizeof e1);
+    e0.section = e1.section;
+    e0.offset = e1.offset;
+    e0.size = e1.size;
+    std::memcpy(b.data() + h.expert_table_offset, &e0, sizeof e0);
+    h.metadata_xxh64 = 0;
+    std::memcpy(b.data(), &h, sizeof h);
+    h.metadata_xxh64 = XXH64(b.data(), h.metadata_size, 0);
+    std::memcpy(b.data(), &h, sizeof h);
+    return write_file(out, b) ? 0 : fail("cannot write " + out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,8 +349,13 @@ int main(int argc, char** argv) {
         if (a.size() == 3 && a[0] == "safetensors-header") return safetensors_header(a[1], a[2]);
         if (a.size() >= 4 && a[0] == "jinja-seeds") return jinja_seeds(a);
         if (a.size() >= 3 && a[0] == "join") return join_files(a);
+        if (a.size() == 5 && a[0] == "config-patch") return config_patch(a[1], a[2], a[3], a[4]);
+        if (a.size() == 3 && a[0] == "gguf-hostile") return gguf_hostile(a[1], a[2]);
+        if (a.size() == 2 && a[0] == "safetensors-hostile") return safetensors_hostile(a[1]);
+        if (a.size() == 3 && a[0] == "bin-expert-elsewhere") return bin_expert_elsewhere(a[1], a[2]);
     } catch (const std::exception& e) {
         return fail(e.what());
     }
-    return fail("usage: tokenizer-subset | tokenizer-seeds | gguf-header | gguf-slim | safetensors-header | jinja-seeds | join (see the source)");
+    return fail("usage: tokenizer-subset | tokenizer-seeds | gguf-header | gguf-slim | safetensors-header | jinja-seeds | join | "
+                "config-patch | gguf-hostile | safetensors-hostile | bin-expert-elsewhere (see the source)");
 }

@@ -6,10 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "kernels/cpu_info.h"
 #include "kernels/half.h"
@@ -262,62 +259,48 @@ std::string tune_cache_path() {
     return "";
 }
 
-bool save_tune_cache(const TuneReport& report, const std::string& path, std::string* error) {
-    if (path.empty()) {
-        *error = "tune cache: no path (set COLIBRI_TUNE_CACHE, XDG_CACHE_HOME or HOME)";
-        return false;
-    }
+namespace {
+
+// A string member of an object, or "" (a member of another type must not throw: the text may be anything).
+std::string string_member(const json& object, const char* key) {
+    const auto it = object.find(key);
+    return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool is_tune_cache(const json& doc) {
+    return doc.is_object() && doc.contains("entries") && doc["entries"].is_array();
+}
+
+}  // namespace
+
+std::string tune_cache_with(std::string_view old_text, const TuneReport& report) {
     json doc = {{"format", 1}, {"entries", json::array()}};
-    if (std::ifstream in(path); in) {
-        // Other machines' entries are kept; a file that does not parse is replaced.
-        json old = json::parse(in, nullptr, false);
-        if (old.is_object() && old.contains("entries") && old["entries"].is_array()) {
-            for (const json& e : old["entries"]) {
-                if (e.is_object() && !(e.value("cpu", "") == report.cpu_model && e.value("version", "") == report.version)) {
-                    doc["entries"].push_back(e);
-                }
-            }
+    const json old = json::parse(old_text.begin(), old_text.end(), nullptr, false);
+    if (is_tune_cache(old)) {
+        for (const json& e : old["entries"]) {
+            if (e.is_object() && !(string_member(e, "cpu") == report.cpu_model && string_member(e, "version") == report.version))
+                doc["entries"].push_back(e);
         }
     }
     doc["entries"].push_back({{"cpu", report.cpu_model}, {"version", report.version}, {"choice", choice_to_json(report.choice)}});
-
-    std::error_code ec;
-    const std::filesystem::path target(path);
-    if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::trunc);
-        out << doc.dump(2) << '\n';
-        if (!out.flush()) {
-            *error = "tune cache " + path + ": cannot write " + tmp;
-            return false;
-        }
-    }
-    std::filesystem::rename(tmp, target, ec);
-    if (ec) {
-        *error = "tune cache " + path + ": " + ec.message();
-        std::filesystem::remove(tmp, ec);
-        return false;
-    }
-    return true;
+    return doc.dump(2) + "\n";
 }
 
-bool load_tune_cache(const std::string& path, const std::string& model, const std::string& version,
-                     TuneChoice* choice, std::string* error) {
-    std::ifstream in(path);
-    if (path.empty() || !in) return false;
-    const json doc = json::parse(in, nullptr, false);
-    if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array()) {
-        *error = "tune cache " + path + ": not a colibri tune cache (rerun `colibri tune`)";
+bool tune_choice_from_cache(std::string_view text, const std::string& model, const std::string& version, TuneChoice* choice,
+                            std::string* error) {
+    const json doc = json::parse(text.begin(), text.end(), nullptr, false);
+    if (!is_tune_cache(doc)) {
+        *error = "not a colibri tune cache (rerun `colibri tune`)";
         return false;
     }
     for (const json& e : doc["entries"]) {
-        if (!e.is_object() || e.value("cpu", "") != model || e.value("version", "") != version) continue;
-        if (!e.contains("choice") || !e["choice"].is_object()) return false;
+        if (!e.is_object() || string_member(e, "cpu") != model || string_member(e, "version") != version) continue;
+        const auto stored = e.find("choice");
+        if (stored == e.end() || !stored->is_object()) return false;
         TuneChoice c = default_choice();
         for (size_t op = 0; op < kOpCount; ++op) {
-            const json* per_type = e["choice"].contains(op_name(Op(op))) ? &e["choice"][op_name(Op(op))] : nullptr;
-            if (per_type == nullptr || !per_type->is_object()) return false;
+            const auto per_type = stored->find(op_name(Op(op)));
+            if (per_type == stored->end() || !per_type->is_object()) return false;
             for (WeightType t : kernel_types()) {
                 Variant v;
                 const auto it = per_type->find(weight_type_label(t));
@@ -335,18 +318,10 @@ bool load_tune_cache(const std::string& path, const std::string& model, const st
     return false;
 }
 
-bool configure_kernels(std::string* error, std::string* warning) {
-    if (kernel_environment_set()) return apply_kernel_environment(error);
-    TuneChoice choice;
-    std::string cache_error;
-    if (load_tune_cache(tune_cache_path(), cpu_model(), library_version(), &choice, &cache_error)) {
-        for (size_t op = 0; op < kOpCount; ++op) {
-            for (WeightType t : kernel_types()) select_variant(Op(op), t, choice.variant[op][size_t(t)]);
-        }
+void apply_tune_choice(const TuneChoice& choice) {
+    for (size_t op = 0; op < kOpCount; ++op) {
+        for (WeightType t : kernel_types()) select_variant(Op(op), t, choice.variant[op][size_t(t)]);
     }
-    // A broken cache only costs the tuned choice: the CPUID default gives the same results.
-    if (warning != nullptr) *warning = cache_error;
-    return true;
 }
 
 }  // namespace colibri::kernels

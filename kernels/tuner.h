@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "registry.h"
@@ -65,17 +66,18 @@ std::string tune_report_json(const TuneReport& report);
 std::string library_version();
 
 // The cache file: COLIBRI_TUNE_CACHE, else $XDG_CACHE_HOME/colibri/tune.json, else ~/.cache/colibri/tune.json.
+// Reading and writing it are tools/tune_cache.h's job (safe commits live in the engine, above the kernels);
+// these work on its text, which must have passed json_too_deep (engine/base/json_depth.h): copying a parsed value
+// recurses once per level.
 std::string tune_cache_path();
-// Adds or replaces this report's (CPU model, version) entry, keeping other machines' entries; atomic rename.
-bool save_tune_cache(const TuneReport& report, const std::string& path, std::string* error);
-// The choice stored for (cpu_model, version); false when the file, the entry or a usable choice is missing
-// (`error` set only when the file exists but cannot be read or parsed).
-bool load_tune_cache(const std::string& path, const std::string& cpu_model, const std::string& version,
-                     TuneChoice* choice, std::string* error);
-
-// Startup configuration of the kernels: COLIBRI_KERNEL when set, else the tune cache entry for this CPU and
-// version, else the CPUID default. False with a one-line `error` for a bad COLIBRI_KERNEL; a cache that cannot
-// be parsed is skipped (the default gives the same results) and described in `warning`.
-bool configure_kernels(std::string* error, std::string* warning = nullptr);
+// The cache's text with this report's (CPU model, version) entry added or replaced; the entries of other
+// machines in `old_text` are kept (text that is not a tune cache is replaced).
+std::string tune_cache_with(std::string_view old_text, const TuneReport& report);
+// The choice stored in a cache's text for (cpu_model, version); false when the entry or a usable choice is
+// missing (`error` set only when the text is not a tune cache). Never throws, whatever the text.
+bool tune_choice_from_cache(std::string_view text, const std::string& cpu_model, const std::string& version,
+                            TuneChoice* choice, std::string* error);
+// Makes `choice` the active variant of every (op, type).
+void apply_tune_choice(const TuneChoice& choice);
 
 }  // namespace colibri::kernels

@@ -1,9 +1,8 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
-#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,150 +10,94 @@
 #include <ctime>
 #include <mutex>
 #include <random>
+#include <string_view>
+
+#include "server/api_keys.h"
+#include "server/http_connections.h"
+
 
 namespace colibri::server {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-// A connection's socket as httplib reads and writes it, with one addition: a request must arrive whole within
-// a deadline. httplib's own timeout is per read, so a client that sends a byte every few seconds (slowloris)
-// would hold a connection thread for ever; here every read after the deadline fails and the connection closes.
-class DeadlineStream final : public httplib::Stream {
-public:
-    DeadlineStream(int sock, int io_timeout_s) : sock_(sock), io_timeout_ms_(io_timeout_s * 1000) {}
-
-    void start_request(int timeout_s) { deadline_ = Clock::now() + std::chrono::seconds(timeout_s); }
-    // Waits for the first byte of the next request on a kept-alive connection.
-    bool wait_for_request(int idle_s) { return begin_ < end_ || wait(POLLIN, idle_s * 1000) > 0; }
-
-    bool is_readable() const override { return begin_ < end_ || wait(POLLIN, std::min(io_timeout_ms_, remaining_ms())) > 0; }
-    bool is_writable() const override { return wait(POLLOUT, io_timeout_ms_) > 0 && alive(); }
-
-    ssize_t read(char* ptr, size_t size) override {
-        if (begin_ == end_) {
-            const int ms = remaining_ms();
-            if (ms <= 0 || wait(POLLIN, std::min(io_timeout_ms_, ms)) <= 0) return -1;
-            ssize_t n;
-            do n = ::recv(sock_, buffer_, sizeof buffer_, 0);
-            while (n < 0 && errno == EINTR);
-            if (n <= 0) return n;
-            begin_ = 0;
-            end_ = static_cast<size_t>(n);
-        }
-        const size_t n = std::min(size, end_ - begin_);
-        std::memcpy(ptr, buffer_ + begin_, n);
-        begin_ += n;
-        return static_cast<ssize_t>(n);
-    }
-    ssize_t write(const char* ptr, size_t size) override {
-        size_t done = 0;
-        while (done < size) {
-            if (wait(POLLOUT, io_timeout_ms_) <= 0) return -1;
-            const ssize_t n = ::send(sock_, ptr + done, size - done, MSG_NOSIGNAL);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return -1;
-            done += static_cast<size_t>(n);
-        }
-        return static_cast<ssize_t>(size);
-    }
-    void get_remote_ip_and_port(std::string& ip, int& port) const override { address(::getpeername, ip, port); }
-    void get_local_ip_and_port(std::string& ip, int& port) const override { address(::getsockname, ip, port); }
-    socket_t socket() const override { return sock_; }
-    // The peer has not closed its end: a whole (not streamed) reply's handler asks while it waits.
-    bool peer_alive() const { return alive(); }
-
-private:
-    int remaining_ms() const {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-        return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
-    }
-    int wait(short events, int ms) const {
-        pollfd p{sock_, events, 0};
-        int r;
-        do r = ::poll(&p, 1, ms);
-        while (r < 0 && errno == EINTR);
-        return r > 0 && (p.revents & (events | POLLHUP | POLLERR)) ? r : (r > 0 ? 0 : r);
-    }
-    // The peer has not closed its end (a stream to a client that left is cancelled).
-    bool alive() const {
-        if (begin_ < end_) return true;
-        pollfd p{sock_, POLLIN, 0};
-        if (::poll(&p, 1, 0) <= 0) return true;
-        char c;
-        return ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
-    }
-    template <typename F>
-    void address(F get, std::string& ip, int& port) const {
-        sockaddr_storage a{};
-        socklen_t len = sizeof a;
-        ip.clear();
-        port = 0;
-        if (get(sock_, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
-        char host[64] = {};
-        if (a.ss_family == AF_INET) {
-            auto* in = reinterpret_cast<sockaddr_in*>(&a);
-            inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-            port = ntohs(in->sin_port);
-        } else if (a.ss_family == AF_INET6) {
-            auto* in = reinterpret_cast<sockaddr_in6*>(&a);
-            inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-            port = ntohs(in->sin6_port);
-        }
-        ip = host;
-    }
-
-    int sock_;
-    int io_timeout_ms_;
-    Clock::time_point deadline_ = Clock::now();
-    char buffer_[4096];
-    size_t begin_ = 0, end_ = 0;
+// Every path the server answers, with the one method it takes and the label /metrics counts it under. Any other
+// path is 404 and counts as "other": no request can add a label.
+enum class RouteKind { Health, Metrics, Models, Model, Chat, Completions };
+struct Route {
+    std::string_view path;  // exact, or a prefix (followed by at least one character) when `prefix`
+    bool prefix;
+    std::string_view method;
+    std::string_view label;
+    RouteKind what;
+};
+constexpr Route kRoutes[] = {
+    {"/health", false, "GET", "/health", RouteKind::Health},
+    {"/metrics", false, "GET", "/metrics", RouteKind::Metrics},
+    {"/v1/models", false, "GET", "/v1/models", RouteKind::Models},
+    {"/v1/models/", true, "GET", "/v1/models/:model", RouteKind::Model},
+    {"/v1/chat/completions", false, "POST", "/v1/chat/completions", RouteKind::Chat},
+    {"/v1/completions", false, "POST", "/v1/completions", RouteKind::Completions},
+    // The same without /v1, as llama.cpp's server offers them.
+    {"/chat/completions", false, "POST", "/chat/completions", RouteKind::Chat},
+    {"/completions", false, "POST", "/completions", RouteKind::Completions},
 };
 
-// The connection the current thread serves (handlers run on their connection's thread).
-thread_local const DeadlineStream* t_connection = nullptr;
+const Route* find_route(std::string_view path) {
+    for (const Route& r : kRoutes)
+        if (r.prefix ? path.size() > r.path.size() && path.starts_with(r.path) : path == r.path) return &r;
+    return nullptr;
+}
 
-// httplib's server with DeadlineStream connections: the keep-alive loop is httplib's, the stream is ours.
+bool method_allowed(const Route& r, const std::string& method) { return method == r.method || (r.method == "GET" && method == "HEAD"); }
+
+// httplib's accept loop gives each socket to its task queue; this one hands it straight to the connection pool.
+class InlineQueue final : public httplib::TaskQueue {
+public:
+    void enqueue(std::function<void()> fn) override { fn(); }
+    void shutdown() override {}
+};
+
+// httplib's server with its connections in a ConnectionPool: httplib parses and answers each request, the pool
+// decides which connection a worker serves next.
 class GuardedServer final : public httplib::Server {
 public:
-    int request_timeout_s = 10, io_timeout_s = 10, idle_timeout_s = 5;
+    explicit GuardedServer(const ConnectionLimits& limits)
+        : pool_(limits, [this](Connection& c, bool last) {
+              bool closed = false;
+              const bool ok = process_request(c, last, closed, nullptr);
+              return ok && !closed;
+          }) {
+        new_task_queue = [] { return new InlineQueue; };
+    }
 
     // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's library): a burst of
     // more concurrent connections has SYNs dropped, and those clients wait a second for the retransmission
     // (colibri-serve-bench saw 8 streams start 1 s apart). listen() again on the bound socket raises it.
     bool raise_backlog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+    ConnectionPool& pool() { return pool_; }
+    // httplib's stop() does nothing until listen() has begun, so a SIGTERM right after bind() was lost and the
+    // server ran on. Taking the socket away works at any time: listen() returns at once, or never starts.
+    void stop_listening() {
+        const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
+        if (sock == INVALID_SOCKET) return;
+        ::shutdown(sock, SHUT_RDWR);
+        ::close(sock);
+    }
 
 private:
     bool process_and_close_socket(socket_t sock) override {
-        DeadlineStream stream(sock, io_timeout_s);
-        t_connection = &stream;
-        bool ok = true;
-        for (size_t left = keep_alive_max_count_; left > 0 && ok && is_running(); --left) {
-            if (!stream.wait_for_request(idle_timeout_s)) break;
-            stream.start_request(request_timeout_s);
-            bool closed = false;
-            ok = process_request(stream, left == 1, closed, nullptr);
-            if (closed) break;
-        }
-        t_connection = nullptr;
-        ::shutdown(sock, SHUT_RDWR);
-        ::close(sock);
-        return ok;
+        pool_.add(sock);
+        return true;
     }
+    ConnectionPool pool_;
 };
-
-bool constant_time_equal(const std::string& a, const std::string& b) {
-    unsigned char diff = a.size() == b.size() ? 0 : 1;
-    for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % std::max<size_t>(b.size(), 1)]);
-    return diff == 0;
-}
 
 // The OpenAI error for a status httplib answered by itself (no route, body too large, bad request line).
 ApiError status_error(int status, const std::string& path) {
     switch (status) {
-        case 404: return {404, "invalid_request_error", "no endpoint " + path + " (see /v1/models, /v1/chat/completions, /v1/completions)", "", "not_found"};
+        case 404: return {404, "invalid_request_error", "no endpoint " + path.substr(0, 200) + " (see /v1/models, /v1/chat/completions, /v1/completions)", "", "not_found"};
         case 405: return {405, "invalid_request_error", "method not allowed on " + path, "", "method_not_allowed"};
         case 413: return {413, "invalid_request_error", "the request body is larger than this server accepts", "", "request_too_large"};
         case 414: return {414, "invalid_request_error", "the request URI is too long", "", ""};
@@ -162,20 +105,49 @@ ApiError status_error(int status, const std::string& path) {
     }
 }
 
+// The part of a request's body httplib has not read when a handler answers before reading it.
+bool has_body(const httplib::Request& req) {
+    if (req.has_header("Transfer-Encoding")) return true;
+    if (req.has_header("Content-Length")) return req.get_header_value("Content-Length") != "0";
+    // httplib reads such a request's body up to the end of the connection
+    return req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE" || req.method == "PRI";
+}
+
+// A path as the request log shows it: printable ASCII, at most 80 bytes (it is the client's text).
+std::string printable(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size() && out.size() < 80; ++i) out += s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    return out.size() < s.size() ? out + "..." : out;
+}
+
+size_t default_max_connections() {
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 4096;
+    // Leave descriptors for the model, the local transport and the log; at least a few connections.
+    return std::clamp<size_t>(r.rlim_cur > 256 ? r.rlim_cur - 128 : r.rlim_cur / 2, 16, 16384);
+}
+
+ConnectionLimits connection_limits(const HttpOptions& o) {
+    ConnectionLimits l;
+    l.request_timeout_s = o.request_timeout_s;
+    l.io_timeout_s = o.io_timeout_s;
+    l.idle_timeout_s = o.idle_timeout_s;
+    l.workers = std::max(o.connection_threads, 2u);
+    l.max_connections = o.max_connections > 0 ? o.max_connections : default_max_connections();
+    l.keep_alive_max = 100;
+    l.max_drained = o.max_body + 65536;  // a refused body of an allowed size is read whole: its answer arrives
+    return l;
+}
+
 }  // namespace
 
 class HttpServer::Impl {
 public:
     Impl(Scheduler& scheduler, const ServedModel& served, const ApiLimits& limits, const HttpOptions& options)
-        : scheduler_(scheduler), served_(served), limits_(limits), options_(options), seeds_(std::random_device{}()) {
-        server_.request_timeout_s = options.request_timeout_s;
-        server_.io_timeout_s = options.io_timeout_s;
-        server_.idle_timeout_s = options.idle_timeout_s;
-        server_.new_task_queue = [n = std::max(options.connection_threads, 2u)] { return new httplib::ThreadPool(n); };
+        : scheduler_(scheduler), served_(served), limits_(limits), options_(options), keys_(options.api_keys),
+          server_(connection_limits(options)), seeds_(std::random_device{}()) {
         server_.set_payload_max_length(options.max_body);
-        server_.set_read_timeout(options.io_timeout_s);
-        server_.set_write_timeout(options.io_timeout_s);
-        server_.set_keep_alive_timeout(options.idle_timeout_s);
+        server_.set_keep_alive_timeout(options.idle_timeout_s);  // what the Keep-Alive header says
         server_.set_keep_alive_max_count(100);
         server_.set_tcp_nodelay(true);
         routes();
@@ -185,23 +157,60 @@ public:
         const int port = options_.port == 0 ? server_.bind_to_any_port(options_.host) : (server_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
         if (port < 0) return error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + std::strerror(errno));
         if (!server_.raise_backlog()) return error(std::string("cannot listen with a longer backlog: ") + std::strerror(errno));
+        if (Status s = server_.pool().start(); !s) return s;
         return port;
     }
-    void run() { server_.listen_after_bind(); }
-    void stop() { server_.stop(); }
+    void run() {
+        server_.listen_after_bind();
+        server_.pool().stop();
+    }
+    void stop() { server_.stop_listening(); }
 
 private:
-    void routes() {
-        server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-            const std::string auth = req.get_header_value("Authorization");
-            const std::string want = "Bearer " + options_.api_key;
-            if (constant_time_equal(auth, want)) return httplib::Server::HandlerResponse::Unhandled;
-            send_error(res, {401, "invalid_request_error",
-                             auth.empty() ? "no API key given (send 'Authorization: Bearer <key>')" : "incorrect API key provided", "",
-                             "invalid_api_key"});
+    // Decides what it can before the body is read: the key, the route and method, the body's encoding. A request
+    // answered here leaves its body unread, so its connection closes after the answer.
+    httplib::Server::HandlerResponse before_body(const httplib::Request& req, httplib::Response& res) {
+        const Route* route = find_route(req.path);
+        auto answer = [&](const ApiError& e) {
+            send_error(res, e);
+            if (has_body(req))
+                if (Connection* c = ConnectionPool::current()) c->close_after_response();
             return httplib::Server::HandlerResponse::Handled;
-        });
+        };
+        // The key first: without it, a client learns nothing, not even which paths exist.
+        if (keys_.required() && !(route && route->what == RouteKind::Health)) {
+            const std::string auth = req.get_header_value("Authorization");
+            if (keys_.scope_of(auth) == 0)
+                return answer({401, "invalid_request_error", auth.empty() ? "no API key given (send 'Authorization: Bearer <key>')" : "incorrect API key provided",
+                               "", "invalid_api_key"});
+        }
+        if (route == nullptr) return answer(status_error(404, req.path));
+        if (!method_allowed(*route, req.method)) {
+            res.set_header("Allow", route->method == "GET" ? "GET, HEAD" : std::string(route->method));
+            return answer({405, "invalid_request_error", req.method.substr(0, 16) + " is not allowed on " + std::string(route->label) + "; use " +
+                                                              std::string(route->method), "", "method_not_allowed"});
+        }
+        if (route->method != "POST") {
+            if (has_body(req))
+                if (Connection* c = ConnectionPool::current()) c->close_after_response();  // a GET's body is never read
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
+        // gzip and deflate bodies are inflated as they are read, up to --max-body; brotli's window (up to 16 MiB
+        // per request) and any other coding are refused.
+        const std::string encoding = req.get_header_value("Content-Encoding");
+        if (!encoding.empty() && encoding != "identity" && encoding != "gzip" && encoding != "deflate")
+            return answer({415, "invalid_request_error", "Content-Encoding '" + encoding.substr(0, 32) + "' is not supported (use gzip, deflate or none)",
+                           "", "unsupported_media_type"});
+        if (req.is_multipart_form_data())
+            return answer({415, "invalid_request_error", "the request body must be JSON, not multipart/form-data", "", "unsupported_media_type"});
+        if (req.has_header("Transfer-Encoding") && req.get_header_value("Transfer-Encoding") != "chunked")
+            return answer({400, "invalid_request_error", "Transfer-Encoding '" + req.get_header_value("Transfer-Encoding").substr(0, 32) +
+                                                             "' is not supported (only chunked)", "", ""});
+        return httplib::Server::HandlerResponse::Unhandled;
+    }
+
+    void routes() {
+        server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return before_body(req, res); });
         server_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
             if (res.body.empty()) send_error(res, status_error(res.status, req.path));
         });
@@ -217,30 +226,69 @@ private:
             }
             send_error(res, {500, "server_error", what, "", ""});
         });
+        server_.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+            // httplib announces keep-alive unless the client asked to close; a connection closing after an
+            // answer that left the body unread must say so.
+            const Connection* c = ConnectionPool::current();
+            if (c == nullptr || !c->closing()) return;
+            res.headers.erase("Keep-Alive");
+            res.set_header("Connection", "close");
+        });
         server_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-            requests_.count(req.path.size() > 64 ? "other" : req.path, res.status);
-            if (options_.log_requests) std::fprintf(stderr, "colibri serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+            const Route* route = find_route(req.path);
+            requests_.count(route ? route->label : RequestCounters::kOther, res.status);
+            if (options_.log_requests)
+                std::fprintf(stderr, "colibri serve: %s %s %d\n", printable(req.method).c_str(), printable(req.path).c_str(), res.status);
         });
 
-        server_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-            res.set_content(R"({"status":"ok"})", "application/json");
+        for (const Route& r : kRoutes) {
+            const std::string pattern = std::string(r.path) + (r.prefix ? "(.+)" : "");
+            if (r.method == "GET")
+                server_.Get(pattern, [this, &r](const httplib::Request& req, httplib::Response& res) { answer_get(r, req, res); });
+            else
+                server_.Post(pattern, [this, &r](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                    answer_post(r, req, res, reader);
+                });
+        }
+    }
+
+    void answer_get(const Route& r, const httplib::Request& req, httplib::Response& res) {
+        switch (r.what) {
+            case RouteKind::Health: return res.set_content(R"({"status":"ok"})", "application/json");
+            case RouteKind::Metrics:
+                return res.set_content(prometheus_text(scheduler_.stats(), requests_, server_.pool().counts(), served_.id), "text/plain; version=0.0.4");
+            case RouteKind::Models: return res.set_content(dump(models_list(served_)), "application/json");
+            case RouteKind::Model: {
+                const json list = models_list(served_);
+                if (req.matches[1] == served_.id) return res.set_content(dump(list["data"][0]), "application/json");
+                return send_error(res, {404, "invalid_request_error", "the model '" + req.matches[1].str().substr(0, 200) + "' does not exist", "model",
+                                        "model_not_found"});
+            }
+            default: return;
+        }
+    }
+
+    // Reads the body through httplib, which inflates gzip and deflate as it goes, stopping at --max-body of
+    // what it yields: a small compressed body cannot become a large one in memory.
+    void answer_post(const Route& r, const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        std::string body;
+        bool too_large = false;
+        const bool read = reader([&](const char* data, size_t n) {
+            if (n > options_.max_body - body.size()) {
+                too_large = true;
+                return false;
+            }
+            body.append(data, n);
+            return true;
         });
-        server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(prometheus_text(scheduler_.stats(), requests_, served_.id), "text/plain; version=0.0.4");
-        });
-        server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(dump(models_list(served_)), "application/json");
-        });
-        server_.Get("/v1/models/(.*)", [this](const httplib::Request& req, httplib::Response& res) {
-            const json list = models_list(served_);
-            if (req.matches[1] == served_.id) res.set_content(dump(list["data"][0]), "application/json");
-            else send_error(res, {404, "invalid_request_error", "the model '" + req.matches[1].str() + "' does not exist", "model", "model_not_found"});
-        });
-        server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(Endpoint::Chat, req, res); });
-        server_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(Endpoint::Completions, req, res); });
-        // The same paths without /v1, as llama.cpp's server offers them.
-        server_.Post("/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(Endpoint::Chat, req, res); });
-        server_.Post("/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(Endpoint::Completions, req, res); });
+        if (!read || too_large) {
+            if (Connection* c = ConnectionPool::current()) c->close_after_response();
+            if (too_large || res.status == 413) return send_error(res, status_error(413, req.path));
+            return send_error(res, {400, "invalid_request_error",
+                                    "the request body could not be read: cut short, malformed chunks or compressed data, or not within the timeout", "", ""});
+        }
+        const uint32_t scope = keys_.scope_of(req.get_header_value("Authorization"));
+        generate(r.what == RouteKind::Chat ? Endpoint::Chat : Endpoint::Completions, body, scope, res);
     }
 
     static void send_error(httplib::Response& res, const ApiError& e) {
@@ -248,13 +296,14 @@ private:
         res.set_content(dump(error_body(e)), "application/json");
     }
 
-    void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    void generate(Endpoint endpoint, const std::string& body, uint32_t scope, httplib::Response& res) {
         std::variant<ApiRequest, ApiError> parsed = [&] {
             std::lock_guard lock(seeds_mutex_);
-            return parse_request(endpoint, req.body, served_, limits_, seeds_);
+            return parse_request(endpoint, body, served_, limits_, seeds_);
         }();
         if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
         auto request = std::make_shared<ApiRequest>(std::move(std::get<ApiRequest>(parsed)));
+        request->spec.cache_scope = scope;
         auto queue = std::make_shared<JobQueue>();
         auto job = std::make_shared<Job>(request->spec, queue);
         if (!scheduler_.submit(job))
@@ -264,12 +313,13 @@ private:
 
         if (!request->stream) {
             std::vector<JobEvent> events;
+            const Connection* connection = ConnectionPool::current();
             for (;;) {
                 auto outcome = queue->take(events, std::chrono::milliseconds(100));
                 for (const JobEvent& e : events) builder->add(e);
                 if (!outcome) {
                     // A client that hung up while it waited: its job stops at the next step.
-                    if (t_connection != nullptr && !t_connection->peer_alive()) job->cancel();
+                    if (connection != nullptr && !connection->peer_alive()) job->cancel();
                     continue;
                 }
                 if (!outcome->error.empty()) return send_error(res, {500, "server_error", outcome->error, "", ""});
@@ -319,6 +369,7 @@ private:
     const ServedModel& served_;
     ApiLimits limits_;
     HttpOptions options_;
+    ApiKeys keys_;
     GuardedServer server_;
     RequestCounters requests_;
     std::mutex seeds_mutex_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/base/status.h"
 #include "server/metrics.h"
@@ -16,12 +17,15 @@ namespace colibri::server {
 struct HttpOptions {
     std::string host = "127.0.0.1";
     int port = 8080;                    // 0: any free port (bind() says which)
-    std::string api_key;                // non-empty: every endpoint but /health wants "Authorization: Bearer <key>"
-    size_t max_body = 2u << 20;         // request bodies beyond this get 413
+    // Non-empty: every endpoint but /health wants "Authorization: Bearer <one of them>"; each key is its own
+    // cache scope (server/api_keys.h).
+    std::vector<std::string> api_keys;
+    size_t max_body = 2u << 20;         // request bodies beyond this, as sent or decompressed, get 413
     int request_timeout_s = 10;         // a request's line, headers and body must arrive within this
     int io_timeout_s = 10;              // one read or write may wait this long (a client that stops reading)
-    int idle_timeout_s = 5;             // keep-alive: an idle connection closes after this
-    unsigned connection_threads = 64;   // connections served at once (streams hold one each)
+    int idle_timeout_s = 5;             // a connection with no request under way closes after this
+    unsigned connection_threads = 64;   // requests answered at once (streams hold one each)
+    size_t max_connections = 0;         // open at once; 0: from the process's descriptor limit
     bool log_requests = true;           // one line per request on stderr
 };
 

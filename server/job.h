@@ -23,6 +23,8 @@ struct JobSpec {
     SamplerConfig sampling;
     ReplyOptions reply;
     bool trace = false;  // attach each token's routing and timings (the Studio's remote mode)
+    // A slot's cached prompt prefix serves only requests of the same scope (the API key, server/api_keys.h).
+    uint32_t cache_scope = 0;
 };
 
 // The routing and timings of one evaluated position, for the trace extension (docs/SERVER.md).

@@ -1,13 +1,11 @@
 #include "server/local_server.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -15,13 +13,22 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <list>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <system_error>
 #include <random>
 #include <thread>
 
+#include "server/api_keys.h"
 #include "server/client/colibri_local_protocol.h"
+#include "server/fd_passing.h"
+#include "server/local_ring.h"
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
 
 namespace colibri::server {
 
@@ -29,58 +36,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void futex_wake(uint32_t* word) { syscall(SYS_futex, word, FUTEX_WAKE, 1, nullptr, nullptr, 0); }
-
-// The producer's side of one connection's ring (written only by the engine thread while a job runs).
-class RingWriter {
-public:
-    RingWriter(colibri_ring_control* control, uint8_t* data, uint32_t bytes) : c_(control), data_(data), size_(bytes) {}
-
-    void reset() {
-        __atomic_store_n(&c_->head, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&c_->tail, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&c_->head_seq, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&c_->head_waiting, 0, __ATOMIC_RELEASE);
-    }
-
-    // Appends a record of header + a + b; false when the client left no room for it.
-    bool write(uint16_t kind, const void* a, size_t na, const void* b = nullptr, size_t nb = 0) {
-        const size_t len = (sizeof(colibri_record_header) + na + nb + 7) & ~size_t(7);
-        if (len > size_ / 2) return false;
-        const uint64_t head = __atomic_load_n(&c_->head, __ATOMIC_RELAXED);
-        const uint64_t tail = __atomic_load_n(&c_->tail, __ATOMIC_ACQUIRE);
-        const uint64_t pos = head % size_;
-        const uint64_t pad = pos + len > size_ ? size_ - pos : 0;
-        if (head - tail + pad + len > size_) return false;
-        uint64_t at = head;
-        if (pad) {
-            const colibri_record_header h{static_cast<uint32_t>(pad), COLIBRI_RECORD_PAD, 0};
-            std::memcpy(data_ + pos, &h, sizeof h);
-            at += pad;
-        }
-        uint8_t* p = data_ + at % size_;
-        const colibri_record_header h{static_cast<uint32_t>(len), kind, 0};
-        std::memcpy(p, &h, sizeof h);
-        if (na) std::memcpy(p + sizeof h, a, na);
-        if (nb) std::memcpy(p + sizeof h + na, b, nb);
-        __atomic_store_n(&c_->head, at + len, __ATOMIC_RELEASE);
-        __atomic_add_fetch(&c_->head_seq, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&c_->head_waiting, __ATOMIC_SEQ_CST)) futex_wake(&c_->head_seq);
-        return true;
-    }
-
-private:
-    colibri_ring_control* c_;
-    uint8_t* data_;
-    uint32_t size_;
-};
-
 // A job's events written straight into the connection's ring on the engine thread; the connection's thread
 // learns of the end through an eventfd.
 class RingSink final : public JobSink {
 public:
     RingSink(RingWriter& ring, int done_fd) : ring_(ring), done_fd_(done_fd) {}
     std::weak_ptr<Job> job;
+    // The request's last record did not fit (the client's page says its ring is full): the client cannot learn
+    // that the request is over from the ring, so the connection closes.
+    bool lost_end() const { return lost_end_; }
 
     void on_event(JobEvent&& e) override {
         if (overflow_) return;
@@ -93,19 +57,21 @@ public:
         }
     }
     void on_finish(JobOutcome&& o) override {
+        bool written;
         if (!o.error.empty() || overflow_) {
-            const std::string body = dump(error_body(
-                {overflow_ ? 429 : 500, "server_error", overflow_ ? "the client did not read its ring; the request was cancelled" : o.error, "", ""}));
-            const colibri_error_record r{overflow_ ? 429u : 500u, static_cast<uint32_t>(body.size())};
-            if (!ring_.write(COLIBRI_RECORD_ERROR, &r, sizeof r, body.data(), body.size())) ring_.write(COLIBRI_RECORD_ERROR, &r, sizeof r);
+            ApiError e{overflow_ ? 429 : 500, "server_error", overflow_ ? "the client did not read its ring; the request was cancelled" : o.error, "", ""};
+            // The error must fit the room kept for the last record.
+            if (e.message.size() > RingWriter::kFinalRecordBytes / 2) e.message.resize(RingWriter::kFinalRecordBytes / 2);
+            const std::string body = dump(error_body(e));
+            const colibri_error_record r{static_cast<uint32_t>(e.status), static_cast<uint32_t>(body.size())};
+            written = ring_.write(COLIBRI_RECORD_ERROR, &r, sizeof r, body.data(), body.size(), true) ||
+                      ring_.write(COLIBRI_RECORD_ERROR, &r, sizeof r, nullptr, 0, true);
         } else {
             const uint32_t finish = o.finish == FinishReason::Stop ? 1 : o.finish == FinishReason::Length ? 2 : 3;
             const colibri_end_record r{finish, o.prompt_tokens, o.cached_tokens, o.completion_tokens, o.queued_ms, o.prompt_ms, o.decode_ms};
-            if (!ring_.write(COLIBRI_RECORD_END, &r, sizeof r)) {
-                const colibri_error_record e{429, 0};
-                ring_.write(COLIBRI_RECORD_ERROR, &e, sizeof e);
-            }
+            written = ring_.write(COLIBRI_RECORD_END, &r, sizeof r, nullptr, 0, true);
         }
+        lost_end_ = !written;
         const uint64_t one = 1;
         [[maybe_unused]] ssize_t n = ::write(done_fd_, &one, sizeof one);
     }
@@ -113,7 +79,7 @@ public:
 private:
     RingWriter& ring_;
     int done_fd_;
-    bool overflow_ = false;
+    bool overflow_ = false, lost_end_ = false;
 };
 
 // Reads exactly n bytes before the deadline; false on timeout, error or end of stream.
@@ -147,54 +113,73 @@ bool write_all(int fd, const void* data, size_t n) {
     return true;
 }
 
-bool send_reply(int fd, uint32_t status, uint32_t ring, const std::string& body = {}, int pass_fd = -1) {
-    const colibri_local_reply_header h{COLIBRI_LOCAL_MAGIC, status, ring, static_cast<uint32_t>(body.size())};
-    if (pass_fd < 0) return write_all(fd, &h, sizeof h) && write_all(fd, body.data(), body.size());
-    iovec iov{const_cast<colibri_local_reply_header*>(&h), sizeof h};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-    ssize_t n;
-    do n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n == static_cast<ssize_t>(sizeof h) && write_all(fd, body.data(), body.size());
+// A reply header, its body, and with a 200 to a HELLO the connection's two descriptors.
+bool send_reply(int fd, uint32_t status, const std::string& body = {}, const int* pass_fds = nullptr, size_t n_fds = 0) {
+    const colibri_local_reply_header h{COLIBRI_LOCAL_MAGIC, status, 0, static_cast<uint32_t>(body.size())};
+    if (n_fds == 0) return write_all(fd, &h, sizeof h) && write_all(fd, body.data(), body.size());
+    return send_with_fds(fd, &h, sizeof h, pass_fds, n_fds) && write_all(fd, body.data(), body.size());
 }
 
-bool send_error(int fd, const ApiError& e) { return send_reply(fd, static_cast<uint32_t>(e.status), 0, dump(error_body(e))); }
+bool send_error(int fd, const ApiError& e) { return send_reply(fd, static_cast<uint32_t>(e.status), dump(error_body(e))); }
+
+// Shared memory made for one connection: a memfd sealed against shrinking and growing, so that no client can
+// make the server fault on it.
+class ConnectionMemory {
+public:
+    ConnectionMemory() = default;
+    ConnectionMemory(const ConnectionMemory&) = delete;
+    ConnectionMemory& operator=(const ConnectionMemory&) = delete;
+    ~ConnectionMemory() {
+        if (map_ != nullptr) ::munmap(map_, size_);
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+    // mode: who may open it again through /proc (the owner only; read-only for the reply segment).
+    Status create(const std::string& name, size_t size, mode_t mode, int prot) {
+        fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+        if (fd_ < 0 && errno == EINVAL) fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);  // before Linux 6.3
+        if (fd_ < 0 || ::ftruncate(fd_, static_cast<off_t>(size)) != 0 || ::fchmod(fd_, mode) != 0 ||
+            ::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+            return error("shared memory for a connection: " + std::string(std::strerror(errno)));
+        void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd_, 0);
+        if (p == MAP_FAILED) return error("shared memory for a connection: " + std::string(std::strerror(errno)));
+        map_ = p;
+        size_ = size;
+        return Status::ok();
+    }
+    // A new descriptor of the same memory that can only read it (the reply segment's, for its client).
+    int open_read_only() const { return ::open(("/proc/self/fd/" + std::to_string(fd_)).c_str(), O_RDONLY | O_CLOEXEC); }
+    // Frees the pages, also for a client that keeps its mapping after the connection ended (it reads zeros).
+    void release_pages() const {
+        if (fd_ >= 0) ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size_));
+    }
+    int fd() const { return fd_; }
+    uint8_t* bytes() const { return static_cast<uint8_t*>(map_); }
+
+private:
+    int fd_ = -1;
+    void* map_ = nullptr;
+    size_t size_ = 0;
+};
 
 }  // namespace
 
 class LocalServer::Impl {
 public:
     Impl(Scheduler& scheduler, const ServedModel& served, const ApiLimits& limits, const LocalOptions& options)
-        : scheduler_(scheduler), served_(served), limits_(limits), options_(options), seeds_(std::random_device{}()) {}
+        : scheduler_(scheduler), served_(served), limits_(limits), options_(options), keys_(options.api_keys), seeds_(std::random_device{}()) {}
     ~Impl() { stop(); }
 
     Status start() {
-        uint32_t bytes = 4096;
-        while (bytes < options_.ring_bytes) bytes <<= 1;
+        if (options_.name.empty() || options_.name.size() > 200 || options_.name.find('/') != std::string::npos)
+            return error("--shm-key: 1 to 200 characters, no '/'");
+        uint32_t bytes = COLIBRI_LOCAL_MIN_RING;
+        while (bytes < options_.ring_bytes && bytes < COLIBRI_LOCAL_MAX_RING) bytes <<= 1;
         options_.ring_bytes = bytes;
-        options_.rings = std::max(options_.rings, 1u);
+        options_.max_connections = std::max(options_.max_connections, 1u);
+        if (options_.max_per_user == 0) options_.max_per_user = std::max(1u, options_.max_connections / 2);
+        options_.max_per_user = std::min(options_.max_per_user, options_.max_connections);
         COLIBRI_TRY(open_socket());
-        if (Status s = open_shm(); !s) {
-            ::close(listen_fd_);
-            ::unlink(options_.socket_path.c_str());
-            listen_fd_ = -1;
-            return s;
-        }
-        for (uint32_t i = 0; i < options_.rings; ++i) {
-            auto* control = reinterpret_cast<colibri_ring_control*>(shm_ + colibri_ring_offset(header(), i));
-            rings_.emplace_back(control, reinterpret_cast<uint8_t*>(control + 1), options_.ring_bytes);
-            free_.push_back(i);
-        }
         accept_thread_ = std::thread([this] { accept_loop(); });
         return Status::ok();
     }
@@ -212,17 +197,9 @@ public:
             ::close(listen_fd_);
             ::unlink(options_.socket_path.c_str());
         }
-        if (shm_) {
-            ::munmap(shm_, shm_size_);
-            ::shm_unlink(shm_name().c_str());
-        }
-        if (shm_fd_ >= 0) ::close(shm_fd_);
     }
 
 private:
-    std::string shm_name() const { return "/colibri-" + options_.shm_key; }
-    colibri_shm_header* header() const { return reinterpret_cast<colibri_shm_header*>(shm_); }
-
     Status open_socket() {
         const std::string& path = options_.socket_path;
         sockaddr_un addr{};
@@ -254,32 +231,6 @@ private:
         return Status::ok();
     }
 
-    Status open_shm() {
-        const std::string& key = options_.shm_key;
-        if (key.empty() || key.size() > 200 || key.find('/') != std::string::npos) return error("--shm-key: 1 to 200 characters, no '/'");
-        const colibri_shm_header layout = dummy_header();
-        shm_size_ = colibri_ring_offset(&layout, options_.rings);
-        // The socket check above showed no live server: shared memory under this name is stale.
-        ::shm_unlink(shm_name().c_str());
-        shm_fd_ = ::shm_open(shm_name().c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (shm_fd_ < 0) return error("shared memory " + shm_name() + ": " + std::strerror(errno));
-        if (::fchmod(shm_fd_, 0600) != 0 || ::ftruncate(shm_fd_, static_cast<off_t>(shm_size_)) != 0)
-            return error("shared memory " + shm_name() + ": " + std::strerror(errno));
-        void* p = ::mmap(nullptr, shm_size_, PROT_READ | PROT_WRITE, MAP_SHARED, shm_fd_, 0);
-        if (p == MAP_FAILED) return error("shared memory " + shm_name() + ": " + std::strerror(errno));
-        shm_ = static_cast<uint8_t*>(p);
-        *header() = dummy_header();
-        return Status::ok();
-    }
-    colibri_shm_header dummy_header() const {
-        colibri_shm_header h{};
-        h.magic = COLIBRI_LOCAL_MAGIC;
-        h.version = COLIBRI_LOCAL_VERSION;
-        h.rings = options_.rings;
-        h.ring_bytes = options_.ring_bytes;
-        return h;
-    }
-
     void accept_loop() {
         while (!stopping_) {
             const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -289,16 +240,13 @@ private:
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));  // EMFILE and the like: try again
                 continue;
             }
-            std::lock_guard lock(mutex_);
-            if (free_.empty()) {
-                send_error(fd, {429, "server_busy", "every local connection is in use (" + std::to_string(options_.rings) + "); retry later", "",
-                                "too_many_connections"});
+            ucred peer{};
+            socklen_t peer_size = sizeof peer;
+            if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_size) != 0) {
                 ::close(fd);
                 continue;
             }
-            const uint32_t ring = free_.front();
-            free_.pop_front();
-            connection_fds_.push_back(fd);
+            std::lock_guard lock(mutex_);
             // Threads of closed connections are joined here, so that they do not pile up.
             for (auto it = connections_.begin(); it != connections_.end();) {
                 if (it->finished->load()) {
@@ -308,40 +256,128 @@ private:
                     ++it;
                 }
             }
+            if (std::optional<ApiError> refusal = refuse(peer.uid)) {
+                // The refusal fits the socket's buffer: this never blocks the accepting thread.
+                send_error(fd, *refusal);
+                ::close(fd);
+                continue;
+            }
             auto finished = std::make_shared<std::atomic<bool>>(false);
-            connections_.push_back({std::thread([this, fd, ring, finished] {
-                                        serve(fd, ring);
-                                        finished->store(true);
-                                    }),
-                                    finished});
+            std::thread thread;
+            try {  // a process or memory limit refuses the thread: this connection is answered, the server goes on
+                thread = std::thread([this, fd, uid = peer.uid, finished] {
+                    serve(fd);
+                    close_connection(fd, uid);
+                    finished->store(true);
+                });
+            } catch (const std::system_error& e) {
+                send_error(fd, {503, "server_error", std::string("cannot start a thread for the connection: ") + e.what() + "; retry later", "", ""});
+                ::close(fd);
+                continue;
+            }
+            ++open_;
+            ++per_user_[peer.uid];
+            connection_fds_.push_back(fd);
+            connections_.push_back({std::move(thread), finished});
         }
     }
 
-    void serve(int fd, uint32_t ring_index) {
-        RingWriter& ring = rings_[ring_index];
-        ring.reset();
-        const int done_fd = ::eventfd(0, EFD_CLOEXEC);
-        if (done_fd >= 0 && send_reply(fd, 200, ring_index, {}, shm_fd_)) {
-            while (!stopping_ && serve_request(fd, ring, done_fd)) {
-            }
-        }
-        if (done_fd >= 0) ::close(done_fd);
+    // Why a new connection from uid is refused (mutex_ held), or nothing.
+    std::optional<ApiError> refuse(uid_t uid) const {
+        if (open_ >= options_.max_connections)
+            return ApiError{429, "server_busy", "every local connection is in use (" + std::to_string(options_.max_connections) + "); retry later", "",
+                            "too_many_connections"};
+        const auto held = per_user_.find(uid);
+        if (held != per_user_.end() && held->second >= options_.max_per_user)
+            return ApiError{429, "server_busy",
+                            "this user holds " + std::to_string(held->second) + " local connections, the most allowed per user; close one or retry later",
+                            "", "too_many_connections"};
+        return std::nullopt;
+    }
+
+    void close_connection(int fd, uid_t uid) {
         std::lock_guard lock(mutex_);
         std::erase(connection_fds_, fd);
         ::close(fd);
-        free_.push_back(ring_index);
+        --open_;
+        if (--per_user_[uid] == 0) per_user_.erase(uid);
+    }
+
+    // The HELLO: the API key, when the server wants one. The connection's cache scope (server/api_keys.h), or
+    // nothing (after an error reply) when the client may not go on.
+    std::optional<uint32_t> greet(int fd) {
+        const auto deadline = Clock::now() + std::chrono::seconds(options_.request_timeout_s);
+        colibri_local_request_header h{};
+        if (!read_exact(fd, &h, sizeof h, deadline)) return std::nullopt;
+        if (h.magic != COLIBRI_LOCAL_MAGIC || h.version != COLIBRI_LOCAL_VERSION || h.kind != COLIBRI_LOCAL_HELLO || h.length > COLIBRI_LOCAL_MAX_KEY) {
+            send_error(fd, {400, "invalid_request_error",
+                            "not a colibri local hello (magic, version " + std::to_string(COLIBRI_LOCAL_VERSION) + ", kind or length)", "", ""});
+            return std::nullopt;
+        }
+        std::string key(h.length, '\0');
+        if (!read_exact(fd, key.data(), key.size(), deadline)) return std::nullopt;
+        if (!keys_.required()) return 0;
+        if (const uint32_t scope = keys_.scope_of_key(key); scope != 0) return scope;
+        send_error(fd, {401, "invalid_request_error",
+                        key.empty() ? "no API key given (colibri_client_connect_key, or COLIBRI_API_KEY)" : "incorrect API key provided", "",
+                        "invalid_api_key"});
+        return std::nullopt;
+    }
+
+    void serve(int fd) {
+        const std::optional<uint32_t> scope = greet(fd);
+        if (!scope) return;
+        // The connection's own memory: the reply segment (the client may only read it) and the client page
+        // (the client's to write; the server only reads it).
+        const size_t data_offset = sizeof(colibri_reply_segment);
+        ConnectionMemory reply, page;
+        Status made = reply.create(options_.name + "-reply", data_offset + options_.ring_bytes, 0400, PROT_READ | PROT_WRITE);
+        if (made) made = page.create(options_.name + "-client", 4096, 0600, PROT_READ);
+        const int reply_for_client = made ? reply.open_read_only() : -1;
+        if (made && reply_for_client < 0) made = error(std::string("shared memory for a connection: ") + std::strerror(errno));
+        if (!made) {
+            send_error(fd, {503, "server_error", made.message(), "", ""});
+            return;
+        }
+        auto* segment = reinterpret_cast<colibri_reply_segment*>(reply.bytes());
+        segment->magic = COLIBRI_LOCAL_MAGIC;
+        segment->version = COLIBRI_LOCAL_VERSION;
+        segment->ring_bytes = options_.ring_bytes;
+        segment->data_offset = static_cast<uint32_t>(data_offset);
+        RingWriter ring(segment, reply.bytes() + data_offset, options_.ring_bytes, reinterpret_cast<const colibri_client_page*>(page.bytes()));
+        const int done_fd = ::eventfd(0, EFD_CLOEXEC);
+        const int pass[2] = {reply_for_client, page.fd()};
+        const bool greeted = done_fd >= 0 && send_reply(fd, 200, {}, pass, 2);
+        ::close(reply_for_client);
+        if (greeted)
+            while (!stopping_ && serve_request(fd, ring, done_fd, *scope)) {
+            }
+        if (done_fd >= 0) ::close(done_fd);
+        // A client that keeps its mapping after the connection must not keep the memory (nor learn anything
+        // from it). When the server stops, its clients may still be reading their last records.
+        if (!stopping_) {
+            reply.release_pages();
+            page.release_pages();
+        }
+    }
+
+    // Waits for the next request; false when the connection stays idle past the idle timeout or the server stops.
+    bool wait_for_request(int fd) {
+        const auto deadline = Clock::now() + std::chrono::seconds(options_.idle_timeout_s);
+        pollfd idle{fd, POLLIN, 0};
+        while (!stopping_) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+            if (left <= 0) return false;
+            const int r = ::poll(&idle, 1, static_cast<int>(std::min<int64_t>(left, 500)));
+            if (r > 0) return true;
+            if (r < 0 && errno != EINTR) return false;
+        }
+        return false;
     }
 
     // One request on the connection; false when the connection should close.
-    bool serve_request(int fd, RingWriter& ring, int done_fd) {
-        // Idle between requests as long as the client likes; once a request starts it must arrive whole in time.
-        pollfd idle{fd, POLLIN, 0};
-        while (!stopping_) {
-            const int r = ::poll(&idle, 1, 500);
-            if (r > 0) break;
-            if (r < 0 && errno != EINTR) return false;
-        }
-        if (stopping_) return false;
+    bool serve_request(int fd, RingWriter& ring, int done_fd, uint32_t scope) {
+        if (!wait_for_request(fd)) return false;
         const auto deadline = Clock::now() + std::chrono::seconds(options_.request_timeout_s);
         colibri_local_request_header h{};
         if (!read_exact(fd, &h, sizeof h, deadline)) return false;
@@ -354,8 +390,13 @@ private:
             send_error(fd, {400, "invalid_request_error", "unknown request kind " + std::to_string(h.kind), "", ""});
             return false;
         }
-        if (h.length > COLIBRI_LOCAL_MAX_BODY) {
-            send_error(fd, {413, "invalid_request_error", "the request body is larger than this server accepts", "", "request_too_large"});
+        if (h.length > options_.max_body) {
+            // The body is not read: the connection closes after the answer.
+            send_error(fd, {413, "invalid_request_error",
+                            "the request body (" + std::to_string(h.length) + " bytes) is larger than this server accepts (--max-body " +
+                                std::to_string(options_.max_body) + ")",
+                            "", "request_too_large"});
+            ::shutdown(fd, SHUT_WR);
             return false;
         }
         std::string body(h.length, '\0');
@@ -366,11 +407,13 @@ private:
         }();
         if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(fd, *e);
         auto sink = std::make_shared<RingSink>(ring, done_fd);
-        auto job = std::make_shared<Job>(std::move(std::get<ApiRequest>(parsed).spec), sink);
+        JobSpec& spec = std::get<ApiRequest>(parsed).spec;
+        spec.cache_scope = scope;
+        auto job = std::make_shared<Job>(std::move(spec), sink);
         sink->job = job;
         if (!scheduler_.submit(job))
             return send_error(fd, {429, "server_busy", "too many requests are waiting for a slot; retry later", "", "too_many_requests"});
-        if (!send_reply(fd, 200, 0)) {
+        if (!send_reply(fd, 200)) {
             job->cancel();
             wait_done(done_fd);
             return false;
@@ -406,7 +449,7 @@ private:
             }
         }
         wait_done(done_fd);
-        return keep;
+        return keep && !sink->lost_end();
     }
 
     static void wait_done(int done_fd) {
@@ -419,12 +462,11 @@ private:
     const ServedModel& served_;
     ApiLimits limits_;
     LocalOptions options_;
-    int listen_fd_ = -1, shm_fd_ = -1;
-    uint8_t* shm_ = nullptr;
-    size_t shm_size_ = 0;
-    std::vector<RingWriter> rings_;
+    ApiKeys keys_;
+    int listen_fd_ = -1;
     std::mutex mutex_;
-    std::list<uint32_t> free_;
+    uint32_t open_ = 0;
+    std::map<uid_t, uint32_t> per_user_;
     std::vector<int> connection_fds_;
     struct Connection {
         std::thread thread;

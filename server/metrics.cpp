@@ -32,10 +32,10 @@ void sample(std::string& out, const char* name, const std::string& labels, doubl
 
 }  // namespace
 
-std::string prometheus_text(const SchedulerStats& s, const RequestCounters& requests, const std::string& model_id) {
+std::string prometheus_text(const SchedulerStats& s, const RequestCounters& requests, const ConnectionStats& c, const std::string& model_id) {
     std::string out;
     const std::string model = "model=\"" + label(model_id) + "\"";
-    family(out, "colibri_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
+    family(out, "colibri_requests_total", "counter", "HTTP requests answered, by endpoint (any unknown path is \"other\") and status.");
     for (const auto& [key, n] : requests.snapshot())
         sample(out, "colibri_requests_total", "endpoint=\"" + label(key.first) + "\",status=\"" + std::to_string(key.second) + "\"", double(n));
     family(out, "colibri_generations_total", "counter", "Generations the engine ended, by outcome.");
@@ -62,6 +62,13 @@ std::string prometheus_text(const SchedulerStats& s, const RequestCounters& requ
     sample(out, "colibri_slots", model, s.slots);
     family(out, "colibri_decode_tokens_per_second", "gauge", "Tokens generated per second over the last 10 seconds, all slots together.");
     sample(out, "colibri_decode_tokens_per_second", model, s.decode_tokens_per_second);
+    family(out, "colibri_http_connections", "gauge", "HTTP connections open, by state: waiting (idle or a request arriving), queued, serving.");
+    sample(out, "colibri_http_connections", "state=\"waiting\"", double(c.waiting));
+    sample(out, "colibri_http_connections", "state=\"queued\"", double(c.queued));
+    sample(out, "colibri_http_connections", "state=\"serving\"", double(c.serving));
+    family(out, "colibri_http_connections_closed_total", "counter", "HTTP connections the server closed: at the connection cap, or at an idle or request deadline.");
+    sample(out, "colibri_http_connections_closed_total", "reason=\"evicted\"", double(c.evicted));
+    sample(out, "colibri_http_connections_closed_total", "reason=\"timeout\"", double(c.timed_out));
     family(out, "colibri_expert_activations_total", "counter", "Tokens routed to each expert of each MoE layer.");
     for (uint32_t l = 0; l < s.layers; ++l) {
         bool moe = false;

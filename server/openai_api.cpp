@@ -1,6 +1,8 @@
 #include "server/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "engine/core/chat_service.h"
 #include "engine/base/json_depth.h"
@@ -92,6 +94,61 @@ std::optional<std::string> content_text(const json& content, std::string& why) {
     return text;
 }
 
+// logit_bias: {"<token id>": bias in [-100, 100], ...}, added to the logits before sampling, as OpenAI does.
+std::optional<ApiError> logit_bias(const Fields& f, uint32_t vocab, size_t max_entries, std::vector<std::pair<int32_t, float>>& out) {
+    const json* lb = f.get("logit_bias");
+    if (lb == nullptr) return std::nullopt;
+    if (!lb->is_object()) return bad(std::string("'logit_bias' must be an object mapping token ids to numbers, not ") + type_name(*lb), "logit_bias");
+    if (lb->size() > max_entries) return bad("'logit_bias' has " + std::to_string(lb->size()) + " entries; at most " + std::to_string(max_entries), "logit_bias");
+    for (const auto& [key, value] : lb->items()) {
+        int64_t id = key.empty() || key.size() > 10 ? -1 : 0;
+        for (char c : key) id = id >= 0 && c >= '0' && c <= '9' ? id * 10 + (c - '0') : -1;
+        if (id < 0 || id >= int64_t(vocab))
+            return bad("'logit_bias' key '" + key.substr(0, 32) + "' is not a token id in [0, " + std::to_string(vocab) + ")", "logit_bias");
+        if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+            return bad("'logit_bias' values must be numbers between -100 and 100, not " + value.dump().substr(0, 32) + " (token " + key + ")",
+                       "logit_bias");
+        out.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+    return std::nullopt;
+}
+
+// Fields that would change what the reply is, which this server does not implement: a 400 naming the field
+// rather than a reply that silently ignores it. (Fields that do not change the reply, such as "user", are
+// ignored, as unknown fields are.)
+std::optional<ApiError> unsupported_field(const Fields& f) {
+    auto refuse = [](const char* field, const std::string& what) { return bad("'" + std::string(field) + "' " + what, field); };
+    auto is_string = [](const json* v, std::initializer_list<const char*> allowed) {
+        return v->is_string() && std::find(allowed.begin(), allowed.end(), v->get<std::string>()) != allowed.end();
+    };
+    auto carries = [](const json& o, const char* name) {  // present, and neither null nor empty
+        auto it = o.find(name);
+        return it != o.end() && !it->is_null() && !(it->is_array() && it->empty());
+    };
+    if (const json* v = f.get("tools"); v && !(v->is_array() && v->empty())) return refuse("tools", "is not supported: this server does not call tools");
+    if (const json* v = f.get("functions"); v && !(v->is_array() && v->empty())) return refuse("functions", "is not supported: this server does not call functions");
+    if (const json* v = f.get("tool_choice"); v && !is_string(v, {"none", "auto"})) return refuse("tool_choice", "is not supported: this server does not call tools");
+    if (const json* v = f.get("function_call"); v && !is_string(v, {"none", "auto"})) return refuse("function_call", "is not supported: this server does not call functions");
+    if (const json* v = f.get("response_format")) {
+        const json* type = v->is_object() && v->contains("type") ? &(*v)["type"] : nullptr;
+        if (type == nullptr || !type->is_string()) return refuse("response_format", "must be an object with a string 'type'");
+        if (*type != "text") return refuse("response_format", "of type '" + type->get<std::string>().substr(0, 32) + "' is not supported (only 'text')");
+    }
+    if (const json* v = f.get("best_of")) {
+        if (!v->is_number_integer()) return refuse("best_of", std::string("must be an integer, not ") + type_name(*v));
+        if (v->get<int64_t>() != 1) return refuse("best_of", "other than 1 is not supported");
+    }
+    if (const json* v = f.get("modalities"); v && !(v->is_array() && std::all_of(v->begin(), v->end(), [](const json& m) { return m == "text"; })))
+        return refuse("modalities", "other than [\"text\"] are not supported");
+    if (f.get("audio")) return refuse("audio", "output is not supported");
+    if (const json* msgs = f.get("messages"); msgs && msgs->is_array())
+        for (size_t i = 0; i < msgs->size(); ++i)
+            if (const json& m = (*msgs)[i]; m.is_object() && (carries(m, "tool_calls") || carries(m, "function_call")))
+                return bad("messages[" + std::to_string(i) + "] carries tool calls, which this server does not support",
+                           "messages[" + std::to_string(i) + "]");
+    return std::nullopt;
+}
+
 }  // namespace
 
 json error_body(const ApiError& e) {
@@ -104,6 +161,9 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body, const ServedModel& served,
                                                  const ApiLimits& limits, std::mt19937_64& seeds) {
+    // nlohmann's parser takes a NUL byte for the end of the input: refuse it rather than read a truncated body.
+    if (const size_t nul = body.find('\0'); nul != std::string_view::npos)
+        return bad("the request body is not valid JSON: a NUL byte at offset " + std::to_string(nul));
     if (json_too_deep(body)) return bad("the request nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     const json j = json::parse(body, nullptr, false);
     if (j.is_discarded()) return bad("the request body is not valid JSON");
@@ -212,7 +272,7 @@ std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_
                    frequency_penalty != 0.0f ? "frequency_penalty" : "presence_penalty");
     if (n != 1) return bad("only n = 1 is supported", "n");
     if (s.repetition_penalty <= 0.0f) return bad("'repeat_penalty' must be positive", "repeat_penalty");
-    s.greedy = s.temperature <= 0.0f;
+    s.greedy = s.temperature < kGreedyBelowTemperature;
     s.seed = has_seed ? static_cast<uint64_t>(seed) : seeds();
 
     // max_tokens (or max_completion_tokens): prompt + max_tokens must fit a slot's context.
@@ -293,6 +353,8 @@ std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_
     }
     r.spec.trace = r.trace;
     if (f.error) return *f.error;
+    if (auto e = logit_bias(f, model.hparams().vocab_size, limits.max_logit_bias, r.spec.reply.logit_bias)) return *e;
+    if (auto e = unsupported_field(f)) return *e;
     return r;
 }
 

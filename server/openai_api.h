@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/model.h"
+#include "engine/core/sampler.h"  // kGreedyBelowTemperature: a request below it is greedy
 #include "server/job.h"
 
 namespace colibri::server {
@@ -34,6 +35,7 @@ struct ApiLimits {
     size_t max_stop = 4;         // stop strings, as OpenAI allows
     size_t max_stop_bytes = 256;
     int32_t max_top_logprobs = 20;
+    size_t max_logit_bias = 1024;  // entries of logit_bias
     bool require_model = true;   // OpenAI's "model" is required; the local transport serves one model anyway
 };
 
@@ -57,7 +59,8 @@ struct ServedModel {
 };
 
 // Parses a request body. A request without a seed gets one from `seeds`, so that its sampling is reproducible
-// from the seed reported back.
+// from the seed reported back. Fields that would change the reply but are not implemented (tools,
+// response_format other than text, best_of > 1, ...) are refused naming the field, never ignored.
 std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body, const ServedModel& served,
                                                  const ApiLimits& limits, std::mt19937_64& seeds);
 

@@ -11,6 +11,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+double seconds_now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+constexpr double kRateWindow = 10.0;  // seconds colibri_decode_tokens_per_second looks back
 
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
     size_t n = 0;
@@ -26,6 +28,7 @@ struct Scheduler::Slot final : TraceObserver {
     Scheduler& owner;
     std::unique_ptr<Session> session;
     std::vector<int32_t> cached;  // tokens the session holds
+    uint32_t scope = 0;           // the cache_scope of the job that filled it
 
     std::shared_ptr<Job> job;
     std::unique_ptr<Sampler> sampler;
@@ -103,11 +106,14 @@ bool Scheduler::submit(std::shared_ptr<Job> job) {
 SchedulerStats Scheduler::stats() const {
     std::lock_guard lock(mutex_);
     SchedulerStats s = stats_;
-    if (recent_.size() > 1) {
+    // The tokens of the steps in the window that ends now (not at the last step: an idle server reports 0),
+    // counted after the first of them, over the time since it.
+    const double now = seconds_now();
+    auto first = std::find_if(recent_.begin(), recent_.end(), [&](const auto& r) { return now - r.first <= kRateWindow; });
+    if (first != recent_.end() && now > first->first) {
         uint64_t tokens = 0;
-        for (size_t i = 1; i < recent_.size(); ++i) tokens += recent_[i].second;
-        const double span = recent_.back().first - recent_.front().first;
-        s.decode_tokens_per_second = span > 0 ? double(tokens) / span : 0.0;
+        for (auto it = first + 1; it != recent_.end(); ++it) tokens += it->second;
+        s.decode_tokens_per_second = double(tokens) / (now - first->first);
     }
     s.expert_activations.resize(expert_counts_.size());
     for (size_t i = 0; i < expert_counts_.size(); ++i) s.expert_activations[i] = expert_counts_[i].load(std::memory_order_relaxed);
@@ -174,7 +180,8 @@ void Scheduler::admit_locked() {
         size_t best_common = 0;
         for (auto& s : slots_) {
             if (s->busy()) continue;
-            const size_t common = common_prefix(s->cached, job->spec().prompt);
+            const bool same_scope = options_.share_cache_across_scopes || s->scope == job->spec().cache_scope;
+            const size_t common = same_scope ? common_prefix(s->cached, job->spec().prompt) : 0;
             if (best == nullptr || common > best_common) best = s.get(), best_common = common;
         }
         if (best == nullptr) break;
@@ -185,6 +192,7 @@ void Scheduler::admit_locked() {
         size_t common = std::min(best_common, spec.prompt.size() - 1);  // at least one token is evaluated
         slot.session->truncate(static_cast<uint32_t>(common));
         slot.cached.resize(common);
+        slot.scope = spec.cache_scope;
         slot.reused = static_cast<uint32_t>(common);
         slot.next_prompt = common;
         slot.sampler = std::make_unique<Sampler>(spec.sampling);
@@ -215,6 +223,8 @@ void Scheduler::run() {
             // Out of memory in the middle of a step: those jobs fail, the server goes on.
             for (auto& s : slots_)
                 if (s->busy()) finish(*s, FinishReason::None, std::string("engine error: ") + e.what());
+            std::lock_guard lock(mutex_);
+            stats_.active = 0;
         }
     }
     // Shutting down: every job gets an answer.
@@ -298,14 +308,16 @@ void Scheduler::step() {
     }
 
     std::lock_guard lock(mutex_);
+    // Slots that finished in this step are free now (the gauge must not wait for the next wake-up).
+    stats_.active = static_cast<uint32_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& sp) { return sp->busy(); }));
     ++stats_.steps;
     stats_.forward_passes += passes;
     stats_.batched_tokens += batched;
     stats_.generated_tokens += sampled;
     if (sampled > 0) {
-        const double t = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+        const double t = seconds_now();
         recent_.emplace_back(t, sampled);
-        while (recent_.size() > 2 && t - recent_.front().first > 10.0) recent_.pop_front();
+        while (recent_.size() > 2 && t - recent_.front().first > kRateWindow) recent_.pop_front();
     }
 }
 

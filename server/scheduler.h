@@ -25,6 +25,8 @@ struct SchedulerOptions {
     unsigned threads = 0;       // 0: all cores
     uint32_t max_queue = 64;    // requests waiting for a slot; more are refused
     uint32_t prefill_chunk = 64;  // prompt tokens a slot evaluates per step, so that decoding slots keep pace
+    // A slot's cached prefix serves requests of any JobSpec::cache_scope (API key); by default only its own.
+    bool share_cache_across_scopes = false;
 };
 
 struct SchedulerStats {
@@ -33,7 +35,7 @@ struct SchedulerStats {
     uint64_t steps = 0;
     uint64_t forward_passes = 0, batched_tokens = 0;  // eval_batch calls and the tokens they evaluated together
     uint32_t queued = 0, active = 0, slots = 0;
-    double decode_tokens_per_second = 0.0;  // generated tokens over the last 10 s (or since the first token)
+    double decode_tokens_per_second = 0.0;  // generated tokens over the last 10 s (or since the first token), at the time asked
     uint32_t layers = 0, experts = 0;
     std::vector<uint64_t> expert_activations;  // [layer][expert]: routed tokens (prompt and generated)
 };

@@ -27,6 +27,9 @@ public:
     uint32_t section_count() const { return header().section_count; }
     TensorEntry tensor(uint32_t i) const { return at<TensorEntry>(header().tensor_table_offset + i * sizeof(TensorEntry)); }
     void set_tensor(uint32_t i, const TensorEntry& t) { put(header().tensor_table_offset + i * sizeof(TensorEntry), t); }
+    LayerEntry layer(uint32_t i) const { return at<LayerEntry>(header().layer_table_offset + i * sizeof(LayerEntry)); }
+    ExpertEntry expert(uint32_t i) const { return at<ExpertEntry>(header().expert_table_offset + i * sizeof(ExpertEntry)); }
+    void set_expert(uint32_t i, const ExpertEntry& e) { put(header().expert_table_offset + i * sizeof(ExpertEntry), e); }
     int tensor_index(const char* name) const {
         for (uint32_t i = 0; i < header().tensor_count; ++i)
             if (std::strncmp(tensor(i).name, name, kTensorNameBytes) == 0) return static_cast<int>(i);
@@ -45,6 +48,13 @@ public:
         b_.replace(s.offset + at_in_section, static_cast<size_t>(with.size()), with.toStdString());
         s.xxh64 = XXH64(b_.data() + s.offset, s.size, 0);
         set_section(i, s);
+    }
+    // Appends `bytes` at the end of the image (the file size in the header follows).
+    void append(const QByteArray& bytes) {
+        b_ += bytes.toStdString();
+        FileHeader h = header();
+        h.file_size = b_.size();
+        put(0, h);
     }
     // The metadata checksum over the patched tables, so that only the structural damage remains.
     void reseal() {

@@ -176,7 +176,9 @@ struct StageTimer final : TraceObserver {
 Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, const BenchConfig& config) {
     if (config.prompt_tokens == 0 || config.decode_tokens == 0) return error("-p and -n must be at least 1");
     if (config.reps == 0) return error("--reps must be at least 1");
-    ThreadPool pool(threads);
+    auto started = ThreadPool::create(threads);
+    if (!started) return started.status();
+    ThreadPool& pool = *started.value();
     BenchReport report;
     report.model_path = model_path;
     report.threads = pool.size();

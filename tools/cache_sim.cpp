@@ -1,16 +1,17 @@
 #include "cache_sim.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "engine/base/json_depth.h"
+#include "engine/core/model.h"
+#include "engine/file/mapped_file.h"
+#include "engine/file/schema.h"
 
 namespace colibri::tools {
 
@@ -18,113 +19,320 @@ using nlohmann::json;
 
 namespace {
 
-Result<uint32_t> as_count(const json& v, const std::string& what) {
-    if (!v.is_number_integer() && !v.is_number_unsigned()) return error(what + " is not an integer");
-    if (v.is_number_integer() && v.get<int64_t>() < 0) return error(what + " is negative");
-    const uint64_t u = v.get<uint64_t>();
-    if (u > std::numeric_limits<uint32_t>::max()) return error(what + " is too large");
-    return static_cast<uint32_t>(u);
-}
+// route's JSON read as a stream of events (nlohmann's SAX interface): no document is built, so a trace takes the
+// memory of its ids (a 100 MB trace of top-1 choices took 4 GB as a document). Only "n_experts", "layers" and,
+// per layer, "layer", "experts" and "predicted" are read; everything else is skipped.
+class TraceReader final : public nlohmann::json_sax<json> {
+public:
+    RoutingTrace trace;
+    std::string problem;  // the first, when a callback returned false
+
+    // After the events: what needs the whole text ("n_experts" may follow "layers", as in route's output).
+    Status finish() {
+        if (!saw_layers_) return error("no \"layers\" array (write it with colibri route --json)");
+        if (positions_ == 0) return error("the trace has no positions");
+        if (!declared_) {
+            trace.n_experts = max_id_ + 1;
+            return Status::ok();
+        }
+        trace.n_experts = *declared_;
+        for (size_t li = 0; li < trace.layers.size(); ++li)
+            for (bool predicted : {false, true}) {
+                const ChoiceList& list = predicted ? trace.predicted[li] : trace.choices[li];
+                for (size_t p = 0; p < list.size(); ++p)
+                    for (uint32_t e : list[p])
+                        if (e >= *declared_)
+                            return error(where(li, predicted, p) + ": expert " + std::to_string(e) + " out of range (n_experts " +
+                                         std::to_string(*declared_) + ")");
+            }
+        return Status::ok();
+    }
+
+    bool null() override { return scalar(); }
+    bool boolean(bool) override { return scalar(); }
+    bool number_integer(number_integer_t v) override { return v < 0 ? fail(" is negative") : count(static_cast<uint64_t>(v)); }
+    bool number_unsigned(number_unsigned_t v) override { return count(v); }
+    bool number_float(number_float_t, const string_t&) override { return scalar(); }
+    bool string(string_t&) override { return scalar(); }
+    bool binary(binary_t&) override { return scalar(); }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        if (problem.empty()) problem = "not valid JSON";
+        return false;
+    }
+
+    bool start_object(std::size_t) override {
+        if (skip_depth_ > 0 || next_ == Next::Skip) return enter_skip();
+        switch (next_) {
+            case Next::Document: return push(Frame::Top);
+            case Next::LayerEntry:
+                layer_ = {};
+                return push(Frame::Layer);
+            default: return not_expected();
+        }
+    }
+    bool start_array(std::size_t) override {
+        if (skip_depth_ > 0 || next_ == Next::Skip) return enter_skip();
+        switch (next_) {
+            case Next::Layers: return push(Frame::Layers);
+            case Next::Experts:
+            case Next::Predicted:
+                positions_list_ = next_ == Next::Predicted;
+                return push(Frame::Positions);
+            case Next::Choice: return push(Frame::Choice);
+            default: return not_expected();
+        }
+    }
+    bool key(string_t& k) override {
+        if (skip_depth_ > 0) return true;
+        auto once = [&](bool& seen, Next next) {
+            if (seen) return fail_at(std::string(frame() == Frame::Top ? "" : where_layer() + ": ") + "\"" + k + "\" appears twice");
+            seen = true;
+            next_ = next;
+            return true;
+        };
+        if (frame() == Frame::Top) {
+            if (k == "layers") return once(saw_layers_, Next::Layers);
+            if (k == "n_experts") return once(saw_n_experts_, Next::NExperts);
+        } else {  // a layer's object
+            if (k == "layer") return once(layer_.has_id, Next::LayerId);
+            if (k == "experts") return once(layer_.has_experts, Next::Experts);
+            if (k == "predicted") return once(layer_.has_predicted, Next::Predicted);
+        }
+        next_ = Next::Skip;
+        return true;
+    }
+    bool end_object() override {
+        if (skip_depth_ > 0) return leave_skip();
+        if (frame() == Frame::Layer && !end_layer()) return false;
+        return pop();
+    }
+    bool end_array() override {
+        if (skip_depth_ > 0) return leave_skip();
+        switch (frame()) {
+            case Frame::Layers:
+                if (trace.layers.empty()) return fail_at("\"layers\" is empty: the model has no MoE layer");
+                break;
+            case Frame::Positions:
+                if (positions_list_) layer_.predicted_done = true;
+                else layer_.experts_done = true;
+                break;
+            case Frame::Choice: {
+                ChoiceList& list = positions_list_ ? layer_.predicted : layer_.experts;
+                const size_t k = list.open_ids();
+                const std::string at = where(trace.layers.size(), positions_list_, list.size());
+                if (k == 0) return fail_at(at + " is not a non-empty array of expert ids");
+                if (trace.top_k == 0) trace.top_k = static_cast<uint32_t>(k);
+                if (k != trace.top_k)
+                    return fail_at(at + " chooses " + std::to_string(k) + " experts, earlier positions " + std::to_string(trace.top_k));
+                list.end_position();
+                break;
+            }
+            default: break;
+        }
+        return pop();
+    }
+
+private:
+    enum class Frame { Top, Layers, Layer, Positions, Choice };
+    // What the next value is to be, set by the key or the container before it.
+    enum class Next { Document, Skip, NExperts, Layers, LayerEntry, LayerId, Experts, Predicted, Choice, Id, None };
+    struct LayerState {
+        bool has_id = false, has_experts = false, has_predicted = false, experts_done = false, predicted_done = false;
+        uint32_t id = 0;
+        ChoiceList experts, predicted;
+    };
+
+    Frame frame() const { return frames_.back(); }
+    bool push(Frame f) {
+        frames_.push_back(f);
+        next_ = f == Frame::Layers ? Next::LayerEntry : f == Frame::Positions ? Next::Choice : f == Frame::Choice ? Next::Id : Next::None;
+        return true;
+    }
+    bool pop() {
+        frames_.pop_back();
+        after_value();
+        return true;
+    }
+    // A value is complete: what the container around it takes next.
+    void after_value() {
+        if (frames_.empty()) next_ = Next::None;
+        else if (frame() == Frame::Layers) next_ = Next::LayerEntry;
+        else if (frame() == Frame::Positions) next_ = Next::Choice;
+        else if (frame() == Frame::Choice) next_ = Next::Id;
+        else next_ = Next::None;  // an object: a key comes first
+    }
+    bool enter_skip() {
+        ++skip_depth_;
+        return true;
+    }
+    bool leave_skip() {
+        if (--skip_depth_ == 0) after_value();
+        return true;
+    }
+
+    bool count(uint64_t v) {
+        if (skip_depth_ > 0) return true;
+        if (next_ == Next::Skip) return after_value(), true;
+        if (v > std::numeric_limits<uint32_t>::max()) return fail(" is too large");
+        const uint32_t u = static_cast<uint32_t>(v);
+        switch (next_) {
+            case Next::NExperts:
+                if (u == 0) return fail_at("\"n_experts\" is 0");
+                // Replay costs time and memory per expert and layer, whatever the file's size: no more than a model has.
+                if (u > schema::kMaxExperts)
+                    return fail_at("\"n_experts\" " + std::to_string(u) + " is more than a model can have (" + std::to_string(schema::kMaxExperts) + ")");
+                declared_ = u;
+                break;
+            case Next::LayerId:
+                if (u >= (uint32_t(1) << 16)) return fail_at(where_layer() + ".layer " + std::to_string(u) + " is implausibly large");
+                layer_.id = u;
+                break;
+            case Next::Id: {
+                ChoiceList& list = positions_list_ ? layer_.predicted : layer_.experts;
+                const auto chosen = list.open_position();
+                if (std::find(chosen.begin(), chosen.end(), u) != chosen.end())
+                    return fail_at(where(trace.layers.size(), positions_list_, list.size()) + ": expert " + std::to_string(u) + " chosen twice");
+                if (u >= schema::kMaxExperts)
+                    return fail_at(where(trace.layers.size(), positions_list_, list.size()) + ": expert " + std::to_string(u) +
+                                   " out of range (a model has at most " + std::to_string(schema::kMaxExperts) + " experts)");
+                max_id_ = std::max(max_id_, u);
+                list.push_id(u);
+                return true;  // the choice's array goes on
+            }
+            default: return not_expected();
+        }
+        after_value();
+        return true;
+    }
+    // A string, a boolean, null or a fraction: skipped where nothing is read, else the wrong kind of value.
+    bool scalar() {
+        if (skip_depth_ > 0) return true;
+        if (next_ == Next::Skip) return after_value(), true;
+        return not_expected();
+    }
+    // The message for a value of the wrong kind where `next_` wanted one.
+    bool not_expected() {
+        switch (next_) {
+            case Next::Document: return fail_at("not a routing trace (expected an object with \"layers\")");
+            case Next::NExperts:
+            case Next::LayerId:
+            case Next::Id: return fail(" is not an integer");
+            case Next::Layers: return fail_at("no \"layers\" array (write it with colibri route --json)");
+            case Next::LayerEntry: return fail_at(where_layer() + " is not an object");
+            case Next::Experts: return fail_at(where_layer() + " has no \"experts\" array");
+            case Next::Predicted: return fail_at(where_layer() + ".predicted is not an array of predictions");
+            case Next::Choice: {
+                const ChoiceList& list = positions_list_ ? layer_.predicted : layer_.experts;
+                return fail_at(where(trace.layers.size(), positions_list_, list.size()) + " is not a non-empty array of expert ids");
+            }
+            default: return fail_at("not a routing trace");
+        }
+    }
+    // `what` after the name of the number being read.
+    bool fail(const std::string& what) {
+        switch (next_) {
+            case Next::NExperts: return fail_at("\"n_experts\"" + what);
+            case Next::LayerId: return fail_at(where_layer() + ".layer" + what);
+            case Next::Id: {
+                const ChoiceList& list = positions_list_ ? layer_.predicted : layer_.experts;
+                return fail_at(where(trace.layers.size(), positions_list_, list.size()) + " expert id" + what);
+            }
+            default: return scalar();
+        }
+    }
+    bool fail_at(std::string what) {
+        if (problem.empty()) problem = std::move(what);
+        return false;
+    }
+
+    std::string where_layer() const { return "layers[" + std::to_string(trace.layers.size()) + "]"; }
+    static std::string where(size_t li, bool predicted, size_t p) {
+        return "layers[" + std::to_string(li) + "]." + (predicted ? "predicted[" : "experts[") + std::to_string(p) + "]";
+    }
+
+    bool end_layer() {
+        LayerState& l = layer_;
+        if (!l.has_id) return fail_at(where_layer() + " has no \"layer\"");
+        if (!l.experts_done) return fail_at(where_layer() + " has no \"experts\" array");
+        if (trace.layers.empty()) positions_ = l.experts.size();
+        if (l.experts.size() != positions_)
+            return fail_at(where_layer() + " has " + std::to_string(l.experts.size()) + " positions, layers[0] " + std::to_string(positions_));
+        if (l.has_predicted && l.predicted.size() != positions_)
+            return fail_at(where_layer() + ".predicted is not an array of " + std::to_string(positions_) + " predictions");
+        if (std::find(trace.layers.begin(), trace.layers.end(), l.id) != trace.layers.end())
+            return fail_at("layer " + std::to_string(l.id) + " appears twice");
+        trace.layers.push_back(l.id);
+        trace.choices.push_back(std::move(l.experts));
+        trace.predicted.push_back(std::move(l.predicted));
+        return true;
+    }
+
+    std::vector<Frame> frames_;
+    Next next_ = Next::Document;
+    size_t skip_depth_ = 0;
+    bool positions_list_ = false;  // the array of positions being read is "predicted" (else "experts")
+    bool saw_layers_ = false, saw_n_experts_ = false;
+    std::optional<uint32_t> declared_;
+    uint32_t max_id_ = 0;
+    size_t positions_ = 0;
+    LayerState layer_;
+};
 
 }  // namespace
 
+void ChoiceList::end_position() {
+    const size_t n = open_ids();
+    if (!ragged_ && count_ > 0 && n != k_) {  // the first position of another size: every position gets its end
+        ends_.reserve(count_ + 1);
+        for (size_t p = 1; p <= count_; ++p) ends_.push_back(p * k_);
+        ragged_ = true;
+    }
+    if (ragged_) ends_.push_back(ids_.size());
+    else if (count_ == 0) k_ = n;
+    ++count_;
+}
+
+bool ChoiceList::operator==(const ChoiceList& other) const {
+    if (count_ != other.count_ || ids_ != other.ids_) return false;
+    for (size_t p = 0; p < count_; ++p)
+        if ((*this)[p].size() != other[p].size()) return false;
+    return true;
+}
+
 Result<RoutingTrace> parse_routing_trace(std::string_view text) {
     if (json_too_deep(text)) return error("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    const json doc = json::parse(text.begin(), text.end(), nullptr, false);
-    if (doc.is_discarded()) return error("not valid JSON");
-    if (!doc.is_object()) return error("not a routing trace (expected an object with \"layers\")");
-    const auto layers = doc.find("layers");
-    if (layers == doc.end() || !layers->is_array()) return error("no \"layers\" array (write it with colibri route --json)");
-    if (layers->empty()) return error("\"layers\" is empty: the model has no MoE layer");
-
-    RoutingTrace t;
-    bool declared = false;
-    if (const auto n = doc.find("n_experts"); n != doc.end()) {
-        auto v = as_count(*n, "\"n_experts\"");
-        if (!v) return v.status();
-        if (v.value() == 0) return error("\"n_experts\" is 0");
-        t.n_experts = v.value();
-        declared = true;
-    }
-    uint32_t max_id = 0;
-    size_t positions = 0;
-    std::set<uint32_t> seen_layers;
-    for (size_t li = 0; li < layers->size(); ++li) {
-        const json& l = (*layers)[li];
-        const std::string where = "layers[" + std::to_string(li) + "]";
-        if (!l.is_object()) return error(where + " is not an object");
-        const auto id = l.find("layer");
-        if (id == l.end()) return error(where + " has no \"layer\"");
-        auto layer = as_count(*id, where + ".layer");
-        if (!layer) return layer.status();
-        if (layer.value() >= (uint32_t(1) << 16)) return error(where + ".layer " + std::to_string(layer.value()) + " is implausibly large");
-        if (!seen_layers.insert(layer.value()).second) return error("layer " + std::to_string(layer.value()) + " appears twice");
-        const auto ex = l.find("experts");
-        if (ex == l.end() || !ex->is_array()) return error(where + " has no \"experts\" array");
-        if (li == 0) positions = ex->size();
-        if (ex->size() != positions)
-            return error(where + " has " + std::to_string(ex->size()) + " positions, layers[0] " + std::to_string(positions));
-        // One position's choice (or prediction): top_k distinct ids in range.
-        auto read_choice = [&](const json& choice, const std::string& at) -> Result<std::vector<uint32_t>> {
-            if (!choice.is_array() || choice.empty()) return error(at + " is not a non-empty array of expert ids");
-            if (t.top_k == 0) t.top_k = static_cast<uint32_t>(choice.size());
-            if (choice.size() != t.top_k)
-                return error(at + " chooses " + std::to_string(choice.size()) + " experts, earlier positions " + std::to_string(t.top_k));
-            std::vector<uint32_t> ids;
-            ids.reserve(choice.size());
-            for (const json& e : choice) {
-                auto v = as_count(e, at + " expert id");
-                if (!v) return v.status();
-                if (declared && v.value() >= t.n_experts)
-                    return error(at + ": expert " + std::to_string(v.value()) + " out of range (n_experts " + std::to_string(t.n_experts) + ")");
-                if (std::find(ids.begin(), ids.end(), v.value()) != ids.end())
-                    return error(at + ": expert " + std::to_string(v.value()) + " chosen twice");
-                if (!declared && v.value() >= (uint32_t(1) << 20)) return error(at + ": expert id " + std::to_string(v.value()) + " is implausibly large");
-                max_id = std::max(max_id, v.value());
-                ids.push_back(v.value());
-            }
-            return ids;
-        };
-        std::vector<std::vector<uint32_t>> per_position;
-        per_position.reserve(ex->size());
-        for (size_t p = 0; p < ex->size(); ++p) {
-            auto ids = read_choice((*ex)[p], where + ".experts[" + std::to_string(p) + "]");
-            if (!ids) return ids.status();
-            per_position.push_back(std::move(ids.value()));
-        }
-        std::vector<std::vector<uint32_t>> predicted;
-        if (const auto pr = l.find("predicted"); pr != l.end()) {
-            if (!pr->is_array() || pr->size() != positions)
-                return error(where + ".predicted is not an array of " + std::to_string(positions) + " predictions");
-            predicted.reserve(pr->size());
-            for (size_t p = 0; p < pr->size(); ++p) {
-                auto ids = read_choice((*pr)[p], where + ".predicted[" + std::to_string(p) + "]");
-                if (!ids) return ids.status();
-                predicted.push_back(std::move(ids.value()));
-            }
-        }
-        t.layers.push_back(layer.value());
-        t.choices.push_back(std::move(per_position));
-        t.predicted.push_back(std::move(predicted));
-    }
-    if (positions == 0) return error("the trace has no positions");
-    if (!declared) t.n_experts = max_id + 1;
-    return t;
+    TraceReader reader;
+    if (!json::sax_parse(text.begin(), text.end(), &reader)) return error(reader.problem.empty() ? "not valid JSON" : reader.problem);
+    COLIBRI_TRY(reader.finish());
+    return std::move(reader.trace);
 }
 
 Result<RoutingTrace> read_routing_trace(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return error(path + ": " + std::strerror(errno));
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    if (size < 0) return error(path + ": cannot read");
-    if (static_cast<uint64_t>(size) > kMaxTraceBytes) return error(path + ": larger than 1 GiB");
-    in.seekg(0);
-    std::string text(static_cast<size_t>(size), '\0');
-    if (!in.read(text.data(), size)) return error(path + ": read failed");
-    auto t = parse_routing_trace(text);
+    auto text = read_small_file(path, kMaxTraceBytes);  // a FIFO or a device is refused, not read until it ends
+    if (!text) return text.status();
+    auto t = parse_routing_trace(text.value());
     if (!t) return error(path + ": " + t.message());
     return t;
+}
+
+Status trace_fits_model(const RoutingTrace& trace, const Model& model) {
+    const format::HyperParams& hp = model.hparams();
+    if (trace.n_experts != hp.n_experts)
+        return error("routes over " + std::to_string(trace.n_experts) + " experts per layer, the model has " + std::to_string(hp.n_experts));
+    if (trace.top_k != hp.n_experts_active)
+        return error("chooses " + std::to_string(trace.top_k) + " experts per token, the model " + std::to_string(hp.n_experts_active));
+    for (uint32_t layer : trace.layers) {
+        if (layer >= hp.n_layers) return error("layer " + std::to_string(layer) + " is past the model's " + std::to_string(hp.n_layers) + " layers");
+        if (!model.layers()[layer].is_moe) return error("layer " + std::to_string(layer) + " is not one of the model's MoE layers");
+    }
+    return Status::ok();
+}
+
+Result<std::vector<std::vector<uint32_t>>> read_hot_experts(const std::string& path, const Model& model) {
+    auto trace = read_routing_trace(path);
+    if (!trace) return trace.status();
+    if (Status s = trace_fits_model(trace.value(), model); !s) return error(path + ": not a trace of this model: " + s.message());
+    return hot_experts(trace.value());
 }
 
 std::vector<std::vector<uint32_t>> pinned_sets(const RoutingTrace& trace, const RoutingTrace& source, uint32_t slots) {

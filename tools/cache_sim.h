@@ -3,7 +3,9 @@
 // A slot holds one routed expert; each MoE layer has its own slots, as in the budgeted engine.
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,17 +13,82 @@
 #include "engine/cache/expert_slots.h"
 #include "engine/base/status.h"
 
+namespace colibri {
+class Model;
+}
+
 namespace colibri::tools {
+
+// One layer's expert ids per position, stored flat: 4 bytes per id while every position has as many (a trace's
+// choices always do), where a vector per position took 56 bytes or more (a 100 MB trace of top-1 choices needed
+// 4 GB as a parsed document of such vectors). Positions of different sizes add an end offset each. Reads like a
+// vector of id spans.
+class ChoiceList {
+public:
+    ChoiceList() = default;
+    ChoiceList(const std::vector<std::vector<uint32_t>>& per_position) {
+        for (const auto& ids : per_position) push_back(ids);
+    }
+
+    size_t size() const { return count_; }
+    bool empty() const { return count_ == 0; }
+    std::span<const uint32_t> operator[](size_t p) const {
+        if (!ragged_) return {ids_.data() + p * k_, k_};
+        const size_t begin = p == 0 ? 0 : ends_[p - 1];
+        return {ids_.data() + begin, ends_[p] - begin};
+    }
+    void push_back(std::span<const uint32_t> ids) { emplace_back(ids.begin(), ids.end()); }
+    template <typename It>
+    void emplace_back(It first, It last) {
+        for (; first != last; ++first) ids_.push_back(static_cast<uint32_t>(*first));
+        end_position();
+    }
+    // Building a position id by id: push_id adds to the open position, end_position closes it.
+    void push_id(uint32_t id) { ids_.push_back(id); }
+    void end_position();
+    size_t open_ids() const { return ids_.size() - closed_ids(); }
+    std::span<const uint32_t> open_position() const { return {ids_.data() + closed_ids(), open_ids()}; }
+    bool operator==(const ChoiceList& other) const;
+
+    class iterator {
+    public:
+        using iterator_category = std::forward_iterator_tag;
+        using value_type = std::span<const uint32_t>;
+        using difference_type = std::ptrdiff_t;
+        using pointer = void;
+        using reference = value_type;
+        iterator() = default;
+        iterator(const ChoiceList* list, size_t p) : list_(list), p_(p) {}
+        value_type operator*() const { return (*list_)[p_]; }
+        iterator& operator++() { return ++p_, *this; }
+        iterator operator++(int) { iterator old = *this; ++p_; return old; }
+        bool operator==(const iterator& o) const { return p_ == o.p_; }
+
+    private:
+        const ChoiceList* list_ = nullptr;
+        size_t p_ = 0;
+    };
+    iterator begin() const { return {this, 0}; }
+    iterator end() const { return {this, size()}; }
+
+private:
+    size_t closed_ids() const { return ragged_ ? (ends_.empty() ? 0 : ends_.back()) : count_ * k_; }
+    std::vector<uint32_t> ids_;
+    size_t count_ = 0;
+    size_t k_ = 0;               // ids per position while they are all alike
+    bool ragged_ = false;        // else: position p's ids are ids_[ends_[p - 1], ends_[p])
+    std::vector<size_t> ends_;
+};
 
 // Per MoE layer, per position: the experts the router chose.
 struct RoutingTrace {
     uint32_t n_experts = 0;  // the trace's "n_experts", else the largest id seen + 1
     uint32_t top_k = 0;      // experts per token (the same at every layer and position)
-    std::vector<uint32_t> layers;                             // layer ids, in the trace's order
-    std::vector<std::vector<std::vector<uint32_t>>> choices;  // [layer index][position][top_k]
-    // route --predict: the experts predicted for each position at the layer before ([layer index][position][top_k];
+    std::vector<uint32_t> layers;     // layer ids, in the trace's order
+    std::vector<ChoiceList> choices;  // [layer index][position]: top_k ids
+    // route --predict: the experts predicted for each position at the layer before ([layer index][position];
     // empty for a layer without predictions).
-    std::vector<std::vector<std::vector<uint32_t>>> predicted;
+    std::vector<ChoiceList> predicted;
     bool has_predictions() const;
 };
 
@@ -31,7 +98,14 @@ inline constexpr uint64_t kMaxTraceBytes = uint64_t(1) << 30;
 // ...]}. Every position of every layer must choose top_k distinct ids in [0, n_experts); so must every
 // prediction, one per position where a layer has them.
 Result<RoutingTrace> parse_routing_trace(std::string_view text);
+// Errors name the file; what is not a regular file (a FIFO, a device) is refused without waiting on it.
 Result<RoutingTrace> read_routing_trace(const std::string& path);
+
+// Whether a trace was recorded on `model` (or one of its shape): the same experts per layer and per token, and
+// only layers that are the model's MoE layers. The error says what differs.
+Status trace_fits_model(const RoutingTrace& trace, const Model& model);
+// The pinned policy's hot experts for `model` (hot_experts below) from a trace file that fits it.
+Result<std::vector<std::vector<uint32_t>>> read_hot_experts(const std::string& path, const Model& model);
 
 struct LayerHits {
     uint32_t layer = 0;

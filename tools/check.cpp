@@ -14,9 +14,9 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "check_shapes.h"
 #include "check_source.h"
 #include "check_tokenizer.h"
+#include "engine/file/file_rules.h"
 #include "engine/file/format.h"
 
 namespace colibri::tools {
@@ -35,48 +35,6 @@ const char* checksum_state_name(ChecksumState s) {
 }
 
 namespace {
-
-// Text sections are read whole for the tokenizer check; real ones are a few megabytes at most.
-constexpr uint64_t kMaxTextSection = uint64_t(256) << 20;
-
-bool is_text(uint32_t kind) {
-    return kind == static_cast<uint32_t>(SectionKind::TokenizerJson) || kind == static_cast<uint32_t>(SectionKind::TokenizerConfig) ||
-           kind == static_cast<uint32_t>(SectionKind::ChatTemplate);
-}
-
-std::string shape_text(const std::vector<uint64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
-// [offset, offset + count * entry) lies inside [lo, hi), 8-byte aligned, without overflow.
-bool table_fits(uint64_t offset, uint64_t count, uint64_t entry, uint64_t lo, uint64_t hi) {
-    return offset >= lo && offset <= hi && offset % 8 == 0 && count <= (hi - offset) / entry;
-}
-
-bool range_fits(uint64_t offset, uint64_t size, uint64_t limit) { return offset <= limit && size <= limit - offset; }
-
-// A section's name in problems: what it holds, as a person would say it.
-std::string section_name(const SectionEntry& s, uint32_t index, const std::string& projections) {
-    const std::string layer = s.layer == kNone ? "" : "layer " + std::to_string(s.layer) + " ";
-    const std::string parts = projections.empty() ? "" : " (" + projections + ")";
-    switch (static_cast<SectionKind>(s.kind)) {
-        case SectionKind::Metadata: return "metadata";
-        case SectionKind::TokenizerJson: return "tokenizer";
-        case SectionKind::TokenizerConfig: return "tokenizer config";
-        case SectionKind::ChatTemplate: return "chat template";
-        case SectionKind::Embedding: return "embedding";
-        case SectionKind::Attention: return layer + "attention";
-        case SectionKind::Router: return layer + "router";
-        case SectionKind::Expert:
-            return layer + "expert " + (s.expert == kNone ? std::string("?") : std::to_string(s.expert)) + parts;
-        case SectionKind::SharedExpert: return layer + "shared expert" + parts;
-        case SectionKind::DenseMlp: return layer + "dense mlp" + parts;
-        case SectionKind::Output: return "output";
-    }
-    return "section #" + std::to_string(index) + " (kind " + std::to_string(s.kind) + ")";
-}
 
 std::string hex64(uint64_t v) {
     char buf[17];
@@ -103,11 +61,17 @@ public:
         if (!read_header()) return std::move(report_);
         read_tables();
         name_sections();
-        check_sections();
-        check_tensors();
-        check_layer_tables();
-        check_expected_tensors();
-        src_->attach(sections_, [this](uint32_t i) { return report_.sections[i].name; });
+        // The loader's rules (engine/file/file_rules.h), every problem reported.
+        const SectionNames names = [this](uint32_t i) { return name(i); };
+        const ProblemSink sink = [this](const std::string& p) { problem(p); };
+        check_sections(t_, names, sink);
+        std::vector<bool> tensor_ok = check_tensor_entries(t_, names, sink, &by_name_);
+        check_layer_and_expert_tables(t_, names, sink);
+        // Without the family's tensor list (unusable hyper-parameters, reported) there is nothing to hold them to.
+        if (const auto expected = expected_tensors(t_, sink); !expected.empty())
+            check_tensor_set(t_, expected, by_name_, names, sink, &tensor_ok);
+        describe_tensors(tensor_ok);
+        src_->attach(t_.sections, [this](uint32_t i) { return report_.sections[i].name; });
         for (size_t k = problems_before_attach_; k < src_->problems().size(); ++k) problem(src_->problems()[k]);
         hash_sections();
         check_text_sections();
@@ -176,8 +140,10 @@ private:
 
     void read_tables() {
         const uint8_t* p = src_->prefix().data();
-        sections_.resize(h_.section_count);
-        std::memcpy(sections_.data(), p + h_.section_table_offset, sections_.size() * sizeof(SectionEntry));
+        t_.header = h_;
+        t_.image_size = src_->image_size();
+        t_.sections.resize(h_.section_count);
+        std::memcpy(t_.sections.data(), p + h_.section_table_offset, t_.sections.size() * sizeof(SectionEntry));
         auto table = [&](const char* what, uint64_t offset, uint64_t count, uint64_t entry, auto& out) {
             if (count == 0) return;
             if (!table_fits(offset, count, entry, sizeof(FileHeader), meta_)) {
@@ -187,31 +153,31 @@ private:
             out.resize(count);
             std::memcpy(out.data(), p + offset, count * entry);
         };
-        table("tensor", h_.tensor_table_offset, h_.tensor_count, sizeof(TensorEntry), tensor_entries_);
-        table("layer", h_.layer_table_offset, h_.layer_count, sizeof(LayerEntry), layers_);
-        table("expert", h_.expert_table_offset, h_.expert_count, sizeof(ExpertEntry), experts_);
+        table("tensor", h_.tensor_table_offset, h_.tensor_count, sizeof(TensorEntry), t_.tensors);
+        table("layer", h_.layer_table_offset, h_.layer_count, sizeof(LayerEntry), t_.layers);
+        table("expert", h_.expert_table_offset, h_.expert_count, sizeof(ExpertEntry), t_.experts);
     }
 
     // Names first, so every later problem can use them; expert-like sections list the projections they hold.
     void name_sections() {
-        std::vector<std::string> projections(sections_.size());
-        for (const TensorEntry& t : tensor_entries_) {
-            if (t.section >= sections_.size()) continue;
+        std::vector<std::string> projections(t_.sections.size());
+        for (const TensorEntry& t : t_.tensors) {
+            if (t.section >= t_.sections.size()) continue;
             const std::string n(t.name, strnlen(t.name, kTensorNameBytes));
             const size_t dot = n.rfind('.');
             std::string& list = projections[t.section];
             list += (list.empty() ? "" : " ") + (dot == std::string::npos ? n : n.substr(dot + 1));
         }
         std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> seen;
-        for (uint32_t i = 0; i < sections_.size(); ++i) {
-            const SectionEntry& s = sections_[i];
+        for (uint32_t i = 0; i < t_.sections.size(); ++i) {
+            const SectionEntry& s = t_.sections[i];
             const bool ffn_like = s.kind == static_cast<uint32_t>(SectionKind::Expert) ||
                                   s.kind == static_cast<uint32_t>(SectionKind::SharedExpert) ||
                                   s.kind == static_cast<uint32_t>(SectionKind::DenseMlp);
             SectionCheck c;
             c.index = i;
             c.kind = s.kind <= static_cast<uint32_t>(SectionKind::Output) ? section_kind_name(static_cast<SectionKind>(s.kind)) : "unknown";
-            c.name = section_name(s, i, ffn_like ? projections[i] : std::string());
+            c.name = section_description(s, i, ffn_like ? projections[i] : std::string());
             c.layer = s.layer == kNone ? -1 : static_cast<int64_t>(s.layer);
             c.expert = s.expert == kNone ? -1 : static_cast<int64_t>(s.expert);
             c.offset = s.offset;
@@ -220,220 +186,26 @@ private:
             c.aligned = s.offset % kSectionAlignment == 0;
             c.in_bounds = range_fits(s.offset, s.size, src_->image_size());
             c.xxh64_expected = i == 0 ? h_.metadata_xxh64 : s.xxh64;
-            // A file with two sections claiming the same thing: tell them apart by index.
-            const auto key = std::make_tuple(s.kind, s.layer, s.expert);
-            if (auto it = seen.find(key); it != seen.end()) {
-                c.name += " (section #" + std::to_string(i) + ")";
-                duplicates_.emplace_back(i, it->second);
-            } else {
-                seen.emplace(key, i);
-            }
+            // A file with two sections claiming the same thing (check_sections reports it): tell them apart by index.
+            if (!seen.emplace(std::make_tuple(s.kind, s.layer, s.expert), i).second) c.name += " (section #" + std::to_string(i) + ")";
             report_.sections.push_back(std::move(c));
         }
     }
 
-    // Bounds, alignment, the metadata section, overlaps, duplicates.
-    void check_sections() {
-        const uint64_t image = src_->image_size();
-        for (uint32_t i = 0; i < sections_.size(); ++i) {
-            const SectionEntry& s = sections_[i];
-            const SectionCheck& c = report_.sections[i];
-            if (!c.aligned) problem(c.name + ": misaligned (offset " + std::to_string(s.offset) + " is not a multiple of 4096)");
-            if (!c.in_bounds)
-                problem(c.name + ": runs past the end of the file (offset " + std::to_string(s.offset) + ", size " +
-                        std::to_string(s.size) + ", image " + std::to_string(image) + " bytes)");
-            if (s.kind == static_cast<uint32_t>(SectionKind::Metadata)) {
-                if (i != 0) problem(c.name + ": a second metadata section (#" + std::to_string(i) + ")");
-                else if (s.offset != 0 || s.size != meta_) problem("metadata: section 0 does not match the header's metadata size");
-            } else if (i == 0) {
-                problem(c.name + ": section 0 must be the metadata");
-            } else if (s.offset < meta_) {
-                problem(c.name + ": overlaps the metadata (offset " + std::to_string(s.offset) + ", metadata ends at " +
-                        std::to_string(meta_) + ")");
-            }
-        }
-        for (const auto& [dup, first] : duplicates_) problem(name(dup) + ": the same section as #" + std::to_string(first));
-        // Overlaps: sweep by offset, against the section reaching furthest so far.
-        std::vector<std::pair<uint64_t, uint32_t>> order;
-        for (uint32_t i = 1; i < sections_.size(); ++i)
-            if (report_.sections[i].in_bounds && sections_[i].size > 0) order.emplace_back(sections_[i].offset, i);
-        std::sort(order.begin(), order.end());
-        uint64_t reach = 0;
-        uint32_t reacher = 0;
-        for (const auto& [offset, i] : order) {
-            if (reacher != 0 && offset < reach)
-                problem(name(i) + ": overlaps " + name(reacher) + " (starts at " + std::to_string(offset) + ", the other ends at " +
-                        std::to_string(reach) + ")");
-            if (offset + sections_[i].size > reach) reach = offset + sections_[i].size, reacher = i;
-        }
-    }
-
-    // Each entry on its own: name, type, shape, size, alignment, inside its section.
-    void check_tensors() {
-        for (uint32_t i = 0; i < tensor_entries_.size(); ++i) {
-            const TensorEntry& t = tensor_entries_[i];
+    // The report's entry of each tensor; shape_ok is what the rules found.
+    void describe_tensors(const std::vector<bool>& ok) {
+        for (uint32_t i = 0; i < t_.tensors.size(); ++i) {
+            const TensorEntry& t = t_.tensors[i];
             TensorCheck c;
-            const size_t len = strnlen(t.name, kTensorNameBytes);
-            c.name = std::string(t.name, len);
-            const std::string who = "tensor " + (len == 0 || len == kTensorNameBytes ? "#" + std::to_string(i) : c.name);
+            c.name = std::string(t.name, strnlen(t.name, kTensorNameBytes));
             c.section = t.section;
             c.offset = t.offset;
             c.size = t.size;
             c.aligned = t.offset % kTensorAlignment == 0;
-            const bool known = weight_type_is_known(t.weight_type);
-            c.type = known ? weight_type_name(static_cast<WeightType>(t.weight_type)) : "unknown";
+            c.type = weight_type_is_known(t.weight_type) ? weight_type_name(static_cast<WeightType>(t.weight_type)) : "unknown";
             c.shape = t.n_dims == 1 ? std::vector<uint64_t>{t.dims[0]} : std::vector<uint64_t>{t.dims[0], t.dims[1]};
-            bool ok = true;
-            auto bad = [&](const std::string& why) {
-                problem(who + ": " + why);
-                ok = false;
-            };
-            if (len == 0 || len == kTensorNameBytes) bad("bad name (empty or not NUL-terminated)");
-            if (!known) bad("unknown weight type " + std::to_string(t.weight_type));
-            if (q4_k_needs_reconversion(h_.version_major, t.weight_type))
-                bad("q4_k in format " + std::to_string(h_.version_major) + ".x (ggml's code order): convert the model again");
-            if (t.n_dims != 1 && t.n_dims != 2) bad(std::to_string(t.n_dims) + " dims (1 or 2 allowed)");
-            if (known && (t.n_dims == 1 || t.n_dims == 2)) {
-                uint64_t expected = 0;
-                const uint64_t rows = t.dims[0], cols = t.n_dims == 2 ? t.dims[1] : 1;
-                if (!tensor_bytes(static_cast<WeightType>(t.weight_type), rows, cols, &expected))
-                    bad("shape " + shape_text(c.shape) + " cannot be stored as " + c.type);
-                else if (expected != t.size)
-                    bad("size " + std::to_string(t.size) + " does not match its shape " + shape_text(c.shape) + " of " + c.type +
-                        " (" + std::to_string(expected) + " bytes)");
-            }
-            if (!c.aligned) bad("misaligned (offset " + std::to_string(t.offset) + " is not a multiple of 64)");
-            if (t.section >= sections_.size()) {
-                bad("refers to section " + std::to_string(t.section) + ", the file has " + std::to_string(sections_.size()));
-            } else {
-                const SectionEntry& s = sections_[t.section];
-                if (t.offset < s.offset || !range_fits(t.offset - s.offset, t.size, s.size))
-                    bad("lies outside its section " + name(t.section));
-            }
-            if (len != 0 && len != kTensorNameBytes) {
-                if (!by_name_.emplace(c.name, i).second) bad("appears twice");
-            }
-            c.shape_ok = ok;
+            c.shape_ok = ok[i];
             report_.tensors.push_back(std::move(c));
-        }
-        // Tensors that lie in their sections may still share bytes with one another.
-        std::vector<uint32_t> placed;
-        for (uint32_t i = 0; i < tensor_entries_.size(); ++i) {
-            const TensorEntry& t = tensor_entries_[i];
-            if (t.size > 0 && t.section < sections_.size() && t.offset >= sections_[t.section].offset &&
-                range_fits(t.offset - sections_[t.section].offset, t.size, sections_[t.section].size))
-                placed.push_back(i);
-        }
-        std::sort(placed.begin(), placed.end(), [&](uint32_t a, uint32_t b) { return tensor_entries_[a].offset < tensor_entries_[b].offset; });
-        uint32_t reacher = 0;  // the placed tensor reaching furthest so far
-        for (size_t k = 0; k < placed.size(); ++k) {
-            const TensorEntry& t = tensor_entries_[placed[k]];
-            if (k > 0) {
-                const TensorEntry& r = tensor_entries_[reacher];
-                if (r.offset + r.size > t.offset) {
-                    problem("tensor " + report_.tensors[placed[k]].name + ": overlaps tensor " + report_.tensors[reacher].name +
-                            " (starts at " + std::to_string(t.offset) + ", the other ends at " + std::to_string(r.offset + r.size) + ")");
-                    report_.tensors[placed[k]].shape_ok = false;
-                }
-            }
-            if (k == 0 || t.offset + t.size > tensor_entries_[reacher].offset + tensor_entries_[reacher].size) reacher = placed[k];
-        }
-    }
-
-    // The layer and expert tables point at existing sections of the right kind, consistent with the header.
-    void check_layer_tables() {
-        const HyperParams& hp = h_.hparams;
-        if (h_.layer_count != hp.n_layers)
-            problem("metadata: the layer table has " + std::to_string(h_.layer_count) + " entries for n_layers " + std::to_string(hp.n_layers));
-        auto section_is = [&](uint32_t i, SectionKind kind, uint32_t layer) {
-            return i < sections_.size() && sections_[i].kind == static_cast<uint32_t>(kind) && sections_[i].layer == layer;
-        };
-        for (uint32_t l = 0; l < layers_.size(); ++l) {
-            const LayerEntry& e = layers_[l];
-            const std::string where = "layer " + std::to_string(l) + " table entry: ";
-            if (!section_is(e.attention_section, SectionKind::Attention, l)) problem(where + "attention section is not layer " + std::to_string(l) + "'s attention");
-            if (e.is_moe & ~(kLayerMoe | kLayerSliding)) problem(where + "unknown layer flags " + std::to_string(e.is_moe));
-            if (!(e.is_moe & kLayerMoe)) {
-                if (e.mlp_section != kNone && !section_is(e.mlp_section, SectionKind::DenseMlp, l)) problem(where + "mlp section is not its dense mlp");
-                continue;
-            }
-            if (!section_is(e.router_section, SectionKind::Router, l)) {
-                problem(where + "router section is not layer " + std::to_string(l) + "'s router");
-            } else {
-                const SectionEntry& r = sections_[e.router_section];
-                if (e.router_offset < r.offset || e.router_offset - r.offset >= r.size) problem(where + "router offset outside its section");
-            }
-            if (e.mlp_section != kNone && !section_is(e.mlp_section, SectionKind::SharedExpert, l)) problem(where + "mlp section is not its shared expert");
-            if (e.n_experts != hp.n_experts)
-                problem(where + std::to_string(e.n_experts) + " experts, the header says " + std::to_string(hp.n_experts));
-            if (e.first_expert > experts_.size() || e.n_experts > experts_.size() - e.first_expert) {
-                problem(where + "expert table range out of bounds");
-                continue;
-            }
-            for (uint32_t k = 0; k < e.n_experts; ++k) {
-                const ExpertEntry& x = experts_[e.first_expert + k];
-                if (x.layer != l || x.expert != k)
-                    problem("expert table entry " + std::to_string(e.first_expert + k) + ": is L" + std::to_string(x.layer) + " E" +
-                            std::to_string(x.expert) + ", layer " + std::to_string(l) + " expects E" + std::to_string(k));
-            }
-        }
-        for (uint32_t i = 0; i < experts_.size(); ++i) {
-            const ExpertEntry& e = experts_[i];
-            const std::string where = "expert table entry " + std::to_string(i) + ": ";
-            if (e.section >= sections_.size()) {
-                problem(where + "refers to section " + std::to_string(e.section) + ", the file has " + std::to_string(sections_.size()));
-                continue;
-            }
-            const SectionEntry& s = sections_[e.section];
-            if (s.kind != static_cast<uint32_t>(SectionKind::Expert) || s.layer != e.layer || s.expert != e.expert)
-                problem(where + "L" + std::to_string(e.layer) + " E" + std::to_string(e.expert) + " refers to " + name(e.section));
-            if (e.offset != s.offset || e.size != s.size) problem(name(e.section) + ": does not match its expert table entry " + std::to_string(i));
-            if (!weight_type_is_known(e.weight_type)) problem(where + "unknown weight type " + std::to_string(e.weight_type));
-        }
-    }
-
-    // Every tensor the family needs, with the shape its hyper-parameters imply, in the section it belongs to;
-    // and nothing the engine would not use.
-    void check_expected_tensors() {
-        std::vector<bool> is_moe(layers_.size());
-        for (size_t l = 0; l < layers_.size(); ++l) is_moe[l] = (layers_[l].is_moe & kLayerMoe) != 0;
-        const std::vector<schema::TensorSpec> expected =
-            expected_tensors(h_.family, h_.hparams, is_moe, tensor_entries_.size(), &report_.problems);
-        if (expected.empty()) return;  // the hyper-parameters' problems are reported
-        std::vector<bool> used(tensor_entries_.size(), false);
-        for (const schema::TensorSpec& x : expected) {
-            const auto it = by_name_.find(x.name);
-            if (it == by_name_.end()) {
-                problem("tensor " + x.name + ": missing (a " + report_.family + " model with these hyper-parameters needs it)");
-                continue;
-            }
-            used[it->second] = true;
-            const TensorEntry& t = tensor_entries_[it->second];
-            TensorCheck& c = report_.tensors[it->second];
-            const std::vector<uint64_t> want = x.n_dims() == 1 ? std::vector<uint64_t>{x.rows} : std::vector<uint64_t>{x.rows, x.cols};
-            if (t.n_dims != x.n_dims() || c.shape != want) {
-                problem("tensor " + x.name + ": has shape " + shape_text(c.shape) + ", the hyper-parameters need " + shape_text(want));
-                c.shape_ok = false;
-            }
-            if (x.kind == schema::Kind::Vector && t.weight_type != static_cast<uint32_t>(WeightType::F32)) {
-                problem("tensor " + x.name + ": is " + c.type + ", must be f32");
-                c.shape_ok = false;
-            }
-            if (t.section < sections_.size()) {
-                const SectionEntry& s = sections_[t.section];
-                if (s.kind != static_cast<uint32_t>(x.section) || s.layer != x.layer || s.expert != x.expert) {
-                    SectionEntry belongs{static_cast<uint32_t>(x.section), x.layer, x.expert, 0, 0, 0, 0};
-                    problem("tensor " + x.name + ": lies in " + name(t.section) + ", it belongs in " + section_name(belongs, 0, ""));
-                    c.shape_ok = false;
-                }
-            }
-        }
-        for (uint32_t i = 0; i < tensor_entries_.size(); ++i) {  // in table order, so reports are reproducible
-            const std::string& n = report_.tensors[i].name;
-            const auto it = by_name_.find(n);
-            if (used[i] || it == by_name_.end() || it->second != i) continue;  // bad names and repeats are reported
-            problem("tensor " + n + ": not part of a " + report_.family + " model with these hyper-parameters");
-            report_.tensors[i].shape_ok = false;
         }
     }
 
@@ -449,8 +221,8 @@ private:
         report_.sections[0].checksum = meta_sum_ == h_.metadata_xxh64 ? ChecksumState::Ok : ChecksumState::Mismatch;
         report_.sections[0].checksum_ok = report_.sections[0].checksum == ChecksumState::Ok;
         total_ = 0;
-        for (uint32_t i = 1; i < sections_.size(); ++i)
-            if (report_.sections[i].in_bounds) total_ += sections_[i].size;
+        for (uint32_t i = 1; i < t_.sections.size(); ++i)
+            if (report_.sections[i].in_bounds) total_ += t_.sections[i].size;
         // Progress about 256 times over the file, at most every 8 MiB.
         const uint64_t step = std::clamp<uint64_t>(total_ / 256, uint64_t(64) << 10, uint64_t(8) << 20);
         uint64_t done = 0, reported = 0;
@@ -458,14 +230,14 @@ private:
         const std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state(XXH64_createState(), XXH64_freeState);
         XXH64_state_t* st = state.get();
         if (st == nullptr) throw std::bad_alloc();
-        for (uint32_t i = 1; i < sections_.size(); ++i) {
+        for (uint32_t i = 1; i < t_.sections.size(); ++i) {
             SectionCheck& c = report_.sections[i];
-            const SectionEntry& s = sections_[i];
+            const SectionEntry& s = t_.sections[i];
             if (!c.in_bounds) {
                 c.checksum = ChecksumState::Unreadable;  // reported by check_sections
                 continue;
             }
-            const bool keep_text = is_text(s.kind) && s.size <= kMaxTextSection && !texts_.count(s.kind);
+            const bool keep_text = is_text_section(s.kind) && s.size <= kMaxTextSectionBytes && !texts_.count(s.kind);
             std::string text;
             XXH64_reset(st, 0);
             uint64_t section_done = 0;
@@ -505,7 +277,7 @@ private:
     }
 
     void cancel(uint32_t first_unchecked, uint64_t done) {
-        for (uint32_t i = first_unchecked; i < sections_.size(); ++i) report_.sections[i].checksum = ChecksumState::NotChecked;
+        for (uint32_t i = first_unchecked; i < t_.sections.size(); ++i) report_.sections[i].checksum = ChecksumState::NotChecked;
         report_.cancelled = true;
         problem("check cancelled after " + std::to_string(done) + " of " + std::to_string(total_) + " bytes");
     }
@@ -515,18 +287,17 @@ private:
         if (report_.cancelled) return;
         TokenizerCheckInput in;
         bool unreadable = false;
-        for (uint32_t i = 1; i < sections_.size(); ++i) {
-            if (!is_text(sections_[i].kind)) continue;
-            const auto it = texts_.find(sections_[i].kind);
+        for (uint32_t i = 1; i < t_.sections.size(); ++i) {
+            const uint32_t kind = t_.sections[i].kind;
+            if (!is_text_section(kind)) continue;
+            const auto it = texts_.find(kind);
             if (it == texts_.end()) {
-                if (report_.sections[i].in_bounds && sections_[i].size > kMaxTextSection)
-                    problem(name(i) + ": " + std::to_string(sections_[i].size) + " bytes, too large to be text");
-                unreadable = true;
+                unreadable = true;  // out of bounds, damaged or too large: check_sections or hash_sections said so
                 continue;
             }
-            std::optional<std::string_view>& slot = sections_[i].kind == static_cast<uint32_t>(SectionKind::TokenizerJson) ? in.tokenizer_json
-                                                  : sections_[i].kind == static_cast<uint32_t>(SectionKind::TokenizerConfig) ? in.tokenizer_config
-                                                                                                                            : in.chat_template;
+            std::optional<std::string_view>& slot = kind == static_cast<uint32_t>(SectionKind::TokenizerJson) ? in.tokenizer_json
+                                                  : kind == static_cast<uint32_t>(SectionKind::TokenizerConfig) ? in.tokenizer_config
+                                                                                                               : in.chat_template;
             if (!slot) slot = it->second;
         }
         if (unreadable) return;  // the damage is reported; a partial tokenizer would only add noise
@@ -542,11 +313,7 @@ private:
     FileHeader h_{};
     uint64_t meta_ = 0, meta_sum_ = 0, total_ = 0;
     size_t problems_before_attach_ = 0;
-    std::vector<SectionEntry> sections_;
-    std::vector<TensorEntry> tensor_entries_;
-    std::vector<LayerEntry> layers_;
-    std::vector<ExpertEntry> experts_;
-    std::vector<std::pair<uint32_t, uint32_t>> duplicates_;  // (section, the earlier one it repeats)
+    FileTables t_;
     std::unordered_map<std::string, uint32_t> by_name_;
     std::map<uint32_t, std::string> texts_;  // first section of each text kind
 };

@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "engine/base/json_depth.h"
+#include "engine/file/file_rules.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/jinja.h"
 #include "engine/text/tokenizer.h"
@@ -62,10 +64,8 @@ void check_tokenizer(const TokenizerCheckInput& in, std::vector<std::string>* pr
             problems->push_back("tokenizer: " + parsed.message());
         } else {
             tok.emplace(std::move(parsed.value()));
-            if (tok->vocab_size() <= 0) problems->push_back("tokenizer: empty vocabulary");
-            else if (static_cast<uint64_t>(tok->vocab_size()) > in.vocab_size)
-                problems->push_back("tokenizer: " + std::to_string(tok->vocab_size()) + " tokens, but the embedding has " +
-                                    std::to_string(in.vocab_size) + " rows");
+            if (const std::string p = format::tokenizer_fit_problem(tok->vocab_size(), in.vocab_size); !p.empty())
+                problems->push_back("tokenizer: " + p);
         }
     } else if (in.tokenizer_config) {
         problems->push_back("tokenizer config: present without a tokenizer");
@@ -74,7 +74,8 @@ void check_tokenizer(const TokenizerCheckInput& in, std::vector<std::string>* pr
     check_header_id("bos_id", in.bos_id, in.vocab_size, t, problems);
     check_header_id("eos_id", in.eos_id, in.vocab_size, t, problems);
 
-    if (in.tokenizer_config) {
+    // A config too deep or holding a NUL is refused unparsed; Tokenizer::from_json said why.
+    if (in.tokenizer_config && json_text_problem(*in.tokenizer_config).empty()) {
         const auto config = nlohmann::json::parse(*in.tokenizer_config, nullptr, false);
         if (config.is_discarded() || !config.is_object()) {
             problems->push_back("tokenizer config: not a JSON object");

@@ -65,6 +65,10 @@ public:
         return it == wanted_.end() ? std::string() : it->second;
     }
     bool has(const std::string& gguf) const { return file_.tensors().count(gguf) != 0; }
+    // Keeps the first problem; status() reports it.
+    void fail(const Status& s) {
+        if (status_) status_ = s;
+    }
 
     // A whole 1-d or 2-d tensor. as_row: a 1-d tensor is taken as a [1, n] matrix (a gate vector); flattened: a
     // 3-d tensor is taken as the matrix of its rows ([ne2·ne1, ne0]).
@@ -89,8 +93,8 @@ public:
         map_.emplace(hf, std::move(e));
     }
     // Expert e of a stacked [n_expert, rows, cols] tensor, or of a stack of vectors [n_expert, n] (gpt-oss's
-    // expert biases).
-    void map_expert(const std::string& hf, const std::string& gguf, uint64_t expert) {
+    // expert biases). The stack must hold exactly the model's experts: llama.cpp refuses any other count.
+    void map_expert(const std::string& hf, const std::string& gguf, uint64_t expert, uint64_t n_experts) {
         wanted_[hf] = gguf;
         auto it = file_.tensors().find(gguf);
         if (it == file_.tensors().end() || !status_) return;
@@ -98,6 +102,9 @@ public:
         const size_t dims = g.ne.size();
         if ((dims != 2 && dims != 3) || expert >= g.ne[dims - 1])
             return fail(error("tensor " + gguf + " has shape [" + join(g.ne) + "] (ggml order), not a stack of experts"));
+        if (g.ne[dims - 1] != n_experts)
+            return fail(error("tensor " + gguf + " stacks " + std::to_string(g.ne[dims - 1]) + " experts, the model has " +
+                              std::to_string(n_experts) + " (expert_count)"));
         const uint64_t bytes = g.size / g.ne[dims - 1];
         Entry e;
         const std::vector<uint64_t> shape = dims == 3 ? std::vector<uint64_t>{g.ne[1], g.ne[0]} : std::vector<uint64_t>{g.ne[0]};
@@ -180,9 +187,6 @@ private:
         e.tensor.data = nullptr;
         e.tensor.size = e.tensor.elements() * 4;
         return true;
-    }
-    void fail(const Status& s) {
-        if (status_) status_ = s;
     }
 
     const GgufFile& file_;
@@ -446,11 +450,18 @@ void map_tensors(GgufSource& src, const Plan& plan) {
         if (place->expert < 0) {
             src.map(hf, place->name, place->permute_heads, place->as_row, place->flattened);
         } else if (src.has(place->name)) {
-            src.map_expert(hf, place->name, uint64_t(place->expert));
+            src.map_expert(hf, place->name, uint64_t(place->expert), plan.hp.n_experts);
         } else {
-            const std::string stack = "_exps.weight", legacy = place->name.substr(0, place->name.size() - stack.size()) + "." +
-                                                               std::to_string(place->expert) + ".weight";
-            src.map(hf, place->name.size() > stack.size() && place->name.ends_with(stack) ? legacy : place->name);
+            const std::string stack = "_exps.weight";
+            const bool stacked_name = place->name.size() > stack.size() && place->name.ends_with(stack);
+            const auto legacy = [&](uint64_t e) {
+                return place->name.substr(0, place->name.size() - stack.size()) + "." + std::to_string(e) + ".weight";
+            };
+            src.map(hf, stacked_name ? legacy(uint64_t(place->expert)) : place->name);
+            // One tensor per expert: one past the model's experts would be silently left out.
+            if (stacked_name && uint64_t(place->expert) + 1 == plan.hp.n_experts && src.has(legacy(plan.hp.n_experts)))
+                src.fail(error("tensor " + legacy(plan.hp.n_experts) + " is an expert beyond the model's " +
+                               std::to_string(plan.hp.n_experts) + " (expert_count)"));
         }
     }
 }

@@ -32,20 +32,21 @@ namespace fs = std::filesystem;
 namespace {
 
 // A FIFO or device under one of these names is refused, not waited on (read_small_file).
-Result<std::string> read_text(const fs::path& p) { return read_small_file(p.string()); }
+Result<std::string> read_text(const fs::path& p, uint64_t max_bytes = uint64_t(1) << 30) { return read_small_file(p.string(), max_bytes); }
 
 // An optional file: empty when absent, an error when present but unreadable (so it is not silently dropped).
-Result<std::optional<std::string>> read_optional(const fs::path& p) {
+Result<std::optional<std::string>> read_optional(const fs::path& p, uint64_t max_bytes = uint64_t(1) << 30) {
     std::error_code ec;
     if (!fs::exists(p, ec) && !fs::is_symlink(p, ec)) return std::optional<std::string>();
-    auto text = read_text(p);
+    auto text = read_text(p, max_bytes);
     if (!text) return text.status();
     return std::optional<std::string>(std::move(text.value()));
 }
 
-// Parses a JSON file of the model directory; a document nested past kMaxJsonDepth is refused before parsing.
+// Parses a JSON file of the model directory; one nested past kMaxJsonDepth or holding a NUL byte (which would end
+// the parse there, silently) is refused before parsing.
 Result<json> parse_json_file(std::string_view text, const std::string& name) {
-    if (json_too_deep(text)) return error(name + ": nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (const std::string why = json_text_problem(text); !why.empty()) return error(name + ": " + why);
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded()) return error(name + ": not valid JSON");
     if (!j.is_object()) return error(name + ": the top level is not a JSON object");
@@ -272,6 +273,63 @@ Result<std::vector<uint32_t>> layer_list(Config& cfg, const char* key, uint32_t 
     return out;
 }
 
+// layer_types: which layers are "sliding_attention" (the others "full_attention"); absent, none are.
+Status read_layer_types(Config& cfg, uint32_t n_layers, std::vector<bool>& sliding) {
+    const json* lt = cfg.find("layer_types");
+    if (lt == nullptr) return Status::ok();
+    if (!lt->is_array() || lt->size() != n_layers) return error("config.json: field 'layer_types' must list every layer");
+    for (uint32_t l = 0; l < n_layers; ++l) {
+        const json& v = (*lt)[l];
+        if (!v.is_string() || (v != "sliding_attention" && v != "full_attention"))
+            return error("config.json: layer_types has an entry other than sliding_attention / full_attention");
+        sliding[l] = v == "sliding_attention";
+    }
+    return Status::ok();
+}
+
+// The sliding-window attention of mixtral, qwen2_moe and qwen3_moe as transformers 5.2 applies it: Mixtral's window
+// (when not null) limits every layer; qwen3_moe's too, but only with use_sliding_window (it never reads
+// max_window_layers); qwen2_moe's, with use_sliding_window, limits the layers its layer_types names or else the even
+// layers below max_window_layers. A window absent from the config is transformers' default, 4096. The context stays
+// max_position_embeddings: a sliding layer attends to the last `window` positions of it. A window as long as the
+// context limits nothing and is dropped.
+Status read_sliding_window(Config& cfg, const json& raw, Family fam, HyperParams& hp, std::vector<bool>& sliding) {
+    const auto sw = raw.find("sliding_window");
+    const bool absent = sw == raw.end(), none = !absent && sw->is_null();
+    if (fam == Family::Mixtral) {
+        if (absent || none) return Status::ok();
+        sliding.assign(hp.n_layers, true);
+    } else {
+        const bool use = cfg.boolean("use_sliding_window", false);
+        if (fam == Family::Qwen3Moe) {
+            if (!use || none) return Status::ok();  // sliding_window = None: the causal mask of every layer is full
+            sliding.assign(hp.n_layers, true);
+        } else {
+            if (Status st = read_layer_types(cfg, hp.n_layers, sliding); !st) return st;
+            if (cfg.find("layer_types") == nullptr && use) {
+                uint32_t full_from = 28;  // max_window_layers' default
+                if (const json* m = cfg.find("max_window_layers")) {
+                    if (!m->is_number_unsigned()) return error("config.json: field 'max_window_layers' must be a non-negative integer");
+                    full_from = static_cast<uint32_t>(std::min<uint64_t>(m->get<uint64_t>(), hp.n_layers));
+                }
+                for (uint32_t l = 0; l < full_from; ++l) sliding[l] = (l + 1) % 2 != 0;  // transformers' rule, as written
+            }
+            if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return Status::ok();
+            if (!use) return error("config.json: layer_types names sliding layers but use_sliding_window is false");
+        }
+        if (none) return error("config.json: use_sliding_window is true but sliding_window is null");
+    }
+    if (!cfg.status()) return cfg.status();
+    const uint64_t window = absent ? 4096 : sw->is_number_unsigned() ? sw->get<uint64_t>() : 0;
+    if (window == 0) return error("config.json: field 'sliding_window' must be a positive integer or null");
+    if (window >= hp.max_position) {
+        sliding.assign(hp.n_layers, false);
+        return Status::ok();
+    }
+    hp.sliding_window = static_cast<uint32_t>(window);
+    return Status::ok();
+}
+
 }  // namespace
 
 Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eos, WeightType type) {
@@ -322,13 +380,6 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     if (Status s = read_rope(cfg, cfg_json, hp, &partial_rotary); !s) return s;
     const bool old_family = fam == Family::Mixtral || fam == Family::Qwen2Moe || fam == Family::Olmoe;
     if (old_family && hp.rope_scaling != 0) return error("config.json: rope_scaling is not supported yet for " + mt->get<std::string>());
-    if (const json* sw = cfg.find("sliding_window"); !gpt_oss && sw && cfg.boolean("use_sliding_window", fam == Family::Mixtral)) {
-        if (!sw->is_number_unsigned() || sw->get<uint64_t>() == 0)
-            return error("config.json: field 'sliding_window' must be a positive integer or null");
-        // With a context no longer than the window, full attention equals sliding-window attention (a window of
-        // 2^32 or more limits nothing).
-        hp.max_position = static_cast<uint32_t>(std::min<uint64_t>(hp.max_position, sw->get<uint64_t>()));
-    }
     if (cfg.boolean("tie_word_embeddings", false)) hp.flags |= kTiedEmbeddings;
     hp.bos_id = cfg.token_id("bos_token_id", hp.vocab_size);
     hp.eos_id = cfg.token_id("eos_token_id", hp.vocab_size);
@@ -379,15 +430,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         hp.swiglu_limit = cfg.number("swiglu_limit", 7.0f);
         if (cfg.status() && !(hp.swiglu_limit > 0.0f)) return error("config.json: field 'swiglu_limit' must be positive");
         // layer_types: "sliding_attention" layers attend to the last sliding_window positions.
-        if (const json* lt = cfg.find("layer_types")) {
-            if (!lt->is_array() || lt->size() != hp.n_layers) return error("config.json: field 'layer_types' must list every layer");
-            for (uint32_t l = 0; l < hp.n_layers; ++l) {
-                const json& v = (*lt)[l];
-                if (!v.is_string() || (v != "sliding_attention" && v != "full_attention"))
-                    return error("config.json: layer_types has an entry other than sliding_attention / full_attention");
-                sliding[l] = v == "sliding_attention";
-            }
-        }
+        if (Status st = read_layer_types(cfg, hp.n_layers, sliding); !st) return st;
         if (std::find(sliding.begin(), sliding.end(), true) != sliding.end()) hp.sliding_window = cfg.u32("sliding_window");
     } else {  // deepseek_v3, glm4_moe: sigmoid routing with a selection bias, groups, shared experts, dense first layers
         hp.expert_ffn = cfg.u32("moe_intermediate_size");
@@ -435,6 +478,8 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         }
     }
     if (!cfg.status()) return cfg.status();
+    if (fam == Family::Mixtral || fam == Family::Qwen2Moe || qwen3)
+        if (Status st = read_sliding_window(cfg, cfg_json, fam, hp, sliding); !st) return st;
     if (std::find(moe_layer.begin(), moe_layer.end(), false) != moe_layer.end()) hp.dense_ffn = cfg.u32("intermediate_size");
     if (!cfg.status()) return cfg.status();
     if (partial_rotary != 1.0) {
@@ -529,7 +574,9 @@ Status quantize_tensor(const SourceTensor& src, const PlannedTensor& dst, std::v
     std::mutex failure_lock;
     uint64_t failed_row = dst.rows;
     Status failure;
-    ThreadPool pool(0);
+    auto started = ThreadPool::create(0);
+    if (!started) return started.status();
+    ThreadPool& pool = *started.value();
     pool.parallel_for(dst.rows, 1, [&](size_t begin, size_t end) {
         std::vector<float> row(dst.cols);
         for (uint64_t r = begin; r < end; ++r) {
@@ -640,11 +687,12 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
     // Tokenizer and chat template travel inside the .bin.
     ConvertSummary summary;
     summary.family = plan.family;
-    auto tok_file = read_optional(fs::path(hf_dir) / "tokenizer.json");
+    // Both become text sections of the .bin: the bound every reader of one applies (format.h).
+    auto tok_file = read_optional(fs::path(hf_dir) / "tokenizer.json", kMaxTextSectionBytes);
     if (!tok_file) return tok_file.status();
     if (const std::optional<std::string>& tok = tok_file.value()) {
         std::string config_text;
-        auto tc_file = read_optional(fs::path(hf_dir) / "tokenizer_config.json");
+        auto tc_file = read_optional(fs::path(hf_dir) / "tokenizer_config.json", kMaxTextSectionBytes);
         if (!tc_file) return tc_file.status();
         if (tc_file.value()) config_text = *tc_file.value();
         auto parsed = Tokenizer::from_json(tok.value(), config_text);

@@ -160,11 +160,18 @@ Status export_gguf(const std::string& bin_path, const std::string& out_path, boo
     const char* arch = gguf_architecture(family);
     if (arch == nullptr) return error(bin_path + ": no GGUF architecture for this family");
 
-    std::vector<bool> moe_layer;
-    for (const format::LayerEntry& l : m.layers()) moe_layer.push_back(l.is_moe & 1);
+    const std::vector<bool> moe_layer = format::moe_layers(m.tables());
+    // llama.cpp runs sliding-window attention for gpt-oss only: another family's window would be dropped.
+    for (const format::LayerEntry& l : m.layers())
+        if (family != Family::GptOss && (l.is_moe & format::kLayerSliding))
+            return error(bin_path + ": its layers attend to a sliding window, which llama.cpp's " + arch + " does not");
+    // The tensors the loader checks against (engine/file/file_rules.h): hyper-parameters it refuses are refused here too.
+    format::FirstProblem refused;
+    const std::vector<schema::TensorSpec> specs = format::expected_tensors(m.tables(), refused.sink());
+    if (!refused.text.empty()) return error(bin_path + ": " + refused.text);
     std::vector<OutTensor> out;
     std::map<std::string, size_t> by_name;
-    for (const schema::TensorSpec& spec : schema::tensors(family, hp, moe_layer)) {
+    for (const schema::TensorSpec& spec : specs) {
         const TensorView* t = m.find_tensor(spec.name);
         if (t == nullptr) return error(bin_path + ": tensor " + spec.name + " is missing");
         const std::optional<GgufPlace> place = gguf_place(family, hp, spec);

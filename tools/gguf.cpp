@@ -11,6 +11,8 @@ namespace {
 
 enum : uint32_t { kU8, kI8, kU16, kI16, kU32, kI32, kF32, kBool, kString, kArray, kU64, kI64, kF64 };
 
+constexpr size_t kMaxTensorName = 64;  // ggml's GGML_MAX_NAME, the terminating NUL included
+
 // ggml types: block size in elements and bytes per block.
 struct TypeInfo {
     const char* name;
@@ -82,20 +84,13 @@ uint64_t scalar_size(uint32_t type) {
     }
 }
 
-// Moves past an array's elements without building them; false when it runs off the file or nests too deep.
-bool skip_array(Reader& r, uint32_t item, uint64_t n, int depth) {
-    if (depth > 2) return false;
+// Moves past an array's scalar or string elements without building them; false when it runs off the file.
+bool skip_array(Reader& r, uint32_t item, uint64_t n) {
     if (const uint64_t size = scalar_size(item); size != 0) return n <= UINT64_MAX / size && r.skip(n * size);
-    if (item != kString && item != kArray) return false;
+    if (item != kString) return false;
     for (uint64_t i = 0; i < n && r.ok(); ++i) {
-        if (item == kString) {
-            const uint64_t len = r.get<uint64_t>();
-            if (len > (uint64_t(1) << 30) || !r.skip(len)) return false;  // as Reader::str
-        } else {
-            const uint32_t inner = r.get<uint32_t>();
-            const uint64_t m = r.get<uint64_t>();
-            if (!skip_array(r, inner, m, depth + 1)) return false;
-        }
+        const uint64_t len = r.get<uint64_t>();
+        if (len > (uint64_t(1) << 30) || !r.skip(len)) return false;  // as Reader::str
     }
     return r.ok();
 }
@@ -117,18 +112,17 @@ json read_value(Reader& r, uint32_t type, int depth) {
         case kArray: {
             const uint32_t item = r.get<uint32_t>();
             const uint64_t n = r.get<uint64_t>();
-            if (depth > 0 || n > (uint64_t(1) << 26) || (item != kString && item != kArray && scalar_size(item) == 0)) {
-                // nothing sane is this long or of an unknown type
+            // llama.cpp refuses arrays of arrays; nothing sane is this long or of an unknown type.
+            if (depth > 0 || n > (uint64_t(1) << 26) || (item != kString && scalar_size(item) == 0)) {
                 r.fail_now("an array of " + std::to_string(n) + " elements of type " + std::to_string(item) +
-                           " (at most 2^26 elements of a known type)");
+                           " (at most 2^26 elements of a scalar type or strings)");
                 return json();
             }
             const uint64_t start = r.pos();
-            if (!skip_array(r, item, n, 1)) {
+            if (!skip_array(r, item, n)) {
                 r.fail_now();
                 return json();
             }
-            if (item == kArray) return json();  // arrays of arrays: nothing reads them
             // The elements' bytes as they are in the file: one allocation the size of the array.
             return json::binary(std::vector<uint8_t>(r.data() + start, r.data() + r.pos()), static_cast<std::uint8_t>(item));
         }
@@ -272,11 +266,22 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
     const uint64_t n_tensors = r.get<uint64_t>(), n_kv = r.get<uint64_t>();
     if (n_tensors > (uint64_t(1) << 24) || n_kv > (uint64_t(1) << 24)) return error(path + ": GGUF header counts are implausible");
     f->metadata_ = json::object();
+    uint64_t alignment = 32;  // llama.cpp's GGUF_DEFAULT_ALIGNMENT
     for (uint64_t i = 0; i < n_kv && r.ok(); ++i) {
         const std::string key = r.str();
         const uint32_t type = r.get<uint32_t>();
+        if (!r.ok()) break;
         if (type > kF64) return error(path + ": GGUF key " + quoted_name(key) + " has unknown type " + std::to_string(type));
+        // As llama.cpp: a key given twice would say two things (the last one silently winning).
+        if (key.empty() || f->metadata_.contains(key)) return error(path + ": GGUF key " + quoted_name(key) + (key.empty() ? "" : " appears twice"));
         f->metadata_[key] = read_value(r, type, 0);
+        // llama.cpp reads general.alignment as a u32 (any other type aborts it) and refuses all but powers of two.
+        if (key == "general.alignment" && r.ok()) {
+            if (type != kU32) return error(path + ": GGUF general.alignment is not a u32 (llama.cpp requires one)");
+            alignment = f->metadata_[key].get<uint32_t>();
+            if (alignment == 0 || alignment > 65536 || (alignment & (alignment - 1)) != 0)
+                return error(path + ": GGUF general.alignment " + std::to_string(alignment) + " is not a power of two up to 65536");
+        }
     }
     if (!r.ok()) return error(path + ": GGUF metadata " + (r.why().empty() ? "runs past the end of the file" : "holds " + r.why()));
     struct Info {
@@ -289,6 +294,10 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
     for (uint64_t i = 0; i < n_tensors && r.ok(); ++i) {
         Info t;
         t.name = r.str();
+        // ggml keeps names in a char[GGML_MAX_NAME = 64] with its NUL: llama.cpp refuses longer ones.
+        if (r.ok() && t.name.size() >= kMaxTensorName)
+            return error(path + ": GGUF tensor " + quoted_name(t.name) + " has a name of " + std::to_string(t.name.size()) + " bytes (at most " +
+                         std::to_string(kMaxTensorName - 1) + ")");
         const uint32_t n_dims = r.get<uint32_t>();
         if (n_dims == 0 || n_dims > 4) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has " + std::to_string(n_dims) + " dimensions (1 to 4)");
         for (uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(r.get<uint64_t>());
@@ -297,14 +306,15 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         infos.push_back(std::move(t));
     }
     if (!r.ok()) return error(path + ": GGUF tensor infos run past the end of the file");
-    uint64_t alignment = 32;
-    if (f->metadata_.contains("general.alignment") && f->metadata_["general.alignment"].is_number_unsigned())
-        alignment = f->metadata_["general.alignment"].get<uint64_t>();
-    if (alignment == 0 || alignment > 65536 || (alignment & (alignment - 1)) != 0) return error(path + ": bad GGUF alignment");
     const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
     // A vocabulary-only file (no tensors) may end right after its metadata, before the alignment padding.
     if (data_start > size && !infos.empty()) return error(path + ": GGUF data section missing");
     const uint64_t data_size = data_start > size ? 0 : size - data_start;
+    // llama.cpp's layout: the tensors' data in the order of their infos, each at the end of the one before rounded
+    // up to the alignment. So a tensor's declared type and shape cannot make it run into the next one, and no two
+    // tensors share bytes.
+    uint64_t expected_offset = 0;
+    std::string after = "the data section starts";  // where expected_offset comes from, for the error
     for (const Info& t : infos) {
         auto ti = type_table().find(t.type);
         if (ti == type_table().end()) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has unknown ggml type " + std::to_string(t.type));
@@ -315,8 +325,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         }
         if (t.ne[0] % ti->second.block != 0) return error(path + ": GGUF tensor " + quoted_name(t.name) + " rows are not whole blocks");
         const uint64_t bytes = n / ti->second.block * ti->second.bytes;
+        if (t.offset != expected_offset)
+            return error(path + ": GGUF tensor " + quoted_name(t.name) + " has offset " + std::to_string(t.offset) + ", expected " +
+                         std::to_string(expected_offset) + " (where " + after + ")");
         if (t.offset > data_size || bytes > data_size - t.offset)
             return error(path + ": GGUF tensor " + quoted_name(t.name) + " lies past the end of the file");
+        expected_offset = t.offset + (bytes + alignment - 1) / alignment * alignment;  // no overflow: both are below the file size
+        after = quoted_name(t.name) + ", " + std::to_string(bytes) + " bytes as " + ggml_type_name(t.type) + ", ends, aligned to " +
+                std::to_string(alignment);
         if (!f->tensors_.emplace(t.name, GgufTensor{t.name, t.ne, t.type, base + data_start + t.offset, bytes}).second)
             return error(path + ": GGUF tensor " + quoted_name(t.name) + " appears twice");
     }

@@ -26,7 +26,7 @@ public:
     static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
     // Metadata as JSON values. An array is kept as its bytes from the file (a JSON binary value whose subtype is
     // the GGUF element type), not as one JSON value per element: a 67 MB array would take gigabytes. Read one
-    // with gguf_strings / gguf_numbers. Arrays of arrays are skipped (null).
+    // with gguf_strings / gguf_numbers. Arrays of arrays are refused, as llama.cpp refuses them.
     const nlohmann::json& metadata() const { return metadata_; }
     const std::map<std::string, GgufTensor>& tensors() const { return tensors_; }
     uint32_t version() const { return version_; }

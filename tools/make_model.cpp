@@ -6,12 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/file/format.h"
+#include "engine/file/mapped_file.h"
+#include "engine/file/temp_output.h"
 #include "random_model.h"
 #include "safetensors.h"
 
@@ -41,6 +42,15 @@ private:
 };
 
 // The real models' config.json (the fields the converter reads), as their hubs ship them.
+// Every file goes through a commit (engine/file/temp_output.h); false after the one-line error.
+bool write_file(const fs::path& path, std::string_view text) {
+    if (Status s = write_file_atomically(path.string(), text); !s) {
+        std::fprintf(stderr, "colibri-make-model: %s\n", s.message().c_str());
+        return false;
+    }
+    return true;
+}
+
 json qwen3_30b_a3b_config() {
     return json{{"architectures", {"Qwen3MoeForCausalLM"}}, {"model_type", "qwen3_moe"}, {"attention_bias", false},
                 {"bos_token_id", 151643}, {"eos_token_id", 151645}, {"decoder_sparse_step", 1}, {"head_dim", 128},
@@ -124,8 +134,7 @@ int main(int argc, char** argv) {
         if (config_only) {
             std::error_code mk;
             fs::create_directories(out_dir, mk);
-            std::ofstream(fs::path(out_dir) / "config.json") << cfg.dump(2) << "\n";
-            return 0;
+            return write_file(fs::path(out_dir) / "config.json", cfg.dump(2) + "\n") ? 0 : 1;
         }
         tools::RandomModelOptions options;
         options.matrix_type = qwen3 ? WeightType::Q4_K : WeightType::Q8_0;
@@ -219,9 +228,9 @@ int main(int argc, char** argv) {
     }
 
     if (config_only) {
-        std::ofstream(fs::path(out_dir) / "config.json") << cfg.dump(2) << "\n";
-        std::ofstream(fs::path(out_dir) / "generation_config.json") << json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) << "\n";
-        return 0;
+        const bool ok = write_file(fs::path(out_dir) / "config.json", cfg.dump(2) + "\n") &&
+                        write_file(fs::path(out_dir) / "generation_config.json", json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) + "\n");
+        return ok ? 0 : 1;
     }
     Gaussian g(s.seed);
     std::vector<tools::OutputTensor> tensors;
@@ -281,16 +290,18 @@ int main(int argc, char** argv) {
 
     json gen{{"bos_token_id", 1}, {"eos_token_id", 2}};
     if (!tokenizer_dir.empty()) {
+        std::string tokenizer_json;
         for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-            fs::copy_file(fs::path(tokenizer_dir) / f, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
-            if (ec) {
-                std::fprintf(stderr, "colibri-make-model: %s/%s: %s\n", tokenizer_dir.c_str(), f, ec.message().c_str());
+            auto text = read_small_file((fs::path(tokenizer_dir) / f).string());
+            if (!text) {
+                std::fprintf(stderr, "colibri-make-model: %s\n", text.message().c_str());
                 return 1;
             }
+            if (!write_file(fs::path(out_dir) / f, text.value())) return 1;
+            if (f == std::string_view("tokenizer.json")) tokenizer_json = std::move(text.value());
         }
         // End of turn for chat templates of the ChatML kind.
-        std::ifstream in(fs::path(tokenizer_dir) / "tokenizer.json");
-        const json tok = json::parse(in, nullptr, false);
+        const json tok = json::parse(tokenizer_json, nullptr, false);
         if (!tok.is_discarded() && tok.contains("added_tokens")) {
             for (const json& t : tok["added_tokens"]) {
                 if (t.value("content", "") == "<|im_end|>") gen["eos_token_id"] = t["id"];
@@ -298,8 +309,9 @@ int main(int argc, char** argv) {
             }
         }
     }
-    std::ofstream(fs::path(out_dir) / "config.json") << cfg.dump(2) << "\n";
-    std::ofstream(fs::path(out_dir) / "generation_config.json") << gen.dump(2) << "\n";
+    if (!write_file(fs::path(out_dir) / "config.json", cfg.dump(2) + "\n") ||
+        !write_file(fs::path(out_dir) / "generation_config.json", gen.dump(2) + "\n"))
+        return 1;
     if (Status st = tools::write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors); !st) {
         std::fprintf(stderr, "colibri-make-model: %s\n", st.message().c_str());
         return 1;

@@ -148,7 +148,9 @@ Result<ConvertSummary> write_random_model(const nlohmann::json& config, const st
     auto writer = BinWriter::create(out_path, plan.family, plan.hp, plan.sections);
     if (!writer) return writer.status();
     const uint64_t total = writer.value()->planned_file_size();
-    ThreadPool pool(0);
+    auto started = ThreadPool::create(0);
+    if (!started) return started.status();
+    ThreadPool& pool = *started.value();
     std::vector<uint8_t> buffer;
     uint64_t done = 0;
     for (size_t i = 0; i < plan.specs.size(); ++i) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include "engine/base/json_depth.h"
 #include "engine/file/mapped_file.h"
@@ -55,6 +56,50 @@ float source_element(const SourceTensor& t, uint64_t i) {
     return 0.0f;
 }
 
+namespace {
+
+// A SAX pass that finds the first key given twice in one object, in time linear in the text. (nlohmann's parse
+// callback cannot do it: its DOM builder rescans the whole parent object whenever a nested value ends, so a
+// header of 100,000 entries took over 15 minutes.)
+class RepeatedKeyFinder {
+public:
+    const std::string& repeated() const { return repeated_; }
+    bool repeated_at_top() const { return repeated_depth_ == 1; }
+
+    bool null() { return true; }
+    bool boolean(bool) { return true; }
+    bool number_integer(json::number_integer_t) { return true; }
+    bool number_unsigned(json::number_unsigned_t) { return true; }
+    bool number_float(json::number_float_t, const json::string_t&) { return true; }
+    bool string(json::string_t&) { return true; }
+    bool binary(json::binary_t&) { return true; }
+    bool start_object(std::size_t) {
+        keys_.emplace_back();
+        return true;
+    }
+    bool key(json::string_t& k) {
+        if (repeated_.empty() && !keys_.back().insert(k).second) {
+            repeated_ = k;
+            repeated_depth_ = keys_.size();
+        }
+        return true;
+    }
+    bool end_object() {
+        keys_.pop_back();
+        return true;
+    }
+    bool start_array(std::size_t) { return true; }
+    bool end_array() { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+private:
+    std::vector<std::unordered_set<std::string>> keys_;  // keys seen in each open object, innermost last
+    std::string repeated_;
+    size_t repeated_depth_ = 0;  // objects open around the repeated key (1: the header itself)
+};
+
+}  // namespace
+
 void release_source_pages(const SourceTensor& t) {
     const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
@@ -77,18 +122,15 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     if (header_len > size - 8 || header_len > (uint64_t(100) << 20))
         return error(path + ": safetensors header length " + std::to_string(header_len) + " exceeds the file");
     const std::string_view header_text(reinterpret_cast<const char*>(base + 8), header_len);
-    if (json_too_deep(header_text)) return error(path + ": safetensors header nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (const std::string why = json_text_problem(header_text); !why.empty()) return error(path + ": safetensors header " + why);
     // A name given twice would silently keep the last entry: the file says two things about one tensor.
-    std::set<std::string> names;
-    std::string twice;
-    json header = json::parse(header_text, [&](int depth, json::parse_event_t event, json& parsed) {
-        if (event == json::parse_event_t::key && depth == 1 && twice.empty() && !names.insert(parsed.get<std::string>()).second)
-            twice = parsed.get<std::string>();
-        return true;
-    }, false);
+    RepeatedKeyFinder repeats;
+    if (!json::sax_parse(header_text.begin(), header_text.end(), &repeats)) return error(path + ": safetensors header is not valid JSON");
+    if (!repeats.repeated().empty())
+        return error(path + ": safetensors header names " + (repeats.repeated_at_top() ? "tensor '" : "'") + repeats.repeated() + "' twice");
+    json header = json::parse(header_text, nullptr, false);
     if (header.is_discarded()) return error(path + ": safetensors header is not valid JSON");
     if (!header.is_object()) return error(path + ": safetensors header is not a JSON object");
-    if (!twice.empty()) return error(path + ": safetensors header names tensor '" + twice + "' twice");
     const uint64_t data_start = 8 + header_len;
     const uint64_t data_size = size - data_start;
     for (auto it = header.begin(); it != header.end(); ++it) {
@@ -150,7 +192,7 @@ Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
     if (fs::exists(index, ec)) {
         auto text = read_small_file(index.string());
         if (!text) return text.status();
-        if (json_too_deep(text.value())) return error(index.string() + ": nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        if (const std::string why = json_text_problem(text.value()); !why.empty()) return error(index.string() + ": " + why);
         json j = json::parse(text.value(), nullptr, false);
         if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
             return error(index.string() + ": not a valid safetensors index (no weight_map)");
@@ -160,6 +202,8 @@ Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
             const std::string f = file.get<std::string>();
             if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
                 return error(index.string() + ": shard name " + f + " leaves the model directory");
+            // Opening "a\0b" would open "a": the name would be cut where the system reads it as a C string.
+            if (f.empty() || f.find('\0') != std::string::npos) return error(index.string() + ": shard name '" + f + "' is not a file name");
             unique.insert(f);
         }
         shards.assign(unique.begin(), unique.end());

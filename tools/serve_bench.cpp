@@ -167,7 +167,7 @@ int throughput(const std::vector<Target>& targets, const std::vector<std::string
 
 int latency(const Target& http, const std::string& socket_path, int requests, bool as_json) {
     char error[512];
-    colibri_client* local = colibri_client_connect(socket_path.c_str(), error, sizeof error);
+    colibri_client* local = colibri_client_connect_key(socket_path.c_str(), http.api_key.c_str(), error, sizeof error);
     if (local == nullptr) {
         std::fprintf(stderr, "colibri-serve-bench: %s\n", error);
         return 1;

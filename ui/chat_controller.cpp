@@ -71,7 +71,7 @@ ChatController::ChatController(EngineWorker* worker, Conversation* conversation,
             conversation_->finish_reply(reply, timing);
         }
         last_ = stats;
-        progress_.context_used = stats.context_used;
+        if (stats.context_used >= 0) progress_.context_used = stats.context_used;
         progress_.context_size = stats.context_size;
         emit finished(stats);
     });

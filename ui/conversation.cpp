@@ -45,12 +45,14 @@ void Conversation::finish_reply(const QString& text, const ReplyTiming& timing) 
 void Conversation::remove_last_message() {
     if (messages_.isEmpty()) return;
     messages_.pop_back();
+    std::erase_if(detached_, [this](const Detached& d) { return d.message >= messages_.size(); });
     emit messagesChanged();
 }
 
 void Conversation::clear() {
     messages_.clear();
     tokens_.clear();
+    detached_.clear();
     selected_ = -1;
     emit tokensChanged(0);
     emit messagesChanged();
@@ -66,6 +68,7 @@ ConversationToken& Conversation::place(int position, int token, bool* appended) 
     *appended = false;
     if (p < tokens_.size() && tokens_[p].trace.token == token) return tokens_[p];
     if (p < tokens_.size()) {
+        detach_replies(static_cast<int>(p));
         tokens_.resize(p);
         if (selected_ >= static_cast<int>(p)) {
             selected_ = -1;
@@ -95,9 +98,12 @@ void Conversation::add_generated(int position, int token, const QString& text, b
 void Conversation::add_trace(const TokenTrace& trace) {
     bool appended = false;
     ConversationToken& t = place(trace.position, trace.token, &appended);
-    // A token already there (streamed, or restored from a saved conversation) keeps its flags and text.
+    // A token already there (streamed, or restored from a saved conversation) keeps its flags and text; a
+    // streamed token keeps its text even when empty (part of a character that a later token completes), but an
+    // end-of-turn token, never shown in a reply, takes its piece for the routing views.
     const bool generated = t.trace.generated || trace.generated;
-    const QString text = !appended && !t.trace.text.isEmpty() ? t.trace.text : trace.text;
+    const bool keep_text = !t.trace.text.isEmpty() || (t.trace.generated && !t.end_of_turn);
+    const QString text = !appended && keep_text ? t.trace.text : trace.text;
     const int position = t.trace.position;
     t.trace = trace;
     t.trace.position = position;
@@ -109,13 +115,71 @@ void Conversation::add_trace(const TokenTrace& trace) {
 }
 
 void Conversation::finish_pass(int session_tokens) {
-    if (session_tokens < 0 || session_tokens >= size()) return;
-    tokens_.resize(static_cast<size_t>(session_tokens));
-    if (selected_ >= session_tokens) {
-        selected_ = -1;
-        emit selectionChanged(-1);
+    if (session_tokens >= 0 && session_tokens < size()) {
+        detach_replies(session_tokens);
+        tokens_.resize(static_cast<size_t>(session_tokens));
+        if (selected_ >= session_tokens) {
+            selected_ = -1;
+            emit selectionChanged(-1);
+        }
+        emit tokensChanged(session_tokens);
     }
-    emit tokensChanged(session_tokens);
+    relocate_replies();
+}
+
+void Conversation::detach_replies(int position) {
+    bool changed = false;
+    for (int i = 0; i < messages_.size(); ++i) {
+        ConversationMessage& m = messages_[i];
+        if (m.role != QLatin1String("assistant") || m.first_token < 0 || m.first_token + m.token_count <= position) continue;
+        detached_.push_back({i, m.first_token});
+        m.first_token = -1;
+        m.token_count = 0;
+        changed = true;
+    }
+    if (changed) emit messagesChanged();
+}
+
+void Conversation::relocate_replies() {
+    if (detached_.empty()) return;
+    std::sort(detached_.begin(), detached_.end(), [](const Detached& a, const Detached& b) { return a.message < b.message; });
+    // Where `text` is exactly the text of the tokens from `at` on (those without text, parts of a character that
+    // a later token completes, skipped; an end-of-turn token right after it included): the end, or -1.
+    auto match_at = [this](int at, const QString& text) {
+        qsizetype done = 0;
+        int p = at;
+        for (; p < size() && done < text.size(); ++p) {
+            const ConversationToken& t = tokens_[static_cast<size_t>(p)];
+            if (t.end_of_turn) return -1;
+            if (t.trace.text.isEmpty()) continue;
+            if (!QStringView(text).sliced(done).startsWith(t.trace.text)) return -1;
+            done += t.trace.text.size();
+        }
+        if (done < text.size() || p == at) return -1;
+        if (p < size() && tokens_[static_cast<size_t>(p)].end_of_turn) ++p;
+        return p;
+    };
+    int from = 0;  // a reply starts after the one before it
+    for (const Detached& d : detached_) {
+        ConversationMessage& m = messages_[d.message];
+        for (int i = d.message - 1; i >= 0; --i)
+            if (messages_[i].first_token >= 0) {
+                from = std::max(from, messages_[i].first_token + messages_[i].token_count);
+                break;
+            }
+        if (m.first_token >= 0 || m.content.isEmpty()) continue;
+        // Most often the reply starts where it did (only its own tokens were encoded differently).
+        int end = d.first_token >= from ? match_at(d.first_token, m.content) : -1;
+        int start = d.first_token;
+        for (int a = from; end < 0 && a < size(); ++a)
+            if ((end = match_at(a, m.content)) >= 0) start = a;
+        if (end < 0) continue;  // not found: the reply shows its text without tokens
+        m.first_token = start;
+        m.token_count = end - start;
+        from = end;
+    }
+    detached_.clear();
+    emit messagesChanged();
 }
 
 void Conversation::select(int position) {
@@ -193,6 +257,7 @@ Status Conversation::from_json(const QJsonObject& o) {
     system_prompt_ = o.value("system").toString();
     messages_ = std::move(messages);
     tokens_ = std::move(tokens);
+    detached_.clear();
     selected_ = -1;
     emit tokensChanged(0);
     emit messagesChanged();

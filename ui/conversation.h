@@ -67,7 +67,9 @@ public:
 
     // Mirroring the worker. A pass starts at the reused prefix; positions it sends replace what was there
     // when the token differs (a token that matches keeps its generated flag, so a replayed conversation keeps
-    // its replies); finish_pass() drops what lies beyond the session.
+    // its replies); finish_pass() drops what lies beyond the session. An earlier reply whose tokens a pass
+    // replaced (the next turn's prompt encodes a reply's text again, and the encoding need not be the tokens
+    // that were generated) shows its text until finish_pass() finds that text among the new tokens again.
     void begin_pass(int reused);
     void add_generated(int position, int token, const QString& text, bool end_of_turn);
     void add_trace(const TokenTrace& trace);
@@ -95,6 +97,16 @@ signals:
 private:
     // Returns the entry for position, dropping everything from there on when the token differs.
     ConversationToken& place(int position, int token, bool* appended);
+    // Replies whose token range reaches position or beyond lose it (their text stays); relocate_replies() looks
+    // for them again.
+    void detach_replies(int position);
+    void relocate_replies();
+
+    struct Detached {
+        int message;      // index in messages_
+        int first_token;  // where it started before: where it most likely starts again
+    };
+    std::vector<Detached> detached_;
 
     QString system_prompt_;
     QVector<ConversationMessage> messages_;

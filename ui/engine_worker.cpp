@@ -32,6 +32,7 @@ void register_metatypes() {
     qRegisterMetaType<GenerationStats>();
     qRegisterMetaType<KernelComparison>();
     qRegisterMetaType<KernelComparisonRequest>();
+    qRegisterMetaType<LoadFailure>();
 }
 
 uint64_t now_ns() {
@@ -185,9 +186,9 @@ Status use_ram_budget(Model& model, const LoadOptions& options) {
     c.prefetch = options.cache_prefetch;
     if (options.cache_policy == CachePolicy::Pinned) {
         if (options.hot_trace.isEmpty()) return error("the pinned policy needs a routing trace to learn its hot experts from (colibri route --json)");
-        auto trace = tools::read_routing_trace(options.hot_trace.toStdString());
-        if (!trace) return error(options.hot_trace.toStdString() + ": " + trace.message());
-        c.hot_experts = tools::hot_experts(trace.value());
+        auto hot = tools::read_hot_experts(options.hot_trace.toStdString(), model);
+        if (!hot) return hot.status();
+        c.hot_experts = std::move(hot.value());
     }
     return model.use_expert_cache(c);
 }
@@ -195,28 +196,35 @@ Status use_ram_budget(Model& model, const LoadOptions& options) {
 }  // namespace
 
 void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
-    do_unload();
+    // The model in use stays until the new one is ready: a failed load leaves the chat where it was.
     auto model = Model::load(path.toStdString());
     if (!model) {
-        emit loadFailed(path, QString::fromStdString(model.message()));
+        emit loadFailed(path, QString::fromStdString(model.message()), LoadFailure::File);
         return;
     }
     const uint32_t max_position = model.value()->hparams().max_position;
     if (options.context > max_position) {
-        emit loadFailed(path, tr("context %1 exceeds the model's maximum of %2").arg(options.context).arg(max_position));
+        emit loadFailed(path, tr("context %1 exceeds the model's maximum of %2").arg(options.context).arg(max_position), LoadFailure::Options);
         return;
     }
     if (options.ram_budget > 0) {
         if (Status st = use_ram_budget(*model.value(), options); !st) {
-            emit loadFailed(path, QString::fromStdString(st.message()));
+            emit loadFailed(path, QString::fromStdString(st.message()), LoadFailure::Options);
             return;
         }
     }
+    do_unload();
     model_ = std::move(model.value());
     cache_tracker_ = CacheStateTracker{};
     // Counters first: the pool's threads, started next, inherit them, so per-layer counts include their work.
     counters_ = PerfCounters::open_default();
-    pool_ = std::make_unique<ThreadPool>(options.threads);
+    auto pool = ThreadPool::create(options.threads);
+    if (!pool) {
+        model_.reset();
+        emit loadFailed(path, QString::fromStdString(pool.message()));
+        return;
+    }
+    pool_ = std::move(pool.value());
     SessionOptions session_options = SessionOptions::from_environment();
     session_options.predict_experts = options.ram_budget > 0;
     session_ = std::make_unique<Session>(*model_, *pool_, options.context, session_options);

@@ -53,7 +53,7 @@ struct GenerationStats {
     int generated = 0;
     double prompt_seconds = 0.0;
     double decode_seconds = 0.0;
-    int context_used = 0;
+    int context_used = 0;     // positions of the conversation after it; -1: unknown (a server stopped before it said)
     int context_size = 0;
     bool stopped = false;     // by requestStop()
     QString reply;            // generated text without end-of-turn tokens
@@ -61,6 +61,10 @@ struct GenerationStats {
     double decode_tokens_per_second() const { return decode_seconds > 0 ? generated / decode_seconds : 0.0; }
     double prompt_tokens_per_second() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }
 };
+
+// Why a load or a connection failed: the file itself (missing, unreadable, damaged, not a model), what was asked
+// of it (a RAM budget too small, a context beyond the model's), or the server. The model in use stays either way.
+enum class LoadFailure { File, Options, Server };
 
 struct LoadOptions {
     unsigned threads = 0;   // 0: all cores
@@ -108,7 +112,8 @@ public:
 
 signals:
     void loaded(const colibri::studio::ModelSummary& summary, const colibri::studio::CounterSet& counters);
-    void loadFailed(const QString& path, const QString& error);
+    // Nothing changed: the model in use before the attempt (if any) is still loaded.
+    void loadFailed(const QString& path, const QString& error, colibri::studio::LoadFailure failure);
     void unloaded();
     void generationStarted(int reused_tokens);
     // A token sampled by the model, before it is evaluated; end_of_turn for the model's stop tokens.
@@ -159,3 +164,4 @@ private:
 }  // namespace colibri::studio
 
 Q_DECLARE_METATYPE(colibri::studio::GenerationStats)
+Q_DECLARE_METATYPE(colibri::studio::LoadFailure)

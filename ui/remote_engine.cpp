@@ -7,6 +7,7 @@
 
 #include <QUrl>
 #include <cmath>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "ui/engine_worker.h"
@@ -17,6 +18,15 @@ namespace {
 
 using nlohmann::json;
 
+constexpr size_t kMaxStreamEvent = size_t(16) << 20;  // no chunk of a reply comes near this
+constexpr int kMaxPosition = 1 << 24;                   // nor a position this
+
+// A position the server reported, checked: the conversation is indexed by it.
+int checked_position(int position) {
+    if (position < 0 || position >= kMaxPosition) throw std::runtime_error("position " + std::to_string(position) + " out of range");
+    return position;
+}
+
 QString qstr(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
 httplib::Headers auth_headers(const std::string& api_key) {
@@ -25,13 +35,38 @@ httplib::Headers auth_headers(const std::string& api_key) {
     return h;
 }
 
+// Why no response came, in words (httplib's own names are "Connection", "Read", ...).
+QString transport_error(httplib::Error e) {
+    switch (e) {
+    case httplib::Error::Connection: return QObject::tr("nothing answered there (the connection was refused or could not be made)");
+    case httplib::Error::ConnectionTimeout: return QObject::tr("no connection within 5 s");
+    case httplib::Error::Read: return QObject::tr("the connection broke or timed out while reading the answer");
+    case httplib::Error::Write: return QObject::tr("the connection broke while sending the request");
+    default: return QString::fromStdString(httplib::to_string(e));
+    }
+}
+
 // The server's error body's message, else the status.
 QString http_error(const httplib::Result& res) {
-    if (!res) return QString::fromStdString(httplib::to_string(res.error()));
+    if (!res) return transport_error(res.error());
     const json j = json::parse(res->body, nullptr, false);
     if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].value("message", json()).is_string())
         return QStringLiteral("HTTP %1: %2").arg(res->status).arg(qstr(j["error"]["message"].get<std::string>()));
     return QStringLiteral("HTTP %1").arg(res->status);
+}
+
+// What in a server's model description no model has (the views size their tables by it); empty when nothing.
+QString out_of_range(const ModelSummary& s) {
+    if (s.layers < 1 || s.layers > 4096) return QObject::tr("%1 layers").arg(s.layers);
+    if (s.experts < 1 || s.experts > 65536) return QObject::tr("%1 experts").arg(s.experts);
+    if (s.active_experts < 1 || s.active_experts > s.experts) return QObject::tr("%1 active of %2 experts").arg(s.active_experts).arg(s.experts);
+    if (s.moe_layer_ids.empty() || s.moe_layer_ids.size() > size_t(s.layers)) return QObject::tr("%1 MoE layers").arg(s.moe_layer_ids.size());
+    for (int l : s.moe_layer_ids)
+        if (l < 0 || l >= s.layers) return QObject::tr("MoE layer %1 of %2 layers").arg(l).arg(s.layers);
+    constexpr int kLarge = 1 << 24;
+    if (s.vocab_size < 0 || s.vocab_size > kLarge || s.hidden_size < 0 || s.hidden_size > kLarge) return QObject::tr("a vocabulary of %1, a hidden size of %2").arg(s.vocab_size).arg(s.hidden_size);
+    if (s.context < 0 || s.context > kLarge || s.max_position < 0) return QObject::tr("a context of %1").arg(s.context);
+    return {};
 }
 
 // One position of the trace extension as the views' TokenTrace.
@@ -63,13 +98,38 @@ TokenTrace trace_of(const json& t) {
     return out;
 }
 
+// The Studio's view of a server's model (/v1/models' first entry and its meta); what is wrong with it, if anything.
+QString describe(const json& m, const json& meta, const QUrl& url, std::string& model, ModelSummary& s) {
+    try {  // a field of the wrong type throws
+        model = m.value("id", std::string());
+        s.path = QStringLiteral("%1 (%2)").arg(url.toString(QUrl::RemoveUserInfo | QUrl::StripTrailingSlash), qstr(model));
+        s.family = qstr(meta.value("family", std::string()));
+        s.layers = meta.value("layers", 0);
+        for (const json& l : meta["moe_layers"]) s.moe_layer_ids.push_back(l.get<int>());
+        s.moe_layers = static_cast<int>(s.moe_layer_ids.size());
+        s.experts = meta.value("experts", 0);
+        s.active_experts = meta.value("active_experts", 0);
+        s.hidden_size = meta.value("hidden_size", 0);
+        s.vocab_size = meta.value("vocab_size", 0);
+        s.context = meta.value("context", 0);
+        s.max_position = meta.value("max_position", 0);
+        s.has_tokenizer = meta.value("tokenizer", false);
+        s.tokenizer = s.has_tokenizer ? QObject::tr("on the server") : QStringLiteral("none");
+        s.has_chat_template = meta.value("chat_template", false);
+    } catch (const json::exception& e) {
+        return QObject::tr("has a field of the wrong type (%1)").arg(QString::fromUtf8(e.what()));
+    }
+    if (const QString bad = out_of_range(s); !bad.isEmpty()) return QObject::tr("is out of range: %1").arg(bad);
+    return {};
+}
+
 }  // namespace
 
 void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
-    do_unload();
+    // The model in use (local or another server) stays until this server has answered as colibri serve.
     const QUrl url(url_text.trimmed());
     if (!url.isValid() || url.scheme() != QStringLiteral("http") || url.host().isEmpty()) {
-        emit loadFailed(url_text, tr("not a server address: give http://HOST:PORT"));
+        emit loadFailed(url_text, tr("not a server address: give http://HOST:PORT"), LoadFailure::Server);
         return;
     }
     Remote r;
@@ -81,38 +141,28 @@ void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
     client.set_read_timeout(10, 0);
     auto res = client.Get("/v1/models", auth_headers(r.api_key));
     if (!res || res->status != 200) {
-        emit loadFailed(url_text, tr("the server did not answer /v1/models: %1").arg(http_error(res)));
+        emit loadFailed(url_text, tr("the server did not answer /v1/models: %1").arg(http_error(res)), LoadFailure::Server);
         return;
     }
     const json j = json::parse(res->body, nullptr, false);
     if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() || !j["data"][0].is_object()) {
-        emit loadFailed(url_text, tr("the server's /v1/models is not an OpenAI model list"));
+        emit loadFailed(url_text, tr("the server's /v1/models is not an OpenAI model list"), LoadFailure::Server);
         return;
     }
     const json& m = j["data"][0];
     const json meta = m.value("meta", json::object());
     if (!meta.is_object() || !meta.contains("moe_layers")) {
-        emit loadFailed(url_text, tr("the server is not colibri serve (its model list has no routing description)"));
+        emit loadFailed(url_text, tr("the server is not colibri serve (its model list has no routing description)"), LoadFailure::Server);
         return;
     }
-    r.model = m.value("id", std::string());
-    r.context = meta.value("context", 0);
     ModelSummary s;
-    s.path = QStringLiteral("%1 (%2)").arg(url.toString(QUrl::RemoveUserInfo | QUrl::StripTrailingSlash), qstr(r.model));
-    s.family = qstr(meta.value("family", std::string()));
-    s.layers = meta.value("layers", 0);
-    for (const json& l : meta["moe_layers"]) s.moe_layer_ids.push_back(l.get<int>());
-    s.moe_layers = static_cast<int>(s.moe_layer_ids.size());
-    s.experts = meta.value("experts", 0);
-    s.active_experts = meta.value("active_experts", 0);
-    s.hidden_size = meta.value("hidden_size", 0);
-    s.vocab_size = meta.value("vocab_size", 0);
-    s.context = r.context;
-    s.max_position = meta.value("max_position", 0);
-    s.has_tokenizer = meta.value("tokenizer", false);
-    s.tokenizer = s.has_tokenizer ? tr("on the server") : QStringLiteral("none");
-    s.has_chat_template = meta.value("chat_template", false);
+    if (const QString bad = describe(m, meta, url, r.model, s); !bad.isEmpty()) {
+        emit loadFailed(url_text, tr("the server's model description %1").arg(bad), LoadFailure::Server);
+        return;
+    }
+    r.context = s.context;
     s.remote = true;
+    do_unload();
     remote_ = std::move(r);
     CounterSet counters;
     counters.hardware_status = counters.software_status = tr("not available: the model runs on a server");
@@ -149,30 +199,42 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
     stats.context_size = r.context;
     stats.kernel = tr("remote");
     QString reply;
-    bool started = false, cancelled = false;
+    bool started = false, cancelled = false, usage = false;
+    int end_position = 0;  // one past the last position the server reported
     std::string pending, failure;
     auto handle = [&](const json& c) {
         if (c.contains("error")) {
             failure = c["error"].value("message", std::string("the server failed"));
             return;
         }
-        if (!started) {
+        const json ext = c.value("colibri", json::object());
+        if (!started && ext.is_object() && (ext.contains("token") || !ext.value("trace", json::array()).empty())) {
+            // The server evaluates from the first position its cache did not hold: what comes before stays as
+            // the views have it (the first chunk's trace starts there; a fully cached prompt, at the token).
             started = true;
-            emit generationStarted(0);
+            const json trace = ext.value("trace", json::array());
+            const int reused = !trace.empty() && trace[0].is_object() ? trace[0].value("position", 0) : ext.value("position", 0);
+            emit generationStarted(checked_position(reused));
         }
         if (c.contains("usage") && c["usage"].is_object()) {
+            usage = true;
             const json& u = c["usage"];
             const json t = c.value("timings", json::object());
             stats.generated = u.value("completion_tokens", 0);
             stats.reused_tokens = u.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
             stats.prompt_tokens = u.value("prompt_tokens", 0) - stats.reused_tokens;
-            stats.context_used = u.value("prompt_tokens", 0) + std::max(0, stats.generated - 1);
+            // Every position of the conversation, the last sampled token too (the server evaluates it with the
+            // next turn): the transcript keeps the whole reply, as with a local model.
+            stats.context_used = u.value("prompt_tokens", 0) + stats.generated;
             stats.prompt_seconds = t.value("prompt_ms", 0.0) / 1000.0;
             stats.decode_seconds = t.value("predicted_ms", 0.0) / 1000.0;
         }
-        const json ext = c.value("colibri", json::object());
         // Positions the server evaluated since the previous chunk (this chunk's token's predecessors).
-        for (const json& t : ext.value("trace", json::array())) emit tokenEvaluated(trace_of(t));
+        for (const json& t : ext.value("trace", json::array())) {
+            const TokenTrace trace = trace_of(t);
+            end_position = std::max(end_position, checked_position(trace.position) + 1);
+            emit tokenEvaluated(trace);
+        }
         if (!c.contains("choices") || !c["choices"].is_array() || c["choices"].empty() || !ext.contains("token")) return;
         const json& choice = c["choices"][0];
         std::string text;
@@ -180,7 +242,9 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
         else text = choice.value("text", std::string());
         const bool end = ext.value("end_of_turn", false);
         reply += qstr(text);
-        emit tokenGenerated(ext.value("position", 0), ext.value("token", -1), qstr(text), end);
+        const int position = checked_position(ext.value("position", 0));
+        end_position = std::max(end_position, position + 1);
+        emit tokenGenerated(position, ext.value("token", -1), qstr(text), end);
     };
 
     httplib::Client client(r.host, r.port);
@@ -193,6 +257,7 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
     req.body = body.dump();
     req.set_header("Content-Type", "application/json");
     std::string error_body;
+    bool broken = false;  // the stream was closed here: it did not make sense
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
         if (id <= cancelled_.load()) {
             cancelled = true;
@@ -208,15 +273,33 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
             }
             if (event == "data: [DONE]") continue;
             const json c = json::parse(event.substr(6), nullptr, false);
-            if (c.is_object()) handle(c);
+            if (!c.is_object()) continue;
+            try {
+                handle(c);
+            } catch (const std::exception& e) {  // a field of the wrong type or range: the stream cannot be trusted further
+                failure = std::string("a stream chunk of the wrong shape (") + e.what() + ")";
+                broken = true;
+                return false;
+            }
+        }
+        if (pending.size() > kMaxStreamEvent) {
+            failure = "a stream event larger than 16 MiB";
+            broken = true;
+            return false;
         }
         return true;
     };
     auto res = client.send(req);
+    // Stopped before the usage chunk: the positions reported so far; none (-1): the transcript stays as it is.
+    if (!usage) stats.context_used = end_position > 0 ? end_position : -1;
     if (cancelled) {
         stats.stopped = true;
         stats.reply = reply;
         emit generationFinished(stats);
+        return;
+    }
+    if (broken) {
+        emit generationFailed(tr("the server: %1").arg(qstr(failure)));
         return;
     }
     if (!res || res->status != 200) {

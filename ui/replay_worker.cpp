@@ -42,7 +42,13 @@ void ReplayWorker::do_replay(const QString& model_path, const std::vector<int32_
         emit finished(result);
         return;
     }
-    ThreadPool pool(threads);
+    auto started = ThreadPool::create(threads);
+    if (!started) {
+        result.error = QString::fromStdString(started.message());
+        emit finished(result);
+        return;
+    }
+    ThreadPool& pool = *started.value();
     Session session(*model.value(), pool, static_cast<uint32_t>(ids.size()));
     TraceCollector collector(nullptr);
     session.set_observer(&collector);

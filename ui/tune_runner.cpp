@@ -1,5 +1,6 @@
 #include "ui/tune_runner.h"
 
+#include "tools/tune_cache.h"
 #include "ui/worker_thread.h"
 
 namespace colibri::studio {
@@ -38,10 +39,9 @@ void TuneWorker::do_run(const kernels::TuneOptions& options, const QString& cach
     }
     QString note;
     if (!cache_path.isEmpty()) {
-        std::string error;
-        note = kernels::save_tune_cache(report, cache_path.toStdString(), &error)
-                   ? tr("choice saved to %1, used from the next start").arg(cache_path)
-                   : tr("the choice was not saved: %1").arg(QString::fromStdString(error));
+        const Status saved = tools::save_tune_cache(report, cache_path.toStdString());
+        note = saved ? tr("choice saved to %1, used from the next start").arg(cache_path)
+                     : tr("the choice was not saved: %1").arg(QString::fromStdString(saved.message()));
     }
     emit finished(parsed.value(), note);
 }

@@ -2,6 +2,7 @@
 // copying, comparing, printing or walking a parsed value recurses once per level: a document nested 150,000
 // deep overflows the stack there. Every JSON the engine and tools read from a file is checked first.
 #pragma once
+#include <string>
 #include <string_view>
 
 namespace colibri {
@@ -27,6 +28,16 @@ inline bool json_too_deep(std::string_view text, int max_depth = kMaxJsonDepth) 
         }
     }
     return false;
+}
+
+// Why a JSON text read from a file is refused before it is parsed, or empty. A NUL byte is refused wherever it
+// lies: nlohmann's lexer takes it for the end of the input, so `{...}\0{...}` would parse as its first half and
+// the rest of the file would be silently dropped (inside a string JSON does not allow it either).
+inline std::string json_text_problem(std::string_view text, int max_depth = kMaxJsonDepth) {
+    if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+        return "holds a NUL byte at offset " + std::to_string(nul) + " (JSON text cannot)";
+    if (json_too_deep(text, max_depth)) return "nests deeper than " + std::to_string(max_depth) + " levels";
+    return {};
 }
 
 }  // namespace colibri

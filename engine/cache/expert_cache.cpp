@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "engine/base/thread_start.h"
 
 namespace colibri {
 
@@ -126,7 +127,11 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(const ExpertSource& mod
     }
     c->queue_.assign(size_t(2) * moe_layers * c->slots_ + 1, nullptr);
     const unsigned threads = std::max(config.io_threads, 1u);
-    for (unsigned i = 0; i < threads; ++i) c->io_threads_.emplace_back([p = c.get()] { p->io_loop(); });
+    try {
+        for (unsigned i = 0; i < threads; ++i) c->io_threads_.emplace_back([p = c.get()] { p->io_loop(); });
+    } catch (const std::system_error& e) {
+        return error(thread_start_failure("the expert cache's " + std::to_string(threads) + " I/O threads", e));  // ~ExpertCache stops the ones started
+    }
     return c;
 }
 

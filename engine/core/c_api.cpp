@@ -201,7 +201,9 @@ int32_t colibri_detokenize(const colibri_model* m, const int32_t* ids, size_t co
 colibri_session* colibri_session_new(const colibri_model* m, unsigned threads, uint32_t context) {
     return guarded<>(static_cast<colibri_session*>(nullptr), [&]() -> colibri_session* {
         if (m == nullptr) return set_error("null model"), nullptr;
-        auto* s = new colibri_session{m, std::make_unique<colibri::ThreadPool>(threads), nullptr, {}};
+        auto pool = colibri::ThreadPool::create(threads);
+        if (!pool) return set_error(pool.message()), nullptr;
+        auto* s = new colibri_session{m, std::move(pool.value()), nullptr, {}};
         s->session = std::make_unique<colibri::Session>(*m->model, *s->pool, context);
         return s;
     });

@@ -93,7 +93,14 @@ void ReplyStream::fill_logprobs(std::span<const float> logits, int32_t chosen) {
 }
 
 const TokenEvent& ReplyStream::next(std::span<const float> logits) {
-    const int32_t id = sampler_.sample(logits, history_);
+    std::span<const float> scores = logits;
+    if (!options_.logit_bias.empty()) {
+        biased_.assign(logits.begin(), logits.end());
+        for (const auto& [token, bias] : options_.logit_bias)
+            if (token >= 0 && static_cast<size_t>(token) < biased_.size()) biased_[static_cast<size_t>(token)] += bias;
+        scores = biased_;
+    }
+    const int32_t id = sampler_.sample(scores, history_);
     history_.push_back(id);
     tokens_.push_back(id);
     event_.index = static_cast<uint32_t>(tokens_.size() - 1);

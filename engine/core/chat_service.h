@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/base/status.h"
@@ -46,6 +47,9 @@ struct ReplyOptions {
     // Never shown and left out of reply(), without ending the reply: end-of-turn ids when the caller ignores
     // them (`colibri chat --ignore-eos`).
     std::vector<int32_t> hidden_ids;
+    // Added to these tokens' logits before sampling (the OpenAI API's logit_bias); log-probabilities stay the
+    // model's own.
+    std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // One generated token as the caller shows it.
@@ -97,6 +101,7 @@ private:
     TokenEvent event_;
     FinishReason finish_ = FinishReason::None;
     std::vector<int32_t> order_;  // top_logprobs' sort, kept between tokens
+    std::vector<float> biased_;   // the logits with logit_bias added, kept between tokens
 };
 
 struct TurnOptions {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/file/file_rules.h"
 #include "engine/file/schema.h"
 
 namespace colibri {
@@ -238,11 +239,15 @@ uint32_t Model::moe_layer_count() const {
 
 Status Model::bind() {
     const HyperParams& hp = hparams();
-    const uint32_t fam = file_->header().family;
-    std::vector<bool> layer_is_moe(file_->layers().size());
-    for (size_t l = 0; l < layer_is_moe.size(); ++l) layer_is_moe[l] = (file_->layers()[l].is_moe & kLayerMoe) != 0;
-    if (const std::vector<std::string> problems = schema::hyperparam_problems(fam, hp, layer_is_moe); !problems.empty())
-        return error("hyper-parameters: " + problems.front());
+    const std::vector<bool> layer_is_moe = moe_layers(file_->tables());
+    // The tensors against the family's schema, as `colibri check` sees them (engine/file/file_rules.h): the first problem
+    // is the error.
+    FirstProblem first;
+    const std::vector<schema::TensorSpec> expected = expected_tensors(file_->tables(), first.sink());
+    if (!first.text.empty()) return error(first.text);
+    std::vector<bool> tensor_ok(file_->tensors().size(), true);
+    check_tensor_set(file_->tables(), expected, file_->tensor_index(), file_->section_names(), first.sink(), &tensor_ok);
+    if (!first.text.empty()) return error(first.text);
 
     Binder b(*file_);
     layers_.resize(hp.n_layers);
@@ -251,7 +256,7 @@ Status Model::bind() {
         layers_[l].sliding = (file_->layers()[l].is_moe & kLayerSliding) != 0;
         if (layer_is_moe[l]) layers_[l].experts.resize(hp.n_experts);
     }
-    for (const schema::TensorSpec& spec : schema::tensors(family(), hp, layer_is_moe)) {
+    for (const schema::TensorSpec& spec : expected) {
         // Expert tensors of a .bin.zst are decompressed on first use (Session::moe); everything else must be
         // readable from the start, whatever section a (hostile) file puts it in.
         b.set_lazy(spec.section == SectionKind::Expert);
@@ -269,6 +274,8 @@ Status Model::bind() {
     if (!tok_json.empty()) {
         auto tok = Tokenizer::from_json(tok_json, file_->section_text(SectionKind::TokenizerConfig));
         if (!tok) return error("embedded tokenizer: " + tok.message());
+        // An id past the embedding would read outside it.
+        if (const std::string p = tokenizer_fit_problem(tok->vocab_size(), hp.vocab_size); !p.empty()) return error("embedded tokenizer: " + p);
         tokenizer_.emplace(std::move(tok.value()));
     }
     chat_template_ = std::string(file_->section_text(SectionKind::ChatTemplate));

@@ -100,9 +100,10 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
             l = l > 0.0f ? l / config_.repetition_penalty : l * config_.repetition_penalty;
         }
     }
-    if (config_.greedy || config_.temperature <= 0.0f) return argmax(work_);
+    if (config_.greedy || !(config_.temperature >= kGreedyBelowTemperature)) return argmax(work_);
 
-    for (float& l : work_) l /= config_.temperature;
+    // A NaN logit (a broken model) is never chosen, as by argmax, and must not reach the sort's comparisons.
+    for (float& l : work_) l = std::isnan(l) ? -INFINITY : l / config_.temperature;
     // Candidates sorted by logit, ties by id, so the order never depends on the sort implementation.
     ids_.resize(n);
     std::iota(ids_.begin(), ids_.end(), 0);
@@ -119,7 +120,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     std::vector<float>& probs = work_;  // reuse: probabilities overwrite the logits of kept ids
     double sum = 0.0;
     for (size_t i = 0; i < keep; ++i) {
-        const float p = std::exp(work_[ids_[i]] - mx);
+        // Equal to the maximum is 1 even where that is infinite (huge logits over the temperature): never inf - inf.
+        const float p = work_[ids_[i]] == mx ? 1.0f : std::exp(work_[ids_[i]] - mx);
         probs[ids_[i]] = p;
         sum += p;
     }

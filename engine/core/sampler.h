@@ -9,9 +9,14 @@
 
 namespace colibri {
 
+// Below this temperature sampling is greedy: logits divided by a tinier one overflow to infinity (1e-39, a float
+// denormal, made every token +inf), and sampling at one differs from greedy only between logits closer than
+// ~1e-3. The server's API takes the same bound (server/openai_api.h).
+inline constexpr float kGreedyBelowTemperature = 1e-4f;
+
 struct SamplerConfig {
     bool greedy = false;
-    float temperature = 0.8f;   // <= 0 means greedy
+    float temperature = 0.8f;   // below kGreedyBelowTemperature (0 included) means greedy
     int32_t top_k = 40;         // <= 0 disables
     float top_p = 0.95f;        // >= 1 disables
     float min_p = 0.05f;        // <= 0 disables

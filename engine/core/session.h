@@ -24,9 +24,9 @@ struct SessionOptions {
     RouterKind router = RouterKind::Exact;
     // Tokens per chunk of a batched eval (1 = token by token); at most kMaxChunk.
     uint32_t chunk = 64;
-    // madvise(MADV_WILLNEED) the experts the previous token chose at the next layer (engine/prefetch.h).
+    // madvise(MADV_WILLNEED) the experts the previous token chose at the next layer (engine/cache/prefetch.h).
     bool prefetch_experts = false;
-    // Transparent huge pages for the KV cache and the larger activation buffers (engine/activation_buffer.h).
+    // Transparent huge pages for the KV cache and the larger activation buffers (engine/core/activation_buffer.h).
     bool huge_pages = false;
     // Predict each MoE layer's experts one layer ahead (the next router on the current hidden state) and report
     // the predictions to the observer (on_prediction), as the expert cache's prefetch does for itself.

@@ -1,5 +1,7 @@
 #include "engine/core/thread_pool.h"
 
+#include "engine/base/thread_start.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
@@ -71,9 +73,13 @@ bool ThreadPool::balancing_from_environment() {
     return env == nullptr || std::string_view(env) != "0";
 }
 
+unsigned ThreadPool::thread_count(unsigned requested) {
+    if (requested == 0) requested = std::max(1u, std::thread::hardware_concurrency());
+    return std::min(requested, (1u << kPartBits) - 1);
+}
+
 ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_(spin), balancing_(balancing_from_environment()) {
-    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-    threads = std::min(threads, (1u << kPartBits) - 1);
+    threads = thread_count(threads);
     if (threads > kInlineBounds + 1) inner_overflow_.assign(threads - 1, 0);
     done_ = std::make_unique<Done[]>(threads - 1);
     given_.assign(threads - 1, 0);
@@ -82,14 +88,31 @@ ThreadPool::ThreadPool(unsigned threads, std::chrono::microseconds spin) : spin_
     // More threads than cores: a polling thread would take a core from one with work to do.
     if (const unsigned cores = std::thread::hardware_concurrency(); cores != 0 && threads > cores)
         spin_ = std::chrono::microseconds(0);
-    for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    try {
+        workers_.reserve(threads - 1);
+        for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    } catch (const std::system_error&) {
+        stop_workers();  // a std::thread destroyed while it runs would terminate the process
+        throw;
+    }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
     // Part count 0: stop.
     job_.generation.store(next_generation(0), std::memory_order_release);
     job_.generation.notify_all();
     for (std::thread& t : workers_) t.join();
+    workers_.clear();
+}
+
+Result<std::unique_ptr<ThreadPool>> ThreadPool::create(unsigned threads, std::chrono::microseconds spin) {
+    try {
+        return std::make_unique<ThreadPool>(threads, spin);
+    } catch (const std::system_error& e) {
+        return error(thread_start_failure(std::to_string(thread_count(threads) - 1) + " worker threads", e));
+    }
 }
 
 double ThreadPool::balanced_share(unsigned part) const {

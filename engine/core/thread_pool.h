@@ -18,8 +18,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "engine/base/status.h"
 
 namespace colibri {
 
@@ -40,7 +44,10 @@ private:
 class ThreadPool {
 public:
     // threads 0 = hardware concurrency; spin: how long an idle thread polls before it sleeps (0: never).
+    // Throws std::system_error when the system refuses a thread (a process or memory limit), after stopping the
+    // ones it started; create() returns that as an error instead.
     explicit ThreadPool(unsigned threads, std::chrono::microseconds spin = default_spin_time());
+    static Result<std::unique_ptr<ThreadPool>> create(unsigned threads, std::chrono::microseconds spin = default_spin_time());
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -68,6 +75,8 @@ public:
 
 private:
     void worker_loop(unsigned index);
+    void stop_workers();
+    static unsigned thread_count(unsigned requested);  // what a pool of `requested` threads (0: all cores) has
     // Range of part k of a job of n items in `parts` parts, by the job's rule.
     void range_of(size_t n, size_t parts, size_t k, bool balanced, size_t* begin, size_t* end) const;
     void learn_speeds(size_t parts);

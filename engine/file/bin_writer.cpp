@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
+#include "engine/file/file_rules.h"
 #include "engine/file/model_file.h"
 #include "engine/file/schema.h"
 #include "engine/file/temp_output.h"
@@ -98,8 +100,74 @@ Status BinWriter::layout() {
         end = at;
     }
     file_size_ = align_up(end, kSectionAlignment);
+    COLIBRI_TRY(derive_tables());
 
+    // The loader's structural rules (engine/file/file_rules.h) on the tables as they will be written, before a byte is:
+    // what the loader or `colibri check` would refuse is not written at all.
+    FileTables planned{header(), file_size_, sections_, tensors_, layers_, experts_};
+    FirstProblem first;
+    const SectionNames names = [this](uint32_t i) { return section_description(sections_[i], i); };
+    check_sections(planned, names, first.sink());
+    std::unordered_map<std::string, uint32_t> by_name;
+    check_tensor_entries(planned, names, first.sink(), &by_name);
+    check_layer_and_expert_tables(planned, names, first.sink());
+    if (!first.text.empty()) return error("refusing to write a model the loader would refuse: " + first.text);
     return Status::ok();
+}
+
+// Layer and expert tables, derived from the sections.
+Status BinWriter::derive_tables() {
+    layers_.assign(hparams_.n_layers, LayerEntry{0, 0, 0, kNone, kNone, kNone, 0});
+    experts_.clear();
+    for (uint32_t i = 1; i < sections_.size(); ++i) {
+        const SectionEntry& s = sections_[i];
+        if (s.layer == kNone) continue;
+        if (s.layer >= layers_.size()) return error("section for layer " + std::to_string(s.layer) + " beyond n_layers");
+        LayerEntry& l = layers_[s.layer];
+        switch (static_cast<SectionKind>(s.kind)) {
+            case SectionKind::Attention:
+                l.attention_section = i;
+                l.is_moe |= plan_[i - 1].layer_flags & ~kLayerMoe;
+                break;
+            case SectionKind::Router: {
+                l.router_section = i;
+                l.is_moe |= kLayerMoe;
+                const std::string router = tensor_names::layer(s.layer, "router");
+                for (const TensorEntry& t : tensors_)
+                    if (t.section == i && router == t.name) l.router_offset = t.offset;
+                break;
+            }
+            case SectionKind::SharedExpert:
+            case SectionKind::DenseMlp: l.mlp_section = i; break;
+            case SectionKind::Expert: {
+                if (l.n_experts == 0) l.first_expert = static_cast<uint32_t>(experts_.size());
+                ++l.n_experts;
+                uint32_t type = 0;
+                for (const TensorEntry& t : tensors_)  // the projections' type (gpt_oss's biases are f32)
+                    if (t.section == i && t.n_dims == 2) type = t.weight_type;
+                experts_.push_back(ExpertEntry{s.layer, s.expert, i, type, s.offset, s.size});
+                break;
+            }
+            default: break;
+        }
+    }
+    return Status::ok();
+}
+
+FileHeader BinWriter::header() const {
+    FileHeader h{};
+    std::memcpy(h.magic, kMagic, sizeof(kMagic));
+    h.version_major = kVersionMajor;
+    h.version_minor = kVersionMinor;
+    h.family = static_cast<uint32_t>(family_);
+    h.file_size = file_size_;
+    h.metadata_size = metadata_size_;
+    h.hparams = hparams_;
+    h.section_count = static_cast<uint32_t>(sections_.size());
+    h.tensor_count = static_cast<uint32_t>(tensors_.size());
+    h.layer_count = static_cast<uint32_t>(layers_.size());
+    h.expert_count = static_cast<uint32_t>(experts_.size());
+    return h;
 }
 
 const PlannedTensor* BinWriter::next_tensor() const {
@@ -177,51 +245,8 @@ Status BinWriter::finish() {
     COLIBRI_TRY(advance_to_tensor());  // writes trailing text sections
     COLIBRI_TRY(finish_current_section());
 
-    // Layer and expert tables, derived from the sections.
-    std::vector<LayerEntry> layers(hparams_.n_layers);
-    for (LayerEntry& l : layers) l = LayerEntry{0, 0, 0, kNone, kNone, kNone, 0};
-    std::vector<ExpertEntry> experts;
-    for (uint32_t i = 1; i < sections_.size(); ++i) {
-        const SectionEntry& s = sections_[i];
-        if (s.layer == kNone) continue;
-        if (s.layer >= layers.size()) return error("section for layer " + std::to_string(s.layer) + " beyond n_layers");
-        LayerEntry& l = layers[s.layer];
-        switch (static_cast<SectionKind>(s.kind)) {
-            case SectionKind::Attention:
-                l.attention_section = i;
-                l.is_moe |= plan_[i - 1].layer_flags & ~kLayerMoe;
-                break;
-            case SectionKind::Router: {
-                l.router_section = i;
-                l.is_moe |= kLayerMoe;
-                const std::string router = tensor_names::layer(s.layer, "router");
-                for (const TensorEntry& t : tensors_)
-                    if (t.section == i && router == t.name) l.router_offset = t.offset;
-                break;
-            }
-            case SectionKind::SharedExpert:
-            case SectionKind::DenseMlp: l.mlp_section = i; break;
-            case SectionKind::Expert: {
-                if (l.n_experts == 0) l.first_expert = static_cast<uint32_t>(experts.size());
-                ++l.n_experts;
-                uint32_t type = 0;
-                for (const TensorEntry& t : tensors_)  // the projections' type (gpt_oss's biases are f32)
-                    if (t.section == i && t.n_dims == 2) type = t.weight_type;
-                experts.push_back(ExpertEntry{s.layer, s.expert, i, type, s.offset, s.size});
-                break;
-            }
-            default: break;
-        }
-    }
-
-    FileHeader h{};
-    std::memcpy(h.magic, kMagic, sizeof(kMagic));
-    h.version_major = kVersionMajor;
-    h.version_minor = kVersionMinor;
-    h.family = static_cast<uint32_t>(family_);
-    h.file_size = file_size_;
-    h.metadata_size = metadata_size_;
-    h.hparams = hparams_;
+    // The checksums are known now; the tables were laid out (and checked) before anything was written.
+    FileHeader h = header();
     std::vector<uint8_t> meta(metadata_size_, 0);
     uint64_t cursor = sizeof(FileHeader);
     auto put = [&](const void* src, uint64_t bytes) {
@@ -230,14 +255,10 @@ Status BinWriter::finish() {
         cursor = at + bytes;
         return at;
     };
-    h.section_count = static_cast<uint32_t>(sections_.size());
     h.section_table_offset = put(sections_.data(), sections_.size() * sizeof(SectionEntry));
-    h.tensor_count = static_cast<uint32_t>(tensors_.size());
     h.tensor_table_offset = put(tensors_.data(), tensors_.size() * sizeof(TensorEntry));
-    h.layer_count = static_cast<uint32_t>(layers.size());
-    h.layer_table_offset = put(layers.data(), layers.size() * sizeof(LayerEntry));
-    h.expert_count = static_cast<uint32_t>(experts.size());
-    h.expert_table_offset = put(experts.data(), experts.size() * sizeof(ExpertEntry));
+    h.layer_table_offset = put(layers_.data(), layers_.size() * sizeof(LayerEntry));
+    h.expert_table_offset = put(experts_.data(), experts_.size() * sizeof(ExpertEntry));
     if (cursor != metadata_size_) return error("internal: metadata layout changed");
     std::memcpy(meta.data(), &h, sizeof(h));
     h.metadata_xxh64 = XXH64(meta.data(), meta.size(), 0);

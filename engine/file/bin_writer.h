@@ -56,6 +56,8 @@ public:
 private:
     BinWriter() = default;
     Status layout();
+    Status derive_tables();
+    format::FileHeader header() const;
     Status advance_to_tensor();
     Status write_at(uint64_t offset, const void* data, uint64_t bytes);
     Status finish_current_section();
@@ -68,6 +70,8 @@ private:
     std::vector<PlannedSection> plan_;
     std::vector<format::SectionEntry> sections_;  // index 0 = metadata
     std::vector<format::TensorEntry> tensors_;
+    std::vector<format::LayerEntry> layers_;
+    std::vector<format::ExpertEntry> experts_;
     std::vector<std::pair<uint32_t, uint32_t>> tensor_order_;  // (plan section, tensor within)
     uint64_t metadata_size_ = 0, file_size_ = 0;
     size_t next_ = 0;                       // index into tensor_order_

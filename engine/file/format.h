@@ -221,6 +221,15 @@ std::string numeric_hparams_problem(const HyperParams& hp);
 
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// The tokenizer, its config and the chat template are read whole into memory by the loader, the checker and the
+// converters alike; each is at most this large (real ones are a few megabytes: Qwen3's tokenizer.json is 11 MB). One
+// bound for all three, so that no file converts and loads that `colibri check` calls invalid.
+inline constexpr uint64_t kMaxTextSectionBytes = uint64_t(256) << 20;
+inline bool is_text_section(uint32_t kind) {
+    return kind == static_cast<uint32_t>(SectionKind::TokenizerJson) || kind == static_cast<uint32_t>(SectionKind::TokenizerConfig) ||
+           kind == static_cast<uint32_t>(SectionKind::ChatTemplate);
+}
+
 // Decompression bounds of a .bin.zst (a small hostile file must not inflate to gigabytes). The metadata frame is
 // decompressed whole; real metadata is kilobytes to a few megabytes.
 inline constexpr uint64_t kMaxMetadataBytes = uint64_t(256) << 20;

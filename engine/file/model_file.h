@@ -9,9 +9,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/base/status.h"
+#include "engine/file/file_rules.h"
 #include "engine/file/format.h"
 #include "engine/file/model_image.h"
+#include "engine/base/status.h"
 
 namespace colibri {
 
@@ -37,9 +38,9 @@ public:
     static Result<std::unique_ptr<ModelFile>> open(const std::string& path);
 
     const std::string& path() const { return path_; }
-    const format::FileHeader& header() const { return header_; }
-    const format::HyperParams& hparams() const { return header_.hparams; }
-    format::Family family() const { return static_cast<format::Family>(header_.family); }
+    const format::FileHeader& header() const { return tables_.header; }
+    const format::HyperParams& hparams() const { return tables_.header.hparams; }
+    format::Family family() const { return static_cast<format::Family>(tables_.header.family); }
     // The uncompressed image (for a .bin.zst the file on disk is smaller: stored_size()).
     uint64_t size() const { return image_.size(); }
     const uint8_t* data() const { return image_.data(); }
@@ -48,11 +49,15 @@ public:
     uint64_t stored_section_size(uint32_t index) const { return image_.stored_section_size(index); }
     const format::FrameEntry* stored_frame(uint32_t index) const { return image_.frame(index); }
 
-    std::span<const format::SectionEntry> sections() const { return sections_; }
-    std::span<const format::LayerEntry> layers() const { return layers_; }
-    std::span<const format::ExpertEntry> experts() const { return experts_; }
+    std::span<const format::SectionEntry> sections() const { return tables_.sections; }
+    std::span<const format::LayerEntry> layers() const { return tables_.layers; }
+    std::span<const format::ExpertEntry> experts() const { return tables_.experts; }
     const std::vector<TensorView>& tensors() const { return tensors_; }
     const TensorView* find_tensor(std::string_view name) const;
+    // The tables as read, for the rules of engine/file/file_rules.h; tensor_index() maps each name to its entry (which
+    // is also its place in tensors()).
+    const format::FileTables& tables() const { return tables_; }
+    const std::unordered_map<std::string, uint32_t>& tensor_index() const { return tensor_index_; }
 
     // Contents of the first section of that kind, empty when absent.
     std::string_view section_text(format::SectionKind kind) const;
@@ -68,28 +73,21 @@ public:
     // Writes the image as it is now — swapped experts included — to a new .bin at path, with the section table's
     // checksums and metadata_xxh64 describing what is written (through TempOutput: nothing is left on failure).
     Status save(const std::string& path) const;
-    // A readable name such as "expert L1 E5" for messages.
+    // A readable name such as "#7 expert L1 E5" for messages.
     std::string section_label(uint32_t index) const;
+    // What the shared rules (engine/file/file_rules.h) call section `index` in a loader error: "section #7 expert L1 E5".
+    format::SectionNames section_names() const;
 
 private:
     ModelFile() = default;
-    // open()'s checks, in order; validate() runs them all.
     Status validate();
-    Status read_tables();
-    Status validate_sections() const;
-    Status read_tensors();
-    Status validate_layers() const;
-    Status verify_metadata_checksum() const;
     Status verify_text_sections() const;
 
     std::string path_;
     ModelImage image_;
-    format::FileHeader header_{};
-    std::vector<format::SectionEntry> sections_;
-    std::vector<format::LayerEntry> layers_;
-    std::vector<format::ExpertEntry> experts_;
+    format::FileTables tables_;
     std::vector<TensorView> tensors_;
-    std::unordered_map<std::string, size_t> tensor_index_;
+    std::unordered_map<std::string, uint32_t> tensor_index_;
 };
 
 // Tensor names inside a .bin (shared by the writer, the converter and the model).

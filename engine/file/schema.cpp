@@ -19,7 +19,6 @@ constexpr FamilyInfo kFamilies[] = {
 };
 
 constexpr uint32_t kKnownFlags = (kSharedExpertUngated << 1) - 1;
-constexpr uint32_t kMaxExperts = 4096;  // the router's bound (engine/core/router.cpp) and the converters'
 
 
 // Appends specs in layout order; names follow docs/FORMAT.md.

@@ -1,6 +1,6 @@
 // What each architecture family is: its name, the hyper-parameters it needs and every tensor it binds, with the
-// shape the hyper-parameters imply and the section the writer puts it in. Model::bind, `colibri check`
-// (tools/check_shapes) and the converters' plans (tools/convert_hf, tools/convert_gguf) all read this, so a
+// shape the hyper-parameters imply and the section the writer puts it in. Model::bind and `colibri check`
+// (through engine/file_rules) and the converters' plans (tools/convert_hf, tools/convert_gguf) all read this, so a
 // family's facts live here once (docs/FORMAT.md, "Tensor names", is its prose).
 #pragma once
 #include <cstdint>
@@ -12,6 +12,8 @@
 #include "engine/file/format.h"
 
 namespace colibri::schema {
+
+inline constexpr uint32_t kMaxExperts = 4096;  // experts per layer: the router's bound (engine/core/router.cpp) and the converters'
 
 struct FamilyInfo {
     format::Family id;

@@ -131,4 +131,11 @@ Status TempOutput::commit() {
     return Status::ok();
 }
 
+Status write_file_atomically(const std::string& path, std::string_view bytes) {
+    TempOutput out;
+    COLIBRI_TRY(out.create(path));
+    COLIBRI_TRY(out.write_at(0, bytes.data(), bytes.size()));
+    return out.commit();
+}
+
 }  // namespace colibri

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "engine/base/status.h"
 
@@ -39,6 +40,10 @@ private:
     int fd_ = -1;
     bool committed_ = false;
 };
+
+// `bytes` as the whole content of `path`, through a TempOutput: afterwards the file is complete or as it was
+// (a symlink's target is replaced, anything that is not a regular file refused, as by TempOutput::create).
+Status write_file_atomically(const std::string& path, std::string_view bytes);
 
 // Where `path` leads through symlinks (at most 40 of them; a missing final target is fine).
 std::string follow_symlinks(const std::string& path);

@@ -25,7 +25,7 @@ Result<std::string> render_chat_template(std::string_view template_source, const
     ctx["bos_token"] = input.bos_token;
     ctx["eos_token"] = input.eos_token;
     if (!input.extra_json.empty()) {
-        nlohmann::ordered_json extra = nlohmann::ordered_json::parse(input.extra_json, nullptr, false);
+        nlohmann::ordered_json extra = jinja::parse_context_json(input.extra_json);
         if (extra.is_discarded() || !extra.is_object()) return error("chat template: extra_json is not a JSON object");
         for (auto it = extra.begin(); it != extra.end(); ++it) ctx[it.key()] = it.value();
     }
@@ -34,7 +34,7 @@ Result<std::string> render_chat_template(std::string_view template_source, const
 
 Result<std::string> render_chat_template_json(std::string_view template_source, std::string_view context_json,
                                               const std::optional<std::tm>& now) {
-    nlohmann::ordered_json ctx = nlohmann::ordered_json::parse(context_json, nullptr, false);
+    nlohmann::ordered_json ctx = jinja::parse_context_json(context_json);
     if (ctx.is_discarded()) return error("chat template: the context is not valid JSON");
     if (!ctx.is_object()) return error("chat template: the context must be a JSON object");
     return jinja::render(template_source, ctx, now);

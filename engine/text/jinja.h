@@ -83,7 +83,9 @@ private:
 };
 
 // ---------------------------------------------------------------- values
-enum class Kind : std::uint8_t { Undefined, None, Bool, Int, Float, String, List, Tuple, Dict, Namespace, Callable };
+// BigInt: a Python int beyond 64 bits, as context JSON can carry one (a tool-call argument); it prints, serialises
+// and compares exactly, and arithmetic on it is refused rather than rounded.
+enum class Kind : std::uint8_t { Undefined, None, Bool, Int, BigInt, Float, String, List, Tuple, Dict, Namespace, Callable };
 
 struct Value;
 struct ListObj;
@@ -100,7 +102,7 @@ struct Value {
     bool b = false;
     std::int64_t i = 0;
     double f = 0;
-    Text s;  // String text; for Undefined, the hint used in error messages
+    Text s;  // String text; BigInt's decimal digits (with '-'); for Undefined, the hint used in error messages
     std::shared_ptr<const ListObj> list;
     std::shared_ptr<const Dict> dict;
     std::shared_ptr<Namespace> ns;
@@ -111,6 +113,7 @@ struct Value {
     static Value boolean(bool v);
     static Value integer(std::int64_t v);
     static Value real(double v);
+    static Value big_integer(std::string digits);  // an integer from its canonical decimal text: Int where it fits
     static Value string(std::string v);  // new text: its bytes are charged to the budget
     static Value of_text(Text t);         // text that already exists, shared
     static Value make_list(std::vector<Value> items, bool tuple = false);
@@ -121,7 +124,7 @@ struct Value {
     bool is_none() const { return kind == Kind::None; }
     bool is_string() const { return kind == Kind::String; }
     bool is_seq() const { return kind == Kind::List || kind == Kind::Tuple; }
-    bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
+    bool is_number() const { return kind == Kind::Int || kind == Kind::BigInt || kind == Kind::Float || kind == Kind::Bool; }
     int depth() const;
 };
 
@@ -162,6 +165,11 @@ std::string py_float_repr(double d);
 bool equals(const Value& a, const Value& b);
 int compare(const Value& a, const Value& b, std::string_view op);  // <0, 0, >0; fails on bad types
 Value from_json(const nlohmann::ordered_json& j, int depth = 0);
+// Parses context JSON as Python's json module reads it: an integer literal beyond 64 bits stays an exact integer
+// (held as a binary value tagged kBigIntSubtype, which from_json turns into a BigInt) instead of becoming a double.
+// A discarded value on a syntax error.
+inline constexpr std::uint64_t kBigIntSubtype = 0xB16;
+nlohmann::ordered_json parse_context_json(std::string_view text);
 struct JsonOptions {
     bool ensure_ascii = false;
     bool has_indent = false;

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -49,6 +51,7 @@ std::int64_t int_arg(const Value* v, std::int64_t def, const std::string& what) 
     if (v->kind == Kind::Int) return v->i;
     if (v->kind == Kind::Bool) return v->b;
     if (v->is_undefined()) fail_undefined(*v);
+    if (v->kind == Kind::BigInt) fail(what + ": unsupported: an integer beyond 64 bits");
     fail(what + ": expected an integer, got " + kind_name(*v));
 }
 
@@ -316,7 +319,11 @@ using FilterFn = Value (*)(Interp&, const Value&, Args&);
 
 Value f_abs(Interp&, const Value& v, Args& a) {
     bind("abs", a, {});
-    if (v.kind == Kind::Int) return Value::integer(v.i < 0 ? -v.i : v.i);
+    if (v.kind == Kind::Int) {
+        if (v.i == std::numeric_limits<std::int64_t>::min()) return Value::big_integer(std::to_string(v.i).substr(1));
+        return Value::integer(v.i < 0 ? -v.i : v.i);
+    }
+    if (v.kind == Kind::BigInt) return v.s.str()[0] == '-' ? Value::big_integer(v.s.str().substr(1)) : v;
     if (v.kind == Kind::Bool) return Value::integer(v.b);
     if (v.kind == Kind::Float) return Value::real(std::fabs(v.f));
     if (v.is_undefined()) fail_undefined(v);
@@ -418,7 +425,7 @@ Value f_int(Interp&, const Value& v, Args& a) {
     Value def = b.get(0) ? *b.get(0) : Value::integer(0);
     std::int64_t base = int_arg(b.get(1), 10, "int");
     switch (v.kind) {
-        case Kind::Int: return v;
+        case Kind::Int: case Kind::BigInt: return v;
         case Kind::Bool: return Value::integer(v.b);
         case Kind::Float:
             if (std::isnan(v.f)) return def;
@@ -441,6 +448,11 @@ Value f_float(Interp&, const Value& v, Args& a) {
     Value def = b.get(0) ? *b.get(0) : Value::real(0.0);
     switch (v.kind) {
         case Kind::Int: return Value::real(static_cast<double>(v.i));
+        case Kind::BigInt: {  // Python's float(int): correctly rounded, OverflowError past the largest double
+            const double d = std::strtod(v.s.str().c_str(), nullptr);
+            if (std::isinf(d)) fail("int too large to convert to float");
+            return Value::real(d);
+        }
         case Kind::Bool: return Value::real(v.b ? 1.0 : 0.0);
         case Kind::Float: return v;
         case Kind::String:
@@ -668,7 +680,10 @@ Value f_round(Interp&, const Value& v, Args& a) {
     if (method != "common" && method != "ceil" && method != "floor") fail("method must be 'common', 'ceil' or 'floor'");
     double x;
     if (v.kind == Kind::Float) x = v.f;
-    else if (v.kind == Kind::Int || v.kind == Kind::Bool) {
+    else if (v.kind == Kind::BigInt) {
+        if (method == "common") return v;  // round() of an int is that int
+        fail("round: unsupported: " + method + " of an integer beyond 64 bits");
+    } else if (v.kind == Kind::Int || v.kind == Kind::Bool) {
         if (method == "common") return Value::integer(v.kind == Kind::Int ? v.i : v.b);
         x = static_cast<double>(v.kind == Kind::Int ? v.i : v.b);
     } else {
@@ -779,7 +794,7 @@ bool t_none(Interp&, const Value& v, Args& a) { no_args(a, "none"); return v.is_
 bool t_boolean(Interp&, const Value& v, Args& a) { no_args(a, "boolean"); return v.kind == Kind::Bool; }
 bool t_true(Interp&, const Value& v, Args& a) { no_args(a, "true"); return v.kind == Kind::Bool && v.b; }
 bool t_false(Interp&, const Value& v, Args& a) { no_args(a, "false"); return v.kind == Kind::Bool && !v.b; }
-bool t_integer(Interp&, const Value& v, Args& a) { no_args(a, "integer"); return v.kind == Kind::Int; }
+bool t_integer(Interp&, const Value& v, Args& a) { no_args(a, "integer"); return v.kind == Kind::Int || v.kind == Kind::BigInt; }
 bool t_float(Interp&, const Value& v, Args& a) { no_args(a, "float"); return v.kind == Kind::Float; }
 bool t_number(Interp&, const Value& v, Args& a) { no_args(a, "number"); return v.is_number(); }
 bool t_string(Interp&, const Value& v, Args& a) { no_args(a, "string"); return v.is_string(); }

@@ -53,6 +53,8 @@ Value Interp::lookup(const std::string& name, const ScopeP& scope) {
 static std::int64_t as_int_index(const Value& v, const char* what) {
     if (v.kind == Kind::Int) return v.i;
     if (v.kind == Kind::Bool) return v.b ? 1 : 0;
+    if (v.kind == Kind::BigInt)  // past either end of any sequence: Python clamps it like any large index
+        return v.s.str()[0] == '-' ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max();
     if (v.is_undefined()) fail_undefined(v);
     fail(std::string(what) + " must be integers or None, not " + kind_name(v));
 }
@@ -88,8 +90,11 @@ Value Interp::slice(const Value& obj, const Expr& sl, const ScopeP& scope) {
     std::int64_t start = adjust(parts[0], 0, n - 1);
     std::int64_t stop = adjust(parts[1], n, -1);
     std::vector<std::int64_t> idx;
-    if (step > 0) for (std::int64_t k = start; k < stop; k += step) idx.push_back(k);
-    else for (std::int64_t k = start; k > stop; k += step) idx.push_back(k);
+    // The distance left is compared before stepping: a step near the int64 limits must not overflow k.
+    if (step > 0) for (std::int64_t k = start; k < stop; k = stop - k > step ? k + step : stop) idx.push_back(k);
+    else
+        for (std::int64_t k = start; k > stop; k = step != std::numeric_limits<std::int64_t>::min() && k - stop > -step ? k + step : stop)
+            idx.push_back(k);
     Interp::step(idx.size());
     if (obj.kind == Kind::String) {
         std::string out;
@@ -211,6 +216,22 @@ bool Interp::contains(const Value& container, const Value& item) {
     }
 }
 
+// -x of an integer's decimal text (a BigInt stays beyond int64 when negated).
+static std::string negate_digits(std::string_view digits) {
+    return digits.substr(0, 1) == "-" ? std::string(digits.substr(1)) : "-" + std::string(digits);
+}
+
+// The exact result of +, - or * on two int64 (Python ints do not overflow): an Int, or a BigInt past int64.
+static Value wide_integer(__int128 r) {
+    if (r >= std::numeric_limits<std::int64_t>::min() && r <= std::numeric_limits<std::int64_t>::max())
+        return Value::integer(static_cast<std::int64_t>(r));
+    const bool neg = r < 0;
+    unsigned __int128 m = neg ? -static_cast<unsigned __int128>(r) : static_cast<unsigned __int128>(r);
+    std::string digits;
+    for (; m; m /= 10) digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(m % 10)));
+    return Value::big_integer((neg ? "-" : "") + digits);
+}
+
 static bool num_parts(const Value& v, bool& is_int, std::int64_t& i, double& d) {
     if (v.kind == Kind::Int) { is_int = true; i = v.i; d = static_cast<double>(i); return true; }
     if (v.kind == Kind::Bool) { is_int = true; i = v.b; d = static_cast<double>(i); return true; }
@@ -229,15 +250,15 @@ static std::optional<Value> number_arith(const std::string& op, bool ia, std::in
                                          std::int64_t xb, double db) {
     bool both_int = ia && ib;
     if (op == "+") {
-        if (both_int) { std::int64_t r; if (__builtin_add_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
+        if (both_int) return wide_integer(static_cast<__int128>(xa) + xb);
         return Value::real(da + db);
     }
     if (op == "-") {
-        if (both_int) { std::int64_t r; if (__builtin_sub_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
+        if (both_int) return wide_integer(static_cast<__int128>(xa) - xb);
         return Value::real(da - db);
     }
     if (op == "*") {
-        if (both_int) { std::int64_t r; if (__builtin_mul_overflow(xa, xb, &r)) fail("integer overflow"); return Value::integer(r); }
+        if (both_int) return wide_integer(static_cast<__int128>(xa) * xb);
         return Value::real(da * db);
     }
     if (op == "/") {
@@ -247,7 +268,7 @@ static std::optional<Value> number_arith(const std::string& op, bool ia, std::in
     if (op == "//") {
         if (db == 0) fail("integer division or modulo by zero");
         if (both_int) {
-            if (xa == std::numeric_limits<std::int64_t>::min() && xb == -1) fail("integer overflow");
+            if (xa == std::numeric_limits<std::int64_t>::min() && xb == -1) return wide_integer(-static_cast<__int128>(xa));
             std::int64_t q = xa / xb;
             if ((xa % xb != 0) && ((xa < 0) != (xb < 0))) --q;
             return Value::integer(q);
@@ -332,6 +353,8 @@ Value Interp::arith(const std::string& op, const Value& a, const Value& b) {
     bool ia = false, ib = false;
     std::int64_t xa = 0, xb = 0;
     double da = 0, db = 0;
+    if ((a.kind == Kind::BigInt && b.is_number()) || (b.kind == Kind::BigInt && a.is_number()))
+        fail("unsupported: arithmetic on an integer beyond 64 bits ('" + op + "')");
     bool na = num_parts(a, ia, xa, da), nb = num_parts(b, ib, xb, db);
     auto bad = [&]() -> Value {
         fail("unsupported operand type(s) for " + op + ": '" + kind_name(a) + "' and '" + kind_name(b) + "'");
@@ -448,11 +471,12 @@ Value Interp::eval(const Expr& e, const ScopeP& scope) {
             if (v.is_undefined()) fail_undefined(v);
             bool neg = e.k == EK::Neg;
             if (v.kind == Kind::Int) {
-                if (neg && v.i == std::numeric_limits<std::int64_t>::min()) fail("integer overflow");
+                if (neg && v.i == std::numeric_limits<std::int64_t>::min()) return Value::big_integer(negate_digits(std::to_string(v.i)));
                 return Value::integer(neg ? -v.i : v.i);
             }
             if (v.kind == Kind::Bool) return Value::integer(neg ? -static_cast<int>(v.b) : static_cast<int>(v.b));
             if (v.kind == Kind::Float) return Value::real(neg ? -v.f : v.f);
+            if (v.kind == Kind::BigInt) return neg ? Value::big_integer(negate_digits(v.s)) : v;
             fail(std::string("bad operand type for unary ") + (neg ? "-" : "+") + ": '" + kind_name(v) + "'");
         }
         case EK::Binary: {

@@ -469,6 +469,8 @@ public:
         auto prog = std::make_shared<Program>();
         std::string which;
         prog->body = parse_body({}, which, "");
+        // jinja2 checks filters and tests when it compiles the parsed template: a syntax error anywhere comes first.
+        if (!unknown_.empty()) syntax(unknown_.front().first, unknown_.front().second);
         return prog;
     }
 
@@ -477,7 +479,13 @@ private:
     std::size_t p_ = 0;
     int depth_ = 0;
     int loop_depth_ = 0;
-    int soft_ = 0;  // inside an if-branch: unknown filters/tests fail only when evaluated (jinja2 >= 3.0)
+    int soft_ = 0;  // inside an if-branch or a conditional expression: unknown filters/tests fail only when evaluated (jinja2 >= 3.0)
+    std::vector<std::pair<int, std::string>> unknown_;  // unknown filters/tests outside those, by line: a template error
+    struct Soft {
+        int& n;
+        explicit Soft(int& x) : n(x) { ++n; }
+        ~Soft() { --n; }
+    };
     std::vector<MacroDef*> macros_;
     std::vector<Stmt*> fors_;  // for-statements whose body is being parsed
 
@@ -598,7 +606,7 @@ private:
     StmtP parse_if(int line) {
         auto s = mks(SK::If, line);
         std::string which = "if";
-        struct Soft { int& n; explicit Soft(int& x) : n(x) { ++n; } ~Soft() { --n; } } soft(soft_);
+        Soft soft(soft_);
         while (true) {
             s->conds.push_back(parse_tuple(false, false, {}, false));
             expect_block_end();
@@ -806,7 +814,11 @@ private:
     }
 
     ExprP parse_condexpr() {
+        const std::size_t mark = unknown_.size();
         ExprP e1 = parse_or();
+        if (!is_name("if")) return e1;
+        unknown_.resize(mark);  // jinja2 compiles the whole conditional expression softly, the part before 'if' too
+        Soft soft(soft_);
         while (is_name("if")) {
             int line = next().line;
             ExprP cond = parse_or();
@@ -1126,7 +1138,7 @@ private:
             int line = cur().line;
             std::string name = expect_name();
             while (is_op(".")) { next(); name += "." + expect_name(); }
-            if (!has_filter(name) && !soft_) syntax(line, "unknown filter '" + name + "'");
+            if (!has_filter(name) && !soft_) unknown_.emplace_back(line, "unknown filter '" + name + "'");
             auto e = mk(EK::Filter, line);
             e->name = name;
             e->a.push_back(std::move(node));  // may be null (filter block / block set)
@@ -1141,7 +1153,7 @@ private:
         bool negated = skip_name("not");
         std::string name = expect_name();
         while (is_op(".")) { next(); name += "." + expect_name(); }
-        if (!has_test(name) && !soft_) syntax(line, "unknown test '" + name + "'");
+        if (!has_test(name) && !soft_) unknown_.emplace_back(line, "unknown test '" + name + "'");
         auto e = mk(EK::Test, line);
         e->name = name;
         e->negated = negated;

@@ -55,6 +55,14 @@ Value Value::none() { Value v; v.kind = Kind::None; return v; }
 Value Value::boolean(bool x) { Value v; v.kind = Kind::Bool; v.b = x; return v; }
 Value Value::integer(std::int64_t x) { Value v; v.kind = Kind::Int; v.i = x; return v; }
 Value Value::real(double x) { Value v; v.kind = Kind::Float; v.f = x; return v; }
+Value Value::big_integer(std::string digits) {
+    std::int64_t small = 0;
+    auto r = std::from_chars(digits.data(), digits.data() + digits.size(), small);
+    if (r.ec == std::errc() && r.ptr == digits.data() + digits.size()) return integer(small);  // fits: an ordinary int
+    Value v = Value::string(std::move(digits));
+    v.kind = Kind::BigInt;
+    return v;
+}
 Value Value::string(std::string x) {
     check_size(x.size());
     charge_bytes(x.size());
@@ -371,7 +379,7 @@ std::string kind_name(const Value& v) {
         case Kind::Undefined: return "Undefined";
         case Kind::None: return "NoneType";
         case Kind::Bool: return "bool";
-        case Kind::Int: return "int";
+        case Kind::Int: case Kind::BigInt: return "int";
         case Kind::Float: return "float";
         case Kind::String: return "str";
         case Kind::List: return v.gen ? "generator" : "list";
@@ -388,6 +396,7 @@ bool truthy(const Value& v) {
         case Kind::Undefined: case Kind::None: return false;
         case Kind::Bool: return v.b;
         case Kind::Int: return v.i != 0;
+        case Kind::BigInt: return true;  // never 0: it lies outside int64
         case Kind::Float: return v.f != 0.0;
         case Kind::String: return !v.s.empty();
         case Kind::List: case Kind::Tuple: return v.gen || !v.list->items.empty();
@@ -481,6 +490,7 @@ static void repr_into(std::string& out, const Value& v) {
         case Kind::None: out += "None"; return;
         case Kind::Bool: out += v.b ? "True" : "False"; return;
         case Kind::Int: out += std::to_string(v.i); return;
+        case Kind::BigInt: out += v.s.str(); return;
         case Kind::Float: out += py_float_repr(v.f); return;
         case Kind::String: repr_string(out, v.s); return;
         case Kind::List:
@@ -544,7 +554,48 @@ static bool num_of(const Value& v, double& d, std::int64_t& i, bool& is_int) {
     return false;
 }
 
+// Python compares a big int with a float exactly: equal only to the float of that exact integer value.
+static bool big_equals_float(const Value& big, double f) {
+    if (!std::isfinite(f) || f != std::floor(f)) return false;
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "%.0f", f);  // an integral double prints exactly
+    return big.s == std::string_view(buf);
+}
+
+// -1/0/1 for two integers of which at least one is beyond int64 (canonical digits: the longer is the larger).
+static int compare_big(const Value& a, const Value& b) {
+    auto sign_digits = [](const Value& v, std::string& digits) {
+        digits = v.kind == Kind::BigInt ? v.s.str() : std::to_string(v.kind == Kind::Bool ? std::int64_t{v.b} : v.i);
+        bool neg = !digits.empty() && digits[0] == '-';
+        if (neg) digits.erase(0, 1);
+        return neg;
+    };
+    std::string x, y;
+    bool nx = sign_digits(a, x), ny = sign_digits(b, y);
+    if (nx != ny) return nx ? -1 : 1;
+    int mag = x.size() != y.size() ? (x.size() < y.size() ? -1 : 1) : (x < y ? -1 : x > y ? 1 : 0);
+    return nx ? -mag : mag;
+}
+
+// A big int against a float, exactly as Python compares them; 2 (every ordering false) against NaN.
+static int compare_big_float(const Value& big, double f) {
+    if (std::isnan(f)) return 2;
+    const bool big_negative = big.s.str()[0] == '-';
+    // Past int64 the big int is larger in magnitude than any float below 2^63; from 2^53 on every double is an integer.
+    if (std::isinf(f) || std::fabs(f) < 9.2e18) return std::isinf(f) ? (f > 0 ? -1 : 1) : (big_negative ? -1 : 1);
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "%.0f", f);
+    return compare_big(big, Value::big_integer(buf));
+}
+
 bool equals(const Value& a, const Value& b) {
+    if (a.kind == Kind::BigInt || b.kind == Kind::BigInt) {
+        const Value& big = a.kind == Kind::BigInt ? a : b;
+        const Value& other = a.kind == Kind::BigInt ? b : a;
+        if (other.kind == Kind::BigInt) return a.s == b.s;
+        if (other.kind == Kind::Float) return big_equals_float(big, other.f);
+        return false;  // an int64 or a bool never equals an integer outside int64
+    }
     double da, db;
     std::int64_t ia, ib;
     bool inta, intb;
@@ -586,6 +637,11 @@ bool equals(const Value& a, const Value& b) {
 int compare(const Value& a, const Value& b, std::string_view op) {
     if (a.is_undefined()) fail_undefined(a);
     if (b.is_undefined()) fail_undefined(b);
+    if ((a.kind == Kind::BigInt && b.is_number()) || (b.kind == Kind::BigInt && a.is_number())) {
+        if (a.kind == Kind::Float) return -compare_big_float(b, a.f);
+        if (b.kind == Kind::Float) return compare_big_float(a, b.f);
+        return compare_big(a, b);
+    }
     double da, db;
     std::int64_t ia, ib;
     bool inta, intb;
@@ -621,10 +677,15 @@ Value from_json(const nlohmann::ordered_json& j, int depth) {
         case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<std::int64_t>());
         case nlohmann::ordered_json::value_t::number_unsigned: {
             auto u = j.get<std::uint64_t>();
-            if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) fail("context JSON integer is too large");
+            if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return Value::big_integer(std::to_string(u));
             return Value::integer(static_cast<std::int64_t>(u));
         }
         case nlohmann::ordered_json::value_t::number_float: return Value::real(j.get<double>());
+        case nlohmann::ordered_json::value_t::binary: {  // only parse_context_json makes these: an integer beyond 64 bits
+            const auto& bin = j.get_binary();
+            if (!bin.has_subtype() || bin.subtype() != kBigIntSubtype) fail("unsupported JSON value in context");
+            return Value::big_integer(std::string(bin.begin(), bin.end()));
+        }
         case nlohmann::ordered_json::value_t::string: {
             const auto& str = j.get_ref<const std::string&>();
             if (!is_valid_utf8(str)) fail("context string is not valid UTF-8");
@@ -643,6 +704,56 @@ Value from_json(const nlohmann::ordered_json& j, int depth) {
         }
         default: fail("unsupported JSON value in context");
     }
+}
+
+// Builds the document as nlohmann's own DOM parser does, except for integer literals beyond 64 bits: nlohmann hands
+// those over as doubles (number_float, with the literal's text), Python's json keeps them exact.
+namespace {
+class ContextSax {
+public:
+    using json = nlohmann::ordered_json;
+    json root;
+
+    bool null() { add(nullptr); return true; }
+    bool boolean(bool v) { add(v); return true; }
+    bool number_integer(json::number_integer_t v) { add(v); return true; }
+    bool number_unsigned(json::number_unsigned_t v) { add(v); return true; }
+    bool number_float(json::number_float_t v, const json::string_t& text) {
+        const bool integer_literal = text.find_first_of(".eE") == json::string_t::npos;
+        if (integer_literal) add(json::binary(json::binary_t::container_type(text.begin(), text.end()), kBigIntSubtype));
+        else add(v);
+        return true;
+    }
+    bool string(json::string_t& v) { add(std::move(v)); return true; }
+    bool binary(json::binary_t& v) { add(json::binary(std::move(v))); return true; }
+    bool start_object(std::size_t) { open_.push_back(add(json::object())); return true; }
+    bool key(json::string_t& k) { key_ = std::move(k); return true; }
+    bool end_object() { open_.pop_back(); return true; }
+    bool start_array(std::size_t) { open_.push_back(add(json::array())); return true; }
+    bool end_array() { open_.pop_back(); return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+private:
+    // Containers still open, innermost last: nothing is added to an outer one while an inner one is open, so these
+    // pointers stay valid.
+    std::vector<json*> open_;
+    json::string_t key_;
+
+    json* add(json v) {
+        if (open_.empty()) { root = std::move(v); return &root; }
+        json& parent = *open_.back();
+        if (parent.is_array()) { parent.push_back(std::move(v)); return &parent.back(); }
+        json& slot = parent[key_];
+        slot = std::move(v);
+        return &slot;
+    }
+};
+}  // namespace
+
+nlohmann::ordered_json parse_context_json(std::string_view text) {
+    ContextSax sax;
+    if (!nlohmann::ordered_json::sax_parse(text, &sax)) return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+    return std::move(sax.root);
 }
 
 static void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
@@ -688,6 +799,7 @@ static void json_value(std::string& out, const Value& v, const JsonOptions& o, i
         case Kind::None: out += "null"; return;
         case Kind::Bool: out += v.b ? "true" : "false"; return;
         case Kind::Int: out += std::to_string(v.i); return;
+        case Kind::BigInt: out += v.s.str(); return;
         case Kind::Float:
             if (std::isnan(v.f)) out += "NaN";
             else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";

@@ -126,8 +126,7 @@ struct Tokenizer::Impl {
 
 Status Tokenizer::Impl::read_tokenizer(std::string_view tokenizer_json) {
     if (tokenizer_json.find_first_not_of(" \t\r\n") == std::string_view::npos) return error("tokenizer.json is empty");
-    if (json_too_deep(tokenizer_json, kMaxJsonDepth))
-        return error("tokenizer.json nests deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels");
+    if (const std::string why = json_text_problem(tokenizer_json); !why.empty()) return error("tokenizer.json " + why);
     StreamedModel streamed;
     json root;
     std::string parse_error;
@@ -201,8 +200,7 @@ int32_t Tokenizer::Impl::read_added_tokens(const json& list, size_t json_bytes, 
 Status Tokenizer::Impl::read_config(std::string_view config_json) {
     json cfg = json::object();
     if (config_json.find_first_not_of(" \t\r\n") != std::string_view::npos) {
-        if (json_too_deep(config_json, kMaxJsonDepth))
-            return error("tokenizer_config.json nests deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels");
+        if (const std::string why = json_text_problem(config_json); !why.empty()) return error("tokenizer_config.json " + why);
         try {
             cfg = json::parse(config_json.begin(), config_json.end());
         } catch (const json::parse_error& e) {

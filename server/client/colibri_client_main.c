@@ -17,6 +17,8 @@ static void usage(FILE* out) {
           "      --completions     MESSAGE is a raw prompt for /v1/completions, not a chat message\n"
           "      --body JSON       send this request body as it is (MESSAGE and the options above are ignored)\n"
           "      --logprobs        print each token's log-probability on stderr\n"
+          "      --api-key KEY     the server's --api-key (default: COLIBRI_API_KEY)\n"
+          "      --timeout S       longest wait for the server's next word, 0 for none (default 600)\n"
           "  MESSAGE defaults to standard input.\n",
           out);
 }
@@ -76,13 +78,16 @@ static int on_token(int32_t token, const char* text, size_t length, float logpro
 int main(int argc, char** argv) {
     const char* socket_path = NULL;
     const char* raw_body = NULL;
+    const char* api_key = getenv("COLIBRI_API_KEY");
+    long timeout_s = -1;
     int max_tokens = 256, completions = 0, have_seed = 0;
     long long seed = 0;
     double temperature = -1;
     static const struct option options[] = {
         {"socket", required_argument, 0, 's'}, {"max-tokens", required_argument, 0, 'n'}, {"seed", required_argument, 0, 'S'},
         {"temperature", required_argument, 0, 'T'}, {"completions", no_argument, 0, 'C'}, {"body", required_argument, 0, 'B'},
-        {"logprobs", no_argument, 0, 'L'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"logprobs", no_argument, 0, 'L'}, {"api-key", required_argument, 0, 'K'}, {"timeout", required_argument, 0, 'W'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int opt;
     while ((opt = getopt_long(argc, argv, "s:n:h", options, NULL)) != -1) {
         char* end = NULL;
@@ -104,6 +109,11 @@ int main(int argc, char** argv) {
             case 'C': completions = 1; break;
             case 'B': raw_body = optarg; break;
             case 'L': print_logprobs = 1; break;
+            case 'K': api_key = optarg; break;
+            case 'W':
+                timeout_s = strtol(optarg, &end, 10);
+                if (*end || timeout_s < 0 || timeout_s > 4000000) return fprintf(stderr, "colibri-client: --timeout: '%s' is not a number of seconds\n", optarg), 2;
+                break;
             case 'h': usage(stdout); return 0;
             default: usage(stderr); return 2;
         }
@@ -132,12 +142,13 @@ int main(int argc, char** argv) {
         free(quoted);
     }
     char error[512];
-    colibri_client* client = colibri_client_connect(socket_path, error, sizeof error);
+    colibri_client* client = colibri_client_connect_key(socket_path, api_key, error, sizeof error);
     if (client == NULL) {
         fprintf(stderr, "colibri-client: %s\n", error);
         free(body);
         return 1;
     }
+    if (timeout_s >= 0) colibri_client_set_timeout(client, (unsigned)(timeout_s * 1000));
     colibri_client_result r;
     const int rc = colibri_client_request(client, completions ? "completions" : "chat", body, on_token, NULL, &r);
     colibri_client_close(client);

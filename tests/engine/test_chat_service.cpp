@@ -153,12 +153,12 @@ private slots:
         QCOMPARE(reply.tokens().size(), size_t(2));
         QCOMPARE(QString::fromStdString(reply.reply()), QStringLiteral("Hi"));
 
-        ReplyStream two(*model_, sampler, ReplyOptions{2, {}, {}, -1}, {});
+        ReplyStream two(*model_, sampler, ReplyOptions{2, {}, {}, -1, {}, {}}, {});
         two.next(pick(*model_, hi->front()));
         QVERIFY(!two.done());
         two.next(pick(*model_, hi->front()));
         QCOMPARE(two.finish(), FinishReason::Length);
-        ReplyStream none(*model_, sampler, ReplyOptions{0, {}, {}, -1}, {});
+        ReplyStream none(*model_, sampler, ReplyOptions{0, {}, {}, -1, {}, {}}, {});
         QCOMPARE(none.finish(), FinishReason::Length);
     }
 
@@ -182,6 +182,32 @@ private slots:
         QCOMPARE(e.top[1].id, 5);
         QVERIFY(e.top[1].logprob > e.top[2].logprob);
         QVERIFY(std::fabs(e.top[1].logprob - float(8.5 - std::log(z))) < 1e-4f);
+    }
+
+    void logit_bias_is_added_before_sampling() {
+        // The logits above: +1 on token 5 makes it the greedy pick (8.5 + 1 > 9), -100 on 77 bans 77; ids outside
+        // the vocabulary are ignored; log-probabilities and the caller's logits stay the model's.
+        std::vector<float> logits(model_->hparams().vocab_size);
+        for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(float(i) * 0.37f) * 3.0f;
+        logits[77] = 9.0f;
+        logits[5] = 8.5f;
+        const std::vector<float> original = logits;
+        double z = 0;
+        for (float l : logits) z += std::exp(double(l));
+        Sampler sampler(greedy());
+        ReplyOptions o;
+        o.top_logprobs = 1;
+        o.logit_bias = {{5, 1.0f}, {-3, 50.0f}, {int32_t(logits.size()) + 7, 50.0f}};
+        ReplyStream up(*model_, sampler, o, {});
+        const TokenEvent& e = up.next(logits);
+        QCOMPARE(e.id, 5);
+        QVERIFY(std::fabs(e.logprob.logprob - float(8.5 - std::log(z))) < 1e-4f);
+        QCOMPARE(e.top[0].id, 77);
+        QVERIFY(logits == original);
+        o.logit_bias = {{77, -100.0f}};
+        ReplyStream banned(*model_, sampler, o, {});
+        QCOMPARE(banned.next(logits).id, 5);
+        QCOMPARE(banned.next(logits).id, 5);  // every token, not the first only
     }
 
     void prefix_reuse_gives_what_a_fresh_evaluation_gives() {

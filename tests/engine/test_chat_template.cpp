@@ -1,5 +1,6 @@
 // Chat-template renderer against independent references: tests/data/chat_template/parity.json holds
-// real chat templates (Qwen3, gpt-oss, DeepSeek V3/V3.1/R1/V2, GLM-4.6, Qwen2.5, Mixtral, Llama-2, OLMoE) x conversations and
+// real chat templates (Qwen3, Qwen3.5, gpt-oss, DeepSeek V3/V3.1/R1/V2, GLM-4.6, GLM-4.7-Flash, MiniMax-M2, Kimi-K2
+// (three variants), Qwen2.5, Mixtral, Llama-2, OLMoE) x conversations and
 // one-construct unit templates, rendered by Python jinja2 configured as transformers does and by
 // @huggingface/jinja (tools/chat_template_parity/generate.mjs). Every case must match byte for byte,
 // or fail where the reference fails. The guards (runaway loops, output size, nesting) are checked
@@ -92,7 +93,8 @@ private slots:
         QVERIFY(parity()["cases"].size() >= 200);
         QVERIFY2(parity()["jinja2"].is_object(), "parity.json lacks the jinja2 reference results");
         QVERIFY2(parity_clock().has_value(), "parity.json lacks the clock its cases were rendered with");
-        for (const char* t : {"gpt-oss", "deepseek-v3", "deepseek-v3.1", "deepseek-r1", "qwen3", "glm-4.6"}) {
+        for (const char* t : {"gpt-oss", "deepseek-v3", "deepseek-v3.1", "deepseek-r1", "qwen3", "glm-4.6", "qwen3.5", "minimax-m2",
+                              "glm-4.7-flash", "kimi-k2", "kimi-k2-instruct", "kimi-k2-thinking"}) {
             int n = 0;
             for (const auto& c : parity()["cases"]) n += c["template_name"] == t;
             QVERIFY2(n >= 10, t);
@@ -117,7 +119,9 @@ private slots:
         const bool has_j2 = c.contains("jinja2_expected") && (!c["jinja2_expected"].is_null() || !c["jinja2_error"].is_null());
         const json& want = has_j2 ? c["jinja2_expected"] : c["expected"];
         const json& want_err = has_j2 ? c["jinja2_error"] : c["error"];
-        auto r = render_chat_template_json(c["template"].get<std::string>(), c["context"].dump(), parity_clock());
+        // context_json: the text the references read, where re-serialising would turn an integer beyond 64 bits into a double.
+        const std::string ctx = c.contains("context_json") ? c["context_json"].get<std::string>() : c["context"].dump();
+        auto r = render_chat_template_json(c["template"].get<std::string>(), ctx, parity_clock());
         if (!want_err.is_null()) {
             QVERIFY2(!r, qPrintable(QStringLiteral("expected an error (%1), rendered: %2")
                                         .arg(QString::fromStdString(want_err.get<std::string>()),
@@ -136,19 +140,43 @@ private slots:
     }
 
     void real_templates_agree_across_references() {
-        // Real templates x conversations: @huggingface/jinja and jinja2 agree except where jinja2
-        // raises on messages[0] of an empty list and @huggingface/jinja renders an undefined, and where
-        // DeepSeek-V3.1's template adds a dict to a string (jinja2: TypeError; @huggingface/jinja concatenates).
-        int checked = 0;
+        // Real templates x conversations: @huggingface/jinja and jinja2 agree except in these cases, each for a
+        // known difference of @huggingface/jinja 0.5 from Python (the engine follows jinja2 in all of them).
+        struct Known { const char* name; const char* why; };
+        const Known known[] = {
+            {"*/empty_messages", "jinja2 raises on messages[0] of an empty list; @huggingface/jinja renders an undefined"},
+            {"deepseek-v3.1/tool_call_dict_arguments", "dict + str: jinja2 TypeError; @huggingface/jinja concatenates JSON"},
+            {"minimax-m2/tool_call_flat_form_last", "undefined.name: jinja2 UndefinedError; @huggingface/jinja renders on"},
+            {"qwen3.5/tool_call_rich_arguments", "None|string: jinja2 'None'; @huggingface/jinja refuses"},
+            {"qwen3.5/multi_step_agent", "None|string, as above"},
+            {"qwen3.5/tool_call_number_forms", "None|string, as above"},
+            {"qwen3.5/unicode_and_tags_in_content", "str.lstrip('\\n'): @huggingface/jinja strips the space too"},
+            {"qwen3.5/unicode_whitespace_trimmed", "trim: Python strips U+001F and U+0085, JavaScript does not"},
+            {"minimax-m2/parallel_calls_and_results", "content None prints 'None' in Python, nothing in @huggingface/jinja"},
+            {"glm-4.7-flash/parallel_calls_and_results", "content None, as above"},
+            {"glm-4.7-flash/multi_step_agent", "content None, as above"},
+            {"minimax-m2/tool_results_as_parts", "a dict prints as Python repr, not JSON"},
+            {"minimax-m2/tool_result_parts_repr", "dict repr, as above"},
+            {"glm-4.7-flash/tool_result_parts_repr", "dict repr, as above"},
+            {"minimax-m2/tool_call_number_forms", "tojson of 1e-07 / 1e+21: Python's float repr, not JavaScript's"},
+            {"glm-4.7-flash/tool_call_number_forms", "float repr, as above"},
+            {"kimi-k2/tool_call_unicode_dict_arguments", "float repr, as above"},
+        };
+        int checked = 0, differing = 0;
         for (const auto& c : parity()["cases"]) {
             if (c["kind"] != "template") continue;
             ++checked;
             if (c["agree"] == true) continue;
+            ++differing;
             const std::string name = c["template_name"].get<std::string>() + "/" + c["case"].get<std::string>();
-            QVERIFY2(c["case"] == "empty_messages" || name == "deepseek-v3.1/tool_call_dict_arguments", name.c_str());
-            QVERIFY(!c["jinja2_error"].is_null());
+            bool listed = false;
+            for (const Known& k : known)
+                listed = listed || name == k.name || (std::string(k.name).rfind("*/", 0) == 0 && c["case"] == std::string(k.name + 2));
+            QVERIFY2(listed, name.c_str());
+            QVERIFY2(!c["jinja2_expected"].is_null() || !c["jinja2_error"].is_null(), name.c_str());
         }
-        QVERIFY(checked >= 150);
+        QVERIFY(checked >= 300);
+        QVERIFY(differing <= 24);
     }
 
     // The clock is the caller's: the same template renders another date with another clock.
@@ -201,7 +229,12 @@ private slots:
                         Row{"qwen3", "enable_thinking_false_history", "{\"enable_thinking\": false}"},
                         Row{"deepseek-v3.1", "thinking_true", "{\"thinking\": true}"},
                         Row{"gpt-oss", "reasoning_effort_high", "{\"reasoning_effort\": \"high\"}"},
-                        Row{"glm-4.6", "thinking_off_history", "{\"enable_thinking\": false}"}}) {
+                        Row{"glm-4.6", "thinking_off_history", "{\"enable_thinking\": false}"},
+                        Row{"qwen3.5", "thinking_off", "{\"enable_thinking\": false}"},
+                        Row{"glm-4.7-flash", "thinking_off_history", "{\"enable_thinking\": false}"},
+                        Row{"minimax-m2", "multi_turn_system", ""},
+                        Row{"kimi-k2", "multi_turn", ""},
+                        Row{"kimi-k2-thinking", "ends_with_assistant_no_gen", ""}}) {
             const json* c = find_case(row.tname, row.cname);
             QVERIFY2(c, row.cname);
             ChatTemplateInput in;
@@ -263,6 +296,36 @@ private slots:
         // An unknown filter inside an if-branch fails only when that branch runs (jinja2 >= 3.0).
         QCOMPARE(render("{% if false %}{{ x|no_such_filter }}{% endif %}ok"), std::string("ok"));
         QVERIFY(render("{% if true %}{{ x|no_such_filter }}{% endif %}ok").rfind("ERROR", 0) == 0);
+        // So does one anywhere in a conditional expression, the part before 'if' too.
+        QCOMPARE(render("{{ x|no_such_filter if false else 'ok' }}"), std::string("ok"));
+        QVERIFY(render("{{ x|no_such_filter if true else 'ok' }}").find("no_such_filter") != std::string::npos);
+        // jinja2 checks filter names after parsing the whole template: a later syntax error is the one reported.
+        const std::string both = render("{{ x|no_such_filter }}\n{% endif %}");
+        QVERIFY2(both.find("line 2") != std::string::npos && both.find("no_such_filter") == std::string::npos, both.c_str());
+    }
+
+    // Context JSON is read as Python's json reads it: an integer literal beyond 64 bits stays exact (a tool call's
+    // arguments can carry one), where a double would print 1e+20. Arithmetic on such a value is refused, not rounded.
+    void wide_integers_stay_exact() {
+        const std::string big = "123456789012345678901234567890";
+        QCOMPARE(render("{{ x }} {{ x|tojson }} {{ [x]|string }} {{ -x }} {{ x > 2 }}", "{\"x\": " + big + "}"),
+                 big + " " + big + " [" + big + "] -" + big + " True");
+        QCOMPARE(render("{{ x }}", "{\"x\": -18446744073709551617}"), std::string("-18446744073709551617"));
+        QCOMPARE(render("{{ 'abc'[1:x] }}{{ 'abc'[-x:1] }}{{ 'abc'[x] is defined }}", "{\"x\": " + big + "}"), std::string("bcaFalse"));
+        QCOMPARE(render("{{ x }}", "{\"x\": 18446744073709551615}"), std::string("18446744073709551615"));  // uint64, past int64
+        QCOMPARE(render("{{ x }} {{ y }}", "{\"x\": 1e20, \"y\": 100000000000000000000.0}"), std::string("1e+20 1e+20"));  // floats stay floats
+        ChatTemplateInput in;
+        in.extra_json = "{\"n\": " + big + "}";
+        auto r = render_chat_template("{{ n }}", in);
+        QVERIFY2(r, r.message().c_str());
+        QCOMPARE(r.value(), big);
+        for (const char* tpl : {"{{ x + 1 }}", "{{ x * 2.5 }}", "{{ x // 2 }}", "{{ range(x) }}", "{{ x|round(method='ceil') }}"}) {
+            auto e = render_chat_template_json(tpl, "{\"x\": " + big + "}");
+            QVERIFY2(!e, tpl);
+            QVERIFY2(e.message().find("beyond 64 bits") != std::string::npos, e.message().c_str());
+        }
+        QVERIFY(!render_chat_template_json("{{ x }}", "{\"x\": 1" + std::string(400, '0') + "}"));  // past any double: refused
+        QVERIFY(!render_chat_template_json("{{ x }}", "{\"x\": 12345678901234567890123"));       // truncated JSON
     }
 
     void bad_inputs() {

@@ -50,6 +50,58 @@ private slots:
         QCOMPARE(t.sample(std::vector<float>{0.1f, 3.0f, -1.0f, 2.9f}, {}), 1);
     }
 
+    // Temperatures down to the smallest float (1e-39 and below are subnormal) pick the most likely token, as
+    // greedy does; they gave token 0 every time (every logit over the temperature was +inf, the softmax NaN).
+    // At and above kGreedyBelowTemperature sampling still samples.
+    void tiny_temperature_is_greedy() {
+        std::vector<float> logits(300);
+        std::mt19937 rng(5);
+        std::normal_distribution<float> dist(0.0f, 4.0f);
+        for (float& l : logits) l = dist(rng);
+        logits[0] = -50.0f;
+        logits[217] = 40.0f;
+        const float denormal_min = std::numeric_limits<float>::denorm_min();
+        for (float t : {denormal_min, 1e-45f, 1e-39f, 1e-38f, 1e-30f, 1e-6f, 5e-5f, std::nextafter(kGreedyBelowTemperature, 0.0f)}) {
+            SamplerConfig cfg = unfiltered();
+            cfg.temperature = t;
+            cfg.top_k = 40;
+            cfg.top_p = 0.95f;
+            cfg.min_p = 0.05f;
+            QVERIFY(sampler_config_problem(cfg).empty());
+            for (uint64_t seed = 0; seed < 20; ++seed) {
+                cfg.seed = seed;
+                Sampler s(cfg);
+                QCOMPARE(s.sample(logits, {}), 217);
+            }
+        }
+        // Just above the bound: still a draw, which with these logits is the maximum (40 against at most ~16).
+        SamplerConfig cfg = unfiltered();
+        cfg.temperature = kGreedyBelowTemperature;
+        QCOMPARE(Sampler(cfg).sample(logits, {}), 217);
+        // Near-equal logits at a small temperature: both are drawn (sampling, not greedy).
+        cfg.temperature = 0.01f;
+        const auto h = histogram(cfg, {0.0f, 0.005f, -9.0f}, 2000);
+        QVERIFY(h.count(0) && h.count(1) && !h.count(2));
+    }
+
+    // Logits so large that dividing by an ordinary temperature overflows: the largest wins (ties by id, as
+    // everywhere), never NaN probabilities that pick the last candidate; NaN logits are never drawn.
+    void huge_and_nan_logits_stay_sane() {
+        const float big = std::numeric_limits<float>::max();
+        SamplerConfig cfg = unfiltered();
+        cfg.temperature = 0.5f;
+        for (uint64_t seed = 0; seed < 50; ++seed) {
+            cfg.seed = seed;
+            Sampler s(cfg);
+            QCOMPARE(s.sample(std::vector<float>{1.0f, big, -big, big * 0.25f}, {}), 1);
+            const int32_t tie = s.sample(std::vector<float>{big, 0.0f, big}, {});
+            QVERIFY(tie == 0 || tie == 2);
+            QCOMPARE(s.sample(std::vector<float>{NAN, 2.0f, NAN, 1.0f - 1e6f}, {}), 1);
+        }
+        const auto h = histogram(cfg, {big, 0.0f, big}, 400);
+        QVERIFY(h.at(0) > 100 && h.at(2) > 100);  // the two infinite ones share the draws
+    }
+
     // argmax (vectorised) against its definition, the first index that no later value exceeds: random lengths
     // around the vector widths and a vocabulary-sized one, with ties, NaNs (also first), ±0, ±inf, all NaN.
     void argmax_matches_definition() {

@@ -243,7 +243,8 @@ class TestTokenizer : public QObject {
     Q_OBJECT
 
 private:
-    void parity(const std::string& dir, const std::string& parity_file, const std::set<size_t>& known, bool byte_level) {
+    void parity(const std::string& dir, const std::string& parity_file, const std::set<size_t>& known, bool byte_level,
+                std::size_t min_cases = 1000) {
         const std::string tj = read_maybe_zst(dir + "/tokenizer.json");
         const std::string cfg = read_file(dir + "/tokenizer_config.json");
         QVERIFY2(!tj.empty(), ("cannot read " + dir + "/tokenizer.json(.zst)").c_str());
@@ -252,7 +253,7 @@ private:
         const std::string pj = read_file(parity_file);
         QVERIFY2(!pj.empty(), ("cannot read " + parity_file).c_str());
         const json doc = json::parse(pj);
-        QVERIFY(doc.at("cases").size() >= 1000);
+        QVERIFY(doc.at("cases").size() >= min_cases);
         const ParityStats st = run_parity(*r, doc, known, byte_level);
         qInfo("%s: %zu strings, %zu checks, %zu strings with a difference (%zu listed as known)",
               doc.at("tokenizer").get<std::string>().c_str(), st.cases, st.checks, st.failed, known.size());
@@ -264,6 +265,13 @@ private slots:
     void qwen3_parity() {
         if (!file_exists(kQwenDir + "/tokenizer.json")) QSKIP("shared/reference/tokenizers/qwen3 is not present");
         parity(kQwenDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/qwen3_parity.json", {}, true);
+    }
+
+    // Real chat text: jinja2's renders of every Qwen3, Qwen3.5 and Qwen2.5 conversation in the chat-template parity
+    // data (XML-style tool calls, <tool_response> turns, vision placeholders, <think>), through the Qwen3 tokenizer.
+    void qwen3_chat_parity() {
+        if (!file_exists(kQwenDir + "/tokenizer.json")) QSKIP("shared/reference/tokenizers/qwen3 is not present");
+        parity(kQwenDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/qwen3_chat_parity.json", {}, true, 70);
     }
 
     void llama2_parity() {

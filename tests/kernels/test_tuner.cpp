@@ -1,9 +1,15 @@
 // The auto-tuner: `colibri tune --quick --json` follows the schema the Studio imports, covers every supported
 // variant and chooses one per (op, type); the cache file is written, read back, keyed by CPU model and version,
 // and applied at startup. No timing is asserted: only that times are positive.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <QDir>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QSet>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -14,10 +20,12 @@
 #include "kernels/cpu_info.h"
 #include "kernels/registry.h"
 #include "kernels/tuner.h"
+#include "tools/tune_cache.h"
 
 using namespace colibri;
 using namespace colibri::kernels;
 using namespace colibri::test;
+using colibri::tools::configure_kernels;
 
 class TestTuner : public QObject {
     Q_OBJECT
@@ -29,6 +37,21 @@ class TestTuner : public QObject {
         r.version = version;
         for (auto& op : r.choice.variant) std::fill(std::begin(op), std::end(op), v);
         return r;
+    }
+
+    // The stored choice for (model, version); false when there is none or the cache cannot be used.
+    static bool load_tune_cache(const std::string& path, const std::string& model, const std::string& version, TuneChoice* c,
+                                std::string* error) {
+        auto loaded = tools::load_tune_cache(path, model, version);
+        if (!loaded) *error = loaded.message();
+        if (!loaded || !loaded->has_value()) return false;
+        *c = **loaded;
+        return true;
+    }
+    static bool save_tune_cache(const TuneReport& report, const std::string& path, std::string* error) {
+        const Status s = tools::save_tune_cache(report, path);
+        *error = s.message();
+        return bool(s);
     }
 
 private slots:
@@ -153,6 +176,106 @@ private slots:
             TuneChoice c;
             QVERIFY(!load_tune_cache(path.toStdString(), cpu_model(), library_version(), &c, &error));
         }
+    }
+
+    // A cache that cannot be used costs only the tuned choice: every kind of bad file is skipped with a one-line
+    // warning, the CPUID default stays, nothing throws and nothing waits (a FIFO is refused, not opened for long).
+    void unusable_caches_are_skipped() {
+        const QString d = dir_.filePath("unusable");
+        QVERIFY(QDir().mkpath(d));
+        const std::string model = cpu_model(), version = library_version();
+        QString nested;
+        for (int k = 0; k < 100000; ++k) nested += '[';
+        const QMap<QString, QByteArray> texts{
+            {"garbage", QByteArray("\x00\xff{\"entries\"", 12)},
+            {"nul-inside", QByteArray("{\"entries\": []}\0garbage", 24)},
+            {"deep", "{\"entries\": " + nested.toUtf8() + "}"},
+            {"entries-not-array", "{\"entries\": {\"cpu\": 1}}"},
+            {"cpu-a-number", "{\"entries\": [{\"cpu\": 5, \"version\": []}]}"},
+            {"choice-a-string", QString("{\"entries\": [{\"cpu\": \"%1\", \"version\": \"%2\", \"choice\": \"x\"}]}")
+                                    .arg(QString::fromStdString(model), QString::fromStdString(version)).toUtf8()},
+            {"op-a-number", QString("{\"entries\": [{\"cpu\": \"%1\", \"version\": \"%2\", \"choice\": {\"matvec\": 3}}]}")
+                                .arg(QString::fromStdString(model), QString::fromStdString(version)).toUtf8()},
+        };
+        struct Case {
+            QString name;
+            bool warns;
+        };
+        std::vector<Case> cases;
+        for (auto it = texts.begin(); it != texts.end(); ++it) {
+            write_all(d + "/" + it.key(), it.value());
+            // Wrong types inside a well-formed cache are an unusable entry (no warning), never an exception.
+            cases.push_back({it.key(), !it.key().startsWith("cpu-") && !it.key().startsWith("choice-") && !it.key().startsWith("op-")});
+        }
+        QVERIFY(QDir().mkpath(d + "/a-directory"));
+        cases.push_back({"a-directory", true});
+        QVERIFY(mkfifo(QFile::encodeName(d + "/a-fifo").constData(), 0644) == 0);
+        cases.push_back({"a-fifo", true});
+        QVERIFY(QFile::link(d + "/loop-b", d + "/loop-a") && QFile::link(d + "/loop-a", d + "/loop-b"));
+        cases.push_back({"loop-a", true});
+        {
+            QFile big(d + "/too-large");
+            QVERIFY(big.open(QIODevice::WriteOnly) && big.resize(qint64(tools::kMaxTuneCacheBytes) + 1));
+        }
+        cases.push_back({"too-large", true});
+        cases.push_back({"missing", false});
+        for (const Case& c : cases) {
+            qputenv("COLIBRI_TUNE_CACHE", (d + "/" + c.name).toUtf8());
+            std::string error, warning = "stale";
+            select_variant(Op::Matvec, WeightType::Q8_0, Variant::Scalar);
+            QVERIFY2(configure_kernels(&error, &warning), qPrintable(c.name));
+            QCOMPARE(selected_variant(Op::Matvec, WeightType::Q8_0), Variant::Scalar);  // nothing applied
+            QVERIFY2(warning.empty() != c.warns, qPrintable(c.name + ": " + QString::fromStdString(warning)));
+            QVERIFY2(warning.find('\n') == std::string::npos, warning.c_str());
+            if (c.warns) QVERIFY2(warning.rfind("tune cache " + (d + "/" + c.name).toStdString() + ": ", 0) == 0, warning.c_str());
+            select_best();
+        }
+        qputenv("COLIBRI_TUNE_CACHE", (d + "/a-directory").toUtf8());
+        std::string error, warning;
+        QVERIFY(configure_kernels(&error, &warning));
+        QVERIFY2(warning.find("not a regular file (a directory)") != std::string::npos, warning.c_str());
+    }
+
+    // A save commits a complete file or leaves the old one: what is not a regular file is refused and left as it
+    // is, a symlink's target is replaced (the link stays), and a planted PATH.tmp is never followed.
+    void saving_is_safe() {
+        const QString d = dir_.filePath("safe");
+        QVERIFY(QDir().mkpath(d));
+        const TuneReport report = report_with(cpu_model(), library_version(), Variant::Scalar);
+        std::string error;
+        QVERIFY(QDir().mkpath(d + "/dir.json"));
+        QVERIFY(!save_tune_cache(report, (d + "/dir.json").toStdString(), &error));
+        QVERIFY2(error.find("not a regular file (a directory): refusing to replace it") != std::string::npos, error.c_str());
+        QVERIFY(QFileInfo(d + "/dir.json").isDir());
+        QVERIFY(mkfifo(QFile::encodeName(d + "/fifo.json").constData(), 0644) == 0);
+        QVERIFY(QFile::link(d + "/fifo.json", d + "/to-fifo.json"));
+        for (const char* name : {"fifo.json", "to-fifo.json"}) {
+            QVERIFY(!save_tune_cache(report, (d + "/" + name).toStdString(), &error));
+            QVERIFY2(error.find("not a regular file (a FIFO)") != std::string::npos, error.c_str());
+        }
+        struct stat st {};
+        QVERIFY(lstat(QFile::encodeName(d + "/fifo.json").constData(), &st) == 0 && S_ISFIFO(st.st_mode));
+        QVERIFY(QFileInfo(d + "/to-fifo.json").isSymLink());
+
+        // PATH.tmp planted as a link to a file the attacker wants overwritten: untouched.
+        const QString victim = write_all(d + "/victim", "precious");
+        QVERIFY(QFile::link(victim, d + "/tune.json.tmp"));
+        QVERIFY2(save_tune_cache(report, (d + "/tune.json").toStdString(), &error), error.c_str());
+        QCOMPARE(read_all(victim), QByteArray("precious"));
+        QVERIFY(QFileInfo(d + "/tune.json.tmp").isSymLink());
+        QVERIFY(!QFileInfo(d + "/tune.json").isSymLink());
+        TuneChoice c;
+        QVERIFY(load_tune_cache((d + "/tune.json").toStdString(), cpu_model(), library_version(), &c, &error));
+
+        // Through a link to a regular file: the link stays, the target holds the cache.
+        write_all(d + "/real.json", "old");
+        QVERIFY(QFile::link(d + "/real.json", d + "/link.json"));
+        QVERIFY2(save_tune_cache(report, (d + "/link.json").toStdString(), &error), error.c_str());
+        QVERIFY(QFileInfo(d + "/link.json").isSymLink());
+        QVERIFY(load_tune_cache((d + "/real.json").toStdString(), cpu_model(), library_version(), &c, &error));
+        // Nothing else was left in the directory (no temporary file).
+        QCOMPARE(QDir(d).entryList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot),
+                 (QStringList{"dir.json", "fifo.json", "link.json", "real.json", "to-fifo.json", "tune.json", "tune.json.tmp", "victim"}));
     }
 
     void cache_path_precedence() {

@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QString>
 #include <QStringList>
+#include <cstring>
+#include <functional>
 #include <string>
 
 namespace colibri::test {
@@ -20,8 +23,10 @@ namespace colibri::test {
 class ServerProcess {
 public:
     // Starts the server with `args` after "serve"; false (and why in error()) when it does not come up.
-    bool start(const QStringList& args, int timeout_ms = 300000) {
+    // child_setup runs in the child before the server starts (e.g. setrlimit).
+    bool start(const QStringList& args, int timeout_ms = 300000, std::function<void()> child_setup = {}) {
         process_.setProcessChannelMode(QProcess::SeparateChannels);
+        if (child_setup) process_.setChildProcessModifier(std::move(child_setup));
         process_.start(QStringLiteral(COLIBRI_CLI), QStringList{"serve", "--port", "0"} + args);
         if (!process_.waitForStarted()) return fail("did not start");
         static const QRegularExpression listening(QStringLiteral("listening on http://[^ ]*:(\\d+)"));
@@ -60,7 +65,17 @@ public:
         if (process_.state() == QProcess::Running) stop();
     }
     bool running() { return process_.state() == QProcess::Running; }
+    qint64 pid() const { return process_.processId(); }
+    // A field of the server's /proc/PID/status in kB ("VmRSS", "VmHWM": its peak resident memory), -1 if absent.
+    int64_t status_kb(const char* field) const {
+        QFile f(QStringLiteral("/proc/%1/status").arg(pid()));
+        if (!f.open(QIODevice::ReadOnly)) return -1;
+        for (const QByteArray& line : f.readAll().split('\n'))
+            if (line.startsWith(QByteArray(field) + ':')) return line.mid(qsizetype(std::strlen(field)) + 1).trimmed().split(' ').first().toLongLong();
+        return -1;
+    }
     int port() const { return port_; }
+    qint64 pid() const { return process_.processId(); }
     QString url() const { return QStringLiteral("http://127.0.0.1:%1").arg(port_); }
     const QString& error() const { return error_; }
     QByteArray log() {

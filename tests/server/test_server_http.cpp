@@ -8,6 +8,8 @@
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <zlib.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -54,6 +56,45 @@ QList<QByteArray> events(const QByteArray& body) {
     for (const QByteArray& line : body.split('\n'))
         if (line.startsWith("data: ")) out << line.mid(6);
     return out;
+}
+
+// `prefix`, then `filler` repeated `n` times, then `suffix`, compressed as gzip (or zlib, "deflate") without
+// ever holding the whole text: a body of a few hundred kB that inflates to n bytes.
+QByteArray compressed(const QByteArray& prefix, char filler, size_t n, const QByteArray& suffix, bool gzip = true) {
+    z_stream z{};
+    deflateInit2(&z, 9, Z_DEFLATED, gzip ? 31 : 15, 9, Z_DEFAULT_STRATEGY);
+    QByteArray out;
+    const QByteArray block(1 << 16, filler);
+    auto feed = [&](const QByteArray& in, int flush) {
+        z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.constData()));
+        z.avail_in = static_cast<uInt>(in.size());
+        do {
+            char buf[1 << 16];
+            z.next_out = reinterpret_cast<Bytef*>(buf);
+            z.avail_out = sizeof buf;
+            deflate(&z, flush);
+            out.append(buf, qsizetype(sizeof buf - z.avail_out));
+        } while (z.avail_out == 0);
+    };
+    feed(prefix, Z_NO_FLUSH);
+    for (size_t done = 0; done < n; done += size_t(block.size())) feed(block.left(qsizetype(std::min<size_t>(block.size(), n - done))), Z_NO_FLUSH);
+    feed(suffix, Z_FINISH);
+    deflateEnd(&z);
+    return out;
+}
+
+// A raw request's status line, headers and body, read until the server closes the connection.
+struct RawReply {
+    std::string text;
+    bool closed = false;
+    bool has(const std::string& s) const { return text.find(s) != std::string::npos; }
+};
+RawReply raw_exchange(int port, const std::string& request, int timeout_ms = 20000) {
+    RawConnection c(port);
+    RawReply r;
+    if (!c.ok() || !c.send(request)) return r;
+    r.text = c.receive(timeout_ms, &r.closed);
+    return r;
 }
 
 }  // namespace
@@ -410,7 +451,7 @@ private slots:
 
     void api_key_is_required_when_set() {
         ServerProcess keyed;
-        QVERIFY2(keyed.start({"-m", kDemo, "--slots", "1", "-c", "256", "-t", "1", "--api-key", "s3cret"}), qPrintable(keyed.error()));
+        QVERIFY2(keyed.start({"-m", kDemo, "--slots", "1", "-c", "256", "-t", "1", "--api-key", "s3cret", "--api-key", "other"}), qPrintable(keyed.error()));
         const QString url = keyed.url();
         const QByteArray body = chat("hi", R"(,"max_tokens":1)");
         Reply r = curl(url + "/v1/chat/completions", {}, body);
@@ -422,7 +463,52 @@ private slots:
         QCOMPARE(curl(url + "/health", {}).status, 200);
         r = curl(url + "/v1/chat/completions", {"-H", "Authorization: Bearer s3cret"}, body);
         QCOMPARE(r.status, 200);
+        QCOMPARE(curl(url + "/v1/models", {"-H", "Authorization: Bearer other"}).status, 200);
+        QCOMPARE(curl(url + "/v1/models", {"-H", "Authorization: Bearer s3cre"}).status, 401);
+        QCOMPARE(curl(url + "/v1/models", {"-H", "Authorization: s3cret"}).status, 401);
+        // Without the key nothing tells which paths exist; and unknown paths stay one label on /metrics.
+        QCOMPARE(curl(url + "/v1/nothing/" + QString::number(1), {}).status, 401);
+        QCOMPARE(curl(url + "/v1/nothing/" + QString::number(2), {}).status, 401);
+        const QString metrics = QString::fromUtf8(curl(url + "/metrics", {"-H", "Authorization: Bearer s3cret"}).body);
+        QVERIFY2(!metrics.contains("/v1/nothing"), qPrintable(metrics));
+        QVERIFY(metrics.contains(QStringLiteral("colibri_requests_total{endpoint=\"other\",status=\"401\"} 2")));
+        // A refused request of 1.5 MB on a kept-alive connection: the answer arrives whole, says the connection
+        // closes, and nothing of the unread body is taken for a next request.
+        const std::string big = std::string(R"({"model":"demo","prompt":")") + std::string(1500000, 'a') + "\"" + "}";
+        const RawReply refused = raw_exchange(keyed.port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                                            "Content-Length: " + std::to_string(big.size()) + "\r\nConnection: keep-alive\r\n\r\n" + big);
+        QVERIFY2(refused.has("HTTP/1.1 401 ") && refused.has("Connection: close\r\n") && refused.has("invalid_api_key"), refused.text.substr(0, 300).c_str());
+        QVERIFY(refused.closed);
+        QVERIFY2(refused.text.find("HTTP/1.1", 5) == std::string::npos, refused.text.substr(0, 600).c_str());
         QCOMPARE(keyed.stop(), 0);
+    }
+
+    static int cached_tokens(const Reply& r) { return r.json()["usage"].toObject()["prompt_tokens_details"].toObject()["cached_tokens"].toInt(-1); }
+
+    void prefix_cache_is_per_api_key() {
+        // One slot, two keys: a prompt prefix cached for one key does not serve the other, so no client learns
+        // from cached_tokens (or the prompt's time) what another sent. --share-prefix-cache opts in to sharing.
+        const QByteArray body = chat("A secret prompt that only alpha knows about, long enough to cache", R"(,"max_tokens":1,"temperature":0)");
+        auto as = [&](const ServerProcess& s, const char* key) {
+            return curl(s.url() + "/v1/chat/completions", {"-H", QStringLiteral("Authorization: Bearer %1").arg(key)}, body);
+        };
+        for (bool shared : {false, true}) {
+            ServerProcess keyed;
+            QStringList args{"-m", kDemo, "--slots", "1", "-c", "256", "-t", "1", "--api-key", "alpha", "--api-key", "beta", "--quiet"};
+            if (shared) args << "--share-prefix-cache";
+            QVERIFY2(keyed.start(args), qPrintable(keyed.error()));
+            const Reply first = as(keyed, "alpha"), again = as(keyed, "alpha"), other = as(keyed, "beta"), other_again = as(keyed, "beta");
+            for (const Reply* r : {&first, &again, &other, &other_again}) QCOMPARE(r->status, 200);
+            QCOMPARE(cached_tokens(first), 0);
+            QVERIFY(cached_tokens(again) > 0);  // reuse within a key
+            if (shared) QVERIFY(cached_tokens(other) > 0);
+            else QCOMPARE(cached_tokens(other), 0);
+            QVERIFY(cached_tokens(other_again) > 0);
+            // The same tokens either way.
+            QCOMPARE(other.json()["choices"].toArray()[0].toObject()["message"].toObject()["content"].toString(),
+                     first.json()["choices"].toArray()[0].toObject()["message"].toObject()["content"].toString());
+            QCOMPARE(keyed.stop(), 0);
+        }
     }
 
     void dropped_stream_is_cancelled_and_the_server_goes_on() {
@@ -473,6 +559,225 @@ private slots:
         clock.start();
         while (cancelled_count() == before && clock.elapsed() < 60000) QTest::qWait(200);
         QCOMPARE(cancelled_count(), before + 1);
+    }
+
+    // ---- issue 31: bodies, methods, honest fields, fixed metric labels ----
+
+    void gzip_bodies_are_limited_after_inflating() {
+        // A valid gzip or deflate body works; a gzip bomb (a few hundred kB inflating to 64 MiB) gets 413 after
+        // --max-body (1 MiB) inflated, with the server's peak memory barely moving, two bombs at once.
+        const QByteArray small = chat("compressed", R"(,"max_tokens":2)");
+        Reply r = post("/v1/chat/completions", compressed(small, ' ', 0, ""), {"-H", "Content-Encoding: gzip"});
+        QCOMPARE(r.status, 200);
+        r = post("/v1/chat/completions", compressed(small, ' ', 0, "", false), {"-H", "Content-Encoding: deflate"});
+        QCOMPARE(r.status, 200);
+
+        const QByteArray bomb = compressed("{\"model\":\"demo\",\"messages\":[{\"role\":\"user\",\"content\":\"", 'a', size_t(64) << 20, "\"}]}");
+        QVERIFY2(bomb.size() < 512 * 1024, qPrintable(QString::number(bomb.size())));
+        const int64_t before = server_.status_kb("VmHWM");
+        QVERIFY(before > 0);
+        Reply a, b;
+        std::thread other([&] { a = post("/v1/chat/completions", bomb, {"-H", "Content-Encoding: gzip"}); });
+        b = post("/v1/chat/completions", bomb, {"-H", "Content-Encoding: gzip"});
+        other.join();
+        const int64_t grew_kb = server_.status_kb("VmHWM") - before;
+        QCOMPARE(a.status, 413);
+        QCOMPARE(b.status, 413);
+        QCOMPARE(b.error_code(), QStringLiteral("request_too_large"));
+        QVERIFY2(grew_kb < 64 * 1024, qPrintable(QStringLiteral("peak resident memory grew by %1 kB").arg(grew_kb)));
+        qInfo("two 64 MiB gzip bombs of %lld kB: 413, peak memory +%lld kB", qlonglong(bomb.size() / 1024), qlonglong(grew_kb));
+    }
+
+    void chunked_bodies_are_limited_and_codings_checked() {
+        // A chunked body has no Content-Length to refuse up front: it is cut at --max-body as it arrives.
+        QByteArray big = "{\"model\":\"demo\",\"messages\":[{\"role\":\"user\",\"content\":\"";
+        big += QByteArray(4 << 20, 'a');
+        big += "\"}]}";
+        Reply r = post("/v1/chat/completions", big, {"-H", "Transfer-Encoding: chunked"});
+        QCOMPARE(r.status, 413);
+        // Codings the server does not inflate are refused, not read as if plain.
+        const QByteArray plain = chat("hi", R"(,"max_tokens":1)");
+        for (const char* coding : {"br", "zstd", "gzip, gzip", "compress"}) {
+            r = post("/v1/chat/completions", plain, {"-H", QStringLiteral("Content-Encoding: %1").arg(coding)});
+            QVERIFY2(r.status == 415, coding);
+            QCOMPARE(r.error_code(), QStringLiteral("unsupported_media_type"));
+        }
+        // Garbage that claims to be gzip is a 400.
+        r = post("/v1/chat/completions", "this is not gzip at all", {"-H", "Content-Encoding: gzip"});
+        QCOMPARE(r.status, 400);
+        QCOMPARE(get("/health").status, 200);
+    }
+
+    void nul_byte_in_the_body_is_400() {
+        // nlohmann's parser stops at a NUL byte: what follows it must not be silently dropped.
+        QByteArray body = chat("hi", R"(,"max_tokens":1)");
+        body += QByteArray(1, '\0') + "trailing garbage";
+        Reply r = post("/v1/chat/completions", body);
+        QCOMPARE(r.status, 400);
+        QVERIFY2(r.json()["error"].toObject()["message"].toString().contains("NUL"), r.body.constData());
+        r = post("/v1/completions", QByteArray("{\"model\":\"demo\",\"prompt\":\"a") + QByteArray(1, '\0') + "b\",\"max_tokens\":1}");
+        QCOMPARE(r.status, 400);
+    }
+
+    void tiny_temperature_is_greedy() {
+        // 1e-39 is a float denormal: dividing logits by it overflowed, and the reply came back empty. Below
+        // 1e-4 a temperature is greedy (docs/SERVER.md), so these replies equal temperature 0's.
+        const QString more = R"(,"max_tokens":8,"ignore_eos":true,"seed":4,"temperature":%1)";
+        const Reply greedy = post("/v1/chat/completions", chat("Tell me a story", more.arg("0")));
+        QCOMPARE(greedy.status, 200);
+        const QString text = greedy.json()["choices"].toArray()[0].toObject()["message"].toObject()["content"].toString();
+        QVERIFY(!text.isEmpty());
+        for (const char* t : {"1e-39", "1e-45", "1e-30", "0.00001"}) {
+            const Reply r = post("/v1/chat/completions", chat("Tell me a story", more.arg(t)));
+            QVERIFY2(r.status == 200, t);
+            QCOMPARE(r.json()["usage"].toObject()["completion_tokens"].toInt(), 8);
+            QCOMPARE(r.json()["choices"].toArray()[0].toObject()["message"].toObject()["content"].toString(), text);
+        }
+    }
+
+    // The generated tokens of a whole completions reply with the trace extension (all but the last one).
+    QList<int> generated_tokens(const QByteArray& more) {
+        const Reply r = post("/v1/completions", QStringLiteral(R"({"model":"demo","prompt":[3997,17,250],"temperature":0,"ignore_eos":true,"colibri":{"trace":true}%1})").arg(QString::fromUtf8(more)).toUtf8());
+        QList<int> out;
+        if (r.status != 200) return {-r.status};
+        for (const QJsonValue& t : r.json()["colibri"].toObject()["trace"].toArray())
+            if (t.toObject()["generated"].toBool()) out << t.toObject()["token"].toInt();
+        return out;
+    }
+
+    void logit_bias_steers_sampling() {
+        // +100 makes a token the greedy choice at every step; -100 bans the token greedy decoding picks.
+        const QList<int> forced = generated_tokens(R"(,"max_tokens":5,"logit_bias":{"500":100})");
+        QCOMPARE(forced, (QList<int>{500, 500, 500, 500}));
+        const QList<int> plain = generated_tokens(R"(,"max_tokens":3)");
+        QCOMPARE(plain.size(), 2);
+        QVERIFY(plain[0] != 500);
+        const QList<int> banned = generated_tokens(QStringLiteral(R"(,"max_tokens":3,"logit_bias":{"%1":-100})").arg(plain[0]).toUtf8());
+        QCOMPARE(banned.size(), 2);
+        QVERIFY2(banned[0] != plain[0], qPrintable(QString::number(banned[0])));
+        // Sampled too, and on chat.
+        QCOMPARE(post("/v1/chat/completions", chat("hi", R"(,"max_tokens":2,"seed":1,"logit_bias":{"7":5.5,"12":-1})")).status, 200);
+        // Validated as OpenAI does: token ids of the vocabulary, biases in [-100, 100].
+        for (const char* bad : {R"("logit_bias":{"abc":1})", R"("logit_bias":{"1":101})", R"("logit_bias":{"1":-100.5})", R"("logit_bias":{"99999999":1})",
+                                R"("logit_bias":{"-1":1})", R"("logit_bias":{"1":"x"})", R"("logit_bias":[1,2])", R"("logit_bias":{"1":true})"}) {
+            const Reply r = post("/v1/chat/completions", chat("hi", QStringLiteral(",\"max_tokens\":1,%1").arg(bad)));
+            QVERIFY2(r.status == 400, bad);
+            QVERIFY2(r.error_param() == QStringLiteral("logit_bias"), bad);
+        }
+    }
+
+    void unsupported_fields_are_400_not_ignored() {
+        struct Case {
+            const char* more;
+            const char* param;
+        };
+        for (const Case& c : {Case{R"("tools":[{"type":"function","function":{"name":"f"}}])", "tools"},
+                              Case{R"("tool_choice":"required")", "tool_choice"},
+                              Case{R"("tool_choice":{"type":"function","function":{"name":"f"}})", "tool_choice"},
+                              Case{R"("functions":[{"name":"f"}])", "functions"},
+                              Case{R"("function_call":{"name":"f"})", "function_call"},
+                              Case{R"("response_format":{"type":"json_object"})", "response_format"},
+                              Case{R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}})", "response_format"},
+                              Case{R"("response_format":"json")", "response_format"},
+                              Case{R"("best_of":2)", "best_of"},
+                              Case{R"("modalities":["text","audio"])", "modalities"},
+                              Case{R"("audio":{"voice":"alloy","format":"wav"})", "audio"}}) {
+            const Reply r = post("/v1/chat/completions", chat("hi", QStringLiteral(",\"max_tokens\":1,%1").arg(c.more)));
+            QVERIFY2(r.status == 400, c.more);
+            QVERIFY2(r.error_param() == c.param, qPrintable(r.error_param() + " for " + c.more));
+        }
+        const Reply tool_history = post("/v1/chat/completions", R"({"model":"demo","max_tokens":1,"messages":[{"role":"user","content":"hi"},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]}]})");
+        QCOMPARE(tool_history.status, 400);
+        QCOMPARE(tool_history.error_param(), QStringLiteral("messages[1]"));
+        // What does not change the reply is accepted.
+        const Reply ok = post("/v1/chat/completions", chat("hi", R"(,"max_tokens":1,"response_format":{"type":"text"},"tool_choice":"none","tools":[],"user":"u1","modalities":["text"])"));
+        QCOMPARE(ok.status, 200);
+        QCOMPARE(post("/v1/completions", R"({"model":"demo","prompt":"hi","max_tokens":1,"best_of":1})").status, 200);
+        QCOMPARE(post("/v1/completions", R"({"model":"demo","prompt":"hi","max_tokens":1,"best_of":3})").status, 400);
+    }
+
+    void wrong_method_is_405_with_allow() {
+        struct Case {
+            const char* method;
+            const char* path;
+            const char* allow;
+        };
+        for (const Case& c : {Case{"GET", "/v1/chat/completions", "POST"}, Case{"PUT", "/v1/completions", "POST"}, Case{"GET", "/completions", "POST"},
+                              Case{"POST", "/v1/models", "GET, HEAD"}, Case{"DELETE", "/health", "GET, HEAD"}, Case{"POST", "/metrics", "GET, HEAD"},
+                              Case{"PATCH", "/v1/models/demo", "GET, HEAD"}}) {
+            const RawReply r = raw_exchange(server_.port(), http_request(c.method, c.path, "{}"));
+            QVERIFY2(r.has("HTTP/1.1 405 "), (std::string(c.method) + " " + c.path + ": " + r.text).c_str());
+            QVERIFY2(r.has(std::string("Allow: ") + c.allow + "\r\n"), r.text.c_str());
+            QVERIFY2(r.has("\"code\":\"method_not_allowed\""), r.text.c_str());
+        }
+        // HEAD on a GET path is answered; an unknown path stays 404 whatever the method.
+        QVERIFY(raw_exchange(server_.port(), http_request("HEAD", "/health", "")).has("HTTP/1.1 200 "));
+        QVERIFY(raw_exchange(server_.port(), http_request("POST", "/v1/nothing", "{}")).has("HTTP/1.1 404 "));
+        // A refused request's body is not read: the whole answer still arrives, and the connection closes after it
+        // (the client asked to keep it alive).
+        const std::string body(300000, 'x');
+        const RawReply big = raw_exchange(server_.port(), "POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                                                              "\r\nConnection: keep-alive\r\n\r\n" + body);
+        QVERIFY2(big.has("HTTP/1.1 405 ") && big.has("Connection: close\r\n") && big.has("method_not_allowed"), big.text.substr(0, 400).c_str());
+        QVERIFY(big.closed);
+    }
+
+    void expect_100_continue_is_answered_before_the_body() {
+        // A client that waits for "100 Continue" before sending its body: the server takes the request head alone.
+        RawConnection c(server_.port());
+        const std::string body = R"({"model":"demo","prompt":[5,6],"max_tokens":1})";
+        QVERIFY(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+        QElapsedTimer clock;
+        clock.start();
+        const std::string interim = c.receive(3000, nullptr, "\r\n\r\n");
+        QVERIFY2(interim.starts_with("HTTP/1.1 100 "), interim.c_str());
+        QVERIFY(clock.elapsed() < 2000);
+        QVERIFY(c.send(body));
+        const std::string reply = c.receive(30000, nullptr, "\"usage\"");
+        QVERIFY2(reply.find("HTTP/1.1 200 ") != std::string::npos, reply.c_str());
+    }
+
+    void metrics_labels_are_a_fixed_set() {
+        // Every path used to become a label: 300 made-up paths now add none ("other" counts them).
+        for (int i = 0; i < 300; ++i) {
+            RawConnection c(server_.port());
+            QVERIFY(c.send(http_request(i % 2 ? "GET" : "POST", "/made-up/" + std::to_string(i), "{}")));
+            c.receive(5000, nullptr, "\r\n\r\n");
+        }
+        const QString text = QString::fromUtf8(get("/metrics").body);
+        QVERIFY2(!text.contains("/made-up/"), "an unknown path became a label");
+        QVERIFY(text.contains(QStringLiteral("colibri_requests_total{endpoint=\"other\",status=\"404\"}")));
+        static const QRegularExpression label(QStringLiteral("colibri_requests_total\\{endpoint=\"([^\"]*)\""));
+        const QStringList allowed{"/health", "/metrics", "/v1/models", "/v1/models/:model", "/v1/chat/completions", "/v1/completions",
+                                  "/chat/completions", "/completions", "other"};
+        for (auto it = label.globalMatch(text); it.hasNext();) {
+            const QString l = it.next().captured(1);
+            QVERIFY2(allowed.contains(l), qPrintable(l));
+        }
+    }
+
+    void gauges_are_fresh_when_idle() {
+        // The active-slot gauge drops when the last reply ends, not at the next request; the decode rate falls to
+        // 0 once the server has been idle for its 10 s window.
+        QCOMPARE(post("/v1/chat/completions", chat("gauge", R"(,"max_tokens":20,"ignore_eos":true)")).status, 200);
+        auto gauge = [&](const char* name) {
+            const QRegularExpression re(QStringLiteral("\n%1\\{[^}]*\\} ([-+0-9.eE]+)").arg(name));
+            const auto m = re.match(QString::fromUtf8(get("/metrics").body));
+            return m.hasMatch() ? m.captured(1).toDouble() : -1.0;
+        };
+        QElapsedTimer clock;
+        clock.start();
+        double active = gauge("colibri_active_slots");
+        while (active != 0.0 && clock.elapsed() < 2000) {
+            QTest::qWait(50);
+            active = gauge("colibri_active_slots");
+        }
+        QCOMPARE(active, 0.0);
+        QVERIFY(gauge("colibri_decode_tokens_per_second") > 0.0);
+        QTest::qWait(10500);
+        QCOMPARE(gauge("colibri_decode_tokens_per_second"), 0.0);
     }
 
     void no_request_gets_a_500() {

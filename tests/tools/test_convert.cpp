@@ -4,6 +4,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "../bin_bytes.h"
 #include "../test_support.h"
 #include "tools/safetensors.h"
 
@@ -170,6 +171,94 @@ private slots:
         QVERIFY(!tight.isEmpty() && tight != none);
         const CliResult r = run_cli({"info", dir_.filePath("clip-tight-f32.bin"), "--json"});
         QCOMPARE(QJsonDocument::fromJson(r.out).object()["clip_qkv"].toDouble(), 0.05f);
+    }
+
+    // Sliding-window attention as transformers 5.2 runs it: qwen3_moe limits every layer when use_sliding_window is
+    // true (it has no max_window_layers), qwen2_moe the layers of layer_types or else the even ones below
+    // max_window_layers, mixtral every layer when sliding_window is not null; a window absent from the config is
+    // 4096. The context stays max_position_embeddings (before, the window became the context: a 4-position model).
+    void sliding_window_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("edit");  // JSON merged into the reference config ("absent": the key removed)
+        QTest::addColumn<uint32_t>("window");
+        QTest::addColumn<QString>("sliding");  // the layers with the sliding bit
+        QTest::newRow("qwen3_moe on") << "qwen3_moe" << R"({"use_sliding_window": true, "sliding_window": 4})" << 4u << "0,1";
+        QTest::newRow("qwen3_moe off") << "qwen3_moe" << R"({"use_sliding_window": false, "sliding_window": 4})" << 0u << "";
+        QTest::newRow("qwen3_moe on, null") << "qwen3_moe" << R"({"use_sliding_window": true, "sliding_window": null})" << 0u << "";
+        QTest::newRow("qwen3_moe on, default") << "qwen3_moe" << R"({"use_sliding_window": true, "sliding_window": "absent"})" << 4096u << "0,1";
+        QTest::newRow("qwen3_moe ignores max_window_layers")
+            << "qwen3_moe" << R"({"use_sliding_window": true, "sliding_window": 4, "max_window_layers": 1})" << 4u << "0,1";
+        QTest::newRow("qwen2_moe on") << "qwen2_moe" << R"({"use_sliding_window": true, "sliding_window": 4})" << 4u << "0";
+        QTest::newRow("qwen2_moe none below max_window_layers")
+            << "qwen2_moe" << R"({"use_sliding_window": true, "sliding_window": 4, "max_window_layers": 0})" << 0u << "";
+        QTest::newRow("qwen2_moe layer_types")
+            << "qwen2_moe" << R"({"use_sliding_window": true, "sliding_window": 4, "layer_types": ["full_attention", "sliding_attention"]})" << 4u << "1";
+        QTest::newRow("mixtral") << "mixtral" << R"({"sliding_window": 4})" << 4u << "0,1";
+        QTest::newRow("mixtral, window as long as the context") << "mixtral" << R"({"sliding_window": 4096})" << 0u << "";
+    }
+    void sliding_window() {
+        QFETCH(QString, family);
+        QFETCH(QString, edit);
+        QFETCH(uint32_t, window);
+        QFETCH(QString, sliding);
+        static int row = 0;
+        const QString d = dir_.filePath("sliding-" + QString::number(row++));
+        QDir().mkpath(d);
+        QJsonObject cfg = read_json(reference("hf/" + family + "/model/config.json")).object();
+        const QJsonObject changes = QJsonDocument::fromJson(edit.toUtf8()).object();
+        for (auto it = changes.begin(); it != changes.end(); ++it) {
+            if (it.value() == QJsonValue("absent")) cfg.remove(it.key());
+            else cfg[it.key()] = it.value();
+        }
+        write_all(d + "/config.json", QJsonDocument(cfg).toJson());
+        QFile::copy(reference("hf/" + family + "/model/generation_config.json"), d + "/generation_config.json");
+        QFile::link(reference("hf/" + family + "/model/model.safetensors"), d + "/model.safetensors");
+        const QString bin = convert(d, "f32");
+        QVERIFY(!bin.isEmpty());
+        const BinBytes b(read_all(bin));
+        const HyperParams hp = b.header().hparams;
+        QCOMPARE(hp.max_position, static_cast<uint32_t>(cfg["max_position_embeddings"].toInt()));
+        QCOMPARE(hp.sliding_window, window);
+        QStringList layers;
+        for (uint32_t l = 0; l < hp.n_layers; ++l)
+            if (b.layer(l).is_moe & kLayerSliding) layers << QString::number(l);
+        QCOMPARE(layers.join(','), sliding);
+    }
+
+    // What the window does: with 2 layers and a window of 4, the last position sees the last 7 tokens only, so its
+    // logits are those of those 7 tokens alone (RoPE depends on relative positions); without a window they are not.
+    void sliding_window_limits_attention() {
+        const QString d = dir_.filePath("qwen3-window");
+        QDir().mkpath(d);
+        QJsonObject cfg = read_json(reference("hf/qwen3_moe/model/config.json")).object();
+        cfg["use_sliding_window"] = true;
+        cfg["sliding_window"] = 4;
+        write_all(d + "/config.json", QJsonDocument(cfg).toJson());
+        QFile::link(reference("hf/qwen3_moe/model/model.safetensors"), d + "/model.safetensors");
+        const QString windowed = convert(d, "f32"), full = convert(reference("hf/qwen3_moe/model"), "f32");
+        QVERIFY(!windowed.isEmpty());
+        QVERIFY(!full.isEmpty());
+        const QString all = "11,12,13,14,15,16,17,18,19,20,21,22", last7 = "16,17,18,19,20,21,22";
+        const auto last_row = [&](const QString& model, const QString& ids) {
+            const QByteArray b = logits_of(model, ids);
+            const qsizetype row = qsizetype(4) * cfg["vocab_size"].toInt();
+            if (b.size() < row) return std::vector<float>();  // logits failed (before: a context of 4 positions)
+            std::vector<float> v(static_cast<size_t>(row / 4));
+            std::memcpy(v.data(), b.constData() + b.size() - row, static_cast<size_t>(row));
+            return v;
+        };
+        const auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+            double m = 0;
+            for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+            return m;
+        };
+        const std::vector<float> w_all = last_row(windowed, all), w_last = last_row(windowed, last7);
+        const std::vector<float> f_all = last_row(full, all), f_last = last_row(full, last7);
+        QVERIFY(!w_all.empty() && !w_last.empty() && !f_all.empty() && !f_last.empty());
+        const double windowed_diff = max_diff(w_all, w_last), full_diff = max_diff(f_all, f_last);
+        qInfo("last position, 12 tokens vs their last 7: max |delta logit| %.3g with the window, %.3g without", windowed_diff, full_diff);
+        QVERIFY(windowed_diff < 1e-3);
+        QVERIFY(full_diff > 100 * windowed_diff);
     }
 
     void generated_model_with_dense_layer_and_tokenizer() {

@@ -115,14 +115,30 @@ private slots:
                                      << QByteArray("olmoe.expert_used_counX") << "GGUF metadata: missing olmoe.expert_used_count";
         QTest::newRow("key of the wrong type") << "qwen2moe-f32.gguf" << QByteArray("qwen2moe.block_count") << 0 << u32_as_f32
                                                << "GGUF metadata: qwen2moe.block_count must be a positive integer";
-        QTest::newRow("unsupported tensor type") << "olmoe-f32.gguf" << QByteArray("blk.0.attn_q_norm.weight") << 12 << f32_as_q4_1
-                                                 << "tensor blk.0.attn_q_norm.weight has ggml type q4_1, which cannot be imported";
-        QTest::newRow("tensor of the wrong shape") << "olmoe-f32.gguf" << QByteArray("blk.1.attn_q_norm.weight") << 4 << ne_32
-                                                   << "tensor blk.1.attn_q_norm.weight has shape [32] (rows, columns), the metadata implies [64]";
+        // The last tensor: a smaller size keeps llama.cpp's layout (no tensor follows whose offset would move).
+        QTest::newRow("unsupported tensor type") << "olmoe-f32.gguf" << QByteArray("output_norm.weight") << 12 << f32_as_q4_1
+                                                 << "tensor output_norm.weight has ggml type q4_1, which cannot be imported";
+        QTest::newRow("tensor of the wrong shape") << "olmoe-f32.gguf" << QByteArray("output_norm.weight") << 4 << ne_32
+                                                   << "tensor output_norm.weight has shape [32] (rows, columns), the metadata implies [64]";
         QTest::newRow("softmax gating") << "glm4_moe-f32.gguf" << QByteArray("glm4moe.expert_gating_func") << 4 << QByteArray("\x01\0\0\0", 4)
                                         << "GGUF metadata: glm4moe.expert_gating_func is not sigmoid";
         QTest::newRow("missing tensor") << "qwen2moe-f32.gguf" << QByteArray("blk.1.ffn_gate_inp_shexp.weight") << -1
                                         << QByteArray("blk.1.ffn_gate_inp_shexp.weighX") << "tensor blk.1.ffn_gate_inp_shexp.weight is missing";
+        // llama.cpp's layout: each tensor's data where the previous one's ends, rounded up to the alignment (32). In
+        // olmoe-f32.gguf blk.1.attn_q_norm.weight ([64] f32) lies at 3749376, after blk.1.attn_output.weight.
+        const auto u64 = [](uint64_t v) { return QByteArray(reinterpret_cast<const char*>(&v), 8); };
+        const QString q_norm = "GGUF tensor 'blk.1.attn_q_norm.weight' has offset %1, expected 3749376";
+        QTest::newRow("offset with a gap") << "olmoe-f32.gguf" << QByteArray("blk.1.attn_q_norm.weight") << 16 << u64(3749376 + 32)
+                                           << q_norm.arg(3749376 + 32);
+        QTest::newRow("offset unaligned") << "olmoe-f32.gguf" << QByteArray("blk.1.attn_q_norm.weight") << 16 << u64(3749376 + 4)
+                                          << q_norm.arg(3749376 + 4);
+        QTest::newRow("offsets overlapping") << "olmoe-f32.gguf" << QByteArray("blk.1.attn_q_norm.weight") << 16 << u64(3732992)
+                                             << q_norm.arg(3732992);
+        // A Q6_K matrix declared f16 (320 x 256): its f16 size runs into the tensors after it, whose offsets then
+        // disagree with it (NaN logits, before).
+        QTest::newRow("type whose size runs into the next tensor")
+            << "qwen2moe-256-q4_k_m.gguf" << QByteArray("output.weight") << 20 << QByteArray("\x01\0\0\0", 4)
+            << "GGUF tensor 'output_norm.weight' has offset 67200, expected 163840 (where 'output.weight', 163840 bytes as f16, ends, aligned to 32)";
     }
 
     void refused_files() {

@@ -10,6 +10,7 @@
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include <QDir>
@@ -98,6 +99,9 @@ public:
         QByteArray v(reinterpret_cast<const char*>(&value), 8);
         set(key, 12, v);
     }
+    void u64(const std::string& key, uint64_t value) { set(key, 10, QByteArray(reinterpret_cast<const char*>(&value), 8)); }
+    // A value of any type, as its bytes. Setting a key twice writes it twice.
+    void raw(const std::string& key, uint32_t type, const QByteArray& value) { set(key, type, value); }
     void u8_array(const std::string& key, uint64_t count) {
         QByteArray v;
         const uint32_t item = 0;
@@ -216,6 +220,43 @@ class TestHostile : public QObject {
         return write_all(dir_.filePath(name), b.bytes());
     }
     QStringList entries() const { return QDir(dir_.path()).entryList(QDir::Files | QDir::Hidden | QDir::System); }
+
+    // Round 3: GGUF files laid out as llama.cpp requires them but for one thing (offsets that break the layout:
+    // test_gguf's refused_files). The reference qwen2moe file rebuilt by write_gguf, with `edit` applied to its tensors.
+    QString rebuilt_gguf(const QString& name, const std::function<void(std::vector<fuzz::GgufTensorData>&)>& edit) {
+        const std::string src = read_all(QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/qwen2moe-f32.gguf")).toStdString();
+        const auto g = fuzz::parse_gguf_layout(reinterpret_cast<const uint8_t*>(src.data()), src.size());
+        if (!g) return {};
+        std::vector<fuzz::GgufTensorData> tensors = fuzz::gguf_tensors(src, *g);
+        edit(tensors);
+        return write_all(dir_.filePath(name), QByteArray::fromStdString(fuzz::write_gguf(src, *g, tensors, f32_bytes)));
+    }
+    static uint64_t f32_bytes(const fuzz::GgufTensorData& t) {
+        uint64_t n = 4;
+        for (uint64_t d : t.ne) n *= d;
+        return n;
+    }
+    // Every *_exps stack of the reference file as one tensor per expert (older files' spelling).
+    static void split_expert_stacks(std::vector<fuzz::GgufTensorData>& tensors) {
+        std::vector<fuzz::GgufTensorData> out;
+        const std::string stack = "_exps.weight";
+        for (const fuzz::GgufTensorData& t : tensors) {
+            if (!t.name.ends_with(stack)) {
+                out.push_back(t);
+                continue;
+            }
+            const uint64_t slice = f32_bytes(t) / t.ne[2];
+            for (uint64_t e = 0; e < t.ne[2]; ++e)
+                out.push_back({t.name.substr(0, t.name.size() - stack.size()) + "." + std::to_string(e) + ".weight", {t.ne[0], t.ne[1]}, t.type,
+                               t.data.substr(e * slice, slice)});
+        }
+        tensors = std::move(out);
+    }
+
+    // One bound for the tokenizer, its config and the chat template (format.h, kMaxTextSectionBytes = 256 MiB),
+    // applied by the converter, the loader and check alike.
+    static constexpr qint64 kOverTextBound = (qint64(256) << 20) + 4096;
+
 
 private slots:
     void initTestCase() {
@@ -703,6 +744,201 @@ private slots:
         write_all(d2 + "/model.safetensors", file);
         QVERIFY(expect_failure({"convert", d2, "-o", dir_.filePath("st.bin")}).contains("twice"));
         QVERIFY(!QFile::exists(dir_.filePath("st.bin")));
+    }
+
+    // ---------------------------------------------------------------- round 3 (issue 31): files that lie
+    // Twice the experts in one stack: 16 where expert_count says 8. The first half was used, the rest ignored.
+    void gguf_expert_stack_with_more_experts() {
+        const QString unchanged = rebuilt_gguf("rebuilt.gguf", [](auto&) {});
+        const CliResult r = run_cli({"convert", unchanged, "-o", dir_.filePath("rebuilt.bin"), "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());  // the helper lays the file out as llama.cpp does
+        const QString doubled = rebuilt_gguf("doubled.gguf", [](std::vector<fuzz::GgufTensorData>& tensors) {
+            for (fuzz::GgufTensorData& t : tensors)
+                if (t.name == "blk.0.ffn_gate_exps.weight") {
+                    const std::string own = t.data.substr(0, f32_bytes(t));
+                    t.data = own + own;
+                    t.ne[2] *= 2;
+                }
+        });
+        const QString err = expect_failure({"convert", doubled, "-o", dir_.filePath("doubled.bin")});
+        QVERIFY2(err.contains("blk.0.ffn_gate_exps.weight stacks 16 experts, the model has 8"), qPrintable(err));
+        QVERIFY(!QFile::exists(dir_.filePath("doubled.bin")));
+    }
+
+    // One tensor per expert converts; with a ninth expert beside the model's eight it is refused.
+    void gguf_expert_beyond_the_count() {
+        const QString per_expert = rebuilt_gguf("per-expert.gguf", split_expert_stacks);
+        const CliResult r = run_cli({"convert", per_expert, "-o", dir_.filePath("per-expert.bin"), "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const QString ninth = rebuilt_gguf("ninth-expert.gguf", [](std::vector<fuzz::GgufTensorData>& tensors) {
+            split_expert_stacks(tensors);
+            for (const fuzz::GgufTensorData& t : std::vector<fuzz::GgufTensorData>(tensors))
+                if (t.name == "blk.1.ffn_up.0.weight") tensors.push_back({"blk.1.ffn_up.8.weight", t.ne, t.type, t.data});
+        });
+        const QString err = expect_failure({"convert", ninth, "-o", dir_.filePath("ninth.bin")});
+        QVERIFY2(err.contains("tensor blk.1.ffn_up.8.weight is an expert beyond the model's 8"), qPrintable(err));
+    }
+
+    // Names and keys llama.cpp refuses: a tensor name of 64 bytes (ggml keeps 63 and its NUL), general.alignment of
+    // another type than u32, a key given twice (the last one won), an array of arrays (skipped).
+    void gguf_names_and_keys_llama_cpp_refuses_data() {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("64-byte tensor name") << "long-name" << "has a name of 64 bytes (at most 63)";
+        QTest::newRow("alignment as a u64") << "align-u64" << "general.alignment is not a u32";
+        QTest::newRow("key twice") << "key-twice" << "GGUF key 'general.name' appears twice";
+        QTest::newRow("array of arrays") << "nested" << "GGUF metadata holds an array of 1 elements of type 9";
+    }
+    void gguf_names_and_keys_llama_cpp_refuses() {
+        QFETCH(QString, file);
+        QFETCH(QString, message);
+        GgufEdit e;
+        if (file == "align-u64") e.u64("general.alignment", 32);
+        if (file == "key-twice") {
+            e.string("general.name", "first");
+            e.string("general.name", "second");
+        }
+        if (file == "nested") {
+            QByteArray arrays;
+            const uint32_t array_type = 9, u8_type = 0;
+            const uint64_t one = 1;
+            arrays.append(reinterpret_cast<const char*>(&array_type), 4).append(reinterpret_cast<const char*>(&one), 8);
+            arrays.append(reinterpret_cast<const char*>(&u8_type), 4).append(reinterpret_cast<const char*>(&one), 8).append('\x01');
+            e.raw("general.nested", 9, arrays);
+        }
+        const QString gguf = file == "long-name"
+                                 ? rebuilt_gguf("long-name.gguf", [](std::vector<fuzz::GgufTensorData>& t) { t.back().name = std::string(64, 'x'); })
+                                 : write_all(dir_.filePath(file + ".gguf"), e.apply(read_all(gguf_)));
+        const QString err = expect_failure({"convert", gguf, "-o", dir_.filePath(file + ".bin")});
+        QVERIFY2(err.contains(message), qPrintable(err));
+    }
+
+    // An expert table entry naming another expert's section (the expert cache and a .bin.zst read experts through
+    // it) loaded; check called it invalid. Now the loader refuses it, in check's words.
+    void bin_expert_entry_naming_another_section() {
+        BinBytes b(read_all(good_));
+        const int e0 = b.find_section(SectionKind::Expert, 0, 0), e1 = b.find_section(SectionKind::Expert, 0, 1);
+        QVERIFY(e0 > 0 && e1 > 0);
+        ExpertEntry x = b.expert(0);
+        QCOMPARE(x.section, uint32_t(e0));
+        x.section = static_cast<uint32_t>(e1);
+        x.offset = b.section(static_cast<uint32_t>(e1)).offset;
+        x.size = b.section(static_cast<uint32_t>(e1)).size;
+        b.set_expert(0, x);
+        b.reseal();
+        const QString path = write_all(dir_.filePath("expert-entry-elsewhere.bin"), b.bytes());
+        const QString err = expect_failure({"info", path});
+        QVERIFY2(err.contains("expert table entry 0: L0 E0 refers to section #" + QString::number(e1) + " expert L0 E1"), qPrintable(err));
+        QVERIFY(expect_failure({"logits", "-m", path, "--tokens", "1,2"}).contains("expert table entry 0"));
+        const CliResult c = run_cli({"check", path});
+        QCOMPARE(c.exit_code, 1);
+        QVERIFY2(c.out.contains("expert table entry 0: L0 E0 refers to layer 0 expert 1"), c.out.constData());
+    }
+
+    // Two experts' gate projections trading places: each in the other's section, both inside one. It loaded with
+    // the weights bound by name from the wrong sections; check called it invalid.
+    void bin_tensor_in_another_experts_section() {
+        BinBytes t(read_all(good_));
+        const int e1 = t.find_section(SectionKind::Expert, 0, 1);
+        const int g0 = t.tensor_index("layers.0.experts.0.gate"), g1 = t.tensor_index("layers.0.experts.1.gate");
+        QVERIFY(e1 > 0 && g0 >= 0 && g1 >= 0);
+        TensorEntry a = t.tensor(static_cast<uint32_t>(g0)), b = t.tensor(static_cast<uint32_t>(g1));
+        std::swap(a.section, b.section);
+        std::swap(a.offset, b.offset);
+        t.set_tensor(static_cast<uint32_t>(g0), a);
+        t.set_tensor(static_cast<uint32_t>(g1), b);
+        t.reseal();
+        const QString path = write_all(dir_.filePath("tensor-elsewhere.bin"), t.bytes());
+        const QString err = expect_failure({"info", path});
+        QVERIFY2(err.contains("tensor layers.0.experts.0.gate: lies in section #" + QString::number(e1) + " expert L0 E1, it belongs in layer 0 expert 0"),
+                 qPrintable(err));
+        const CliResult c = run_cli({"check", path});
+        QCOMPARE(c.exit_code, 1);
+        QVERIFY2(c.out.contains("tensor layers.0.experts.0.gate: lies in layer 0 expert 1"), c.out.constData());
+    }
+
+    // The converter refuses a larger tokenizer.json before reading it (a sparse file: no disk is used).
+    void text_bound_in_the_converter() {
+        const QString d = hf_copy("big-tokenizer", read_all(reference("hf/qwen2_moe/model/config.json")));
+        QFile tok(d + "/tokenizer.json");
+        QVERIFY(tok.open(QIODevice::WriteOnly) && tok.resize(kOverTextBound));
+        tok.close();
+        const QString err = expect_failure({"convert", d, "-o", dir_.filePath("big-tok.bin")});
+        QVERIFY2(err.contains("tokenizer.json: too large (" + QString::number(kOverTextBound) + " bytes, at most 268435456)"), qPrintable(err));
+        QVERIFY(!QFile::exists(dir_.filePath("big-tok.bin")));
+    }
+
+    // A .bin whose tokenizer section is the real tokenizer followed by spaces, 257 MiB in all: it loaded while check
+    // called the file invalid; both refuse it now, in the same words.
+    void text_bound_in_the_loader_and_check() {
+        BinBytes b(read_all(qwen3_));
+        const int i = b.find_section(SectionKind::TokenizerJson);
+        QVERIFY(i > 0);
+        SectionEntry s = b.section(static_cast<uint32_t>(i));
+        const QByteArray text = b.bytes().mid(static_cast<qsizetype>(s.offset), static_cast<qsizetype>(s.size));
+        const QByteArray spaces(1 << 20, ' ');
+        XXH64_state_t* st = XXH64_createState();
+        XXH64_reset(st, 0);
+        XXH64_update(st, text.constData(), static_cast<size_t>(text.size()));
+        for (qint64 k = kOverTextBound - text.size(); k > 0; k -= spaces.size())
+            XXH64_update(st, spaces.constData(), static_cast<size_t>(std::min<qint64>(k, spaces.size())));
+        s.xxh64 = XXH64_digest(st);
+        XXH64_freeState(st);
+        s.offset = static_cast<uint64_t>(b.bytes().size());  // the converter pads its files to 4096 bytes
+        s.size = static_cast<uint64_t>(kOverTextBound);
+        b.set_section(static_cast<uint32_t>(i), s);
+        FileHeader h = b.header();
+        h.file_size = s.offset + s.size;
+        b.set_header(h);
+        b.reseal();
+        const QString big = dir_.filePath("big-tokenizer.bin");
+        QFile out(big);
+        QVERIFY(out.open(QIODevice::WriteOnly));
+        QVERIFY(out.write(b.bytes()) == b.bytes().size() && out.write(text) == text.size());
+        for (qint64 left = kOverTextBound - text.size(); left > 0; left -= spaces.size())
+            QVERIFY(out.write(spaces.constData(), std::min<qint64>(left, spaces.size())) > 0);
+        out.close();
+        const QString err = expect_failure({"info", big});
+        const QString why = QString::number(kOverTextBound) + " bytes, more than the 256 MiB a text section may hold";
+        QVERIFY2(err.contains(why), qPrintable(err));
+        const CliResult c = run_cli({"check", big});
+        QFile::remove(big);
+        QCOMPARE(c.exit_code, 1);
+        QVERIFY2(c.out.contains(("tokenizer: " + why).toUtf8()), c.out.constData());
+    }
+
+    // nlohmann's parser takes a NUL byte for the end of the input: everything after one in a JSON file was dropped
+    // without a word. Each JSON file of a model directory now refuses a NUL wherever it is.
+    void json_file_with_a_nul_data() {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("config.json") << "config.json" << "config.json: holds a NUL byte at offset ";
+        QTest::newRow("generation_config.json") << "generation_config.json" << "generation_config.json: holds a NUL byte at offset 19";
+        QTest::newRow("tokenizer.json") << "tokenizer.json" << "tokenizer.json holds a NUL byte at offset ";
+    }
+    void json_file_with_a_nul() {
+        QFETCH(QString, file);
+        QFETCH(QString, message);
+        const QByteArray config = read_all(reference("hf/qwen2_moe/model/config.json")).trimmed();
+        const QByteArray nul(1, '\0');
+        const QString d = hf_copy("nul-" + file, file == "config.json" ? config + nul + "{\"num_experts\": 3}" : config);
+        if (file == "generation_config.json") write_all(d + "/generation_config.json", "{\"eos_token_id\": 2}" + nul + "{\"eos_token_id\": 7}");
+        // The demo model's tokenizer fits the reference's 4096 rows: without the NUL it converts.
+        if (file == "tokenizer.json")
+            write_all(d + "/tokenizer.json", read_all(QStringLiteral(COLIBRI_SOURCE_DIR "/resources/demo_model/tokenizer.json")).trimmed() + nul + "{");
+        const QString err = expect_failure({"convert", d, "-o", dir_.filePath("nul.bin")});
+        QVERIFY2(err.contains(message), qPrintable(err));
+        QVERIFY(!QFile::exists(dir_.filePath("nul.bin")));
+    }
+
+    // Inside a .bin: a tokenizer config with a NUL before its padding loaded as "{}".
+    void json_section_with_a_nul() {
+        const QString bin = qwen3_with("nul-config.bin", SectionKind::TokenizerConfig, "{}" + QByteArray(1, '\0') + "{\"bos_token\": 5}");
+        QVERIFY(!bin.isEmpty());
+        QVERIFY(expect_failure({"info", bin}).contains("tokenizer_config.json holds a NUL byte at offset 2"));
+        const CliResult c = run_cli({"check", bin});
+        QCOMPARE(c.exit_code, 1);
+        QVERIFY2(c.out.contains("tokenizer_config.json holds a NUL byte at offset 2"), c.out.constData());
     }
 
     void sampling_values_are_checked() {

@@ -53,19 +53,14 @@ class TestChat : public QObject {
     QTemporaryDir dir_;
     std::unique_ptr<MainWindow> window_;
 
-    bool send(const QString& text, int max_tokens) {
-        QSignalSpy finished(window_->chat(), &ChatController::finished);
-        window_->chat_view()->set_settings(greedy(max_tokens));
-        window_->chat_view()->input()->setPlainText(text);
-        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
-        return wait_for(finished, 1, 120000);
-    }
+    bool send(const QString& text, int max_tokens) { return send_and_wait(*window_, text, max_tokens); }
 
 private slots:
     void initTestCase() {
         MainWindowOptions options;
         options.persist_settings = false;
         window_ = std::make_unique<MainWindow>(options);
+        window_->set_discard_question([](const QString&) { return DiscardAnswer::Discard; });  // each test opens a model again
         window_->resize(1280, 720);
         window_->show();
         QVERIFY(QTest::qWaitForWindowExposed(window_.get()));

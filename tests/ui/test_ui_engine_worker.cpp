@@ -1,5 +1,6 @@
 // EngineWorker on its own QThread, observed only through its signals: load, streamed generation with traces
-// (greedy ids equal transformers' reference), stop within one token, and clear errors for damaged files.
+// (greedy ids equal transformers' reference), stop within one token, and clear errors for damaged files (the
+// model loaded before stays).
 #include <QElapsedTimer>
 #include <QTimer>
 #include <atomic>
@@ -170,6 +171,7 @@ private slots:
         worker_->connectRemote(QStringLiteral("http://127.0.0.1:1"));
         QVERIFY(wait_for(failed, 1));
         QVERIFY2(failed.at(0).at(1).toString().contains(QStringLiteral("did not answer")), qPrintable(failed.at(0).at(1).toString()));
+        QCOMPARE(failed.at(0).at(2).value<LoadFailure>(), LoadFailure::Server);
         server.stop();
     }
 
@@ -231,6 +233,15 @@ private slots:
     }
 
     void damaged_files_fail_with_a_clear_error() {
+        // No model: a generation is refused with words, not a crash.
+        QSignalSpy unloaded(worker_, &EngineWorker::unloaded);
+        worker_->unload();
+        QVERIFY(wait_for(unloaded, 1));
+        QSignalSpy no_model(worker_, &EngineWorker::generationFailed);
+        worker_->generate(greedy({1, 2}, 1));
+        QVERIFY(wait_for(no_model, 1));
+        QCOMPARE(no_model.at(0).at(0).toString(), QStringLiteral("no model is loaded"));
+        load(mixtral_);
         struct Case {
             const char* name;
             qint64 offset;  // byte to flip; -1 truncates to half
@@ -249,17 +260,22 @@ private slots:
             QCOMPARE(failed.at(0).at(0).toString(), path);
             const QString error = failed.at(0).at(1).toString();
             QVERIFY2(!error.isEmpty() && !error.contains('\n'), qPrintable(error));
-            // No model: a generation is refused with words, not a crash.
-            QSignalSpy gen_failed(worker_, &EngineWorker::generationFailed);
+            QCOMPARE(failed.at(0).at(2).value<LoadFailure>(), LoadFailure::File);
+            // The model loaded before is still there and answers.
+            QSignalSpy finished(worker_, &EngineWorker::generationFinished);
             worker_->generate(greedy({1, 2}, 1));
-            QVERIFY(wait_for(gen_failed, 1));
-            QCOMPARE(gen_failed.at(0).at(0).toString(), QStringLiteral("no model is loaded"));
+            QVERIFY2(wait_for(finished, 1), c.name);
         }
         QSignalSpy failed(worker_, &EngineWorker::loadFailed);
         worker_->load(dir_.filePath(QStringLiteral("does-not-exist.bin")));
         QVERIFY(wait_for(failed, 1));
-        // The worker is intact: the good file loads and generates.
-        load(mixtral_);
+        QCOMPARE(failed.at(0).at(2).value<LoadFailure>(), LoadFailure::File);
+        // Settings a good file cannot run with: the model in use stays too.
+        LoadOptions tiny;
+        tiny.ram_budget = 4096;
+        worker_->load(mixtral_, tiny);
+        QVERIFY(wait_for(failed, 2));
+        QCOMPARE(failed.at(1).at(2).value<LoadFailure>(), LoadFailure::Options);
         QSignalSpy finished(worker_, &EngineWorker::generationFinished);
         worker_->generate(greedy({1, 2}, 1));
         QVERIFY(wait_for(finished, 1));

@@ -4,6 +4,8 @@
 // keeps the finished measurements; and the comparison end to end: the same prompt and decode on the suites'
 // model with every variant this machine runs, side by side, kept between sessions and exported, and the
 // chat's own kernel choice.
+#include <sys/stat.h>
+
 #include <QComboBox>
 #include <QPushButton>
 #include <QLabel>
@@ -272,6 +274,12 @@ private slots:
         const QStringList csv = QString::fromUtf8(read_all(dir_.filePath(QStringLiteral("export.csv")))).split('\n', Qt::SkipEmptyParts);
         QCOMPARE(csv.size(), 2 + static_cast<int>(here.size()));  // a comment, the header, a row per variant
         QVERIFY(csv[1].startsWith(QStringLiteral("variant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us")));
+        // A FIFO where the export goes is refused and left as it is (ui/file_output.h).
+        const QString fifo = dir_.filePath(QStringLiteral("export.fifo"));
+        QVERIFY(mkfifo(QFile::encodeName(fifo).constData(), 0644) == 0);
+        const Status to_fifo = view->export_results(fifo);
+        QVERIFY2(!to_fifo.is_ok() && to_fifo.message().find("not a regular file (a FIFO)") != std::string::npos, to_fifo.message().c_str());
+        QVERIFY(QFileInfo(fifo).isFile() == false && QFileInfo::exists(fifo));
         // Cancelled part-way: only repetitions every variant completed are kept.
         view->set_comparison_size(12, 64, 5);
         view->start_comparison();

@@ -306,6 +306,7 @@ private slots:
         w.resize(1280, 720);
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.set_discard_question([](const QString&) { return DiscardAnswer::Discard; });  // it opens a model again after chatting
         const QString damaged = dir_.filePath(QStringLiteral("damaged-demo.bin"));
         const int section = damage_first_expert(QStringLiteral(COLIBRI_UI_TEST_MODEL), damaged);
         QVERIFY(section > 0);

@@ -1,6 +1,9 @@
 // The Studio's views driven offscreen in a real MainWindow, with assertions on what they display: the chat on
 // the demo model (text, streaming, clickable tokens, stop, regenerate, save/load), the routing inspector
 // against `colibri route`, the heatmap's counts, and the validator on a damaged copy of a model.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <QComboBox>
 #include <QDockWidget>
 #include <QElapsedTimer>
@@ -40,13 +43,7 @@ class TestViews : public QObject {
         return wait_for(loaded, 1);
     }
 
-    bool send(const QString& text, int max_tokens) {
-        QSignalSpy finished(window_->chat(), &ChatController::finished);
-        window_->chat_view()->set_settings(greedy(max_tokens));
-        window_->chat_view()->input()->setPlainText(text);
-        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
-        return wait_for(finished, 1, 120000);
-    }
+    bool send(const QString& text, int max_tokens) { return send_and_wait(*window_, text, max_tokens); }
 
 private slots:
     void initTestCase() {
@@ -57,6 +54,7 @@ private slots:
         MainWindowOptions options;
         options.persist_settings = false;
         window_ = std::make_unique<MainWindow>(options);
+        window_->set_discard_question([](const QString&) { return DiscardAnswer::Discard; });  // each test opens a model again
         window_->resize(1400, 900);
         window_->show();
         QVERIFY(QTest::qWaitForWindowExposed(window_.get()));
@@ -264,6 +262,28 @@ private slots:
         const int max = heat->heatmap_model()->usage().max_count();
         const double first = heat->heatmap_model()->index(0, 0).data().toInt();
         QCOMPARE(image.pixel(70 + 2, 30 + 2), heat_color(first / max).rgb());  // the first cell, in its heat colour
+
+        // What is not a regular file is refused and stays as it was, for every file the Studio saves (QSaveFile
+        // replaced a device node with a regular file and wrote through a link to one; QImage::save wrote into it).
+        // A FIFO everywhere, a device node where this process may make one, and a link to either.
+        QStringList targets{dir_.filePath(QStringLiteral("export.fifo"))};
+        QVERIFY(mkfifo(QFile::encodeName(targets[0]).constData(), 0644) == 0);
+        const QString node = dir_.filePath(QStringLiteral("export.node"));
+        if (mknod(QFile::encodeName(node).constData(), S_IFCHR | 0666, makedev(1, 3)) == 0) targets << node;
+        for (const QString& t : QStringList(targets)) {
+            QVERIFY(QFile::link(t, t + QStringLiteral(".link")));
+            targets << t + QStringLiteral(".link");
+        }
+        const auto unchanged = [](const QString& path) {
+            struct stat st {};
+            return stat(QFile::encodeName(path).constData(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode));
+        };
+        for (const QString& t : targets) {
+            for (const Status& s : {heat->export_csv(t), heat->export_png(t), window_->save_conversation(t), window_->export_markdown(t)}) {
+                QVERIFY2(!s.is_ok() && s.message().find("refusing to replace it") != std::string::npos, s.message().c_str());
+                QVERIFY2(unchanged(t), qPrintable(t));
+            }
+        }
     }
 
     void convert_dialog_converts_cancels_and_validates() {
@@ -350,7 +370,10 @@ private slots:
         QVERIFY(wait_for(failed, 1));
         QVERIFY(failed.at(0).at(1).toString().contains(QStringLiteral("metadata checksum")));
         QVERIFY2(window_->banner()->text().startsWith(QStringLiteral("Could not load")), qPrintable(window_->banner()->text()));
-        QVERIFY(!window_->chat_view()->send_button()->isEnabled());
+        QVERIFY(window_->banner()->button(QStringLiteral("Show the damage")) != nullptr);
+        // The model open before (the damaged-expert copy, which loads) stays open.
+        QVERIFY(window_->chat_view()->send_button()->isEnabled());
+        QVERIFY(window_->windowTitle().startsWith(QStringLiteral("damaged-expert.bin")));
         QVERIFY(wait_for(verified_refused, 1));
         QCOMPARE(verified_refused.at(0).at(0).toString(), refused);
         QCOMPARE(v->file_layout().path, refused);

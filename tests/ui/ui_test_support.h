@@ -6,6 +6,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -13,6 +15,8 @@
 
 #include "../test_support.h"
 #include "ui/chat_controller.h"
+#include "ui/views/chat_view.h"
+#include "ui/views/main_window.h"
 
 namespace colibri::test {
 
@@ -31,6 +35,19 @@ inline studio::ChatSettings greedy(int max_tokens) {
     s.random_seed = false;
     s.max_tokens = max_tokens;
     return s;
+}
+
+// Sends text through the window's chat view as a user does (greedy, up to max_tokens) and waits for the reply;
+// false when the generation failed or did not finish within two minutes.
+inline bool send_and_wait(studio::MainWindow& w, const QString& text, int max_tokens) {
+    QSignalSpy finished(w.chat(), &studio::ChatController::finished);
+    QSignalSpy failed(w.chat(), &studio::ChatController::failed);
+    w.chat_view()->set_settings(greedy(max_tokens));
+    w.chat_view()->input()->setPlainText(text);
+    QTest::mouseClick(w.chat_view()->send_button(), Qt::LeftButton);
+    QDeadlineTimer deadline(120000);
+    while (finished.count() == 0 && failed.count() == 0 && !deadline.hasExpired()) QTest::qWait(2);
+    return finished.count() == 1;
 }
 
 // `colibri convert` of a reference HF model (tests/CMakeLists.txt names the reference directory) into dir.

@@ -62,6 +62,12 @@ const plan = {
   "deepseek-v3": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3],
   "deepseek-v3.1": [...conv.basic, ...conv.deepseekTools, ...conv.deepseekV3, ...conv.deepseekV31],
   "glm-4.6": [...conv.basic, ...conv.glm, ...conv.emptyMessages],
+  "qwen3.5": [...conv.basic, ...conv.qwen35, ...conv.wideIntegers, ...conv.emptyMessages],
+  "minimax-m2": [...conv.basic, ...conv.minimaxM2, ...conv.wideIntegers, ...conv.emptyMessages],
+  "glm-4.7-flash": [...conv.basic, ...conv.glm, ...conv.glm47, ...conv.wideIntegers, ...conv.emptyMessages],
+  "kimi-k2": [...conv.basic, ...conv.kimiK2, ...conv.wideIntegers, ...conv.emptyMessages],
+  "kimi-k2-instruct": [...conv.basic, ...conv.kimiK2Instruct, ...conv.emptyMessages],
+  "kimi-k2-thinking": [...conv.basic, ...conv.kimiK2Thinking, ...conv.emptyMessages],
 };
 
 // strftime_now's clock for every case (gpt-oss puts the date in its system message): a fixed local time, given to
@@ -122,6 +128,14 @@ try {
   console.warn(`python3/jinja2 not available, recording @huggingface/jinja only: ${e.message.split("\n")[0]}`);
 }
 
+// An integer literal beyond 64 bits (JSON.stringify writes integers below 1e21 in full) is an exact int to Python's
+// json, but a C++ JSON library that re-reads parity.json makes it a double: such a case also records its context as
+// the text both references read (`context_json`), which the test hands to the engine as it is.
+const hasWideInt = (v) =>
+  typeof v === "number" ? Number.isInteger(v) && Math.abs(v) >= 2 ** 63 && Math.abs(v) < 1e21
+    : Array.isArray(v) ? v.some(hasWideInt) : v !== null && typeof v === "object" ? Object.values(v).some(hasWideInt) : false;
+for (const c of cases) if (hasWideInt(c.context)) c.context_json = JSON.stringify(c.context);
+
 let agree = 0, differ = 0;
 for (const c of cases) {
   if (!jinja2Info) { c.agree = null; continue; }
@@ -141,8 +155,9 @@ const doc = {
   clock: { description: "strftime_now's local time in every case", ...CLOCK },
   templates: Object.fromEntries(Object.entries(templates).map(([k, v]) => [k, { model: v.model, source: v.source, note: v.note }])),
   summary: { cases: cases.length, agree, differ },
-  cases: cases.map(({ kind, template_name, case: name, template, context, expected, error, hf_note, jinja2_expected, jinja2_error, agree }) => ({
-    kind, template_name, case: name, template, context, expected, error, ...(hf_note ? { hf_note } : {}), jinja2_expected, jinja2_error, agree,
+  cases: cases.map(({ kind, template_name, case: name, template, context, context_json, expected, error, hf_note, jinja2_expected, jinja2_error, agree }) => ({
+    kind, template_name, case: name, template, context, ...(context_json ? { context_json } : {}), expected, error, ...(hf_note ? { hf_note } : {}),
+    jinja2_expected, jinja2_error, agree,
   })),
 };
 mkdirSync(dirname(outPath), { recursive: true });

@@ -28,6 +28,22 @@ export const units = [
   ["comment_trim_blocks", "{# c #}\nX", {}],
 
   // ---- literals and printing
+  // Python ints do not overflow: context integers beyond 64 bits stay exact (printed, serialised, compared), and
+  // +, -, *, // and unary minus on 64-bit ints give the exact result past int64.
+  ["wide_integers_from_context",
+    "{{ big }}|{{ neg }}|{{ big|tojson }}|{{ [big, neg]|string }}|{{ -big }}|{{ neg|abs }}|{{ big|int }}|{{ big|float }}|" +
+    "{{ big is integer }}|{{ big is number }}|{{ big == same }}|{{ big == 18446744073709552000.0 }}|{{ neg < 0 }}|{{ big > neg }}|" +
+    "{{ big > 1.5e19 }}|{{ big < 1e300 }}|{{ [big, 3, neg]|sort }}|{{ [big, 3]|max }}|{{ big|round }}|{{ big|string|length }}|{{ big in [same] }}|" +
+    "{{ {'n': big}|tojson }}|{{ big ~ '' }}|{% if big %}truthy{% endif %}",
+    { big: 18446744073709552000, neg: -9223372036854776000, same: 18446744073709552000 }],
+  ["wide_integer_arithmetic",
+    "{{ 9223372036854775807 + 1 }} {{ -9223372036854775807 - 2 }} {{ 3037000500 * 3037000500 }} {{ (-9223372036854775807 - 1) // -1 }} " +
+    "{{ -(-9223372036854775807 - 1) }} {{ (-9223372036854775807 - 1)|abs }} {{ (9223372036854775807 + 1) is integer }} {{ 9223372036854775807 * -2 }}",
+    {}],
+  ["slice_extreme_steps_and_bounds",
+    "{{ 'abcdef'[1::9223372036854775807] }}|{{ 'abcdef'[::-9223372036854775807 - 1] }}|{{ 'abcdef'[4:1:-1] }}|" +
+    "{{ [1, 2, 3, 4][big:] }}|{{ [1, 2, 3, 4][:big] }}|{{ [1, 2, 3, 4][::neg] }}|{{ 'abcdef'[neg:2] }}|{{ [1, 2][big] is defined }}",
+    { big: 100000000000000000000, neg: -100000000000000000000 }],
   ["literals", "{{ 1 }} {{ -2 }} {{ 1.5 }} {{ 'a' }} {{ \"b\" }} {{ true }} {{ True }} {{ false }} {{ none }} {{ None }}", {}],
   ["float_repr", "{{ 0.1 + 0.2 }} {{ 1.0 }} {{ 1e3 }} {{ 2.5e-5 }} {{ 1e16 }} {{ 123456789.0 }} {{ 10 / 4 }} {{ 3 / 3 }}", {}],
   ["print_list_dict", "{{ [1, 'a', none, true, 2.0] }} {{ {'k': 'v', 'n': [1]} }} {{ (1,) }} {{ (1, 'x') }} {{ () }}", {}],
@@ -154,6 +170,11 @@ export const units = [
 
   // ---- error cases (both references must raise)
   ["error_raise_exception", "{% if messages|length > 1 %}{{ raise_exception('Too many messages: ' ~ messages|length) }}{% endif %}ok", { messages: msgs }],
+  // jinja2 (>= 3.0) compiles a conditional expression softly: an unknown filter or test anywhere in it fails only
+  // when that part is evaluated.
+  ["condexpr_unknown_filter_not_taken", "{{ x|nofilter if false else 'a' }}|{{ [x|nofilter if false] }}|{{ f(x|nofilter) if false }}|{% set y = x|nofilter if false else 2 %}{{ y }}|{{ 'b' if false and x is nosuchtest else 'c' }}|{{ 'd' if true else x is nosuchtest }}", { x: 1 }],
+  ["error_condexpr_unknown_filter_taken", "{{ x|nofilter if true else 'a' }}", { x: 1 }],
+  ["error_condexpr_unknown_test_evaluated", "{{ 'a' if x is nosuchtest else 'b' }}", { x: 1 }],
   ["error_unknown_filter", "{{ 'x'|no_such_filter }}", {}],
   ["error_unknown_test", "{{ 'x' is no_such_test }}", {}],
   ["error_unknown_tag", "{% frobnicate %}", {}],

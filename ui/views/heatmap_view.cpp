@@ -9,13 +9,14 @@
 #include <QLinearGradient>
 #include <QPainter>
 #include <QPushButton>
-#include <QSaveFile>
+#include <QBuffer>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
 
 #include "ui/colors.h"
+#include "ui/file_output.h"
 
 namespace colibri::studio {
 
@@ -175,16 +176,14 @@ QImage HeatmapView::render_image(int cell) const {
 }
 
 Status HeatmapView::export_png(const QString& path) const {
-    if (!render_image().save(path, "PNG")) return error((path + ": could not write the PNG").toStdString());
-    return Status::ok();
+    QByteArray png;
+    QBuffer buffer(&png);
+    if (!buffer.open(QIODevice::WriteOnly) || !render_image().save(&buffer, "PNG")) return error((path + ": could not encode the PNG").toStdString());
+    return save_file(path, png);
 }
 
 Status HeatmapView::export_csv(const QString& path) const {
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
-    f.write(heatmap_.to_csv().toUtf8());
-    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
-    return Status::ok();
+    return save_file(path, heatmap_.to_csv().toUtf8());
 }
 
 void HeatmapView::export_png_dialog() {

@@ -17,7 +17,6 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
@@ -29,6 +28,7 @@
 
 #include "kernels/registry.h"
 #include "ui/colors.h"
+#include "ui/file_output.h"
 #include "ui/views/bar_chart.h"
 #include "ui/views/elided_label.h"
 
@@ -517,11 +517,7 @@ Status KernelsView::export_results(const QString& path) const {
         bytes = QJsonDocument(QJsonObject{{"format", "colibri-kernel-results"}, {"version", 1}, {"comparisons", comparisons}, {"tune_reports", reports}})
                     .toJson(QJsonDocument::Indented);
     }
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
-    f.write(bytes);
-    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
-    return Status::ok();
+    return save_file(path, bytes);
 }
 
 void KernelsView::export_dialog() {

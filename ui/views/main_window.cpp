@@ -21,7 +21,6 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
-#include <QSaveFile>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
@@ -29,6 +28,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "ui/file_output.h"
 #include "ui/theme.h"
 #include "ui/views/analysis_view.h"
 #include "ui/views/banner.h"
@@ -129,6 +129,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     statusBar()->addPermanentWidget(model_label_, 1);
     connect(worker_, &EngineWorker::loaded, this, &MainWindow::on_loaded);
     connect(worker_, &EngineWorker::loadFailed, this, &MainWindow::on_load_failed);
+    connect(&conversation_, &Conversation::messagesChanged, this, [this] { unsaved_ = !conversation_.messages().isEmpty(); });
     // Context `this`: the calls run on this thread and post to the worker's.
     connect(profiler_view_, &ProfilerView::countingChanged, this, [this](Counting mode) { worker_->setCounting(mode); });
     connect(kernels_view_, &KernelsView::sessionKernelChanged, this, [this](const QString& v) { worker_->setKernel(v); });
@@ -265,7 +266,7 @@ void MainWindow::build_menus() {
     file->addAction(tr("Co&mpare two model files…"), this, &MainWindow::compare_files_dialog);
     file->addAction(tr("&Import tune report…"), kernels_view_, &KernelsView::import_dialog);
     file->addSeparator();
-    file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+    file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close)->setObjectName(QStringLiteral("quit"));
 
     QMenu* chat = menuBar()->addMenu(tr("&Chat"));
     for (QAction* a : chat_view_->chat_actions()) chat->addAction(a);
@@ -317,7 +318,9 @@ void MainWindow::open_model(const QString& path, const LoadOptions& options) {
             return;
         }
     }
+    if (!may_discard_conversation(tr("Opening %1").arg(QFileInfo(path).fileName()))) return;
     loading_ = path;
+    loading_options_ = options;
     statusBar()->showMessage(tr("Loading %1…").arg(QFileInfo(path).fileName()));
     if (chat_->generating()) chat_->stop();
     worker_->load(path, options);
@@ -348,6 +351,7 @@ void MainWindow::connect_dialog() {
 }
 
 void MainWindow::connect_server(const QString& url, const QString& api_key) {
+    if (!may_discard_conversation(tr("Connecting to %1").arg(url))) return;
     loading_ = url;
     statusBar()->showMessage(tr("Connecting to %1…").arg(url));
     if (chat_->generating()) chat_->stop();
@@ -452,22 +456,26 @@ void MainWindow::on_verified(const QString& path, bool valid) {
     }
 }
 
-void MainWindow::on_load_failed(const QString& path, const QString& error) {
-    // The worker let go of the previous model before it tried this one.
-    chat_->clear_model();
-    summary_.clear();
-    loaded_path_.clear();
-    kernels_view_->set_model_loaded(false);
-    chat_view_->model_changed();
-    model_label_->setText(tr("no model"));
-    setWindowTitle(tr("Colibri Studio"));
-    statusBar()->showMessage(tr("Could not load %1").arg(QFileInfo(path).fileName()), 8000);
-    if (path.startsWith(QLatin1String("http://")) || path.startsWith(QLatin1String("https://"))) {
-        banner_->show_message(Banner::Kind::Error, tr("Could not connect to %1: %2").arg(path, error));
+void MainWindow::on_load_failed(const QString& path, const QString& error, LoadFailure failure) {
+    // The worker kept the model in use: the chat, every view and the conversation stay as they were.
+    const QString kept = chat_->has_model() ? tr(" %1 is still open.").arg(model_display_name()) : QString();
+    const bool server = failure == LoadFailure::Server;
+    statusBar()->showMessage(server ? tr("Could not connect to %1").arg(path) : tr("Could not load %1").arg(QFileInfo(path).fileName()), 8000);
+    if (server) {
+        banner_->show_message(Banner::Kind::Error, tr("Could not connect to %1: %2.%3").arg(path, error, kept));
     } else if (!QFileInfo::exists(path)) {
-        banner_->show_message(Banner::Kind::Error, tr("Could not open %1: no such file or directory.").arg(path));
+        banner_->show_message(Banner::Kind::Error, tr("Could not open %1: no such file or directory.%2").arg(path, kept));
+    } else if (failure == LoadFailure::Options) {
+        // A good file and settings it cannot run with (a RAM budget too small): nothing to show in the validator.
+        QList<Banner::Action> actions;
+        if (loading_options_.ram_budget > 0 && path == loading_)
+            actions.push_back({tr("Change the budget…"), [this, path, options = loading_options_] {
+                                   BudgetDialog dialog(path, options, this);
+                                   if (dialog.exec() == QDialog::Accepted) open_model(path, dialog.options());
+                               }});
+        banner_->show_message(Banner::Kind::Error, tr("Could not load %1 with these settings: %2.%3").arg(QFileInfo(path).fileName(), error, kept), actions);
     } else {
-        banner_->show_message(Banner::Kind::Error, tr("Could not load %1: %2").arg(QFileInfo(path).fileName(), error),
+        banner_->show_message(Banner::Kind::Error, tr("Could not load %1: %2.%3").arg(QFileInfo(path).fileName(), error, kept),
                               {{tr("Show the damage"), [this] {
                                     if (QDockWidget* d = dock_of(validator_view_)) d->raise();
                                 }, false}});
@@ -475,6 +483,36 @@ void MainWindow::on_load_failed(const QString& path, const QString& error) {
         validate_file(path);
     }
     emit modelLoadFailed(path, error);
+}
+
+QString MainWindow::model_display_name() const {
+    const QString& path = chat_->model().path;
+    return chat_->model().remote ? path : QFileInfo(path).fileName();
+}
+
+bool MainWindow::may_discard_conversation(const QString& action) {
+    if (!unsaved_) return true;
+    switch (ask_discard_ ? ask_discard_(action) : ask_discard_with_box(action)) {
+    case DiscardAnswer::Discard: return true;
+    case DiscardAnswer::Save: return save_conversation_dialog();
+    case DiscardAnswer::Cancel: break;
+    }
+    return false;
+}
+
+DiscardAnswer MainWindow::ask_discard_with_box(const QString& action) {
+    QMessageBox box(QMessageBox::Question, tr("Unsaved conversation"),
+                    tr("%1 ends this conversation, which has not been saved.").arg(action),
+                    QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, this);
+    box.setObjectName(QStringLiteral("discard_question"));
+    box.setInformativeText(tr("Save it first?"));
+    box.setDefaultButton(QMessageBox::Save);
+    box.setEscapeButton(QMessageBox::Cancel);
+    switch (box.exec()) {
+    case QMessageBox::Save: return DiscardAnswer::Save;
+    case QMessageBox::Discard: return DiscardAnswer::Discard;
+    default: return DiscardAnswer::Cancel;
+    }
 }
 
 void MainWindow::validate_file(const QString& path) {
@@ -485,22 +523,16 @@ void MainWindow::validate_file(const QString& path) {
     }
 }
 
-Status MainWindow::save_conversation(const QString& path) const {
+Status MainWindow::save_conversation(const QString& path) {
     QJsonObject o = conversation_.to_json();
     if (chat_->has_model()) o["model"] = chat_->model().path;
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
-    f.write(QJsonDocument(o).toJson(QJsonDocument::Indented));
-    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
+    if (Status saved = save_file(path, QJsonDocument(o).toJson(QJsonDocument::Indented)); !saved) return saved;
+    unsaved_ = false;
     return Status::ok();
 }
 
 Status MainWindow::export_markdown(const QString& path) const {
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly)) return error((path + ": " + f.errorString()).toStdString());
-    f.write(conversation_.to_markdown().toUtf8());
-    if (!f.commit()) return error((path + ": " + f.errorString()).toStdString());
-    return Status::ok();
+    return save_file(path, conversation_.to_markdown().toUtf8());
 }
 
 Status MainWindow::load_conversation(const QString& path) {
@@ -511,6 +543,7 @@ Status MainWindow::load_conversation(const QString& path) {
     if (perr.error != QJsonParseError::NoError) return error((path + ": not JSON (" + perr.errorString() + ")").toStdString());
     if (chat_->generating()) return error("a reply is still being generated");
     if (Status s = conversation_.from_json(doc.object()); !s) return error(path.toStdString() + ": " + s.message());
+    unsaved_ = false;  // what is shown is that file
     worker_->resetConversation();
     // With a model loaded, evaluate the tokens again so every view has its traces.
     if (chat_->has_model() && conversation_.size() > 0) return chat_->replay();
@@ -582,10 +615,14 @@ void MainWindow::compare_files_dialog() {
     }
 }
 
-void MainWindow::save_conversation_dialog() {
+bool MainWindow::save_conversation_dialog() {
     const QString path = QFileDialog::getSaveFileName(this, tr("Save conversation"), QStringLiteral("conversation.json"), tr("Conversations (*.json)"));
-    if (path.isEmpty()) return;
-    if (Status s = save_conversation(path); !s) statusBar()->showMessage(QString::fromStdString(s.message()), 8000);
+    if (path.isEmpty()) return false;
+    if (Status s = save_conversation(path); !s) {
+        statusBar()->showMessage(QString::fromStdString(s.message()), 8000);
+        return false;
+    }
+    return true;
 }
 
 void MainWindow::export_markdown_dialog() {
@@ -598,7 +635,7 @@ void MainWindow::export_markdown_dialog() {
 
 void MainWindow::load_conversation_dialog() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Load conversation"), QString(), tr("Conversations (*.json)"));
-    if (path.isEmpty()) return;
+    if (path.isEmpty() || !may_discard_conversation(tr("Loading %1").arg(QFileInfo(path).fileName()))) return;
     if (Status s = load_conversation(path); !s) statusBar()->showMessage(QString::fromStdString(s.message()), 8000);
 }
 
@@ -630,6 +667,10 @@ void MainWindow::save_settings() const {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+    if (!may_discard_conversation(tr("Quitting"))) {
+        e->ignore();
+        return;
+    }
     if (options_.persist_settings) save_settings();
     e->accept();
 }

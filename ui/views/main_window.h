@@ -7,6 +7,7 @@
 #include <QByteArray>
 #include <QMainWindow>
 #include <QStringList>
+#include <functional>
 #include <memory>
 
 #include "ui/chat_controller.h"
@@ -36,6 +37,9 @@ class RoutingView;
 class ThemeManager;
 class ValidatorView;
 
+// The answer to "this action ends a conversation that is not saved": save it first, discard it, or do nothing.
+enum class DiscardAnswer { Save, Discard, Cancel };
+
 struct MainWindowOptions {
     bool persist_settings = true;  // off for --screenshot and tests: they neither read nor write QSettings
     LoadOptions load;
@@ -56,7 +60,7 @@ public:
     // Attaches the Studio to a colibri serve (File ▸ Connect to server).
     void connect_server(const QString& url, const QString& api_key = {});
     void validate_file(const QString& path);
-    Status save_conversation(const QString& path) const;
+    Status save_conversation(const QString& path);
     Status load_conversation(const QString& path);
     Status export_markdown(const QString& path) const;
     Status import_tune_report(const QString& path);
@@ -83,6 +87,12 @@ public:
     QDockWidget* dock_of(QWidget* view) const;
     QList<QDockWidget*> docks() const;
     bool model_loaded() const { return chat_->has_model(); }
+    // Messages that were never saved, or changed since: opening another model, connecting to a server, loading
+    // a conversation or quitting asks first (Save, Discard, Cancel).
+    bool has_unsaved_conversation() const { return unsaved_; }
+    // Who answers that question (the action in words, "Opening demo.bin"); by default a QMessageBox on this
+    // window. Tests answer it here.
+    void set_discard_question(std::function<DiscardAnswer(const QString& action)> ask) { ask_discard_ = std::move(ask); }
 
     // The default arrangement of the docks, sized for the window as it is now.
     void reset_layout();
@@ -107,7 +117,11 @@ private:
     void build_menus();
     QDockWidget* add_dock(QWidget* view, const QString& title, const QString& name, Qt::DockWidgetArea area);
     void on_loaded(const ModelSummary& summary, const CounterSet& counters);
-    void on_load_failed(const QString& path, const QString& error);
+    void on_load_failed(const QString& path, const QString& error, LoadFailure failure);
+    // True when the conversation may go: nothing unsaved, or the user saved or discarded it.
+    bool may_discard_conversation(const QString& action);
+    DiscardAnswer ask_discard_with_box(const QString& action);
+    QString model_display_name() const;
     void on_verified(const QString& path, bool valid);
     void offer_conversion(const QString& source, const QString& what);
     void remember_recent(const QString& path);
@@ -119,7 +133,7 @@ private:
     void show_convert_dialog();
     void validate_dialog();
     void compare_files_dialog();
-    void save_conversation_dialog();
+    bool save_conversation_dialog();  // true when it was saved
     void load_conversation_dialog();
     void export_markdown_dialog();
     void apply_default_dock_sizes();
@@ -148,6 +162,9 @@ private:
     ElidedLabel* model_label_ = nullptr;
     QStringList recent_;
     QString loading_;       // path being loaded
+    LoadOptions loading_options_;
+    bool unsaved_ = false;
+    std::function<DiscardAnswer(const QString&)> ask_discard_;
     QString loaded_path_;   // the model the chat runs on
     QByteArray default_state_;
 };

@@ -9,7 +9,7 @@ namespace {
 using json = nlohmann::json;
 
 // nlohmann::json SAX handler: builds the document as json values, except model.vocab (an object) and model.merges
-// (an array), which go to a StreamedModel. The nesting is bounded by json_too_deep before parsing.
+// (an array), which go to a StreamedModel. The nesting (and a NUL byte) is refused by json_text_problem before parsing.
 class TokenizerJsonReader {
 public:
     explicit TokenizerJsonReader(StreamedModel& model) : model_(model) {}

@@ -33,7 +33,7 @@ struct StreamedModel {
 };
 
 // Parses tokenizer.json into *root, with model.vocab and model.merges into *model instead. False (and *error) when
-// the text is not valid JSON. The caller bounds the nesting first (json_too_deep).
+// the text is not valid JSON. The caller refuses deep nesting and NUL bytes first (json_text_problem).
 bool read_tokenizer_json(std::string_view text, nlohmann::json* root, StreamedModel* model, std::string* error);
 
 }  // namespace colibri::tokenizer_parts
