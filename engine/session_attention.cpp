@@ -187,23 +187,23 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const AttentionRules& rules = model_.rules().attention;
     const LayerCache& cache = caches_[layer];
     const uint32_t hd = hp.head_dim;
-    const AttentionShape a{w,
-                           rules,
-                           hp.rms_eps,
-                           hd,
-                           hp.n_heads,
-                           hp.n_kv_heads,
-                           hp.n_heads / hp.n_kv_heads,
-                           rules.rotary_dim / 2,
-                           cache.held,
-                           cache.window,
-                           size_t(hp.n_heads) * hd,
-                           size_t(hp.n_kv_heads) * hd,
-                           size_t(hd) * kKeyBlock,
-                           k_cache_.data() + cache.k_offset,
-                           v_cache_.data() + cache.v_offset,
-                           1.0f / std::sqrt(static_cast<float>(hd)) * model_.rope().softmax_scale,
-                           max_slots_};
+    const AttentionShape a{.w = w,
+                           .rules = rules,
+                           .eps = hp.rms_eps,
+                           .hd = hd,
+                           .n_heads = hp.n_heads,
+                           .n_kv = hp.n_kv_heads,
+                           .group = hp.n_heads / hp.n_kv_heads,
+                           .rot_half = rules.rotary_dim / 2,
+                           .slots = cache.held,
+                           .window = cache.window,
+                           .q_dim = size_t(hp.n_heads) * hd,
+                           .kv_dim = size_t(hp.n_kv_heads) * hd,
+                           .key_block = size_t(hd) * kKeyBlock,
+                           .kc = k_cache_.data() + cache.k_offset,
+                           .vc = v_cache_.data() + cache.v_offset,
+                           .scale = 1.0f / std::sqrt(static_cast<float>(hd)) * model_.rope().softmax_scale,
+                           .ls = max_slots_};
     const size_t parts = pool_.size();
     // olmoe's q/k norm needs whole projections: it cannot run per part of the KV heads.
     if (parts > 1 && a.n_kv % parts == 0 && rules.qk_norm != QkNorm::WholeProjection) {
@@ -281,14 +281,14 @@ void Session::attend(const AttentionShape& a, size_t part, uint32_t t, uint32_t 
     // every variant, thread count and chunking):
     //   scores[j][p] = Σ_d q_j[d] · K^T[d][p],   out_j[d] = Σ_p softmax(scores_j · scale)[p] · V[p][d].
     const size_t first = size_t(kvh) * a.group + j0;
-    const QueryGroup g{position_ + t + 1,
-                       j1 - j0,
-                       first,
-                       q_.data() + t * a.q_dim + first * a.hd,
-                       a.kc + size_t(kvh) * a.slots * a.hd,
-                       a.vc + size_t(kvh) * a.slots * a.hd,
-                       scores_.data() + part * a.group * a.ls,
-                       att_.data() + t * a.q_dim + first * a.hd};
+    const QueryGroup g{.n_pos = position_ + t + 1,
+                       .heads = j1 - j0,
+                       .first = first,
+                       .q = q_.data() + t * a.q_dim + first * a.hd,
+                       .kh = a.kc + size_t(kvh) * a.slots * a.hd,
+                       .vh = a.vc + size_t(kvh) * a.slots * a.hd,
+                       .sc = scores_.data() + part * a.group * a.ls,
+                       .out = att_.data() + t * a.q_dim + first * a.hd};
     if (a.window != 0 || a.w.sinks != nullptr) attend_window_or_sinks(a, g, values_.data() + part * size_t(a.slots) * a.hd);
     else attend_all_positions(a, g);
 }
@@ -309,19 +309,19 @@ void Session::latent_attention(uint32_t layer, const LayerWeights& w, uint32_t n
     const AttentionRules& rules = model_.rules().attention;
     const LayerCache& cache = caches_[layer];
     const uint32_t qk = hp.head_dim, rot = rules.rotary_dim, lora = rules.kv_lora_rank;
-    const LatentShape m{hp.n_heads,
-                        qk,
-                        rot,
-                        qk - rot,
-                        lora,
-                        lora + rot,
-                        rules.v_head_dim,
-                        size_t(hp.n_heads) * qk,
-                        size_t(lora + rot) * kKeyBlock,
-                        cache.held,
-                        cache.window,
-                        k_cache_.data() + cache.k_offset,
-                        v_cache_.data() + cache.v_offset};
+    const LatentShape m{.n_heads = hp.n_heads,
+                        .qk = qk,
+                        .rot = rot,
+                        .nope = qk - rot,
+                        .lora = lora,
+                        .key_dim = lora + rot,
+                        .vd = rules.v_head_dim,
+                        .q_dim = size_t(hp.n_heads) * qk,
+                        .key_block = size_t(lora + rot) * kKeyBlock,
+                        .held = cache.held,
+                        .window = cache.window,
+                        .kc = k_cache_.data() + cache.k_offset,
+                        .vc = v_cache_.data() + cache.v_offset};
     project_latent(w, n);
     prepare_latent(m, w, n);
     attend_latent(m, w, n);
