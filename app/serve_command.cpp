@@ -15,8 +15,8 @@
 #include <system_error>
 #include <thread>
 
-#include "engine/core/model.h"
 #include "engine/base/thread_start.h"
+#include "engine/core/model.h"
 #include "server/http_server.h"
 #include "server/local_server.h"
 #include "server/scheduler.h"

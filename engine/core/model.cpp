@@ -267,6 +267,7 @@ Status Model::bind() {
     }
     if (hp.flags & kTiedEmbeddings) lm_head_ = embed_;
     decide_rules();
+    for (LayerWeights& w : layers_) w.mixer = rules_.attention.mla ? TokenMixer::LatentAttention : TokenMixer::Attention;
 
     rope_ = rope_table(hp, rules_.attention.rotary_dim);
 

@@ -33,6 +33,11 @@ struct AttentionRules {
     uint32_t q_lora_rank = 0, kv_lora_rank = 0, v_head_dim = 0;  // MLA
 };
 
+// What a layer mixes its positions with, decided at load per layer (LayerWeights::mixer): softmax attention over
+// a KV cache, or DeepSeek's multi-head latent attention over a cache of latents. Session::mix_tokens runs it and
+// Session's cache plan gives it its state; a recurrent mixer (linear attention) would be one more kind there.
+enum class TokenMixer : uint8_t { Attention, LatentAttention };
+
 // Everything the forward pass does differently per family, decided at load (Model::rules()).
 struct ModelRules {
     RoutingRules routing;
@@ -42,6 +47,7 @@ struct ModelRules {
 };
 
 struct LayerWeights {
+    TokenMixer mixer = TokenMixer::Attention;
     const TensorView* attn_norm = nullptr;
     const TensorView* q = nullptr;
     const TensorView* k = nullptr;

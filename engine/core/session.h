@@ -20,6 +20,9 @@
 
 namespace colibri {
 
+struct AttentionShape;  // session_attention.cpp
+struct LatentShape;
+
 struct SessionOptions {
     RouterKind router = RouterKind::Exact;
     // Tokens per chunk of a batched eval (1 = token by token); at most kMaxChunk.
@@ -82,44 +85,111 @@ public:
     // gets a TokenTiming.
     void set_observer(TraceObserver* observer) { observer_ = observer; }
 
+    // Positions per block of the KV cache's transposed keys.
+    static constexpr uint32_t kKeyBlock = 64;
+
 private:
     // A run of rows of one session (a part of a batch, or the whole chunk of eval).
     struct Part {
         Session* session;
         uint32_t row, count;
     };
+    // Construction: each layer's share of the caches (by its token mixer), then the scratch buffers.
+    void plan_caches();
+    void size_buffers();
     Status check_input(std::span<const int32_t> tokens) const;
     // Evaluates tokens [0, n) at positions position_.. (n <= chunk capacity); with_logits computes the
     // logits of the last one.
     Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits);
-    // The chunk's steps: embeddings into rows [row, row + n) of x_; this session's rotations for n positions;
-    // the layers over n rows (each part's attention in its own session); the logits after one row, into
-    // owner's logits.
-    void embed(const int32_t* tokens, uint32_t n, uint32_t row);
-    void rope_rows(uint32_t n);
-    Status layers(std::span<const Part> parts, uint32_t n);
-    void logits_of(uint32_t row, Session& owner);
     // Makes the KV cache's pages for positions [0, end) resident, in steps that at least double the resident
     // span (kKvMinStep positions or more), so that no page fault falls inside a chunk's hot loops. An error
     // when the system has no memory for them (the session stays where it was).
     Status populate_kv(uint32_t end);
-    void attention(uint32_t layer, const LayerWeights& w, uint32_t n);
-    // DeepSeek's multi-head latent attention, absorbed: the cache holds each position's kv latent and shared
-    // rope key; queries are taken into the latent space (k_b) and the heads' outputs out of it (v_b).
-    void latent_attention(uint32_t layer, const LayerWeights& w, uint32_t n);
-    // Scores of `heads` query heads (q, rows of key_dim floats) against positions [lo, n_pos) of a layer's
-    // transposed key cache, softmax (with the heads' sinks), into score rows of `ls` floats.
-    void attention_scores(const float* kc, uint32_t key_dim, uint32_t ring, uint32_t lo, uint32_t n_pos, const float* q,
-                          uint32_t heads, const float* sinks, float scale, float* sc, size_t ls) const;
-    Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
-    // The routed experts of a chunk through the expert cache, in groups that fit in the layer's slots.
-    Status cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache);
-    // A layer's router on `n` rows of input: per token its top-k experts and their weights into selected / weights;
-    // the logits, scores, selection values and groups into router_logits_, router_probs_, selection_, groups_.
-    void route_chunk(const LayerWeights& w, const float* input, uint32_t n, int32_t* selected, float* weights);
+
+    // The forward pass (session.cpp), in the order it runs: embeddings into rows [row, row + n) of x_; this
+    // session's rotations for n positions; the layers over n rows (each part's token mixer in its own session);
+    // the logits after one row, into owner's logits.
+    void embed(const int32_t* tokens, uint32_t n, uint32_t row);
+    void rope_rows(uint32_t n);
+    // Per layer: norm -> token mixer -> residual -> norm -> MoE or dense FFN -> residual.
+    Status layers(std::span<const Part> parts, uint32_t n);
+    // rmsnorm of rows [0, n) of the residual stream x_ with `weight`, into out.
+    void norm_rows(const TensorView& weight, uint32_t n, float* out);
+    // x_ += y over n rows.
+    void add_residual(const float* y, uint32_t n);
+    // The layer's token mixer (LayerWeights::mixer) on each part's rows of h_, in that part's session, into
+    // the parts' rows of proj_.
+    void mix_tokens(std::span<const Part> parts, uint32_t layer, const LayerWeights& w);
+    // The layer's feed-forward block on h_ into moe_out_: the MoE, or a dense SwiGLU.
+    Status feed_forward(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // A layer's LayerTiming per row (and its counters) to the rows' observers.
+    void report_layer(uint32_t layer, uint32_t n, uint64_t t0, uint64_t t1, CounterSource* counters);
+    void logits_of(uint32_t row, Session& owner);
     // The TokenTiming of `count` positions from `first` evaluated together: each gets an even share of the body,
     // the last one the head (final norm and lm head) as well.
     static void report_token_timing(TraceObserver& observer, uint32_t first, uint32_t count, uint64_t body_ns, uint64_t head_ns);
+
+    // Softmax attention (session_attention.cpp): h_ rows -> proj_ rows, at this session's positions in its cache.
+    // q, k and v projected; each token's rows prepared (bias, the family's q/k norm, clip, RoPE) and stored in the
+    // cache; each query head attends over its positions (the window and sinks where the layer has them); the
+    // output projection.
+    void attention(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // When the KV heads split evenly among the pool's parts: each part projects, prepares and attends its heads,
+    // in one hand-off.
+    void attention_by_kv_heads(const AttentionShape& a, uint32_t n);
+    void prepare_qkv(const AttentionShape& a, uint32_t n, uint32_t kv0, uint32_t kv1);
+    // Every (token, KV head) pair of the chunk, split among the pool's parts (query heads too when pairs are few).
+    void attend_chunk(const AttentionShape& a, uint32_t n);
+    // Token t's query heads [j0, j1) of KV head kvh over its positions, with the score rows of pool part `part`.
+    void attend(const AttentionShape& a, size_t part, uint32_t t, uint32_t kvh, uint32_t j0, uint32_t j1);
+    // DeepSeek's multi-head latent attention, absorbed: the cache holds each position's kv latent and shared
+    // rope key; queries are taken into the latent space (k_b) and the heads' outputs out of it (v_b).
+    void latent_attention(uint32_t layer, const LayerWeights& w, uint32_t n);
+    void project_latent(const LayerWeights& w, uint32_t n);
+    void prepare_latent(const LatentShape& m, const LayerWeights& w, uint32_t n);
+    void attend_latent(const LatentShape& m, const LayerWeights& w, uint32_t n);
+    // att_ through the output projection (and its bias) into proj_; the router's weights asked for meanwhile.
+    void output_projection(const LayerWeights& w, uint32_t n);
+
+    // The MoE block (session_moe.cpp): route, group the chunk's tokens by expert, run the routed experts (and
+    // the shared expert), combine each token's expert outputs into moe_out_.
+    Status moe(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // The layer's router on h_ into selected_ / selected_w_, timed and reported to the rows' observers.
+    void route(uint32_t layer, const LayerWeights& w, uint32_t n);
+    // A layer's router on `n` rows of input: per token its top-k experts and their weights into selected / weights;
+    // the logits, scores, selection values and groups into router_logits_, router_probs_, selection_, groups_.
+    void route_chunk(const LayerWeights& w, const float* input, uint32_t n, int32_t* selected, float* weights);
+    // The chunk's (token, slot) choices per expert (expert_rows_, expert_count_), each chosen expert's block of rows
+    // (expert_block_) and the chosen experts ascending (chosen_).
+    void group_by_expert(uint32_t n);
+    // madvise(WILLNEED) this layer's chosen experts and the previous token's choices at the next layer.
+    void advise_experts(uint32_t layer, uint32_t n);
+    // Each chosen expert's tokens' rows of h_ copied into its block of expert_in_ (a single token reads h_).
+    void gather_expert_inputs(uint32_t n);
+    const float* expert_input(uint32_t expert, uint32_t n) const;
+    // The chosen experts' outputs into their blocks of ffn_out_ (down bias included), the shared expert's into
+    // shared_out_ (its gate into shared_gate_). The one place that decides how the routed experts run: through
+    // the mapping in two hand-offs with the shared expert, one at a time when the observer counts per expert, or
+    // through the expert cache group by group. (Expert parallelism would compute this rank's share of chosen_
+    // here and exchange the blocks before combine_experts.)
+    Status run_experts(uint32_t layer, const LayerWeights& w, uint32_t n);
+    Status mapped_experts(uint32_t layer, const LayerWeights& w, uint32_t n);
+    Status counted_experts(uint32_t layer, const LayerWeights& w, uint32_t n, CounterSource& counters);
+    // Through the expert cache, in groups that fit in the layer's slots.
+    Status cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache);
+    // The group's resident experts (misses = false) or its misses (true).
+    void compute_cached(uint32_t layer, uint32_t n, ExpertCache& cache, std::span<const uint32_t> experts, bool misses);
+    void report_cache(uint32_t layer, uint32_t n, const ExpertCache& cache, const ExpertCacheStats& before);
+    // Queues expert e's gate/up job (gpt_oss: with biases and the clamped activation) and down job on its block.
+    void queue_expert(const FfnWeights& f, uint32_t expert, uint32_t n);
+    void queue_shared_expert(const LayerWeights& w, uint32_t n);
+    // gpt_oss's down-projection bias on expert e's output rows.
+    void add_down_bias(const FfnWeights& f, uint32_t expert);
+    // moe_out_: per token its experts' outputs times their weights in ascending expert order, then the shared
+    // expert (scaled by its sigmoid gate where the family has one).
+    void combine_experts(const LayerWeights& w, uint32_t n);
+    // SwiGLU over n rows of x (stride hidden) into out (stride hidden): a dense layer, the shared expert.
+    void ffn(const FfnWeights& w, const float* x, uint32_t n, float* out);
     // Whether MoE layers' experts are predicted ahead (SessionOptions::predict_experts, or a prefetching cache).
     bool predicting() const;
     // Expert cache prefetch: predicts the next MoE layer's experts for the chunk (predicted_next_, predicted_layer_).
@@ -129,8 +199,7 @@ private:
     void predict_first_moe_layer(uint32_t n);
     // Layer `target`'s router on the residual stream as it is now, under that layer's norm (predicted_next_).
     void predict_layer(uint32_t target, uint32_t n);
-    // SwiGLU over n rows of x (stride hidden) into out (stride hidden).
-    void ffn(const FfnWeights& w, const float* x, uint32_t n, float* out);
+
     // y[i * W.rows + r] = row r of W · x_i for i < n: one read of W for all n vectors.
     void matmul(const TensorView& w, const float* x, uint32_t n, float* y);
 
@@ -153,8 +222,6 @@ private:
     uint64_t router_ns_ = 0;  // router time of the current layer, for LayerTiming
     std::unique_ptr<ExpertPrefetcher> prefetcher_;
 
-    // Per-token rows, capacity_ of each: [token][dim].
-    static constexpr uint32_t kKeyBlock = 64;  // positions per block of the transposed keys
     static constexpr uint32_t kKvMinStep = 256;
     uint32_t kv_resident_ = 0;  // positions whose KV cache pages populate_kv has made resident
     // One layer's part of the caches. A full-attention layer keeps every position; a sliding-window layer a
@@ -170,6 +237,7 @@ private:
     uint32_t max_slots_ = 0;  // the longest score row
     ZeroPageBuffer<float> k_cache_;  // per layer [kv head][block][key_dim][kKeyBlock] (keys transposed per block)
     ZeroPageBuffer<float> v_cache_;  // per layer [kv head][slot][value_dim]
+    // Per-token rows, capacity_ of each: [token][dim]. x_ is the residual stream, h_ its normed rows.
     ActivationBuffer<float> x_, h_, q_, k_, v_, att_, proj_, scores_, q_low_;  // scores_: [pool part][group head][whole key blocks]
     ActivationBuffer<float> gate_, up_, expert_in_, ffn_out_, moe_out_, router_logits_, router_probs_;
     ActivationBuffer<float> shared_gate_, shared_gate_up_, shared_out_;  // qwen2_moe's shared expert
@@ -185,7 +253,7 @@ private:
     std::vector<uint32_t> expert_block_;  // first row of expert e's block in expert_in_ / gate_ / up_ / ffn_out_
     std::vector<MatmulJob> jobs_;         // reserved for every expert's down projection and the shared expert's
     std::vector<GatedJob> gated_jobs_;    // reserved for every expert's gate/up projections and the shared expert's
-    std::vector<uint32_t> chosen_;    // the chunk's experts at a layer, ascending (expert cache)
+    std::vector<uint32_t> chosen_;    // the chunk's experts at a layer, ascending
     // Expert cache prefetch: the next MoE layer's router applied to this layer's hidden state (predict_in_, the
     // residual under the next layer's norm), its choices per token and their union, ascending (predicted_next_).
     ActivationBuffer<float> predict_in_;

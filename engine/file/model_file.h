@@ -9,10 +9,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/base/status.h"
 #include "engine/file/file_rules.h"
 #include "engine/file/format.h"
 #include "engine/file/model_image.h"
-#include "engine/base/status.h"
 
 namespace colibri {
 

@@ -29,6 +29,20 @@ struct Counter : TraceObserver {
     }
 };
 
+// An observer that reads (fake) perf counters per layer and, when `experts`, per routed expert.
+struct CounterLog : TraceObserver {
+    struct FakeCounters : CounterSource {
+        uint64_t value[1] = {1};
+        void start(unsigned) override {}
+        std::span<const uint64_t> stop(unsigned) override { return value; }
+    } source;
+    bool experts = true;
+    int layer_records = 0, expert_records = 0;
+    CounterSource* counters() override { return &source; }
+    bool count_experts() override { return experts; }
+    void on_counters(const CounterRecord& c) override { ++(c.expert < 0 ? layer_records : expert_records); }
+};
+
 class TestSession : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
@@ -280,25 +294,44 @@ private slots:
         }
     }
 
+    // The routed experts run one at a time when an observer counts per expert (Session::counted_experts), in
+    // two hand-offs with the shared expert otherwise (mapped_experts): the same logits, for the families whose
+    // MoE differs (gpt_oss's biased, clamped experts, qwen2_moe's gated and deepseek_v3's ungated shared
+    // expert); and each layer's token mixer is the one the family's attention rules name.
+    void counted_experts_equal_mapped_data() {
+        QTest::addColumn<QString>("family");
+        for (const char* f : {"olmoe", "gpt_oss", "qwen2_moe", "deepseek_v3"}) QTest::newRow(f) << f;
+    }
+    void counted_experts_equal_mapped() {
+        QFETCH(QString, family);
+        const QString path = dir_.filePath(family + "-counted.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/" + family + "/model"), "-o", path, "-q"}).exit_code, 0);
+        auto m = Model::load(path.toStdString());
+        QVERIFY2(m.is_ok(), m.message().c_str());
+        const Model& model = *m.value();
+        for (const LayerWeights& w : model.layers())
+            QCOMPARE(w.mixer, model.rules().attention.mla ? TokenMixer::LatentAttention : TokenMixer::Attention);
+        QCOMPARE(model.rules().attention.mla, family == "deepseek_v3");
+        std::vector<int32_t> ids;
+        for (const auto& v : read_json(reference("hf/" + family + "/ref/input_ids.json")).array()) ids.push_back(v.toInt());
+
+        CounterLog counting;
+        ThreadPool pool(2);
+        Session mapped(model, pool), counted(model, pool);
+        counted.set_observer(&counting);
+        auto a = mapped.eval(std::span<const int32_t>(ids));
+        auto b = counted.eval(std::span<const int32_t>(ids));
+        QVERIFY(a.is_ok() && b.is_ok());
+        QCOMPARE(counting.expert_records, int(ids.size() * model.moe_layer_count() * model.hparams().n_experts_active));
+        QVERIFY(std::equal(a->begin(), a->end(), b->begin()));
+    }
+
     // An observer that counts layers only gets no per-expert records (and so no one-expert-at-a-time path).
     void layer_counters_without_expert_counters() {
-        struct FakeCounters : CounterSource {
-            uint64_t value[1] = {1};
-            void start(unsigned) override {}
-            std::span<const uint64_t> stop(unsigned) override { return value; }
-        };
-        struct Log : TraceObserver {
-            FakeCounters source;
-            bool experts = true;
-            int layer_records = 0, expert_records = 0;
-            CounterSource* counters() override { return &source; }
-            bool count_experts() override { return experts; }
-            void on_counters(const CounterRecord& c) override { ++(c.expert < 0 ? layer_records : expert_records); }
-        };
         ThreadPool pool(1);
         for (const bool experts : {false, true}) {
             Session s(*model_, pool);
-            Log log;
+            CounterLog log;
             log.experts = experts;
             s.set_observer(&log);
             QVERIFY(s.eval(std::span<const int32_t>(ids_.data(), 3)).is_ok());
