@@ -213,17 +213,18 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
             return;
         }
     }
+    // Counters first: the pool's threads, started next, inherit them, so per-layer counts include their work.
+    // Both before the old model goes: threads refused by a process limit leave the chat where it was.
+    auto counters = PerfCounters::open_default();
+    auto pool = ThreadPool::create(options.threads);
+    if (!pool) {
+        emit loadFailed(path, QString::fromStdString(pool.message()), LoadFailure::Options);
+        return;
+    }
     do_unload();
     model_ = std::move(model.value());
     cache_tracker_ = CacheStateTracker{};
-    // Counters first: the pool's threads, started next, inherit them, so per-layer counts include their work.
-    counters_ = PerfCounters::open_default();
-    auto pool = ThreadPool::create(options.threads);
-    if (!pool) {
-        model_.reset();
-        emit loadFailed(path, QString::fromStdString(pool.message()));
-        return;
-    }
+    counters_ = std::move(counters);
     pool_ = std::move(pool.value());
     SessionOptions session_options = SessionOptions::from_environment();
     session_options.predict_experts = options.ram_budget > 0;

@@ -75,7 +75,6 @@ public:
         return -1;
     }
     int port() const { return port_; }
-    qint64 pid() const { return process_.processId(); }
     QString url() const { return QStringLiteral("http://127.0.0.1:%1").arg(port_); }
     const QString& error() const { return error_; }
     QByteArray log() {
