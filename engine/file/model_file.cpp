@@ -12,15 +12,6 @@ namespace colibri {
 
 using namespace format;
 
-namespace tensor_names {
-std::string layer(uint32_t layer, std::string_view what) {
-    return "layers." + std::to_string(layer) + "." + std::string(what);
-}
-std::string expert(uint32_t layer, uint32_t expert, std::string_view proj) {
-    return "layers." + std::to_string(layer) + ".experts." + std::to_string(expert) + "." + std::string(proj);
-}
-}  // namespace tensor_names
-
 Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
     auto image = ModelImage::open(path);
     if (!image) return image.message().rfind(path, 0) == 0 ? image.status() : error(path + ": " + image.message());

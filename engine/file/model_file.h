@@ -90,10 +90,4 @@ private:
     std::unordered_map<std::string, uint32_t> tensor_index_;
 };
 
-// Tensor names inside a .bin (shared by the writer, the converter and the model).
-namespace tensor_names {
-std::string layer(uint32_t layer, std::string_view what);                       // "layers.3.attn.q"
-std::string expert(uint32_t layer, uint32_t expert, std::string_view proj);     // "layers.3.experts.5.down"
-}  // namespace tensor_names
-
 }  // namespace colibri

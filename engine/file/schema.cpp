@@ -1,6 +1,17 @@
 #include "engine/file/schema.h"
 
-#include "engine/file/model_file.h"
+namespace colibri {
+
+namespace tensor_names {
+std::string layer(uint32_t layer, std::string_view what) {
+    return "layers." + std::to_string(layer) + "." + std::string(what);
+}
+std::string expert(uint32_t layer, uint32_t expert, std::string_view proj) {
+    return "layers." + std::to_string(layer) + ".experts." + std::to_string(expert) + "." + std::string(proj);
+}
+}  // namespace tensor_names
+
+}  // namespace colibri
 
 namespace colibri::schema {
 

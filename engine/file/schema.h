@@ -1,6 +1,6 @@
 // What each architecture family is: its name, the hyper-parameters it needs and every tensor it binds, with the
 // shape the hyper-parameters imply and the section the writer puts it in. Model::bind and `colibri check`
-// (through engine/file_rules) and the converters' plans (tools/convert_hf, tools/convert_gguf) all read this, so a
+// (through engine/file/file_rules) and the converters' plans (tools/convert_hf, tools/convert_gguf) all read this, so a
 // family's facts live here once (docs/FORMAT.md, "Tensor names", is its prose).
 #pragma once
 #include <cstdint>
@@ -10,6 +10,16 @@
 #include <vector>
 
 #include "engine/file/format.h"
+
+namespace colibri {
+
+// Tensor names inside a .bin (shared by the writer, the converter and the model).
+namespace tensor_names {
+std::string layer(uint32_t layer, std::string_view what);                       // "layers.3.attn.q"
+std::string expert(uint32_t layer, uint32_t expert, std::string_view proj);     // "layers.3.experts.5.down"
+}  // namespace tensor_names
+
+}  // namespace colibri
 
 namespace colibri::schema {
 
