@@ -54,7 +54,8 @@ static int left_ms(long deadline) {
     return left <= 0 ? 0 : left > 1000000000L ? 1000000000 : (int)left;
 }
 
-static long deadline_after(const colibri_client* c) { return c->timeout_ms ? now_ms() + (long)c->timeout_ms : -1; }
+/* now_ms() counts whole milliseconds, so one more keeps the wait at least the timeout (never 299 ms of 300). */
+static long deadline_after(const colibri_client* c) { return c->timeout_ms ? now_ms() + (long)c->timeout_ms + 1 : -1; }
 
 static int write_all(int fd, const void* data, size_t n) {
     const uint8_t* p = (const uint8_t*)data;
