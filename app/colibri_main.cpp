@@ -736,7 +736,7 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     Utf8Stream stream;
     GenerateStop stop = GenerateStop::MaxTokens;
     // Timing and storage reads: the prompt (to the first new token) and the decode after it, apart, so that a
-    // budgeted run's cost per decoded token can be read off (tools/bench_ram_budget.py).
+    // budgeted run's cost per decoded token can be read off (bench/scripts/bench_ram_budget.py).
     using Clock = std::chrono::steady_clock;
     const Clock::time_point t0 = Clock::now();
     const std::optional<uint64_t> read0 = storage_read_bytes();

@@ -5,7 +5,7 @@
 // no vocabulary (tokenizer.ggml.model "none" with <arch>.vocab_size): llama.cpp loads it for benchmarks and
 // token ids; `colibri convert` imports it back to the same tensors. With placeholder_vocab it has a stand-in
 // vocabulary instead (a BPE of pieces "<ID>", no real merges), for llama.cpp programs that print the tokens they
-// make, such as llama-server, driven with token ids (tools/serve_bench.cpp).
+// make, such as llama-server, driven with token ids (tools/programs/serve_bench.cpp).
 #pragma once
 #include <string>
 

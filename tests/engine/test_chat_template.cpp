@@ -2,7 +2,7 @@
 // real chat templates (Qwen3, Qwen3.5, gpt-oss, DeepSeek V3/V3.1/R1/V2, GLM-4.6, GLM-4.7-Flash, MiniMax-M2, Kimi-K2
 // (three variants), Qwen2.5, Mixtral, Llama-2, OLMoE) x conversations and
 // one-construct unit templates, rendered by Python jinja2 configured as transformers does and by
-// @huggingface/jinja (tools/chat_template_parity/generate.mjs). Every case must match byte for byte,
+// @huggingface/jinja (tests/generators/chat_template_parity/generate.mjs). Every case must match byte for byte,
 // or fail where the reference fails. The guards (runaway loops, output size, nesting) are checked
 // with local cases that no reference can render in reasonable time.
 #include <QtTest>

@@ -1,5 +1,5 @@
 // The trained demo model the build makes from resources/demo_model: parity with the PyTorch forward pass of its
-// training script (tools/demo_model/train.py, run on the same f16 weights in f32), and its held-out skills
+// training script (training/demo_model/train.py, run on the same f16 weights in f32), and its held-out skills
 // measured through the engine (`colibri eval`), as docs/DEMO_MODEL.md reports them.
 #include <QtTest>
 #include <cmath>

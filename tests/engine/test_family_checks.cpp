@@ -1,5 +1,5 @@
 // What the shared transformers references do not cover, against an independent float64 implementation of
-// transformers v5.2.0's modeling code (tools/family_checks/make_checks.py, which first reproduces the shared
+// transformers v5.2.0's modeling code (tests/generators/family_checks/make_checks.py, which first reproduces the shared
 // references within 3e-6): DeepSeek YaRN with mscale / mscale_all_dim, MLA without a low-rank q (V2-Lite), Qwen3's
 // mlp_only_layers, GLM-4.5's q/k norm with two expert groups, and gpt-oss over 140 positions, where a sliding
 // layer's KV ring (128 slots) wraps. Each case in tests/data/families is converted

@@ -278,7 +278,7 @@ private slots:
         parity(kLlamaDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/llama2_parity.json", {}, false);
     }
 
-    // The demo model's own tokenizer (trained by tools/demo_model/train.py): the file the build ships.
+    // The demo model's own tokenizer (trained by training/demo_model/train.py): the file the build ships.
     void demo_parity() {
         parity(kDemoDir, std::string(COLIBRI_TEST_DATA_DIR) + "/tokenizer/demo_parity.json", {}, true);
     }

@@ -258,7 +258,7 @@ private slots:
         // chat_template.jinja put beside it (the npm package has none; it is the template of chat_template_parity).
         const std::string want_template = name == "deepseek_v3"
                                               ? json::parse(orig_cfg)["chat_template"].get<std::string>()
-                                              : read_text(QStringLiteral(COLIBRI_SOURCE_DIR "/tools/chat_template_parity/templates/gpt-oss.jinja"));
+                                              : read_text(QStringLiteral(COLIBRI_SOURCE_DIR "/tests/generators/chat_template_parity/templates/gpt-oss.jinja"));
         QCOMPARE(im.files.chat_template, want_template);
     }
 

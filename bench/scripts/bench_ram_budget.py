@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decode under a real memory limit: plain mmap, llama.cpp and colibri's expert cache (docs/PERFORMANCE.md).
 
-usage: tools/bench_ram_budget.py COLIBRI LLAMA_BENCH MODEL.bin MODEL.gguf [--fractions 0.5,0.25]
+usage: bench/scripts/bench_ram_budget.py COLIBRI LLAMA_BENCH MODEL.bin MODEL.gguf [--fractions 0.5,0.25]
                                  [--policies lru,lfru,pinned,lru+prefetch] [--prompt 16] [--decode 32] [--threads 2]
                                  [--headroom-mib 768] [--context 128] [--reps 1] [--skip mmap,llama,...]
 

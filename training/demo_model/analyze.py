@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measurements of the demo model for docs/DEMO_MODEL.md, all through the engine's CLI (never PyTorch).
 
-    python3 tools/demo_model/analyze.py --colibri build/bin/colibri --out /tmp/demo-analysis
+    python3 training/demo_model/analyze.py --colibri build/bin/colibri --out /tmp/demo-analysis
 
 1. Skills: `colibri eval` on the held-out dialogues for f32, q8_0 and q4_k conversions of the model.
 2. Quantisation: `colibri compare` (teacher-forced top-1 agreement, KL) of q8_0 and q4_k against f32 over the

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """colibri bench vs llama-bench on the benchmark model (docs/PERFORMANCE.md), side by side in one session.
 
-usage: tools/bench_vs_llama.py COLIBRI LLAMA_BENCH MODEL_DIR [--threads 2] [--rounds 2] [--reps 5] [--depth 0]
+usage: bench/scripts/bench_vs_llama.py COLIBRI LLAMA_BENCH MODEL_DIR [--threads 2] [--rounds 2] [--reps 5] [--depth 0]
                               [--types f16,q8_0,q4_k] [--ttft N]
 
-MODEL_DIR holds bench-<type>.bin and bench-<type>.gguf (tools/make-bench-models.sh). For every type the two
+MODEL_DIR holds bench-<type>.bin and bench-<type>.gguf (bench/scripts/make-bench-models.sh). For every type the two
 programs run alternately, `rounds` times each, with -p 128 -n 128 -d DEPTH and `reps` repetitions per run (both
 time the prompt and the decode from a context of DEPTH tokens, llama-bench's -d; 0 = an empty context); every
 repetition's tokens/s is kept (llama-bench's samples_ts, colibri's "samples") and the table shows medians over

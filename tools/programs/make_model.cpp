@@ -13,8 +13,8 @@
 #include "engine/file/format.h"
 #include "engine/file/mapped_file.h"
 #include "engine/file/temp_output.h"
-#include "random_model.h"
-#include "safetensors.h"
+#include "tools/random_model.h"
+#include "tools/safetensors.h"
 
 using namespace colibri;
 using nlohmann::json;

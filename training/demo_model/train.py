@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Trains Colibri's demo model: corpus -> tokenizer -> a small Mixtral-style MoE -> a Hugging Face directory.
 
-    nice python3 tools/demo_model/train.py --work /tmp/demo-train        # about two hours on 2 cores
-    python3 tools/demo_model/train.py --work /tmp/demo-train --export-only   # re-export from the last checkpoint
+    nice python3 training/demo_model/train.py --work /tmp/demo-train        # about two hours on 2 cores
+    python3 training/demo_model/train.py --work /tmp/demo-train --export-only   # re-export from the last checkpoint
 
 A development tool (PyTorch from Debian's python3-torch), never a build or CI dependency: its output, the HF
 directory, is committed under resources/demo_model/ and the build converts it. Every seed is fixed; training
