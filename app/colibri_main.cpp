@@ -26,6 +26,7 @@
 #include "engine/text/chat_template.h"
 #include "engine/core/generate.h"
 #include "engine/core/model.h"
+#include "engine/core/open_model.h"
 #include "engine/core/sampler.h"
 #include "engine/core/session.h"
 #include "engine/file/temp_output.h"
@@ -37,6 +38,7 @@
 #include "tools/chat_eval.h"
 #include "tools/check.h"
 #include "tools/convert.h"
+#include "tools/model_args.h"
 #include "tools/model_output.h"
 #include "tools/router_compare.h"
 
@@ -73,20 +75,13 @@ Result<std::vector<int32_t>> parse_tokens(const std::string& text) {
     return ids;
 }
 
-struct ModelArgs {
-    std::string path = COLIBRI_DEMO_MODEL;
-    unsigned threads = 0;
-    uint32_t context = 0;
-    std::string ram_budget;            // empty: the whole model mapped
-    std::string cache_policy = "lru";  // with --ram-budget
-    std::string hot_trace;             // pinned: the routing trace the hot set is learned from
-    bool cache_prefetch = false;       // read the next MoE layer's predicted experts ahead of use
-};
+using tools::ModelArgs;
 
 // The RAM budget options, shared by every command that loads a model.
 void add_budget_args(CLI::App* cmd, ModelArgs& m) {
     cmd->add_option("--ram-budget", m.ram_budget,
-                    "keep the weights within SIZE (e.g. 6G, 512M): routed experts in a cache of slots read from the file");
+                    "keep the weights within SIZE (e.g. 6G, 512M) or a share of the model file (e.g. 50%): routed "
+                    "experts in a cache of slots read from the file");
     cmd->add_option("--cache-policy", m.cache_policy, "expert cache policy: lru (default), lfru or pinned");
     cmd->add_option("--hot-trace", m.hot_trace, "pinned: learn the hot experts from this routing trace (route --json)");
     cmd->add_flag("--cache-prefetch", m.cache_prefetch,
@@ -101,66 +96,17 @@ void add_model_args(CLI::App* cmd, ModelArgs& m, bool required) {
     add_budget_args(cmd, m);
 }
 
-// What --ram-budget, --cache-policy and --hot-trace ask for on `model`; nullopt without a budget.
-Result<std::optional<ExpertCacheConfig>> budget_config(const Model& model, const ModelArgs& args) {
-    if (args.ram_budget.empty()) {
-        if (!args.hot_trace.empty()) return error("--hot-trace needs --ram-budget");
-        if (args.cache_prefetch) return error("--cache-prefetch needs --ram-budget");
-        return std::optional<ExpertCacheConfig>();
-    }
-    auto bytes = tools::parse_size(args.ram_budget);
-    if (!bytes) return error("--ram-budget: " + bytes.message());
-    const std::optional<CachePolicy> policy = parse_cache_policy(args.cache_policy);
-    if (!policy) return error("--cache-policy: unknown policy '" + args.cache_policy + "' (lru, lfru or pinned)");
-    ExpertCacheConfig c;
-    c.ram_budget = bytes.value();
-    c.policy = *policy;
-    c.prefetch = args.cache_prefetch;
-    if (*policy == CachePolicy::Pinned) {
-        if (args.hot_trace.empty()) return error("--cache-policy pinned needs --hot-trace (a routing trace from route --json)");
-        auto hot = tools::read_hot_experts(args.hot_trace, model);
-        if (!hot) return error("--hot-trace: " + hot.message());
-        c.hot_experts = std::move(hot.value());
-    } else if (!args.hot_trace.empty()) {
-        return error("--hot-trace is for --cache-policy pinned");
-    }
-    return std::optional<ExpertCacheConfig>(std::move(c));
-}
-
-Status use_budget(Model& model, const ModelArgs& args) {
-    auto config = budget_config(model, args);
-    if (!config) return config.status();
-    if (!config->has_value()) return Status::ok();
-    return model.use_expert_cache(**config);
-}
-
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt) {
     cmd->add_option("--tokens", tokens, "comma-separated token ids");
     cmd->add_option("--prompt", prompt, "text to tokenize");
 }
 
-struct Loaded {
-    std::unique_ptr<Model> model;
-    std::unique_ptr<ThreadPool> pool;
-    std::unique_ptr<Session> session;
-    std::vector<int32_t> ids;  // the input, for commands that take --tokens or --prompt
-};
+using Loaded = OpenedModel;
 
 Result<Loaded> load(const ModelArgs& args) {
-    if (args.path.empty()) return error("no model given (use -m model.bin)");
-    auto model = Model::load(args.path);
-    if (!model) return model.status();
-    const uint32_t max_position = model.value()->hparams().max_position;
-    if (args.context > max_position)
-        return error("context " + std::to_string(args.context) + " exceeds the model's maximum of " + std::to_string(max_position));
-    COLIBRI_TRY(use_budget(*model.value(), args));
-    auto pool = ThreadPool::create(args.threads);
-    if (!pool) return pool.status();
-    Loaded l;
-    l.model = std::move(model.value());
-    l.pool = std::move(pool.value());
-    l.session = std::make_unique<Session>(*l.model, *l.pool, args.context);
-    return l;
+    auto options = tools::open_options(args);
+    if (!options) return options.status();
+    return open_model(options.value());
 }
 
 Result<std::vector<int32_t>> tokens_or_prompt(const Model& model, const std::string& tokens, const std::string& prompt) {
@@ -172,23 +118,18 @@ Result<std::vector<int32_t>> tokens_or_prompt(const Model& model, const std::str
     return ids;
 }
 
-Status check_ids(const Model& model, const std::vector<int32_t>& ids) {
-    for (int32_t id : ids)
-        if (static_cast<uint32_t>(id) >= model.hparams().vocab_size)
-            return error("token id " + std::to_string(id) + " out of range (vocabulary " +
-                         std::to_string(model.hparams().vocab_size) + ")");
-    return Status::ok();
-}
-
 // Loads the model and resolves the input tokens (validated against the vocabulary).
-Result<Loaded> load_with_input(const ModelArgs& args, const std::string& tokens, const std::string& prompt) {
+struct LoadedInput {
+    OpenedModel l;
+    std::vector<int32_t> ids;
+};
+Result<LoadedInput> load_with_input(const ModelArgs& args, const std::string& tokens, const std::string& prompt) {
     auto loaded = load(args);
     if (!loaded) return loaded.status();
     auto ids = tokens_or_prompt(*loaded->model, tokens, prompt);
     if (!ids) return ids.status();
-    COLIBRI_TRY(check_ids(*loaded->model, ids.value()));
-    loaded->ids = std::move(ids.value());
-    return loaded;
+    COLIBRI_TRY(check_token_ids(*loaded->model, ids.value()));
+    return LoadedInput{std::move(loaded.value()), std::move(ids.value())};
 }
 
 // Shows streamed text at once.
@@ -385,8 +326,8 @@ int cmd_logits(const ModelArgs& args, const std::string& tokens, const std::stri
                int top, bool as_json) {
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("logits", loaded.message());
-    Loaded& l = loaded.value();
-    const std::vector<int32_t>& ids = l.ids;
+    Loaded& l = loaded->l;
+    const std::vector<int32_t>& ids = loaded->ids;
     const size_t vocab = l.model->hparams().vocab_size;
     std::vector<float> all;
     all.reserve(ids.size() * vocab);
@@ -502,7 +443,7 @@ int cmd_compare(const ModelArgs& args, const CompareArgs& c, bool as_json) {
     Result<std::vector<int32_t>> ids = c.random > 0 ? Result<std::vector<int32_t>>(random_tokens(*l.model, c.random, c.seed))
                                                     : tokens_or_prompt(*l.model, c.tokens, c.prompt);
     if (!ids) return fail("compare", ids.message());
-    if (Status s = check_ids(*l.model, ids.value()); !s) return fail("compare", s.message());
+    if (Status s = check_token_ids(*l.model, ids.value()); !s) return fail("compare", s.message());
     const size_t vocab = l.model->hparams().vocab_size, n = ids->size();
 
     Result<Loaded> base = error("unused");
@@ -599,8 +540,8 @@ int cmd_route(const ModelArgs& args, const std::string& tokens, const std::strin
     if (!kind) return fail("route", "unknown router '" + ra.router + "' (exact or lut)");
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("route", loaded.message());
-    Loaded& l = loaded.value();
-    const std::vector<int32_t>& ids = l.ids;
+    Loaded& l = loaded->l;
+    const std::vector<int32_t>& ids = loaded->ids;
     if (Status s = check_router_for(*l.model, *kind); !s) return fail("route", s.message());
     if (ra.compare) {
         auto a = tools::compare_routers(*l.model, *l.pool, ids, *kind);
@@ -684,6 +625,9 @@ int cmd_bench(const ModelArgs& args, BenchArgs& ba, bool as_json) {
     if (ba.no_huge_pages) so.huge_pages = false;
     ba.config.bandwidth_buffer = ba.bandwidth_mib << 20;
     ba.config.context = args.context;
+    auto cache = tools::expert_cache_request(args);
+    if (!cache) return fail("bench", cache.message());
+    ba.config.cache = std::move(cache.value());
     if (!ba.kernel.empty()) {
         auto variants = tools::parse_kernel_list(ba.kernel);
         if (!variants) return fail("bench", variants.message());
@@ -725,8 +669,8 @@ int cmd_generate(const ModelArgs& args, const std::string& tokens, const std::st
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
-    Loaded& l = loaded.value();
-    const std::vector<int32_t>& ids = l.ids;
+    Loaded& l = loaded->l;
+    const std::vector<int32_t>& ids = loaded->ids;
     Sampler sampler(sc);
     GenerateRequest req;
     req.max_tokens = n;
@@ -903,6 +847,7 @@ int main(int argc, char** argv) {
     info->add_flag("--json", as_json, "JSON output");
 
     ModelArgs margs;
+    margs.path = COLIBRI_DEMO_MODEL;
     std::string tokens, prompt, logits_out;
     int top = 0, n = 32, max_tokens = 256;
     auto* logits = app.add_subcommand("logits", "print or dump the logits at every position");
@@ -929,6 +874,7 @@ int main(int argc, char** argv) {
     bench->add_option("-m,--model", margs.path, "model file (.bin)")->required();
     bench->add_option("-t,--threads", margs.threads, "worker threads (default: all cores)");
     bench->add_option("-c,--context", margs.context, "KV cache size in tokens (default: what -d, -p and -n need)");
+    add_budget_args(bench, margs);
     bench->add_option("--kernel", bargs.kernel,
                       "kernel variant for every op and type: scalar, avx2, avx512, neon, neon_translated; a comma "
                       "list or 'all' runs the bench once per variant and compares them");
@@ -1011,9 +957,10 @@ int main(int argc, char** argv) {
 
     colibri::cli::ServeArgs sargs;
     auto* serve = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching, and a local socket + shared-memory mode (docs/SERVER.md)");
-    serve->add_option("-m,--model", sargs.model_path, "model file (.bin)")->required();
-    serve->add_option("-t,--threads", sargs.threads, "worker threads (default: all cores)");
-    serve->add_option("-c,--context", sargs.context, "context per slot in tokens (default: min(model, 4096))");
+    serve->add_option("-m,--model", sargs.model.path, "model file (.bin)")->required();
+    serve->add_option("-t,--threads", sargs.model.threads, "worker threads (default: all cores)");
+    serve->add_option("-c,--context", sargs.model.context, "context per slot in tokens (default: min(model, 4096))");
+    add_budget_args(serve, sargs.model);
     serve->add_option("--host", sargs.host, "address to listen on, HOST or HOST:PORT (default 127.0.0.1:8080)");
     serve->add_option("--port", sargs.port, "port (default 8080; 0 picks a free one)");
     serve->add_option("--slots", sargs.slots, "sequences decoded together, each with its own KV cache (default 4)");

@@ -17,6 +17,7 @@
 
 #include "engine/base/thread_start.h"
 #include "engine/core/model.h"
+#include "engine/core/open_model.h"
 #include "server/http_server.h"
 #include "server/local_server.h"
 #include "server/scheduler.h"
@@ -132,7 +133,9 @@ private:
 }  // namespace
 
 int cmd_serve(ServeArgs a) {
-    if (a.model_path.empty()) return fail("no model given (use -m model.bin)");
+    auto options = tools::open_options(a.model);
+    if (!options) return fail(options.message());
+    options->with_session = false;  // the scheduler starts the pool and one session per slot
     int port = a.port;
     std::string host;
     if (!split_host(a.host, host, port)) return fail("--host '" + a.host + "' is not HOST, HOST:PORT or [IPV6]:PORT");
@@ -150,17 +153,14 @@ int cmd_serve(ServeArgs a) {
 
     signal(SIGPIPE, SIG_IGN);
 
-    auto model = Model::load(a.model_path);
+    auto model = load_model(options.value());
     if (!model) return fail(model.message());
-    const uint32_t max_position = model.value()->hparams().max_position;
-    if (a.context > max_position)
-        return fail("context " + std::to_string(a.context) + " exceeds the model's maximum of " + std::to_string(max_position));
     server::ServedModel served;
     served.model = model.value().get();
-    served.id = model_id(a.model_path);
+    served.id = model_id(a.model.path);
     served.aliases = a.aliases;
     struct stat st{};
-    if (::stat(a.model_path.c_str(), &st) == 0) served.created = st.st_mtime;
+    if (::stat(a.model.path.c_str(), &st) == 0) served.created = st.st_mtime;
 
     // Every thread starts before "listening" is printed: a limit on threads is an error here, not a server that
     // accepts connections and never answers.
@@ -169,8 +169,8 @@ int cmd_serve(ServeArgs a) {
     try {
         server::SchedulerOptions so;
         so.slots = a.slots;
-        so.context = a.context;
-        so.threads = a.threads;
+        so.context = a.model.context;
+        so.threads = a.model.threads;
         so.max_queue = a.max_queue;
         so.share_cache_across_scopes = a.share_prefix_cache;
         server::Scheduler scheduler(*served.model, so);
@@ -212,6 +212,9 @@ int cmd_serve(ServeArgs a) {
             std::fprintf(stderr, "colibri serve: stopped\n");
             return 0;
         }
+        if (const ExpertCache* c = served.model->expert_cache())
+            std::fprintf(stderr, "colibri serve: expert cache: %s, %u slots per layer within %llu bytes (--ram-budget)\n",
+                         cache_policy_name(c->policy()), c->slots_per_layer(), static_cast<unsigned long long>(c->budget()));
         const bool v6 = host.find(':') != std::string::npos;
         std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
                      format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(),

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "tools/model_args.h"
+
 namespace colibri::cli {
 
 struct ServeArgs {
-    std::string model_path;
-    unsigned threads = 0;
-    uint32_t context = 0;              // per slot
+    tools::ModelArgs model;            // -m, -t, -c (per slot) and the RAM budget options
     std::string host = "127.0.0.1";    // HOST or HOST:PORT ([::1]:PORT for IPv6)
     int port = -1;                     // -1: from --host, else 8080; 0: any free port
     uint32_t slots = 4;
