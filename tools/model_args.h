@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/base/status.h"
 #include "engine/core/open_model.h"
@@ -23,5 +24,11 @@ struct ModelArgs {
 Result<std::optional<ExpertCacheRequest>> expert_cache_request(const ModelArgs& args);
 // open_model's options for these arguments, the session's from `session`.
 Result<OpenOptions> open_options(const ModelArgs& args, const SessionOptions& session = SessionOptions::from_environment());
+
+// --tokens: comma-separated ids in [0, 2^31); errors quote the item that is not one.
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text);
+// The input of a command that takes --tokens or --prompt: the ids, or the prompt through the model's tokenizer
+// (with its BOS). Not yet checked against the vocabulary (check_token_ids).
+Result<std::vector<int32_t>> tokens_or_prompt(const Model& model, const std::string& tokens, const std::string& prompt);
 
 }  // namespace colibri::tools

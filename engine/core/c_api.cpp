@@ -222,9 +222,8 @@ int colibri_session_set_router(colibri_session* s, const char* router) {
         set_error(std::string("unknown router '") + (router ? router : "") + "' (exact or lut)");
         return -1;
     }
-    if (*kind == colibri::RouterKind::Lut && !colibri::lut_router_supports(s->owner->model->rules().routing)) {
-        set_error("the lut router implements softmax routing only; this model's router is " +
-                  std::string(colibri::router_scoring_name(s->owner->model->rules().routing.scoring)));
+    if (colibri::Status st = colibri::check_router_supports(s->owner->model->rules().routing, *kind); !st) {
+        set_error(st.message());
         return -1;
     }
     s->session->set_router(*kind);
