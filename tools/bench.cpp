@@ -49,15 +49,18 @@ struct Loaded {
     std::unique_ptr<Session> session;
 };
 
-Result<Loaded> open_session(const std::string& path, ThreadPool& pool, uint32_t context, const SessionOptions& options) {
-    auto model = Model::load(path);
+// The model as every front end opens it (engine/core/open_model.h), with the bench's own session on `pool`.
+Result<Loaded> open_session(const std::string& path, ThreadPool& pool, uint32_t context, const BenchConfig& config) {
+    OpenOptions options;
+    options.path = path;
+    options.context = context;
+    options.cache = config.cache;
+    options.with_session = false;
+    auto model = load_model(options);
     if (!model) return model.status();
-    if (context > model.value()->hparams().max_position)
-        return error("the bench's context (" + std::to_string(context) + " tokens) exceeds the model's context of " +
-                     std::to_string(model.value()->hparams().max_position));
     Loaded l;
     l.model = std::move(model.value());
-    l.session = std::make_unique<Session>(*l.model, pool, context, options);
+    l.session = std::make_unique<Session>(*l.model, pool, context, config.session);
     return l;
 }
 
@@ -193,7 +196,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     // Cold starts first: no mapping of the file may be alive when its pages are dropped.
     for (uint32_t r = 0; r < config.cold_reps; ++r) {
         if (Status s = drop_page_cache(model_path); !s) return s;
-        auto l = open_session(model_path, pool, std::max(context, config.cold_tokens + 1), config.session);
+        auto l = open_session(model_path, pool, std::max(context, config.cold_tokens + 1), config);
         if (!l) return l.status();
         const auto t0 = std::chrono::steady_clock::now();
         int32_t next = 1 % static_cast<int32_t>(l->model->hparams().vocab_size);
@@ -205,7 +208,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
         report.cold_tps.push_back(config.cold_tokens / seconds_since(t0));
     }
 
-    auto l = open_session(model_path, pool, context, config.session);
+    auto l = open_session(model_path, pool, context, config);
     if (!l) return l.status();
     Session& s = *l->session;
     report.bandwidth_buffer = config.bandwidth_buffer ? config.bandwidth_buffer / 4096 * 4096 : bandwidth_buffer_bytes();
@@ -228,6 +231,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     const int32_t first = bos >= 0 ? bos : 1 % static_cast<int32_t>(l->model->hparams().vocab_size);
 
     std::vector<double> prompt_tps, decode_tps;
+    report.decoded.reserve(config.decode_tokens);
     for (uint32_t r = 0; r <= config.reps; ++r) {  // rep 0 warms the page cache and the caches
         if (Status st = start(); !st) return st;
         report.prompt_first_position = s.position();
@@ -244,6 +248,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
             logits = s.eval(next);
             if (!logits) return logits.status();
             next = argmax(logits.value());
+            if (r == 0) report.decoded.push_back(next);  // the untimed warm-up
         }
         const double decode_s = seconds_since(t0);
         // A bandwidth pass after every repetition, the warm-up included: timed repetition r lies between
@@ -277,6 +282,8 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
         report.decode_token_us = timer.token_ns * 1e-3 / n;
     }
     report.bytes = decode_token_bytes(*l->model);
+    if (const ExpertCache* c = l->model->expert_cache())
+        report.expert_cache = BenchReport::CacheUse{c->policy(), c->budget(), c->slots_per_layer(), c->total_stats()};
     std::map<WeightType, bool> types;
     for (const TensorView& t : l->model->file().tensors()) types[t.type] = true;
     for (const auto& [type, _] : types)
@@ -345,6 +352,11 @@ json bench_json(const BenchReport& r) {
         j["decode_lm_head_us"] = r.decode_lm_head_us;
         j["decode_token_us"] = r.decode_token_us;
     }
+    j["decoded"] = r.decoded;
+    if (const auto& c = r.expert_cache)
+        j["expert_cache"] = {{"policy", cache_policy_name(c->policy)}, {"ram_budget", c->ram_budget},
+                             {"slots_per_layer", c->slots_per_layer}, {"hits", c->totals.hits}, {"misses", c->totals.misses},
+                             {"bytes_read", c->totals.bytes_read}, {"stall_ns", c->totals.stall_ns}};
     if (!r.cold_tps.empty()) {
         j["cold_tokens"] = r.config.cold_tokens;
         j["cold_tokens_per_s"] = spread_json(Spread::of(r.cold_tps));
@@ -373,6 +385,11 @@ std::string bench_text(const BenchReport& r) {
         line("cold    %4u tokens: %8.2f tok/s median (min %.2f, max %.2f) over %zu loads\n", r.config.cold_tokens, c.median,
              c.min, c.max, r.cold_tps.size());
     }
+    if (const auto& c = r.expert_cache)
+        line("expert cache: %s, budget %.1f MiB, %u slots per layer; %llu hits, %llu misses, %.1f MiB read\n",
+             cache_policy_name(c->policy), double(c->ram_budget) / double(1 << 20), c->slots_per_layer,
+             static_cast<unsigned long long>(c->totals.hits), static_cast<unsigned long long>(c->totals.misses),
+             double(c->totals.bytes_read) / double(1 << 20));
     std::string kernels;
     for (const auto& [type, v] : r.kernels) kernels += (kernels.empty() ? "" : ", ") + type + " " + v.first + "/" + v.second;
     line("kernels (matvec/matmul): %s\n", kernels.c_str());

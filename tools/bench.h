@@ -6,10 +6,12 @@
 #include <nlohmann/json_fwd.hpp>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/model.h"
+#include "engine/core/open_model.h"
 #include "engine/core/session.h"
 #include "engine/base/status.h"
 #include "engine/core/thread_pool.h"
@@ -39,6 +41,7 @@ struct BenchConfig {
     bool layer_times = true;
     size_t bandwidth_buffer = 0;  // bytes read by the bandwidth benchmark; 0 = bandwidth_buffer_bytes()
     SessionOptions session;
+    std::optional<ExpertCacheRequest> cache;  // --ram-budget: the routed experts in a cache of slots
 };
 
 struct Spread {
@@ -128,6 +131,16 @@ struct BenchReport {
     // Empty unless config.layer_times: per layer, then the lm head (final norm included) and the whole token.
     std::vector<LayerTimes> decode_layers;
     double decode_lm_head_us = 0, decode_token_us = 0;
+    // The tokens the warm-up's decode chose (each step's argmax): the same with and without a RAM budget.
+    std::vector<int32_t> decoded;
+    // With config.cache: the cache's policy, budget in bytes, slots per layer and counters over the whole bench.
+    struct CacheUse {
+        CachePolicy policy = CachePolicy::Lru;
+        uint64_t ram_budget = 0;
+        uint32_t slots_per_layer = 0;
+        ExpertCacheStats totals;
+    };
+    std::optional<CacheUse> expert_cache;
     double roofline_tps() const { return bandwidth.best.median * 1e9 / double(bytes.total()); }
     // Each decode repetition against the bandwidth measured on either side of it (paired_roofline_fractions),
     // in order; the headline fraction is their median. On a host whose bandwidth moves between repetitions,

@@ -335,6 +335,14 @@ Result<std::vector<std::vector<uint32_t>>> read_hot_experts(const std::string& p
     return hot_experts(trace.value());
 }
 
+HotExpertSource hot_experts_from_trace(const std::string& path, const std::string& prefix) {
+    return [path, prefix](const Model& model) -> Result<std::vector<std::vector<uint32_t>>> {
+        auto hot = read_hot_experts(path, model);
+        if (!hot) return error(prefix + hot.message());
+        return hot;
+    };
+}
+
 std::vector<std::vector<uint32_t>> pinned_sets(const RoutingTrace& trace, const RoutingTrace& source, uint32_t slots) {
     const uint32_t pins = slots > trace.top_k ? slots - trace.top_k : 0;
     std::vector<std::vector<uint32_t>> sets(trace.layers.size());

@@ -12,6 +12,7 @@
 
 #include "engine/cache/expert_slots.h"
 #include "engine/base/status.h"
+#include "engine/core/open_model.h"
 
 namespace colibri {
 class Model;
@@ -106,6 +107,8 @@ Result<RoutingTrace> read_routing_trace(const std::string& path);
 Status trace_fits_model(const RoutingTrace& trace, const Model& model);
 // The pinned policy's hot experts for `model` (hot_experts below) from a trace file that fits it.
 Result<std::vector<std::vector<uint32_t>>> read_hot_experts(const std::string& path, const Model& model);
+// read_hot_experts as open_model's hot set (engine/core/open_model.h); its errors begin with `prefix`.
+HotExpertSource hot_experts_from_trace(const std::string& path, const std::string& prefix = {});
 
 struct LayerHits {
     uint32_t layer = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -136,6 +137,32 @@ std::string eval_text(const EvalReport& report) {
         out += line;
     }
     return out;
+}
+
+Result<SkillRequirement> parse_skill_requirement(const std::string& text) {
+    const size_t eq = text.rfind('=');
+    char* end = nullptr;
+    const double v = eq == std::string::npos ? -1.0 : std::strtod(text.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq == 0 || end == text.c_str() + eq + 1 || *end != '\0' || !(v >= 0.0 && v <= 1.0))
+        return error("--require '" + text + "' is not SKILL=FRACTION with a fraction in [0, 1]");
+    return SkillRequirement{text.substr(0, eq), v};
+}
+
+std::vector<std::string> unmet_requirements(const EvalReport& report, const std::vector<SkillRequirement>& required,
+                                            const std::string& source) {
+    std::vector<std::string> unmet;
+    for (const SkillRequirement& r : required) {
+        const auto& skills = report.skills;
+        auto it = std::find_if(skills.begin(), skills.end(), [&](const SkillScore& s) { return s.skill == r.skill; });
+        if (it == skills.end()) {
+            unmet.push_back("no cases of skill '" + r.skill + "' in " + source);
+        } else if (it->accuracy() < r.fraction) {
+            char msg[200];
+            std::snprintf(msg, sizeof msg, "%s accuracy %.3f is below the required %.3f", r.skill.c_str(), it->accuracy(), r.fraction);
+            unmet.push_back(msg);
+        }
+    }
+    return unmet;
 }
 
 }  // namespace colibri::tools

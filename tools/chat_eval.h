@@ -51,6 +51,17 @@ Result<std::vector<EvalCase>> read_eval_cases(const std::string& path);
 Result<EvalReport> run_chat_eval(const Model& model, Session& session, std::vector<EvalCase> cases, int32_t max_tokens,
                                  const std::function<bool(size_t, size_t)>& progress = {});
 
+// eval --require SKILL=FRACTION: the pass mark of a skill ('all' for every case).
+struct SkillRequirement {
+    std::string skill;
+    double fraction = 0.0;  // in [0, 1]
+};
+Result<SkillRequirement> parse_skill_requirement(const std::string& text);
+// One line per requirement the report falls short of ("SKILL accuracy A is below the required F", or no cases of
+// the skill in `source`); empty when every one is met.
+std::vector<std::string> unmet_requirements(const EvalReport& report, const std::vector<SkillRequirement>& required,
+                                            const std::string& source);
+
 nlohmann::json eval_json(const EvalReport& report);
 std::string eval_text(const EvalReport& report);
 

@@ -1,6 +1,7 @@
 #include "tools/model_output.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,30 @@ Status write_model_output(const std::string& out_path, bool zstd, const ZstOptio
     ::close(fd);  // the mapping keeps the data
     if (!image) return image.status();
     return compress_model(*image.value(), intermediate.path, out_path, zst);
+}
+
+Status write_output_file(const std::string& path, const void* data, size_t bytes) {
+    const std::string target = follow_symlinks(path);
+    struct stat st {};
+    if (stat(target.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+        const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) return error(path + ": " + std::strerror(errno));
+        const auto* p = static_cast<const uint8_t*>(data);
+        for (size_t left = bytes; left > 0;) {
+            const ssize_t n = ::write(fd, p, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                const int e = errno;
+                ::close(fd);
+                return error(path + ": write failed: " + std::strerror(e));
+            }
+            p += n;
+            left -= static_cast<size_t>(n);
+        }
+        if (::close(fd) != 0) return error(path + ": write failed: " + std::strerror(errno));
+        return Status::ok();
+    }
+    return write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes));
 }
 
 }  // namespace colibri::tools

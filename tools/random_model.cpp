@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "engine/base/splitmix64.h"
 #include "engine/file/bin_writer.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/half.h"
@@ -18,22 +19,14 @@ namespace {
 
 using namespace blocks;
 
-// splitmix64: a counter-based stream, the same numbers everywhere for a (seed, stream).
+// A splitmix64 stream (engine/base/splitmix64.h) per (seed, stream): the same numbers everywhere.
 class Stream {
 public:
-    Stream(uint64_t seed, uint64_t stream) : state_(seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull)) { next(); }
-    uint64_t next() {
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    Stream(uint64_t seed, uint64_t stream) : rng_(seed * kSplitMix64Increment ^ (stream + 0x632BE59BD9B4E019ull)) { next(); }
+    uint64_t next() { return rng_.next(); }
     uint32_t below(uint32_t n) { return uint32_t((next() >> 32) * n >> 32); }
     float uniform() { return float(next() >> 40) * 0x1.0p-24f; }  // [0, 1)
-    float gaussian() {
-        const double u1 = (double(next() >> 11) + 1.0) * 0x1.0p-53, u2 = double(next() >> 11) * 0x1.0p-53;
-        return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-    }
+    float gaussian() { return rng_.gaussian(); }
     void bytes(uint8_t* p, size_t n) {
         for (size_t i = 0; i < n; i += 8) {
             const uint64_t v = next();
@@ -42,7 +35,7 @@ public:
     }
 
 private:
-    uint64_t state_;
+    SplitMix64 rng_;
 };
 
 void put_f16(uint8_t* p, float v) {

@@ -13,6 +13,7 @@
 #include "engine/core/fast_exp.h"
 #include "engine/core/generate.h"
 #include "engine/core/model.h"
+#include "engine/core/open_model.h"
 #include "engine/core/perf_counters.h"
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
@@ -176,59 +177,38 @@ void EngineWorker::do_unload() {
     stop_ids_.clear();
 }
 
-namespace {
-
-// The expert cache the load options ask for (LoadOptions::ram_budget > 0).
-Status use_ram_budget(Model& model, const LoadOptions& options) {
-    ExpertCacheConfig c;
-    c.ram_budget = options.ram_budget;
-    c.policy = options.cache_policy;
-    c.prefetch = options.cache_prefetch;
-    if (options.cache_policy == CachePolicy::Pinned) {
-        if (options.hot_trace.isEmpty()) return error("the pinned policy needs a routing trace to learn its hot experts from (colibri route --json)");
-        auto hot = tools::read_hot_experts(options.hot_trace.toStdString(), model);
-        if (!hot) return hot.status();
-        c.hot_experts = std::move(hot.value());
-    }
-    return model.use_expert_cache(c);
-}
-
-}  // namespace
-
 void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
-    // The model in use stays until the new one is ready: a failed load leaves the chat where it was.
-    auto model = Model::load(path.toStdString());
-    if (!model) {
-        emit loadFailed(path, QString::fromStdString(model.message()), LoadFailure::File);
-        return;
-    }
-    const uint32_t max_position = model.value()->hparams().max_position;
-    if (options.context > max_position) {
-        emit loadFailed(path, tr("context %1 exceeds the model's maximum of %2").arg(options.context).arg(max_position), LoadFailure::Options);
-        return;
-    }
-    if (options.ram_budget > 0) {
-        if (Status st = use_ram_budget(*model.value(), options); !st) {
-            emit loadFailed(path, QString::fromStdString(st.message()), LoadFailure::Options);
-            return;
-        }
-    }
-    // Counters first: the pool's threads, started next, inherit them, so per-layer counts include their work.
-    // Both before the old model goes: threads refused by a process limit leave the chat where it was.
+    // Counters first: the pool's threads, started by open_model, inherit them, so per-layer counts include their
+    // work. The model in use stays until the new one is ready: a failed load (a refused pool's threads included)
+    // leaves the chat where it was.
     auto counters = PerfCounters::open_default();
-    auto pool = ThreadPool::create(options.threads);
-    if (!pool) {
-        emit loadFailed(path, QString::fromStdString(pool.message()), LoadFailure::Options);
+    OpenOptions open;
+    open.path = path.toStdString();
+    open.context = options.context;
+    open.threads = options.threads;
+    if (options.ram_budget > 0) {
+        ExpertCacheRequest cache;
+        cache.budget.bytes = options.ram_budget;
+        cache.policy = options.cache_policy;
+        cache.prefetch = options.cache_prefetch;
+        if (!options.hot_trace.isEmpty()) cache.hot_experts = tools::hot_experts_from_trace(options.hot_trace.toStdString());
+        open.cache = std::move(cache);
+    }
+    // With a budget the session predicts each MoE layer's experts, so the cache view can replay LRU with prediction.
+    open.session.predict_experts = options.ram_budget > 0;
+    OpenFailure failure = OpenFailure::File;
+    auto opened = open_model(open, &failure);
+    if (!opened) {
+        emit loadFailed(path, QString::fromStdString(opened.message()),
+                        failure == OpenFailure::File ? LoadFailure::File : LoadFailure::Options);
         return;
     }
     do_unload();
-    model_ = std::move(model.value());
+    model_ = std::move(opened->model);
     cache_tracker_ = CacheStateTracker{};
     counters_ = std::move(counters);
-    pool_ = std::move(pool.value());
-    SessionOptions session_options = SessionOptions::from_environment();
-    session_options.predict_experts = options.ram_budget > 0;
-    session_ = std::make_unique<Session>(*model_, *pool_, options.context, session_options);
+    pool_ = std::move(opened->pool);
+    session_ = std::move(opened->session);
     collector_ = std::make_unique<TraceCollector>(counters_.get());
     collector_->set_counting(counting_);
     session_->set_observer(collector_.get());

@@ -3,12 +3,14 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/core/chat_prompt.h"
 #include "engine/core/chat_service.h"
 #include "engine/core/generate.h"
 #include "engine/core/model.h"
+#include "engine/core/open_model.h"
 #include "engine/core/session.h"
 
 struct colibri_model {
@@ -90,45 +92,46 @@ colibri_sampler_params colibri_sampler_defaults(void) {
     return colibri_sampler_params{d.greedy ? 1 : 0, d.temperature, d.top_k, d.top_p, d.min_p, d.repetition_penalty, d.seed};
 }
 
+namespace {
+// Both ways of opening a model go through open_model's steps (engine/core/open_model.h).
+colibri_model* open_with(const char* path, std::optional<colibri::ExpertCacheRequest> cache) {
+    if (path == nullptr) {
+        set_error("no path given");
+        return nullptr;
+    }
+    colibri::OpenOptions options;
+    options.path = path;
+    options.cache = std::move(cache);
+    options.with_session = false;
+    auto m = colibri::load_model(options);
+    if (!m) {
+        set_error(m.message());
+        return nullptr;
+    }
+    return new colibri_model{std::move(m.value())};
+}
+}  // namespace
+
 colibri_model* colibri_model_open(const char* path) {
-    return guarded<>(static_cast<colibri_model*>(nullptr), [&]() -> colibri_model* {
-        if (path == nullptr) {
-            set_error("no path given");
-            return nullptr;
-        }
-        auto m = colibri::Model::load(path);
-        if (!m) {
-            set_error(m.message());
-            return nullptr;
-        }
-        return new colibri_model{std::move(m.value())};
-    });
+    return guarded<>(static_cast<colibri_model*>(nullptr), [&]() -> colibri_model* { return open_with(path, std::nullopt); });
 }
 
 colibri_model_options colibri_model_options_defaults(void) { return colibri_model_options{0, nullptr, 0}; }
 
 colibri_model* colibri_model_open_with(const char* path, const colibri_model_options* options) {
     return guarded<>(static_cast<colibri_model*>(nullptr), [&]() -> colibri_model* {
-        colibri_model* m = colibri_model_open(path);
-        if (m == nullptr || options == nullptr || options->ram_budget == 0) return m;
-        colibri::ExpertCacheConfig config;
-        config.ram_budget = options->ram_budget;
-        const std::optional<colibri::CachePolicy> policy =
-            colibri::parse_cache_policy(options->cache_policy ? options->cache_policy : "lru");
-        colibri::Status s;
-        if (!policy || *policy == colibri::CachePolicy::Pinned)
-            s = colibri::error(std::string("cache policy '") + options->cache_policy + "': use lru or lfru");
-        else {
-            config.policy = *policy;
-            config.prefetch = options->prefetch != 0;
-            s = m->model->use_expert_cache(config);
-        }
-        if (!s) {
-            set_error(s.message());
-            delete m;
+        if (options == nullptr || options->ram_budget == 0) return open_with(path, std::nullopt);
+        const char* name = options->cache_policy ? options->cache_policy : "lru";
+        const std::optional<colibri::CachePolicy> policy = colibri::parse_cache_policy(name);
+        if (!policy || *policy == colibri::CachePolicy::Pinned) {  // the C API takes no routing trace
+            set_error(std::string("cache policy '") + name + "': use lru or lfru");
             return nullptr;
         }
-        return m;
+        colibri::ExpertCacheRequest cache;
+        cache.budget.bytes = options->ram_budget;
+        cache.policy = *policy;
+        cache.prefetch = options->prefetch != 0;
+        return open_with(path, std::move(cache));
     });
 }
 
@@ -201,11 +204,9 @@ int32_t colibri_detokenize(const colibri_model* m, const int32_t* ids, size_t co
 colibri_session* colibri_session_new(const colibri_model* m, unsigned threads, uint32_t context) {
     return guarded<>(static_cast<colibri_session*>(nullptr), [&]() -> colibri_session* {
         if (m == nullptr) return set_error("null model"), nullptr;
-        auto pool = colibri::ThreadPool::create(threads);
-        if (!pool) return set_error(pool.message()), nullptr;
-        auto* s = new colibri_session{m, std::move(pool.value()), nullptr, {}};
-        s->session = std::make_unique<colibri::Session>(*m->model, *s->pool, context);
-        return s;
+        auto parts = colibri::open_session(*m->model, threads, context, colibri::SessionOptions::from_environment());
+        if (!parts) return set_error(parts.message()), nullptr;
+        return new colibri_session{m, std::move(parts->pool), std::move(parts->session), {}};
     });
 }
 
@@ -221,9 +222,8 @@ int colibri_session_set_router(colibri_session* s, const char* router) {
         set_error(std::string("unknown router '") + (router ? router : "") + "' (exact or lut)");
         return -1;
     }
-    if (*kind == colibri::RouterKind::Lut && !colibri::lut_router_supports(s->owner->model->rules().routing)) {
-        set_error("the lut router implements softmax routing only; this model's router is " +
-                  std::string(colibri::router_scoring_name(s->owner->model->rules().routing.scoring)));
+    if (colibri::Status st = colibri::check_router_supports(s->owner->model->rules().routing, *kind); !st) {
+        set_error(st.message());
         return -1;
     }
     s->session->set_router(*kind);

@@ -185,10 +185,7 @@ Result<TurnResult> run_reply(const Model& model, Session& session, std::span<con
 Result<TurnResult> ChatService::run(std::span<const int32_t> prompt, Sampler& sampler, const TurnOptions& options,
                                     TurnObserver* observer) {
     if (prompt.empty()) return error("no tokens to evaluate");
-    const uint32_t vocab = model_.hparams().vocab_size;
-    for (int32_t t : prompt)
-        if (t < 0 || static_cast<uint32_t>(t) >= vocab)
-            return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
+    COLIBRI_TRY(check_token_ids(model_, prompt));
     const size_t max_tokens = static_cast<size_t>(std::max(options.reply.max_tokens, 0));
     if (prompt.size() + max_tokens > session_.context())
         return error("conversation would exceed the context of " + std::to_string(session_.context()) + " tokens (" +

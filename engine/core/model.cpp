@@ -231,6 +231,21 @@ void Model::decide_rules() {
     rules_.swiglu_limit = hp.swiglu_limit;
 }
 
+Status check_context(const Model& model, uint32_t context) {
+    const uint32_t max_position = model.hparams().max_position;
+    if (context > max_position)
+        return error("context " + std::to_string(context) + " exceeds the model's maximum of " + std::to_string(max_position));
+    return Status::ok();
+}
+
+Status check_token_ids(const Model& model, std::span<const int32_t> ids) {
+    const uint32_t vocab = model.hparams().vocab_size;
+    for (int32_t t : ids)
+        if (t < 0 || static_cast<uint32_t>(t) >= vocab)
+            return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
+    return Status::ok();
+}
+
 uint32_t Model::moe_layer_count() const {
     uint32_t n = 0;
     for (const LayerWeights& l : layers_) n += l.is_moe ? 1 : 0;

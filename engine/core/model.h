@@ -133,4 +133,10 @@ private:
     std::unique_ptr<ExpertCache> expert_cache_;
 };
 
+// The one context check of every front end: a session of `context` positions (0: the default) on this model.
+// "context N exceeds the model's maximum of M".
+Status check_context(const Model& model, uint32_t context);
+// The one token-id check: every id within the model's vocabulary ("token id N out of range (vocabulary V)").
+Status check_token_ids(const Model& model, std::span<const int32_t> ids);
+
 }  // namespace colibri

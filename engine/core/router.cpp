@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 
 namespace colibri {
 
@@ -16,6 +17,13 @@ const char* router_kind_name(RouterKind kind) { return kind == RouterKind::Lut ?
 
 bool lut_router_supports(const RoutingRules& r) {
     return r.scoring == RouterScoring::Softmax && !r.selection_bias && r.n_group <= 1;
+}
+
+Status check_router_supports(const RoutingRules& rules, RouterKind kind) {
+    if (kind == RouterKind::Lut && !lut_router_supports(rules))
+        return error(std::string("the lut router implements softmax routing only; this model's router is ") +
+                     router_scoring_name(rules.scoring));
+    return Status::ok();
 }
 
 const char* router_scoring_name(RouterScoring s) {

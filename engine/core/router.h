@@ -18,6 +18,8 @@
 #include <optional>
 #include <string_view>
 
+#include "engine/base/status.h"
+
 namespace colibri {
 
 enum class RouterKind : uint32_t { Exact = 0, Lut = 1 };
@@ -41,6 +43,9 @@ void softmax(float* v, size_t n);
 
 // Whether the LUT router can route a model with these rules (softmax scoring, no selection bias, no groups).
 bool lut_router_supports(const RoutingRules& rules);
+// What a front end says instead of routing a model with a router that cannot: "the lut router implements softmax
+// routing only; this model's router is <scoring>".
+Status check_router_supports(const RoutingRules& rules, RouterKind kind);
 
 // "exact" or "lut"; nullopt for anything else.
 std::optional<RouterKind> parse_router_kind(std::string_view name);

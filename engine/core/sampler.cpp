@@ -1,5 +1,7 @@
 #include "engine/core/sampler.h"
 
+#include "engine/base/splitmix64.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,12 +13,6 @@
 namespace colibri {
 
 namespace {
-uint64_t splitmix64(uint64_t& x) {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 

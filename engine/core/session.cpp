@@ -204,10 +204,7 @@ void Session::matmul(const TensorView& w, const float* x, uint32_t n, float* y) 
 }
 
 Status Session::check_input(std::span<const int32_t> tokens) const {
-    const uint32_t vocab = model_.hparams().vocab_size;
-    for (int32_t t : tokens)
-        if (t < 0 || static_cast<uint32_t>(t) >= vocab)
-            return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
+    COLIBRI_TRY(check_token_ids(model_, tokens));
     if (tokens.size() > context_ - position_) {
         auto count = [](uint64_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
         if (position_ == context_) return error("context full: all " + count(context_, "position") + " are used");

@@ -31,6 +31,18 @@ private slots:
         QVERIFY(colibri_model_open(nullptr) == nullptr);
         QVERIFY(colibri_model_open("/nonexistent/model.bin") == nullptr);
         QVERIFY(QString(colibri_last_error()).contains("No such file"));
+        // The one context check of every front end (engine/core/open_model.h), in its one wording.
+        colibri_model* m = colibri_model_open(model_path_.toUtf8().constData());
+        QVERIFY2(m != nullptr, colibri_last_error());
+        auto probe = colibri::Model::load(model_path_.toStdString());
+        QVERIFY(probe);
+        const uint32_t max = probe.value()->hparams().max_position;
+        QVERIFY(colibri_session_new(m, 1, max + 1) == nullptr);
+        QCOMPARE(QString(colibri_last_error()), QStringLiteral("context %1 exceeds the model's maximum of %2").arg(max + 1).arg(max));
+        colibri_session* s = colibri_session_new(m, 1, max);
+        QVERIFY2(s != nullptr, colibri_last_error());
+        colibri_session_free(s);
+        colibri_model_close(m);
     }
 
     // A RAM budget of top-k slots per layer: the same logits, counters that saw the misses; a budget too small

@@ -17,6 +17,7 @@
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
 #include "../expert_cache_budget.h"
+#include "../server/server_process.h"
 #include "../test_support.h"
 #include "tools/cache_sim.h"
 
@@ -673,6 +674,78 @@ private slots:
             r = run_cli(QStringList{"logits", "-m", path, "--tokens", "1,2"} + extra);
             QVERIFY2(!r.crashed && r.exit_code == 1 && r.err.startsWith("colibri: logits: ") && r.err.count('\n') == 1 && r.out.isEmpty(),
                      qPrintable(extra.join(' ') + ": " + r.err));
+        }
+    }
+
+    // `colibri serve` and `colibri bench` take the RAM budget as every command does (a size, or a share of the
+    // model file): bench's decoded tokens and served greedy completions with their log-probabilities are those
+    // without a budget; bad budgets are one-line errors.
+    void serve_and_bench_budget() {
+        const QString hf = dir_.filePath("budget-hf"), path = dir_.filePath("budget.bin");
+        QVERIFY(make_model(hf, {"--family", "mixtral", "--vocab", "256", "--hidden", "64", "--layers", "2", "--experts", "8",
+                                "--top-k", "2", "--ffn", "256", "--embedding-init", "4", "--seed", "3"}));
+        QCOMPARE(run_cli({"convert", hf, "-o", path, "-q"}).exit_code, 0);
+        // Half of this file is 3 slots per layer of 8 experts, the same budget as the byte form.
+        const QString bytes = QString::number(budget_for(path.toStdString(), 3));
+        const QStringList budgets{"50%", bytes};
+
+        const QStringList bench{"bench", "-m", path, "-t", "2", "-p", "8", "-n", "16", "--reps", "1", "--json", "--bandwidth-mib", "16"};
+        CliResult r = run_cli(bench);
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const json plain = json::parse(r.out.toStdString());
+        QCOMPARE(plain["decoded"].size(), size_t(16));
+        QVERIFY(!plain.contains("expert_cache"));
+        for (const QString& budget : budgets) {
+            r = run_cli(bench + QStringList{"--ram-budget", budget});
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+            const json b = json::parse(r.out.toStdString());
+            QCOMPARE(b["decoded"], plain["decoded"]);
+            QCOMPARE(b["expert_cache"]["slots_per_layer"].get<uint32_t>(), 3u);
+            QVERIFY(b["expert_cache"]["misses"].get<uint64_t>() > 0);
+        }
+
+        const std::string body = R"({"model":"budget","prompt":[1,20,30,40,50,60,7,8],"max_tokens":12,"temperature":0,)"
+                                 R"("logprobs":3,"ignore_eos":true})";
+        const auto complete = [&](const QStringList& extra, QByteArray* log) -> json {
+            ServerProcess server;
+            if (!server.start(QStringList{"-m", path, "-t", "2", "--slots", "2", "-c", "64", "-q"} + extra)) {
+                qWarning("%s", qPrintable(server.error()));
+                return {};
+            }
+            RawConnection c(server.port());
+            if (!c.send(http_request("POST", "/v1/completions", body))) return {};
+            const std::string reply = c.receive(120000 * build_slowdown());
+            if (log) *log = server.log();
+            const size_t at = reply.find("\r\n\r\n");
+            if (reply.rfind("HTTP/1.1 200", 0) != 0 || at == std::string::npos) {
+                qWarning("%s", reply.c_str());
+                return {};
+            }
+            return json::parse(reply.substr(at + 4), nullptr, false)["choices"];
+        };
+        const json want = complete({}, nullptr);
+        QVERIFY(want.is_array() && want.size() == 1);
+        QCOMPARE(want[0]["logprobs"]["token_logprobs"].size(), size_t(12));
+        for (const QString& budget : budgets) {
+            QByteArray log;
+            const json got = complete({"--ram-budget", budget}, &log);
+            QCOMPARE(got, want);
+            QVERIFY2(log.contains("expert cache: lru, 3 slots per layer"), log.constData());
+        }
+
+        const std::vector<QStringList> bad{{"--ram-budget", "lots"}, {"--ram-budget", "0"},   {"--ram-budget", "3X"},
+                                           {"--ram-budget", "150%"}, {"--ram-budget", "0%"},  {"--ram-budget", "1"},
+                                           {"--ram-budget", "1%"},   {"--ram-budget", "50%", "--cache-policy", "fifo"},
+                                           {"--hot-trace", path}};
+        for (const char* command : {"serve", "bench"}) {
+            for (const QStringList& extra : bad) {
+                QStringList args{command, "-m", path};
+                if (QString(command) == "serve") args << "--port" << "0";  // were the budget taken, no fixed port
+                r = run_cli(args + extra);
+                const QByteArray prefix = QByteArray("colibri: ") + command + ": ";
+                QVERIFY2(!r.crashed && r.exit_code == 1 && r.err.startsWith(prefix) && r.err.count('\n') == 1 && r.out.isEmpty(),
+                         qPrintable(QString(command) + " " + extra.join(' ') + ": " + r.err));
+            }
         }
     }
 

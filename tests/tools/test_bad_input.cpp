@@ -260,6 +260,25 @@ private slots:
         QVERIFY(d.entryList({"lie.bin*"}, QDir::Files | QDir::Hidden).isEmpty());  // no temp files left either
     }
 
+    // One context check and one token-id check (engine/core/model.h), worded alike by every command that opens
+    // a model, serve and bench included.
+    void one_context_and_token_check() {
+        const CliResult info = run_cli({"info", good_, "--json"});
+        QCOMPARE(info.exit_code, 0);
+        const QJsonObject hp = QJsonDocument::fromJson(info.out).object();
+        const QString too_long = QStringLiteral("context 4000000000 exceeds the model's maximum of %1").arg(hp["max_position"].toInt());
+        const QString bad_id = QStringLiteral("token id 99999 out of range (vocabulary %1)").arg(hp["vocab_size"].toInt());
+        const QStringList ids{"--tokens", "1,2"}, bad_ids{"--tokens", "1,99999"};
+        const std::vector<QStringList> commands{{"logits", "-m", good_}, {"generate", "-m", good_}, {"route", "-m", good_},
+                                                {"compare", "-m", good_, "--baseline", good_}};
+        for (const QStringList& c : commands) {
+            QCOMPARE(expect_failure(c + ids + QStringList{"-c", "4000000000"}), "colibri: " + c[0] + ": " + too_long);
+            QCOMPARE(expect_failure(c + bad_ids), "colibri: " + c[0] + ": " + bad_id);
+        }
+        for (const QStringList& c : std::vector<QStringList>{{"bench", "-m", good_}, {"serve", "-m", good_, "--port", "0"}, {"chat", "-m", good_}})
+            QCOMPARE(expect_failure(c + QStringList{"-c", "4000000000"}), "colibri: " + c[0] + ": " + too_long);
+    }
+
     void bad_cli_arguments() {
         QVERIFY(expect_failure({"logits", "-m", good_, "--tokens", "1,x,3"}).contains("not a token id"));
         QVERIFY(expect_failure({"logits", "-m", good_, "--tokens", "1,99999"}).contains("out of range"));

@@ -26,6 +26,7 @@
 #include <set>
 
 #include "../test_support.h"
+#include "engine/base/splitmix64.h"
 #include "engine/file/format.h"
 #include "engine/core/model.h"
 #include "engine/core/session.h"
@@ -48,10 +49,7 @@ uint64_t g_stride = 1;
 // case altogether. Deterministic: the same cases every run.
 bool sampled(uint64_t k) {
     if (g_stride <= 1) return true;
-    uint64_t z = k + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (z ^ (z >> 31)) % g_stride == 0;
+    return splitmix64(k) % g_stride == 0;
 }
 
 // A copy of a file that cases damage in place and restore, so that no case rewrites the whole file.

@@ -276,6 +276,14 @@ private slots:
         worker_->load(mixtral_, tiny);
         QVERIFY(wait_for(failed, 2));
         QCOMPARE(failed.at(1).at(2).value<LoadFailure>(), LoadFailure::Options);
+        // A context beyond the model's: the one wording of every front end (engine/core/open_model.h).
+        LoadOptions too_long;
+        too_long.context = 4000000000u;
+        worker_->load(mixtral_, too_long);
+        QVERIFY(wait_for(failed, 3));
+        QCOMPARE(failed.at(2).at(2).value<LoadFailure>(), LoadFailure::Options);
+        QVERIFY2(failed.at(2).at(1).toString().startsWith(QStringLiteral("context 4000000000 exceeds the model's maximum of ")),
+                 qPrintable(failed.at(2).at(1).toString()));
         QSignalSpy finished(worker_, &EngineWorker::generationFinished);
         worker_->generate(greedy({1, 2}, 1));
         QVERIFY(wait_for(finished, 1));

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/base/splitmix64.h"
 #include "engine/file/format.h"
 #include "engine/file/mapped_file.h"
 #include "engine/file/temp_output.h"
@@ -21,25 +22,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-class Gaussian {  // splitmix64 + Box-Muller: the same numbers on every platform for a seed
-public:
-    explicit Gaussian(uint64_t seed) : state_(seed) {}
-    float next() {
-        const double u1 = (static_cast<double>(bits() >> 11) + 1.0) * 0x1.0p-53;
-        const double u2 = static_cast<double>(bits() >> 11) * 0x1.0p-53;
-        return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-    }
-
-private:
-    uint64_t bits() {
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    uint64_t state_;
-};
 
 // The real models' config.json (the fields the converter reads), as their hubs ship them.
 // Every file goes through a commit (engine/file/temp_output.h); false after the one-line error.
@@ -232,14 +214,14 @@ int main(int argc, char** argv) {
                         write_file(fs::path(out_dir) / "generation_config.json", json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) + "\n");
         return ok ? 0 : 1;
     }
-    Gaussian g(s.seed);
+    SplitMix64 g(s.seed);  // Box-Muller deviates: the same numbers on every platform for a seed
     std::vector<tools::OutputTensor> tensors;
     auto random = [&](const std::string& name, std::vector<uint64_t> shape, float std_dev) {
         tools::OutputTensor t{name, shape, {}};
         uint64_t n = 1;
         for (uint64_t d : shape) n *= d;
         t.values.resize(n);
-        for (float& v : t.values) v = g.next() * std_dev;
+        for (float& v : t.values) v = g.gaussian() * std_dev;
         tensors.push_back(std::move(t));
     };
     auto ones = [&](const std::string& name, uint64_t n) {

@@ -76,7 +76,7 @@ int32_t colibri_tokenize(const colibri_model* model, const char* text, int add_s
 /* Writes UTF-8 text with a terminating NUL; returns its length without the NUL (may exceed capacity), or -1. */
 int32_t colibri_detokenize(const colibri_model* model, const int32_t* ids, size_t count, char* text, size_t capacity);
 
-/* threads = 0: all cores; context = 0: min(model, 4096). */
+/* threads = 0: all cores; context = 0: min(model, 4096); a context beyond the model's maximum is an error (NULL). */
 colibri_session* colibri_session_new(const colibri_model* model, unsigned threads, uint32_t context);
 void colibri_session_free(colibri_session* session);
 void colibri_session_reset(colibri_session* session);

@@ -1,4 +1,6 @@
-#include "serve_command.h"
+// `colibri serve`: the OpenAI-compatible HTTP server and the local socket + shared-memory transport over the
+// batch scheduler (server/).
+#include "command.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -17,6 +19,9 @@
 
 #include "engine/base/thread_start.h"
 #include "engine/core/model.h"
+#include "engine/core/open_model.h"
+#include "model_options.h"
+#include "tools/model_args.h"
 #include "server/http_server.h"
 #include "server/local_server.h"
 #include "server/scheduler.h"
@@ -25,10 +30,27 @@ namespace colibri::cli {
 
 namespace {
 
-int fail(const std::string& why) {
-    std::fprintf(stderr, "colibri: serve: %s\n", why.c_str());
-    return 1;
-}
+struct ServeArgs {
+    tools::ModelArgs model;            // -m, -t, -c (per slot) and the RAM budget options
+    std::string host = "127.0.0.1";    // HOST or HOST:PORT ([::1]:PORT for IPv6)
+    int port = -1;                     // -1: from --host, else 8080; 0: any free port
+    uint32_t slots = 4;
+    std::vector<std::string> api_keys;  // also COLIBRI_API_KEY; each its own cache scope
+    bool share_prefix_cache = false;    // a cached prompt prefix serves every key
+    std::string socket_path;           // local mode
+    std::string shm_key;               // local mode: names the connections' shared memory (optional)
+    uint32_t socket_connections = 0;   // local connections open at once; 0: max(16, slots + max_queue)
+    uint32_t socket_per_user = 0;      // of them, from one uid; 0: half of socket_connections
+    int socket_idle_s = 60;            // a local connection idle this long is closed
+    uint32_t max_queue = 64;
+    uint32_t max_tokens = 0;           // cap per request; 0: the context
+    size_t max_body = 2u << 20;
+    int timeout_s = 10;
+    std::vector<std::string> aliases;  // other names "model" may use
+    bool quiet = false;                // no line per request
+};
+
+int fail(const std::string& why) { return cli::fail("serve", why); }
 
 // "HOST", "HOST:PORT" or "[V6]:PORT" into host and port (the port stays as it is when not given).
 bool split_host(const std::string& text, std::string& host, int& port) {
@@ -129,10 +151,10 @@ private:
     std::thread thread_;
 };
 
-}  // namespace
-
 int cmd_serve(ServeArgs a) {
-    if (a.model_path.empty()) return fail("no model given (use -m model.bin)");
+    auto options = tools::open_options(a.model);
+    if (!options) return fail(options.message());
+    options->with_session = false;  // the scheduler starts the pool and one session per slot
     int port = a.port;
     std::string host;
     if (!split_host(a.host, host, port)) return fail("--host '" + a.host + "' is not HOST, HOST:PORT or [IPV6]:PORT");
@@ -150,17 +172,14 @@ int cmd_serve(ServeArgs a) {
 
     signal(SIGPIPE, SIG_IGN);
 
-    auto model = Model::load(a.model_path);
+    auto model = load_model(options.value());
     if (!model) return fail(model.message());
-    const uint32_t max_position = model.value()->hparams().max_position;
-    if (a.context > max_position)
-        return fail("context " + std::to_string(a.context) + " exceeds the model's maximum of " + std::to_string(max_position));
     server::ServedModel served;
     served.model = model.value().get();
-    served.id = model_id(a.model_path);
+    served.id = model_id(a.model.path);
     served.aliases = a.aliases;
     struct stat st{};
-    if (::stat(a.model_path.c_str(), &st) == 0) served.created = st.st_mtime;
+    if (::stat(a.model.path.c_str(), &st) == 0) served.created = st.st_mtime;
 
     // Every thread starts before "listening" is printed: a limit on threads is an error here, not a server that
     // accepts connections and never answers.
@@ -169,8 +188,8 @@ int cmd_serve(ServeArgs a) {
     try {
         server::SchedulerOptions so;
         so.slots = a.slots;
-        so.context = a.context;
-        so.threads = a.threads;
+        so.context = a.model.context;
+        so.threads = a.model.threads;
         so.max_queue = a.max_queue;
         so.share_cache_across_scopes = a.share_prefix_cache;
         server::Scheduler scheduler(*served.model, so);
@@ -212,6 +231,9 @@ int cmd_serve(ServeArgs a) {
             std::fprintf(stderr, "colibri serve: stopped\n");
             return 0;
         }
+        if (const ExpertCache* c = served.model->expert_cache())
+            std::fprintf(stderr, "colibri serve: expert cache: %s, %u slots per layer within %llu bytes (--ram-budget)\n",
+                         cache_policy_name(c->policy()), c->slots_per_layer(), static_cast<unsigned long long>(c->budget()));
         const bool v6 = host.find(':') != std::string::npos;
         std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
                      format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(),
@@ -231,5 +253,41 @@ int cmd_serve(ServeArgs a) {
     std::fprintf(stderr, "colibri serve: stopped\n");
     return 0;
 }
+
+class Serve final : public Command {
+public:
+    explicit Serve(CLI::App& app) {
+        sub_ = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching, and a local socket + shared-memory mode (docs/SERVER.md)");
+        ServeArgs& a = args_;
+        sub_->add_option("-m,--model", a.model.path, "model file (.bin)")->required();
+        sub_->add_option("-t,--threads", a.model.threads, "worker threads (default: all cores)");
+        sub_->add_option("-c,--context", a.model.context, "context per slot in tokens (default: min(model, 4096))");
+        add_budget_args(sub_, a.model);
+        sub_->add_option("--host", a.host, "address to listen on, HOST or HOST:PORT (default 127.0.0.1:8080)");
+        sub_->add_option("--port", a.port, "port (default 8080; 0 picks a free one)");
+        sub_->add_option("--slots", a.slots, "sequences decoded together, each with its own KV cache (default 4)");
+        sub_->add_option("--api-key", a.api_keys, "require 'Authorization: Bearer KEY' (or set COLIBRI_API_KEY); repeat for several clients, each with its own prefix cache");
+        sub_->add_flag("--share-prefix-cache", a.share_prefix_cache, "a prompt prefix cached for one API key also serves the others (default: per key)");
+        sub_->add_option("--socket", a.socket_path, "local mode: Unix socket path (mode 0660: this user and group)");
+        sub_->add_option("--shm-key", a.shm_key, "local mode: names the connections' shared memory (memfd:KEY-reply; optional)");
+        sub_->add_option("--socket-connections", a.socket_connections, "local mode: connections open at once (default: max(16, slots + max-queue))");
+        sub_->add_option("--socket-per-user", a.socket_per_user, "local mode: connections one uid may hold (default: half of --socket-connections)");
+        sub_->add_option("--socket-idle", a.socket_idle_s, "local mode: seconds a connection may stay idle before it is closed (default 60)");
+        sub_->add_option("--max-queue", a.max_queue, "requests waiting for a slot before 429 (default 64)");
+        sub_->add_option("--max-tokens", a.max_tokens, "most tokens one request may generate (default: the context)");
+        sub_->add_option("--max-body", a.max_body, "largest request body in bytes (default 2 MiB)");
+        sub_->add_option("--timeout", a.timeout_s, "seconds a request may take to arrive, and one read or write to wait (default 10)");
+        sub_->add_option("--alias", a.aliases, "another name clients may give as \"model\"");
+        sub_->add_flag("-q,--quiet", a.quiet, "no line per request");
+    }
+    int run() override { return cmd_serve(args_); }
+
+private:
+    ServeArgs args_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> serve_command(CLI::App& app) { return std::make_unique<Serve>(app); }
 
 }  // namespace colibri::cli

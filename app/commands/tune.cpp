@@ -1,4 +1,5 @@
-#include "tune_command.h"
+// `colibri tune` and the kernel configuration every other command starts with (kernels/tuner.h).
+#include "command.h"
 
 #include <unistd.h>
 
@@ -20,6 +21,9 @@ bool configure_kernels_or_report() {
     return true;
 }
 
+namespace {
+
+// Runs the tuner, prints a table (or the JSON report) on stdout and writes the cache. Exit status.
 int cmd_tune(bool as_json, bool quick) {
     using namespace kernels;
     TuneOptions options;
@@ -56,5 +60,23 @@ int cmd_tune(bool as_json, bool quick) {
     }
     return 0;
 }
+
+class Tune final : public Command {
+public:
+    explicit Tune(CLI::App& app) {
+        sub_ = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
+        sub_->add_flag("--json", as_json_, "JSON output");
+        sub_->add_flag("--quick", quick_, "one shape, three repetitions");
+    }
+    int run() override { return cmd_tune(as_json_, quick_); }
+    bool uses_configured_kernels() const override { return false; }
+
+private:
+    bool as_json_ = false, quick_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> tune_command(CLI::App& app) { return std::make_unique<Tune>(app); }
 
 }  // namespace colibri::cli

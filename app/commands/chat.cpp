@@ -1,0 +1,56 @@
+// `colibri chat`: the interactive chat on a model (the demo model when -m is not given); the loop is
+// app/chat_command.cpp.
+#include <nlohmann/json.hpp>
+
+#include "../chat_command.h"
+#include "../line_editor.h"
+#include "command.h"
+#include "engine/core/model.h"
+#include "model_options.h"
+
+namespace colibri::cli {
+
+namespace {
+
+using nlohmann::json;
+
+int cmd_chat(const tools::ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
+    if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
+    auto loaded = load(args);
+    if (!loaded) return fail("chat", loaded.message());
+    OpenedModel& l = loaded.value();
+    if (l.model->tokenizer() == nullptr)
+        return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
+    options.model_path = args.path;
+    options.history_path = cli::default_history_path();
+    return cli::run_chat(*l.model, *l.session, sc, options);
+}
+
+class Chat final : public Command {
+public:
+    explicit Chat(CLI::App& app) {
+        sub_ = app.add_subcommand("chat", "interactive chat (the demo model when -m is not given)");
+        add_model_args(sub_, args_, false);
+        sub_->add_option("--system", options_.system_prompt, "system prompt");
+        sub_->add_option("-n,--max-tokens", options_.max_tokens, "longest reply in tokens");
+        sub_->add_flag("--no-prefix-cache", no_prefix_cache_, "re-evaluate the whole conversation each turn (for checking)");
+        sub_->add_flag("--ignore-eos", options_.ignore_eos, "keep writing past end-of-turn tokens, up to --max-tokens (for measuring)");
+        add_sampler_args(sub_, sampler_);
+    }
+    int run() override {
+        options_.reuse_prefix = !no_prefix_cache_;
+        return cmd_chat(args_, sampler_, options_);
+    }
+
+private:
+    tools::ModelArgs args_;
+    SamplerConfig sampler_;
+    ChatOptions options_;
+    bool no_prefix_cache_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> chat_command(CLI::App& app) { return std::make_unique<Chat>(app); }
+
+}  // namespace colibri::cli

@@ -1,0 +1,71 @@
+#include "model_options.h"
+
+#include <cstdio>
+
+#ifndef COLIBRI_DEMO_MODEL
+#define COLIBRI_DEMO_MODEL ""
+#endif
+
+namespace colibri::cli {
+
+int fail(const std::string& what, const std::string& why) {
+    std::fprintf(stderr, "colibri: %s: %s\n", what.c_str(), why.c_str());
+    return 1;
+}
+
+void add_budget_args(CLI::App* cmd, tools::ModelArgs& m) {
+    cmd->add_option("--ram-budget", m.ram_budget,
+                    "keep the weights within SIZE (e.g. 6G, 512M) or a share of the model file (e.g. 50%): routed "
+                    "experts in a cache of slots read from the file");
+    cmd->add_option("--cache-policy", m.cache_policy, "expert cache policy: lru (default), lfru or pinned");
+    cmd->add_option("--hot-trace", m.hot_trace, "pinned: learn the hot experts from this routing trace (route --json)");
+    cmd->add_flag("--cache-prefetch", m.cache_prefetch,
+                  "predict the next MoE layer's experts (its router on the current hidden state) and read them ahead");
+}
+
+void add_model_args(CLI::App* cmd, tools::ModelArgs& m, bool required) {
+    if (!required) m.path = COLIBRI_DEMO_MODEL;
+    auto* opt = cmd->add_option("-m,--model", m.path, "model file (.bin)");
+    if (required) opt->required();
+    cmd->add_option("-t,--threads", m.threads, "worker threads (default: all cores)");
+    cmd->add_option("-c,--context", m.context, "context length in tokens (default: min(model, 4096))");
+    add_budget_args(cmd, m);
+}
+
+void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt) {
+    cmd->add_option("--tokens", tokens, "comma-separated token ids");
+    cmd->add_option("--prompt", prompt, "text to tokenize");
+}
+
+void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
+    cmd->add_flag("--greedy", s.greedy, "always take the most likely token");
+    cmd->add_option("--seed", s.seed, "random seed");
+    cmd->add_option("--temperature", s.temperature, "temperature (0, or below 1e-4, = greedy)");
+    cmd->add_option("--top-k", s.top_k, "keep the k most likely tokens (0 = off)");
+    cmd->add_option("--top-p", s.top_p, "nucleus sampling threshold (1 = off)");
+    cmd->add_option("--min-p", s.min_p, "drop tokens below min-p x the best probability (0 = off)");
+    cmd->add_option("--repeat-penalty", s.repetition_penalty, "repetition penalty (1 = off)");
+    cmd->add_option("--repeat-last-n", s.repetition_window, "tokens the repetition penalty looks back over");
+}
+
+Result<OpenedModel> load(const tools::ModelArgs& args) {
+    auto options = tools::open_options(args);
+    if (!options) return options.status();
+    return open_model(options.value());
+}
+
+Result<LoadedInput> load_with_input(const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt) {
+    auto loaded = load(args);
+    if (!loaded) return loaded.status();
+    auto ids = tools::tokens_or_prompt(*loaded->model, tokens, prompt);
+    if (!ids) return ids.status();
+    COLIBRI_TRY(check_token_ids(*loaded->model, ids.value()));
+    return LoadedInput{std::move(loaded.value()), std::move(ids.value())};
+}
+
+void print(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+}
+
+}  // namespace colibri::cli

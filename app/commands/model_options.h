@@ -1,0 +1,37 @@
+// What the subcommands share: the model, input and sampler options as the command line takes them, opening the
+// model the one way (engine/core/open_model.h), and the one error line.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/base/status.h"
+#include "engine/core/open_model.h"
+#include "engine/core/sampler.h"
+#include "tools/model_args.h"
+
+namespace colibri::cli {
+
+// `colibri: <what>: <why>` on stderr; returns the exit status 1.
+int fail(const std::string& what, const std::string& why);
+
+// --ram-budget, --cache-policy, --hot-trace, --cache-prefetch.
+void add_budget_args(CLI::App* cmd, tools::ModelArgs& m);
+// -m (required, or else the build's demo model: chat and eval), -t, -c and the budget options.
+void add_model_args(CLI::App* cmd, tools::ModelArgs& m, bool required);
+void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt);
+void add_sampler_args(CLI::App* cmd, SamplerConfig& s);
+
+Result<OpenedModel> load(const tools::ModelArgs& args);
+// The model and the input tokens (--tokens or --prompt), checked against its vocabulary.
+struct LoadedInput {
+    OpenedModel l;
+    std::vector<int32_t> ids;
+};
+Result<LoadedInput> load_with_input(const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt);
+
+// Shows streamed text at once.
+void print(const std::string& text);
+
+}  // namespace colibri::cli

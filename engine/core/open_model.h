@@ -1,0 +1,71 @@
+// The one way a front end opens a model with options (the CLI's commands, `colibri serve` and `bench`, the Studio,
+// the C API): load the file, check the context, put the routed experts behind a RAM budget when asked, start the
+// thread pool and a session. Each step's error is worded once, here or in what it calls.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/base/status.h"
+#include "engine/cache/expert_slots.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
+#include "engine/core/thread_pool.h"
+
+namespace colibri {
+
+// What the weights may take of RAM: so many bytes, or a share of the model file (--ram-budget 50%), which only
+// the loaded file can turn into bytes.
+struct RamBudget {
+    uint64_t bytes = 0;       // > 0: this many bytes
+    double file_share = 0.0;  // else (0, 1]: this share of the model file's (uncompressed) size
+    // The budget in bytes for a file of file_bytes; at least 1, so a tiny share is refused as too small.
+    uint64_t resolve(uint64_t file_bytes) const;
+};
+
+// The pinned policy's hot experts per layer index, learned from the model once it is loaded (a routing trace
+// read by tools::hot_experts_from_trace, or a test's own list).
+using HotExpertSource = std::function<Result<std::vector<std::vector<uint32_t>>>(const Model&)>;
+
+// The expert cache a model opens with (engine/cache/expert_cache.h): models larger than RAM.
+struct ExpertCacheRequest {
+    RamBudget budget;
+    CachePolicy policy = CachePolicy::Lru;
+    HotExpertSource hot_experts;  // required by CachePolicy::Pinned, refused by the others
+    bool prefetch = false;        // read the next MoE layer's predicted experts ahead of use
+};
+
+struct OpenOptions {
+    std::string path;
+    uint32_t context = 0;  // session positions; 0: min(model, 4096)
+    unsigned threads = 0;  // 0: all cores
+    std::optional<ExpertCacheRequest> cache;  // none: the whole model mapped
+    // false: the model alone, checked against `context` (a server's scheduler starts its own pool and sessions).
+    bool with_session = true;
+    SessionOptions session = SessionOptions::from_environment();
+};
+
+struct OpenedModel {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<ThreadPool> pool;   // null without with_session
+    std::unique_ptr<Session> session;   // null without with_session
+};
+
+// What a failure was about, for a front end that tells the file's problems apart from the options' (the Studio).
+enum class OpenFailure { File, Options };
+
+// Loads options.path and checks it against the options; the session is on options.context with options.session.
+Result<OpenedModel> open_model(const OpenOptions& options, OpenFailure* failure = nullptr);
+// The steps of open_model, for front ends that hold a model and sessions apart (the C API, bench's cold starts).
+Result<std::unique_ptr<Model>> load_model(const OpenOptions& options, OpenFailure* failure = nullptr);
+Status use_expert_cache(Model& model, const ExpertCacheRequest& request);
+struct SessionParts {
+    std::unique_ptr<ThreadPool> pool;
+    std::unique_ptr<Session> session;
+};
+Result<SessionParts> open_session(const Model& model, unsigned threads, uint32_t context, const SessionOptions& options);
+
+}  // namespace colibri
