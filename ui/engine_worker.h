@@ -16,6 +16,7 @@
 #include "engine/cache/expert_slots.h"
 #include "engine/core/sampler.h"
 #include "engine/base/status.h"
+#include "engine/base/token_rate.h"
 #include "ui/cache_state.h"
 #include "ui/kernel_comparison.h"
 #include "ui/models/model_summary.h"
@@ -51,6 +52,7 @@ struct GenerationStats {
     int reused_tokens = 0;    // prompt prefix already in the KV cache
     int prompt_tokens = 0;    // evaluated this time
     int generated = 0;
+    int decode_evaluated = 0;  // generated tokens evaluated within decode_seconds (TurnResult's; a server's: generated - 1)
     double prompt_seconds = 0.0;
     double decode_seconds = 0.0;
     int context_used = 0;     // positions of the conversation after it; -1: unknown (a server stopped before it said)
@@ -58,8 +60,9 @@ struct GenerationStats {
     bool stopped = false;     // by requestStop()
     QString reply;            // generated text without end-of-turn tokens
     QString kernel;           // the kernel variant the model's weights ran on ("AVX-512"; "mixed" when several)
-    double decode_tokens_per_second() const { return decode_seconds > 0 ? generated / decode_seconds : 0.0; }
-    double prompt_tokens_per_second() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0.0; }
+    // TokenRate's (engine/base/token_rate.h), as `colibri chat` and the server report them.
+    double decode_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(decode_evaluated, 0)), decode_seconds}.per_second(); }
+    double prompt_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(prompt_tokens, 0)), prompt_seconds}.per_second(); }
 };
 
 // Why a load or a connection failed: the file itself (missing, unreadable, damaged, not a model), what was asked

@@ -193,8 +193,21 @@ private slots:
         QAbstractItemModelTester tester(&m, kFatal);
         KernelComparison c;
         c.model = QStringLiteral("demo.bin");
-        c.runs.push_back({QStringLiteral("scalar"), QStringLiteral("Scalar"), {10, 12, 11}, {5, 6, 7}, {0, 1}, {100, 110}, 30, 250, {1, 2, 3}});
-        c.runs.push_back({QStringLiteral("avx2"), QStringLiteral("AVX2"), {40}, {20}, {0, 1}, {20, 22}, 6, 50, {1, 2, 3}});
+        // tools::KernelRun, as tools::compare_kernels fills it: per repetition tokens/s, per layer its stages.
+        auto run = [](kernels::Variant v, std::vector<double> prompt, std::vector<double> decode, std::vector<tools::LayerTimes> layers,
+                      double lm_head_us, double token_us) {
+            KernelRun r;
+            r.variant = v;
+            r.report.prompt_tps = tools::Spread::of(std::move(prompt));
+            r.report.decode_tps = tools::Spread::of(std::move(decode));
+            r.report.decode_layers = std::move(layers);
+            r.report.decode_lm_head_us = lm_head_us;
+            r.report.decode_token_us = token_us;
+            r.decoded = {1, 2, 3};
+            return r;
+        };
+        c.runs.push_back(run(kernels::Variant::Scalar, {10, 12, 11}, {5, 6, 7}, {{0, 60, 10, 30, 0}, {1, 70, 10, 30, 0}}, 30, 250));
+        c.runs.push_back(run(kernels::Variant::Avx2, {40}, {20}, {{0, 12, 2, 6, 0}, {1, 12, 4, 6, 0}}, 6, 50));
         m.set_comparison(c);
         QCOMPARE(m.rowCount(), 2);
         QCOMPARE(m.index(0, KernelComparisonModel::DecodeTps).data(Qt::EditRole).toDouble(), 6.0);  // the median
@@ -206,7 +219,31 @@ private slots:
         auto back = KernelComparison::from_json(c.to_json());
         QVERIFY(back.is_ok());
         QCOMPARE(back->runs.size(), size_t(2));
-        QCOMPARE(back->runs[0].decode_tps, c.runs[0].decode_tps);
+        QCOMPARE(back->runs[0].report.decode_tps.samples, c.runs[0].report.decode_tps.samples);
+        QCOMPARE(back->runs[1].report.decode_layers[1].router_us, 4.0);  // the stages are kept beside the totals
+        QCOMPARE(back->runs[1].report.decode_layers[1].total_us(), 22.0);
+        // A store written before the stages were kept (layer totals only) still reads, its totals unchanged.
+        QJsonObject old_store = c.to_json();
+        QJsonArray old_runs = old_store["runs"].toArray();
+        for (qsizetype i = 0; i < old_runs.size(); ++i) {
+            QJsonObject r = old_runs[i].toObject();
+            r.remove(QStringLiteral("layer_stages_us"));
+            old_runs[i] = r;
+        }
+        old_store["runs"] = old_runs;
+        auto old_back = KernelComparison::from_json(old_store);
+        QVERIFY(old_back.is_ok());
+        QCOMPARE(old_back->runs[1].report.decode_layers[1].total_us(), 22.0);
+        QCOMPARE(old_back->runs[1].report.decode_layers[1].router_us, 0.0);
+        // A variant no build knows is refused, naming it.
+        QJsonObject unknown = c.to_json();
+        QJsonArray unknown_runs = unknown["runs"].toArray();
+        QJsonObject first_run = unknown_runs[0].toObject();
+        first_run["variant"] = QStringLiteral("sse9");
+        unknown_runs[0] = first_run;
+        unknown["runs"] = unknown_runs;
+        const auto refused = KernelComparison::from_json(unknown);
+        QVERIFY(!refused.is_ok() && refused.message().find("'sse9'") != std::string::npos);
         const QStringList csv = c.csv().split('\n', Qt::SkipEmptyParts);
         QCOMPARE(csv.size(), 3);
         QCOMPARE(csv[0], QStringLiteral("variant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us,layer1_us,lm_head_us,token_us"));

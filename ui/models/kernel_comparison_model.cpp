@@ -19,23 +19,23 @@ QVariant KernelComparisonModel::data(const QModelIndex& index, int role) const {
     const KernelRun& first = comparison_.runs.front();
     if (role == Qt::TextAlignmentRole) return index.column() == Variant ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole && index.column() == SameOutput)
-        return r.decoded == first.decoded ? tr("the same %1 greedy tokens as %2").arg(r.decoded.size()).arg(first.display)
-                                          : tr("different tokens from %1: the variants should be bit-identical").arg(first.display);
+        return r.decoded == first.decoded ? tr("the same %1 greedy tokens as %2").arg(r.decoded.size()).arg(variant_label(first))
+                                          : tr("different tokens from %1: the variants should be bit-identical").arg(variant_label(first));
     if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
     const bool edit = role == Qt::EditRole;
     auto number = [edit](double v, int decimals) { return edit ? QVariant(v) : QVariant(QString::number(v, 'f', decimals)); };
     switch (index.column()) {
-    case Variant: return r.display;
-    case PromptTps: return number(r.prompt_median(), 1);
-    case DecodeTps: return number(r.decode_median(), 1);
+    case Variant: return variant_label(r);
+    case PromptTps: return number(r.report.prompt_tps.median, 1);
+    case DecodeTps: return number(r.report.decode_tps.median, 1);
     case Speedup: {
-        const double base = first.decode_median();
-        const double v = base > 0 ? r.decode_median() / base : 0.0;
+        const double base = first.report.decode_tps.median;
+        const double v = base > 0 ? r.report.decode_tps.median / base : 0.0;
         return edit ? QVariant(v) : QVariant(QStringLiteral("×%1").arg(v, 0, 'f', 2));
     }
-    case DecodeUs: return number(r.token_us, 1);
-    case LayersUs: return number(std::accumulate(r.layer_us.begin(), r.layer_us.end(), 0.0), 1);
-    case LmHeadUs: return number(r.lm_head_us, 1);
+    case DecodeUs: return number(r.report.decode_token_us, 1);
+    case LayersUs: return number(std::accumulate(r.report.decode_layers.begin(), r.report.decode_layers.end(), 0.0, [](double sum, const tools::LayerTimes& l) { return sum + l.total_us(); }), 1);
+    case LmHeadUs: return number(r.report.decode_lm_head_us, 1);
     case SameOutput: return edit ? QVariant(r.decoded == first.decoded) : QVariant(r.decoded == first.decoded ? tr("yes") : tr("NO"));
     default: return {};
     }

@@ -119,10 +119,6 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
         status_->setText(tr("Tuned this machine: %n result(s)", nullptr, static_cast<int>(report.results.size())) +
                          (note.isEmpty() ? QStringLiteral(".") : QStringLiteral("; ") + note + QLatin1Char('.')));
     });
-    connect(&tuner_, &TuneRunner::failed, this, [this](const QString& error) {
-        set_tuning(false);
-        status_->setText(tr("The tuner failed: %1").arg(error));
-    });
     connect(&tuner_, &TuneRunner::cancelled, this, [this](const TuneReport& partial) {
         set_tuning(false);
         if (partial.results.empty()) {
@@ -385,9 +381,9 @@ void KernelsView::show_comparison(const KernelComparison& c) {
     comparison_model_.set_comparison(c);
     comparison_table_->resizeColumnsToContents();
     QStringList parts;
-    for (const KernelRun& r : c.runs) parts << QStringLiteral("%1 %2").arg(r.display).arg(r.decode_median(), 0, 'f', 1);
+    for (const KernelRun& r : c.runs) parts << QStringLiteral("%1 %2").arg(variant_label(r)).arg(r.report.decode_tps.median, 0, 'f', 1);
     QString text = tr("%1: prompt %2 + decode %3 tokens × %4 reps, %5 threads; decode tok/s: %6")
-                       .arg(QFileInfo(c.model).fileName()).arg(c.prompt_tokens).arg(c.decode_tokens).arg(c.runs.empty() ? 0 : c.runs.front().decode_tps.size())
+                       .arg(QFileInfo(c.model).fileName()).arg(c.prompt_tokens).arg(c.decode_tokens).arg(c.runs.empty() ? 0 : c.runs.front().report.decode_tps.samples.size())
                        .arg(c.threads).arg(parts.join(QStringLiteral(", ")));
     text += c.identical_output() ? tr("; every variant decoded the same tokens") : tr("; THE VARIANTS DECODED DIFFERENT TOKENS");
     if (!c.complete) text += tr(" (stopped early: complete repetitions only)");
@@ -396,15 +392,15 @@ void KernelsView::show_comparison(const KernelComparison& c) {
     QVector<BarChart::Series> speed, layers;
     QStringList layer_categories;
     if (!c.runs.empty()) {
-        for (int l : c.runs.front().layers) layer_categories << tr("L%1").arg(l);
+        for (const tools::LayerTimes& l : c.runs.front().report.decode_layers) layer_categories << tr("L%1").arg(l.layer);
         layer_categories << tr("lm head");
     }
     for (const KernelRun& r : c.runs) {
-        speed.push_back({r.display, variant_color(r.variant), {r.prompt_median(), r.decode_median()}, {}});
+        speed.push_back({variant_label(r), variant_color(variant_key(r)), {r.report.prompt_tps.median, r.report.decode_tps.median}, {}});
         QVector<double> v;
-        for (double us : r.layer_us) v << us;
-        v << r.lm_head_us;
-        layers.push_back({r.display, variant_color(r.variant), v, {}});
+        for (const tools::LayerTimes& l : r.report.decode_layers) v << l.total_us();
+        v << r.report.decode_lm_head_us;
+        layers.push_back({variant_label(r), variant_color(variant_key(r)), v, {}});
     }
     speed_chart_->set_data({tr("prompt"), tr("decode")}, speed);
     layer_chart_->set_data(layer_categories, layers);
