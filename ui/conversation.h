@@ -9,7 +9,7 @@
 
 #include "engine/base/status.h"
 #include "ui/engine_worker.h"
-#include "ui/token_trace.h"
+#include "ui/data/token_trace.h"
 
 namespace colibri::studio {
 

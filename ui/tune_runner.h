@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "kernels/tuner.h"
-#include "ui/tune_report.h"
+#include "ui/data/tune_report.h"
 
 namespace colibri::studio {
 

@@ -1,4 +1,4 @@
-#include "ui/kernel_comparison.h"
+#include "ui/data/kernel_comparison.h"
 
 #include <QJsonArray>
 #include <algorithm>

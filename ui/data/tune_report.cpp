@@ -1,4 +1,4 @@
-#include "ui/tune_report.h"
+#include "ui/data/tune_report.h"
 
 #include <QFile>
 #include <QFileInfo>
