@@ -378,8 +378,11 @@ Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& s, con
             }
             kernels::select_variant(v);  // every op and type, as COLIBRI_KERNEL=v would
             KernelRun& run = runs[vi];
+            auto measured = measure_repetition(s, config.prompt, first, config.decode_tokens, start);
+            if (!measured) return measured.status();
             if (rep == 0) {
                 run.variant = v;
+                run.decoded = measured->decoded;
                 auto profile = profile_decode(s, first, config.decode_tokens, start);
                 if (!profile) return profile.status();
                 run.report.decode_layers = std::move(profile->layers);
@@ -387,9 +390,6 @@ Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& s, con
                 run.report.decode_token_us = profile->token_us;
                 run.report.kernels = kernel_choices(model);
             }
-            auto measured = measure_repetition(s, config.prompt, first, config.decode_tokens, start);
-            if (!measured) return measured.status();
-            if (rep == 0) run.decoded = measured->decoded;
             run.report.prompt_first_position = measured->prompt_first_position;
             run.report.decode_first_position = measured->decode_first_position;
             prompt_tps[vi].push_back(measured->prompt.per_second());

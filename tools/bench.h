@@ -191,9 +191,9 @@ struct KernelRun {
 
 // The kernel comparison on a model already open (the Studio's): per repetition, measure_repetition once per
 // variant in turn (interleaved, so drift in the machine's load hits every variant alike), each variant's first
-// turn preceded by its profile_decode (untimed: the layer times, and a warm-up). `progress` is asked before each
-// turn (turns done, turns in all, the variant, the repetition); false stops the comparison there. Only
-// repetitions every variant finished count. The variant selection is left at the last variant run.
+// turn followed by its profile_decode (untimed and warm, as run_bench's: the layer times). `progress` is asked
+// before each turn (turns done, turns in all, the variant, the repetition); false stops the comparison there.
+// Only repetitions every variant finished count. The variant selection is left at the last variant run.
 struct KernelComparisonConfig {
     std::vector<int32_t> prompt;  // token ids
     uint32_t decode_tokens = 32;
