@@ -108,12 +108,11 @@ struct TerminalPrinter final : TurnObserver {
 // The statistics line after a reply: generated tokens and their rate, the prompt's tokens and theirs.
 void print_statistics(size_t generated, double decode_seconds, size_t prompt_tokens, double prompt_seconds,
                       FinishReason finish) {
-    const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
-    // The first token comes out of the prompt's evaluation: the decode rate counts the ones after it.
-    const double decode_rate = generated > 1 ? rate(static_cast<double>(generated - 1), decode_seconds) : 0.0;
+    // Timed from the first token printed to the last (TokenRate: the first token is the prompt's).
+    const double decode_rate = TokenRate::of_reply(generated, decode_seconds).per_second();
     std::fprintf(stderr, "[%zu token%s, %.1f tokens/s; prompt %zu token%s, %.1f tokens/s%s]\n", generated,
                  generated == 1 ? "" : "s", decode_rate, prompt_tokens, prompt_tokens == 1 ? "" : "s",
-                 rate(static_cast<double>(prompt_tokens), prompt_seconds),
+                 TokenRate{prompt_tokens, prompt_seconds}.per_second(),
                  finish == FinishReason::Cancelled ? "; stopped" : finish == FinishReason::Length ? "; reached --max-tokens" : "");
 }
 

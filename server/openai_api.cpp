@@ -525,7 +525,7 @@ json ResponseBuilder::usage(const JobOutcome& o) {
 
 json ResponseBuilder::timings(const JobOutcome& o) {
     const uint32_t evaluated = o.prompt_tokens - o.cached_tokens;
-    auto per_second = [](double n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
+    auto per_second = [](uint64_t n, double ms) { return TokenRate{n, ms / 1000.0}.per_second(); };
     return {{"queued_ms", o.queued_ms},
             {"cache_n", o.cached_tokens},
             {"prompt_n", evaluated},
@@ -534,7 +534,7 @@ json ResponseBuilder::timings(const JobOutcome& o) {
             {"predicted_n", o.completion_tokens},
             {"predicted_ms", o.decode_ms},
             // the first token is sampled at the end of the prompt: the decode time covers the others
-            {"predicted_per_second", per_second(o.completion_tokens > 1 ? o.completion_tokens - 1 : 0, o.decode_ms)}};
+            {"predicted_per_second", TokenRate::of_reply(o.completion_tokens, o.decode_ms / 1000.0).per_second()}};
 }
 
 }  // namespace colibri::server

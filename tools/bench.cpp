@@ -174,7 +174,80 @@ struct StageTimer final : TraceObserver {
     }
 };
 
+// Per weight type of the model's tensors: the variant selected now for matvec and for matmul.
+std::vector<std::pair<std::string, std::pair<std::string, std::string>>> kernel_choices(const Model& model) {
+    std::map<WeightType, bool> types;
+    for (const TensorView& t : model.file().tensors()) types[t.type] = true;
+    std::vector<std::pair<std::string, std::pair<std::string, std::string>>> out;
+    for (const auto& [type, _] : types)
+        out.push_back({format::weight_type_name(type),
+                       {kernels::variant_name(kernels::selected_variant(kernels::Op::Matvec, type)),
+                        kernels::variant_name(kernels::selected_variant(kernels::Op::Matmul, type))}});
+    return out;
+}
+
 }  // namespace
+
+int32_t decode_start_token(const Model& model) {
+    const int32_t bos = model.tokenizer() ? model.tokenizer()->bos_id() : -1;
+    return bos >= 0 ? bos : 1 % static_cast<int32_t>(model.hparams().vocab_size);
+}
+
+uint32_t bench_context_needed(uint32_t depth, uint32_t prompt, uint32_t decode) {
+    return depth + std::max(prompt, decode) + 1;
+}
+
+Result<Repetition> measure_repetition(Session& s, std::span<const int32_t> prompt, int32_t first, uint32_t decode_tokens,
+                                      const BenchStart& start) {
+    Repetition rep;
+    if (Status st = start(); !st) return st;
+    rep.prompt_first_position = s.position();
+    auto t0 = std::chrono::steady_clock::now();
+    auto logits = s.eval(prompt);
+    if (!logits) return logits.status();
+    rep.prompt = {prompt.size(), seconds_since(t0)};
+
+    if (Status st = start(); !st) return st;
+    rep.decode_first_position = s.position();
+    rep.decoded.reserve(decode_tokens);  // before the clock: the timed loop allocates nothing
+    int32_t next = first;
+    t0 = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < decode_tokens; ++i) {
+        rep.decoded.push_back(next);
+        logits = s.eval(next);
+        if (!logits) return logits.status();
+        next = argmax(logits.value());
+    }
+    rep.decode = {decode_tokens, seconds_since(t0)};
+    return rep;
+}
+
+Result<DecodeProfile> profile_decode(Session& s, int32_t first, uint32_t decode_tokens, const BenchStart& start) {
+    if (Status st = start(); !st) return st;
+    StageTimer timer;
+    s.set_observer(&timer);
+    int32_t next = first;
+    for (uint32_t i = 0; i < decode_tokens; ++i) {
+        auto logits = s.eval(next);
+        if (!logits) {
+            s.set_observer(nullptr);
+            return logits.status();
+        }
+        next = argmax(logits.value());
+    }
+    s.set_observer(nullptr);
+    DecodeProfile profile;
+    const double n = std::max(timer.tokens, 1u);
+    for (auto& [layer, t] : timer.layers) {
+        t.attention_us /= n;
+        t.router_us /= n;
+        t.experts_us /= n;
+        profile.layers.push_back(t);
+    }
+    profile.lm_head_us = timer.lm_head_ns * 1e-3 / n;
+    profile.token_us = timer.token_ns * 1e-3 / n;
+    return profile;
+}
 
 Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, const BenchConfig& config) {
     if (config.prompt_tokens == 0 || config.decode_tokens == 0) return error("-p and -n must be at least 1");
@@ -186,7 +259,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     report.model_path = model_path;
     report.threads = pool.size();
     report.config = config;
-    const uint32_t needed = config.depth + std::max(config.prompt_tokens, config.decode_tokens) + 1;
+    const uint32_t needed = bench_context_needed(config.depth, config.prompt_tokens, config.decode_tokens);
     if (config.context != 0 && config.context < needed)
         return error("-c " + std::to_string(config.context) + " is less than the " + std::to_string(needed) +
                      " tokens of context the test needs (depth + max(prompt, decode) + 1)");
@@ -205,7 +278,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
             if (!logits) return logits.status();
             next = argmax(logits.value());
         }
-        report.cold_tps.push_back(config.cold_tokens / seconds_since(t0));
+        report.cold_tps.push_back(TokenRate{config.cold_tokens, seconds_since(t0)}.per_second());
     }
 
     auto l = open_session(model_path, pool, context, config);
@@ -221,75 +294,41 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     // The context before each timed test: `depth` tokens (the prompt's ids repeated), evaluated untimed.
     std::vector<int32_t> context_ids(config.depth);
     for (size_t i = 0; i < context_ids.size(); ++i) context_ids[i] = prompt[i % prompt.size()];
-    const auto start = [&]() -> Status {
+    const BenchStart start = [&]() -> Status {
         s.reset();
         if (context_ids.empty()) return Status::ok();
         auto logits = s.eval(std::span<const int32_t>(context_ids));
         return logits ? Status::ok() : logits.status();
     };
-    const int32_t bos = l->model->tokenizer() ? l->model->tokenizer()->bos_id() : -1;
-    const int32_t first = bos >= 0 ? bos : 1 % static_cast<int32_t>(l->model->hparams().vocab_size);
+    const int32_t first = decode_start_token(*l->model);
 
     std::vector<double> prompt_tps, decode_tps;
-    report.decoded.reserve(config.decode_tokens);
     for (uint32_t r = 0; r <= config.reps; ++r) {  // rep 0 warms the page cache and the caches
-        if (Status st = start(); !st) return st;
-        report.prompt_first_position = s.position();
-        auto t0 = std::chrono::steady_clock::now();
-        auto logits = s.eval(std::span<const int32_t>(prompt));
-        if (!logits) return logits.status();
-        const double prompt_s = seconds_since(t0);
-
-        if (Status st = start(); !st) return st;
-        report.decode_first_position = s.position();
-        int32_t next = first;
-        t0 = std::chrono::steady_clock::now();
-        for (uint32_t i = 0; i < config.decode_tokens; ++i) {
-            logits = s.eval(next);
-            if (!logits) return logits.status();
-            next = argmax(logits.value());
-            if (r == 0) report.decoded.push_back(next);  // the untimed warm-up
-        }
-        const double decode_s = seconds_since(t0);
+        auto rep = measure_repetition(s, prompt, first, config.decode_tokens, start);
+        if (!rep) return rep.status();
+        report.prompt_first_position = rep->prompt_first_position;
+        report.decode_first_position = rep->decode_first_position;
+        if (r == 0) report.decoded = rep->decoded;  // the untimed warm-up's ids
         // A bandwidth pass after every repetition, the warm-up included: timed repetition r lies between
         // passes r - 1 and r, in the same stretch of time as its tokens/s.
         probe.pass();
         if (r == 0) continue;
-        prompt_tps.push_back(config.prompt_tokens / prompt_s);
-        decode_tps.push_back(config.decode_tokens / decode_s);
+        prompt_tps.push_back(rep->prompt.per_second());
+        decode_tps.push_back(rep->decode.per_second());
     }
     report.prompt_tps = Spread::of(prompt_tps);
     report.decode_tps = Spread::of(decode_tps);
     if (config.layer_times) {
-        if (Status st = start(); !st) return st;
-        StageTimer timer;
-        s.set_observer(&timer);
-        int32_t next = first;
-        for (uint32_t i = 0; i < config.decode_tokens; ++i) {
-            auto logits = s.eval(next);
-            if (!logits) return logits.status();
-            next = argmax(logits.value());
-        }
-        s.set_observer(nullptr);
-        const double n = std::max(timer.tokens, 1u);
-        for (auto& [layer, t] : timer.layers) {
-            t.attention_us /= n;
-            t.router_us /= n;
-            t.experts_us /= n;
-            report.decode_layers.push_back(t);
-        }
-        report.decode_lm_head_us = timer.lm_head_ns * 1e-3 / n;
-        report.decode_token_us = timer.token_ns * 1e-3 / n;
+        auto profile = profile_decode(s, first, config.decode_tokens, start);
+        if (!profile) return profile.status();
+        report.decode_layers = std::move(profile->layers);
+        report.decode_lm_head_us = profile->lm_head_us;
+        report.decode_token_us = profile->token_us;
     }
     report.bytes = decode_token_bytes(*l->model);
     if (const ExpertCache* c = l->model->expert_cache())
         report.expert_cache = BenchReport::CacheUse{c->policy(), c->budget(), c->slots_per_layer(), c->total_stats()};
-    std::map<WeightType, bool> types;
-    for (const TensorView& t : l->model->file().tensors()) types[t.type] = true;
-    for (const auto& [type, _] : types)
-        report.kernels.push_back({format::weight_type_name(type),
-                                  {kernels::variant_name(kernels::selected_variant(kernels::Op::Matvec, type)),
-                                   kernels::variant_name(kernels::selected_variant(kernels::Op::Matmul, type))}});
+    report.kernels = kernel_choices(*l->model);
     l->session.reset();
     l->model.reset();
 
@@ -306,6 +345,84 @@ std::vector<double> paired_roofline_fractions(const std::vector<double>& decode_
         const double gbs = 0.5 * (pass_gbs[i] + pass_gbs[i + 1]);
         if (gbs > 0) out.push_back(decode_tps[i] * double(bytes) / (gbs * 1e9));
     }
+    return out;
+}
+
+Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& s, const KernelComparisonConfig& config,
+                                             const ComparisonProgress& progress) {
+    if (config.prompt.empty() || config.decode_tokens == 0) return error("the prompt and the decode need at least 1 token each");
+    if (config.reps == 0) return error("at least 1 repetition");
+    if (config.variants.empty()) return error("no kernel variant to compare");
+    const uint32_t vocab = model.hparams().vocab_size;
+    for (int32_t t : config.prompt)
+        if (t < 0 || static_cast<uint32_t>(t) >= vocab)
+            return error("token id " + std::to_string(t) + " out of range (vocabulary " + std::to_string(vocab) + ")");
+    const uint32_t prompt_tokens = static_cast<uint32_t>(config.prompt.size());
+    const uint32_t needed = bench_context_needed(0, prompt_tokens, config.decode_tokens);
+    if (needed > s.context())
+        return error("the prompt and decode need " + std::to_string(needed) + " tokens of context, the session has " +
+                     std::to_string(s.context()));
+    for (kernels::Variant v : config.variants)
+        if (!kernels::variant_supported(v)) return error(std::string(kernels::variant_name(v)) + ": this CPU or build cannot run it");
+
+    const BenchStart start = [&]() -> Status {
+        s.reset();
+        return Status::ok();
+    };
+    const int32_t first = decode_start_token(model);
+    KernelComparisonRuns out;
+    std::vector<KernelRun> runs(config.variants.size());
+    std::vector<std::vector<double>> prompt_tps(runs.size()), decode_tps(runs.size());
+    const int total = static_cast<int>(config.reps * runs.size());
+    int done = 0;
+    for (uint32_t rep = 0; rep < config.reps && !out.stopped; ++rep) {
+        for (size_t vi = 0; vi < runs.size(); ++vi) {
+            const kernels::Variant v = config.variants[vi];
+            if (progress && !progress(done, total, v, static_cast<int>(rep))) {
+                out.stopped = true;
+                break;
+            }
+            kernels::select_variant(v);  // every op and type, as COLIBRI_KERNEL=v would
+            KernelRun& run = runs[vi];
+            auto measured = measure_repetition(s, config.prompt, first, config.decode_tokens, start);
+            if (!measured) return measured.status();
+            if (rep == 0) {
+                run.variant = v;
+                run.decoded = measured->decoded;
+                auto profile = profile_decode(s, first, config.decode_tokens, start);
+                if (!profile) return profile.status();
+                run.report.decode_layers = std::move(profile->layers);
+                run.report.decode_lm_head_us = profile->lm_head_us;
+                run.report.decode_token_us = profile->token_us;
+                run.report.kernels = kernel_choices(model);
+            }
+            run.report.prompt_first_position = measured->prompt_first_position;
+            run.report.decode_first_position = measured->decode_first_position;
+            prompt_tps[vi].push_back(measured->prompt.per_second());
+            decode_tps[vi].push_back(measured->decode.per_second());
+            ++done;
+        }
+    }
+    // Only repetitions every variant finished count, so that the variants are compared on equal terms.
+    size_t reps_done = decode_tps.front().size();
+    for (const auto& d : decode_tps) reps_done = std::min(reps_done, d.size());
+    if (reps_done == 0) return out;
+    const TokenBytes bytes = decode_token_bytes(model);
+    for (size_t vi = 0; vi < runs.size(); ++vi) {
+        BenchReport& r = runs[vi].report;
+        r.model_path = model.file().path();
+        r.context = s.context();
+        r.config.prompt_tokens = prompt_tokens;
+        r.config.decode_tokens = config.decode_tokens;
+        r.config.reps = static_cast<uint32_t>(reps_done);
+        r.config.layer_times = true;
+        r.bytes = bytes;
+        prompt_tps[vi].resize(reps_done);
+        decode_tps[vi].resize(reps_done);
+        r.prompt_tps = Spread::of(prompt_tps[vi]);
+        r.decode_tps = Spread::of(decode_tps[vi]);
+    }
+    out.runs = std::move(runs);
     return out;
 }
 

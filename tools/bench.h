@@ -3,17 +3,20 @@
 // (bandwidth / bytes per token) that decode reaches.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "engine/base/status.h"
+#include "engine/base/token_rate.h"
 #include "engine/core/model.h"
 #include "engine/core/open_model.h"
 #include "engine/core/session.h"
-#include "engine/base/status.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/registry.h"
 
@@ -111,8 +114,35 @@ std::vector<double> paired_roofline_fractions(const std::vector<double>& decode_
 struct LayerTimes {
     uint32_t layer = 0;
     double attention_us = 0, router_us = 0, experts_us = 0;
-    double total_us() const { return attention_us + router_us + experts_us; }
+    double unattributed_us = 0;  // time known only as the layer's total (a Studio store of version 1 kept no stages)
+    double total_us() const { return attention_us + router_us + experts_us + unattributed_us; }
 };
+
+// ---- The measurement `colibri bench` and the Studio's kernel comparison share ----
+
+// One repetition: from `start` (the session reset, then its untimed context), the prompt evaluated at once,
+// timed; from `start` again, `decode_tokens` greedy single steps, the first feeding `first`, each next the
+// previous step's argmax, timed. The rates are TokenRate's (engine/base/token_rate.h): prompt tokens, and one
+// decode step per forward pass, over their seconds.
+struct Repetition {
+    TokenRate prompt, decode;
+    uint32_t prompt_first_position = 0, decode_first_position = 0;  // the session's positions when each began
+    std::vector<int32_t> decoded;  // the ids the decode fed, `first` first
+};
+using BenchStart = std::function<Status()>;
+Result<Repetition> measure_repetition(Session& session, std::span<const int32_t> prompt, int32_t first,
+                                      uint32_t decode_tokens, const BenchStart& start);
+// The decode once more, from `start`, with a timing observer attached (the timed repetitions have none, so they
+// stay undisturbed): the mean time per token of each layer and stage, of the lm head and of the whole step.
+struct DecodeProfile {
+    std::vector<LayerTimes> layers;
+    double lm_head_us = 0, token_us = 0;
+};
+Result<DecodeProfile> profile_decode(Session& session, int32_t first, uint32_t decode_tokens, const BenchStart& start);
+// The decode's first token: the model's BOS, else id 1 (or 0 in a one-token vocabulary).
+int32_t decode_start_token(const Model& model);
+// Positions a test of `prompt` and `decode` tokens after `depth` of context needs: depth + max(prompt, decode) + 1.
+uint32_t bench_context_needed(uint32_t depth, uint32_t prompt, uint32_t decode);
 
 struct BenchReport {
     std::string model_path;
@@ -131,7 +161,7 @@ struct BenchReport {
     // Empty unless config.layer_times: per layer, then the lm head (final norm included) and the whole token.
     std::vector<LayerTimes> decode_layers;
     double decode_lm_head_us = 0, decode_token_us = 0;
-    // The tokens the warm-up's decode chose (each step's argmax): the same with and without a RAM budget.
+    // The ids the warm-up's decode fed (the start token, then each step's argmax): the same with and without a RAM budget.
     std::vector<int32_t> decoded;
     // With config.cache: the cache's policy, budget in bytes, slots per layer and counters over the whole bench.
     struct CacheUse {
@@ -164,11 +194,32 @@ std::string bench_text(const BenchReport& report);
 // `colibri bench --kernel LIST`: "all" (every variant this CPU runs) or names separated by commas
 // (kernels::variant_from_name); an error names a variant that is unknown or that this CPU cannot run.
 Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list);
-// The same bench run once per kernel variant (selected for every op and type), side by side.
+// The same bench run once per kernel variant (selected for every op and type), side by side: `colibri bench
+// --kernel LIST` (a full run_bench each) and the Studio's kernel comparison (compare_kernels).
 struct KernelRun {
     kernels::Variant variant;
     BenchReport report;
+    std::vector<int32_t> decoded;  // compare_kernels: the ids the first repetition's decode fed
 };
+
+// The kernel comparison on a model already open (the Studio's): per repetition, measure_repetition once per
+// variant in turn (interleaved, so drift in the machine's load hits every variant alike), each variant's first
+// turn followed by its profile_decode (untimed and warm, as run_bench's: the layer times). `progress` is asked
+// before each turn (turns done, turns in all, the variant, the repetition); false stops the comparison there.
+// Only repetitions every variant finished count. The variant selection is left at the last variant run.
+struct KernelComparisonConfig {
+    std::vector<int32_t> prompt;  // token ids
+    uint32_t decode_tokens = 32;
+    uint32_t reps = 3;
+    std::vector<kernels::Variant> variants;  // each one this CPU runs
+};
+struct KernelComparisonRuns {
+    std::vector<KernelRun> runs;  // one per variant in order; empty when no repetition was finished by all
+    bool stopped = false;         // by `progress`
+};
+using ComparisonProgress = std::function<bool(int done, int total, kernels::Variant variant, int rep)>;
+Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& session, const KernelComparisonConfig& config,
+                                             const ComparisonProgress& progress);
 // One row per variant: prompt and decode tok/s (median), each against the first variant's, and the decode
 // time per layer; then each run's full report.
 std::string kernel_comparison_text(const std::vector<KernelRun>& runs);

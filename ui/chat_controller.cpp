@@ -66,6 +66,7 @@ ChatController::ChatController(EngineWorker* worker, Conversation* conversation,
             timing.generated = stats.generated;
             timing.prompt_seconds = stats.prompt_seconds;
             timing.decode_seconds = stats.decode_seconds;
+            timing.decode_evaluated = stats.decode_evaluated;
             timing.stopped = stats.stopped;
             timing.kernel = stats.kernel;
             conversation_->finish_reply(reply, timing);

@@ -205,6 +205,7 @@ QJsonObject Conversation::to_json() const {
         }
         if (m.timing.valid())
             o["timing"] = QJsonObject{{"prompt_tokens", m.timing.prompt_tokens}, {"generated", m.timing.generated},
+                                      {"decode_evaluated", m.timing.decode_evaluated},
                                       {"prompt_seconds", m.timing.prompt_seconds}, {"decode_seconds", m.timing.decode_seconds},
                                       {"stopped", m.timing.stopped}, {"kernel", m.timing.kernel}};
         messages.append(o);
@@ -234,6 +235,8 @@ Status Conversation::from_json(const QJsonObject& o) {
         timing.generated = std::max(0, t.value("generated").toInt());
         timing.prompt_seconds = std::max(0.0, t.value("prompt_seconds").toDouble());
         timing.decode_seconds = std::max(0.0, t.value("decode_seconds").toDouble());
+        // Written before the count was kept: every generated token was evaluated within decode_seconds.
+        timing.decode_evaluated = std::max(0, t.value("decode_evaluated").toInt(timing.generated));
         timing.stopped = t.value("stopped").toBool();
         timing.kernel = t.value("kernel").toString();
         messages.push_back({role, m.value("content").toString(), m.value("first_token").toInt(-1), m.value("token_count").toInt(0), timing});

@@ -9,7 +9,7 @@
 
 #include "engine/base/status.h"
 #include "ui/engine_worker.h"
-#include "ui/token_trace.h"
+#include "ui/data/token_trace.h"
 
 namespace colibri::studio {
 
@@ -23,12 +23,13 @@ struct ConversationToken {
 struct ReplyTiming {
     int prompt_tokens = 0;      // evaluated for this reply (beyond the reused prefix)
     int generated = 0;
+    int decode_evaluated = 0;   // GenerationStats::decode_evaluated (a transcript without it: generated)
     double prompt_seconds = 0.0;
     double decode_seconds = 0.0;
     bool stopped = false;
     QString kernel;
     bool valid() const { return generated > 0 || prompt_tokens > 0; }
-    double tokens_per_second() const { return decode_seconds > 0 ? generated / decode_seconds : 0.0; }
+    double tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(decode_evaluated, 0)), decode_seconds}.per_second(); }
 };
 
 struct ConversationMessage {

@@ -19,6 +19,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/text/utf8.h"
 #include "kernels/cpu_info.h"
+#include "tools/bench.h"
 #include "tools/cache_sim.h"
 #include "kernels/registry.h"
 
@@ -353,6 +354,7 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
     stats.prompt_tokens = static_cast<int>(result->prompt_evaluated);
     stats.prompt_seconds = result->prompt_seconds;
     stats.decode_seconds = result->decode_seconds;
+    stats.decode_evaluated = static_cast<int>(result->decode_evaluated);
     stats.stopped = result->finish == FinishReason::Cancelled;
     stats.context_used = static_cast<int>(session_->position());
     if (model_->tokenizer()) stats.reply = QString::fromStdString(result->reply);
@@ -394,102 +396,41 @@ void EngineWorker::do_compare(const KernelComparisonRequest& request, uint64_t i
     }
     if (request.prompt_tokens > 0 && prompt.size() > static_cast<size_t>(request.prompt_tokens)) prompt.resize(static_cast<size_t>(request.prompt_tokens));
     result.prompt_tokens = static_cast<int>(prompt.size());
-    if (prompt.size() + static_cast<size_t>(result.decode_tokens) > session_->context()) {
-        result.error = tr("the prompt and decode (%1 tokens) exceed the context of %2").arg(prompt.size() + result.decode_tokens).arg(session_->context());
-        emit kernelComparisonFinished(result);
-        return;
-    }
 
-    // Timing only: no counters, whatever the profiler is set to, so that every variant runs as in a chat.
+    // The measurement of `colibri bench` (tools::compare_kernels) on this session, with no observer: the timed
+    // runs stay undisturbed whatever the profiler is set to, and the chat's traces see none of them.
     const KernelSelection before = KernelSelection::current();
     const Counting counting = collector_->counting_mode();
     collector_->set_counting(Counting::Off);
+    session_->set_observer(nullptr);
     chat_->reset();  // the session will hold the comparison's tokens, not the chat's
-    std::vector<KernelRun> runs(variants.size());
-    const int total = result.reps * static_cast<int>(variants.size());
-    int done = 0;
-    bool stopped = false;
-    for (int rep = 0; rep < result.reps && !stopped; ++rep) {
-        for (size_t vi = 0; vi < variants.size(); ++vi) {
-            if (cancelled()) {
-                stopped = true;
-                break;
-            }
-            kernels::select_variant(variants[vi]);
-            KernelRun& run = runs[vi];
-            run.variant = QString::fromLatin1(kernels::variant_name(variants[vi]));
-            run.display = QString::fromLatin1(kernels::variant_display_name(variants[vi]));
-            emit kernelComparisonProgress(done, total, tr("%1, repetition %2 of %3").arg(run.display).arg(rep + 1).arg(result.reps));
-            session_->reset();
-            collector_->begin(0, prompt, {}, false);
-            uint64_t t0 = now_ns();
-            auto logits = session_->eval(std::span<const int32_t>(prompt));
-            if (!logits) {
-                result.error = QString::fromStdString(logits.message());
-                stopped = true;
-                break;
-            }
-            run.prompt_tps.push_back(static_cast<double>(prompt.size()) / (static_cast<double>(now_ns() - t0) * 1e-9));
-            // Greedy decode, with the per-layer times of every step summed.
-            std::map<int, double> layer_ns;
-            double head_ns = 0, step_ns = 0;
-            std::vector<int32_t> decoded;
-            int32_t next = 0;
-            t0 = now_ns();
-            for (int i = 0; i < result.decode_tokens; ++i) {
-                const std::span<const float> l = logits.value();
-                next = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-                decoded.push_back(next);
-                collector_->begin(static_cast<int>(session_->position()), {next}, {}, true);
-                logits = session_->eval(next);
-                if (!logits) break;
-                for (const TokenTrace& t : collector_->take()) {
-                    for (const LayerProfile& p : t.layers) layer_ns[p.layer] += static_cast<double>(p.attention_ns + p.router_ns + p.experts_ns);
-                    head_ns += static_cast<double>(t.lm_head_ns);
-                    step_ns += static_cast<double>(t.step_ns);
-                }
-            }
-            if (!logits) {
-                result.error = QString::fromStdString(logits.message());
-                stopped = true;
-                break;
-            }
-            run.decode_tps.push_back(result.decode_tokens / (static_cast<double>(now_ns() - t0) * 1e-9));
-            if (rep == 0) {
-                run.decoded = decoded;
-                run.layers.clear();
-                run.layer_us.clear();
-                for (const auto& [layer, ns] : layer_ns) {
-                    run.layers.push_back(layer);
-                    run.layer_us.push_back(ns / result.decode_tokens / 1e3);
-                }
-                run.lm_head_us = head_ns / result.decode_tokens / 1e3;
-                run.token_us = step_ns / result.decode_tokens / 1e3;
-            } else {
-                // Layer times: the mean over the repetitions so far.
-                const double w = 1.0 / (rep + 1);
-                size_t i = 0;
-                for (const auto& [layer, ns] : layer_ns)
-                    if (i < run.layer_us.size()) run.layer_us[i] = run.layer_us[i] * (1 - w) + w * ns / result.decode_tokens / 1e3, ++i;
-                run.lm_head_us = run.lm_head_us * (1 - w) + w * head_ns / result.decode_tokens / 1e3;
-                run.token_us = run.token_us * (1 - w) + w * step_ns / result.decode_tokens / 1e3;
-            }
-            ++done;
-        }
-    }
+    tools::KernelComparisonConfig config;
+    config.prompt = std::move(prompt);
+    config.decode_tokens = static_cast<uint32_t>(result.decode_tokens);
+    config.reps = static_cast<uint32_t>(result.reps);
+    config.variants = variants;
+    int done = 0, total = 0;
+    auto compared = tools::compare_kernels(*model_, *session_, config, [&](int d, int t, kernels::Variant v, int rep) {
+        done = d;
+        total = t;
+        if (cancelled()) return false;
+        emit kernelComparisonProgress(d, t, tr("%1, repetition %2 of %3").arg(QLatin1String(kernels::variant_display_name(v))).arg(rep + 1).arg(result.reps));
+        return true;
+    });
     before.apply();
+    session_->set_observer(collector_.get());
     collector_->set_counting(counting);
     chat_->reset();
     // The comparison's reads are not the next token's: the cache view's next state is taken against this one.
     if (ExpertCache* cache = model_->expert_cache()) cache_tracker_.take(*model_, *cache);
-    // Only repetitions every variant completed count, so that the variants are compared on equal terms.
-    size_t reps_done = runs.empty() ? 0 : runs.front().decode_tps.size();
-    for (const KernelRun& r : runs) reps_done = std::min(reps_done, r.decode_tps.size());
-    for (KernelRun& r : runs) {
-        r.prompt_tps.resize(std::min(r.prompt_tps.size(), reps_done));
-        r.decode_tps.resize(reps_done);
+    bool stopped = true;
+    if (!compared) {
+        result.error = QString::fromStdString(compared.message());
+    } else {
+        stopped = compared->stopped;
+        if (!stopped) done = total;
+        result.runs = std::move(compared->runs);
     }
-    if (reps_done > 0) result.runs = std::move(runs);
     result.complete = !stopped && result.error.isEmpty();
     result.when = QDateTime::currentDateTime().toString(Qt::ISODate);
     emit kernelComparisonProgress(done, total, QString());

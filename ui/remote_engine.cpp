@@ -228,6 +228,8 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
             stats.context_used = u.value("prompt_tokens", 0) + stats.generated;
             stats.prompt_seconds = t.value("prompt_ms", 0.0) / 1000.0;
             stats.decode_seconds = t.value("predicted_ms", 0.0) / 1000.0;
+            // The server's decode time covers the tokens after the first (its predicted_per_second).
+            stats.decode_evaluated = std::max(stats.generated - 1, 0);  // TokenRate::of_reply
         }
         // Positions the server evaluated since the previous chunk (this chunk's token's predecessors).
         for (const json& t : ext.value("trace", json::array())) {

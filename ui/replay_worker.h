@@ -9,17 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "ui/token_trace.h"
+#include "ui/data/replay_result.h"
 #include "ui/worker_thread.h"
 
 namespace colibri::studio {
-
-struct ReplayResult {
-    QString model;
-    QString error;                 // set when nothing could be evaluated
-    bool cancelled = false;
-    std::vector<TokenTrace> traces;  // routing (and texts) per position, in order
-};
 
 class ReplayWorker : public QObject {
     Q_OBJECT
@@ -60,4 +53,3 @@ private:
 
 }  // namespace colibri::studio
 
-Q_DECLARE_METATYPE(colibri::studio::ReplayResult)

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ui/token_trace.h"
+#include "ui/data/token_trace.h"
 
 namespace colibri::studio {
 

@@ -10,7 +10,7 @@
 
 #include "engine/core/perf_counters.h"
 #include "engine/core/trace.h"
-#include "ui/token_trace.h"
+#include "ui/data/token_trace.h"
 
 namespace colibri::studio {
 

@@ -24,17 +24,7 @@ void TuneWorker::do_run(const kernels::TuneOptions& options, const QString& cach
     });
     if (report.cancelled) {
         // The finished measurements stay: a long tune cancelled near its end still shows what it measured.
-        TuneReport partial;
-        if (!report.results.empty())
-            if (auto parsed = parse_tune_report(QByteArray::fromStdString(kernels::tune_report_json(report)), tr("this machine, cancelled")))
-                partial = parsed.value();
-        emit cancelled(partial);
-        return;
-    }
-    // Through the report's JSON, so a run here and a report imported from another machine are read alike.
-    auto parsed = parse_tune_report(QByteArray::fromStdString(kernels::tune_report_json(report)), tr("this machine"));
-    if (!parsed) {
-        emit failed(QString::fromStdString(parsed.message()));
+        emit cancelled(report.results.empty() ? TuneReport{} : studio_report(report, tr("this machine, cancelled")));
         return;
     }
     QString note;
@@ -43,7 +33,7 @@ void TuneWorker::do_run(const kernels::TuneOptions& options, const QString& cach
         note = saved ? tr("choice saved to %1, used from the next start").arg(cache_path)
                      : tr("the choice was not saved: %1").arg(QString::fromStdString(saved.message()));
     }
-    emit finished(parsed.value(), note);
+    emit finished(studio_report(report, tr("this machine")), note);
 }
 
 TuneRunner::TuneRunner(QObject* parent)
@@ -59,10 +49,6 @@ TuneRunner::TuneRunner(QObject* parent)
     connect(worker_, &TuneWorker::cancelled, this, [this](const TuneReport& partial) {
         running_ = false;
         emit cancelled(partial);
-    });
-    connect(worker_, &TuneWorker::failed, this, [this](const QString& error) {
-        running_ = false;
-        emit failed(error);
     });
 }
 

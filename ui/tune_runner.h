@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "kernels/tuner.h"
-#include "ui/tune_report.h"
+#include "ui/data/tune_report.h"
 
 namespace colibri::studio {
 
@@ -29,7 +29,6 @@ signals:
     void finished(const colibri::studio::TuneReport& report, const QString& cache_note);
     // partial: what was measured before the cancel (possibly no results).
     void cancelled(const colibri::studio::TuneReport& partial);
-    void failed(const QString& error);
 
 private:
     void do_run(const kernels::TuneOptions& options, const QString& cache_path, uint64_t id);
@@ -54,7 +53,6 @@ signals:
     void progress(int done, int total, const QString& measured);
     void finished(const colibri::studio::TuneReport& report, const QString& cache_note);
     void cancelled(const colibri::studio::TuneReport& partial);
-    void failed(const QString& error);
 
 private:
     TuneWorker* worker_;

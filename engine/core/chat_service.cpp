@@ -172,6 +172,7 @@ Result<TurnResult> run_reply(const Model& model, Session& session, std::span<con
         if (reply.done() && !options.evaluate_last) break;
         logits = eval(std::span<const int32_t>(&event.id, 1), true);
         if (!logits) return logits.status();
+        ++result.decode_evaluated;
     }
     result.decode_seconds = seconds_since(t0);
     result.finish = reply.finish();

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/base/token_rate.h"
 #include "engine/base/status.h"
 #include "engine/core/chat_prompt.h"
 #include "engine/core/generate.h"
@@ -134,8 +135,12 @@ struct TurnResult {
     FinishReason finish = FinishReason::None;
     uint32_t reused = 0;          // prompt tokens the KV cache already held
     uint32_t prompt_evaluated = 0;
+    uint32_t decode_evaluated = 0;  // generated tokens evaluated within decode_seconds (the last one only with evaluate_last)
     double prompt_seconds = 0.0, decode_seconds = 0.0;
     uint32_t context_used = 0;    // the session's position afterwards
+    // The rates every front end shows (engine/base/token_rate.h).
+    TokenRate prompt_rate() const { return {prompt_evaluated, prompt_seconds}; }
+    TokenRate decode_rate() const { return {decode_evaluated, decode_seconds}; }
 };
 
 // Evaluates `prompt` on top of what the session holds, then runs the reply's loop. The one loop of every

@@ -285,6 +285,11 @@ private slots:
         QCOMPARE(QString::fromStdString(r->text), QString::fromStdString(rec.shown));
         // Without evaluate_last the session holds all but the last sampled token; with it, all of them.
         QCOMPARE(session.position(), uint32_t(ids->size() + 2));
+        // The decode rate counts the forward passes of generated tokens: the first token is the prompt's.
+        QCOMPARE(r->decode_evaluated, 2u);
+        QCOMPARE(r->decode_rate().per_second(), 2 / r->decode_seconds);
+        QCOMPARE(r->decode_rate().per_second(), TokenRate::of_reply(r->tokens.size(), r->decode_seconds).per_second());
+        QCOMPARE(r->prompt_rate().per_second(), r->prompt_evaluated / r->prompt_seconds);
         chat.reset();
         o.evaluate_last = true;
         Recorder all;
@@ -293,6 +298,7 @@ private slots:
         QVERIFY(r);
         QCOMPARE(session.position(), uint32_t(ids->size() + 3));
         QCOMPARE(chat.cached().size(), size_t(ids->size() + 3));
+        QCOMPARE(r->decode_evaluated, 3u);
     }
 
     void generate_gives_the_same_tokens() {

@@ -1,13 +1,19 @@
 // `colibri bench --json` reports every field with sane values (no timing is asserted, only that the numbers
 // are positive and ordered min <= median <= max), bytes per token add up from the model's tensors, bad
 // arguments are one-line errors; `colibri route --router lut --compare` reports agreement; the bench preset
-// of colibri-make-model has the benchmark shape.
+// of colibri-make-model has the benchmark shape. The library's measurement, which the Studio's kernel
+// comparison calls too: its rates are TokenRate's, its greedy ids the session's own, a comparison stops when asked.
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
 #include <vector>
 
 #include "../test_support.h"
+#include "engine/base/token_rate.h"
+#include "engine/core/sampler.h"
+#include "engine/core/thread_pool.h"
+#include "kernels/registry.h"
+#include "tools/bench.h"
 
 using namespace colibri::test;
 
@@ -194,6 +200,88 @@ private slots:
         const CliResult neon = run_cli({"bench", "-m", model_, "--kernel", "neon"});
         QVERIFY2(neon.exit_code != 0 && neon.err.contains("cannot run it"), neon.err.constData());
 #endif
+    }
+
+    // One rate definition: forward passes over seconds; a reply's first token is the prompt's.
+    void token_rate_definition() {
+        QCOMPARE(colibri::TokenRate({6, 2.0}).per_second(), 3.0);
+        QCOMPARE(colibri::TokenRate({6, 0.0}).per_second(), 0.0);
+        QCOMPARE(colibri::TokenRate::of_reply(7, 2.0).tokens, uint64_t(6));
+        QCOMPARE(colibri::TokenRate::of_reply(7, 2.0).per_second(), 3.0);
+        QCOMPARE(colibri::TokenRate::of_reply(1, 2.0).per_second(), 0.0);
+        QCOMPARE(colibri::TokenRate::of_reply(0, 2.0).tokens, uint64_t(0));
+    }
+
+    // measure_repetition (run_bench's loop) and compare_kernels (the Studio's comparison) measure alike: the
+    // repetition's rates are its tokens over its seconds, its ids the greedy decode of a plain session, and every
+    // variant's comparison run decodes those same ids.
+    void shared_measurement() {
+        using namespace colibri;
+        auto model = Model::load(model_.toStdString());
+        QVERIFY2(model.is_ok(), model.message().c_str());
+        auto pool = ThreadPool::create(1);
+        QVERIFY(pool.is_ok());
+        Session s(*model.value(), *pool.value(), 32);
+        const std::vector<int32_t> prompt{3, 1, 4, 1, 5};
+        const int32_t first = tools::decode_start_token(*model.value());
+        const tools::BenchStart start = [&] {
+            s.reset();
+            return Status::ok();
+        };
+        auto rep = tools::measure_repetition(s, prompt, first, 4, start);
+        QVERIFY2(rep.is_ok(), rep.message().c_str());
+        QCOMPARE(rep->prompt.tokens, uint64_t(5));
+        QCOMPARE(rep->decode.tokens, uint64_t(4));
+        QVERIFY(rep->prompt.seconds > 0 && rep->decode.seconds > 0);
+        QCOMPARE(rep->decode.per_second(), 4 / rep->decode.seconds);
+        QCOMPARE(rep->decode_first_position, 0u);
+        std::vector<int32_t> greedy{first};
+        s.reset();
+        for (int i = 0; i < 3; ++i) {
+            auto logits = s.eval(greedy.back());
+            QVERIFY(logits.is_ok());
+            greedy.push_back(argmax(logits.value()));
+        }
+        QCOMPARE(rep->decoded, greedy);
+
+        tools::KernelComparisonConfig config;
+        config.prompt = prompt;
+        config.decode_tokens = 4;
+        config.reps = 2;
+        config.variants = {kernels::Variant::Scalar, kernels::supported_variants().back()};
+        std::vector<int> asked;
+        auto compared = tools::compare_kernels(*model.value(), s, config, [&](int done, int total, kernels::Variant, int) {
+            asked.push_back(done);
+            return total == 4;
+        });
+        QVERIFY2(compared.is_ok(), compared.message().c_str());
+        QCOMPARE(asked, std::vector<int>({0, 1, 2, 3}));
+        QVERIFY(!compared->stopped);
+        QCOMPARE(compared->runs.size(), size_t(2));
+        for (const tools::KernelRun& r : compared->runs) {
+            QCOMPARE(r.decoded, rep->decoded);
+            QCOMPARE(r.report.decode_tps.samples.size(), size_t(2));
+            QCOMPARE(r.report.config.reps, 2u);
+            QVERIFY(r.report.decode_tps.min > 0);
+            QCOMPARE(r.report.decode_layers.size(), size_t(model.value()->hparams().n_layers));
+        }
+        QCOMPARE(compared->runs[0].variant, kernels::Variant::Scalar);
+        // Stopped in the second repetition: only the first, which every variant finished, counts.
+        auto stopped = tools::compare_kernels(*model.value(), s, config, [](int done, int, kernels::Variant, int) { return done < 3; });
+        QVERIFY(stopped.is_ok());
+        QVERIFY(stopped->stopped);
+        for (const tools::KernelRun& r : stopped->runs) QCOMPARE(r.report.decode_tps.samples.size(), size_t(1));
+        // Stopped before any variant ran: nothing to compare.
+        auto none = tools::compare_kernels(*model.value(), s, config, [](int, int, kernels::Variant, int) { return false; });
+        QVERIFY(none.is_ok() && none->stopped && none->runs.empty());
+        kernels::select_variant(kernels::supported_variants().back());
+        // What cannot be measured is a one-line error before anything runs.
+        config.prompt.assign(40, 1);
+        auto too_long = tools::compare_kernels(*model.value(), s, config, {});
+        QVERIFY(!too_long.is_ok() && too_long.message().find("tokens of context") != std::string::npos);
+        config.prompt = {-1};
+        auto bad_id = tools::compare_kernels(*model.value(), s, config, {});
+        QVERIFY(!bad_id.is_ok() && bad_id.message().find("out of range") != std::string::npos);
     }
 
     void bad_arguments() {

@@ -97,6 +97,9 @@ private slots:
         }
         const auto stats = finished.at(0).at(0).value<GenerationStats>();
         QCOMPARE(stats.generated, 8);
+        // Every generated token is evaluated (the trace of the last too): 8 decode steps in decode_seconds.
+        QCOMPARE(stats.decode_evaluated, 8);
+        QCOMPARE(stats.decode_tokens_per_second(), 8 / stats.decode_seconds);
         QCOMPARE(stats.prompt_tokens, 16);
         QCOMPARE(stats.context_used, 24);
         QVERIFY(!stats.stopped);

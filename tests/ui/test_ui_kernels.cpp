@@ -234,12 +234,15 @@ private slots:
         QCOMPARE(c.decode_tokens, 6);
         for (size_t i = 0; i < here.size(); ++i) {
             const KernelRun& r = c.runs[i];
-            QCOMPARE(r.variant, QString::fromLatin1(kernels::variant_name(here[i])));
-            QCOMPARE(r.decode_tps.size(), size_t(2));
-            QVERIFY(r.prompt_median() > 0 && r.decode_median() > 0);
-            QCOMPARE(r.layers, std::vector<int>({0, 1, 2, 3}));
-            for (double us : r.layer_us) QVERIFY(us > 0);
-            QVERIFY(r.lm_head_us > 0);
+            QCOMPARE(r.variant, here[i]);
+            QCOMPARE(r.report.decode_tps.samples.size(), size_t(2));
+            QVERIFY(r.report.prompt_tps.median > 0 && r.report.decode_tps.median > 0);
+            QCOMPARE(r.report.decode_layers.size(), size_t(4));
+            for (uint32_t l = 0; l < 4; ++l) {
+                QCOMPARE(r.report.decode_layers[l].layer, l);
+                QVERIFY(r.report.decode_layers[l].total_us() > 0);
+            }
+            QVERIFY(r.report.decode_lm_head_us > 0);
             QCOMPARE(r.decoded.size(), size_t(6));
         }
         // Bit-identical kernels: the same tokens from every variant.
@@ -251,10 +254,10 @@ private slots:
         QCOMPARE(speed->categories(), QStringList({"prompt", "decode"}));
         QCOMPARE(speed->series().size(), static_cast<int>(here.size()));
         QVERIFY(speed->log_scale());
-        QCOMPARE(speed->series()[0].values[1], c.runs[0].decode_median());
+        QCOMPARE(speed->series()[0].values[1], c.runs[0].report.decode_tps.median);
         speed->resize(500, 300);
         (void)speed->grab();
-        QVERIFY2(speed->drawn_labels().contains(speed->format_value(c.runs[0].decode_median())), qPrintable(speed->drawn_labels().join(", ")));
+        QVERIFY2(speed->drawn_labels().contains(speed->format_value(c.runs[0].report.decode_tps.median)), qPrintable(speed->drawn_labels().join(", ")));
         BarChart* layers = view->layer_chart();
         QCOMPARE(layers->categories(), QStringList({"L0", "L1", "L2", "L3", "lm head"}));
         QCOMPARE(layers->series().size(), static_cast<int>(here.size()));
@@ -288,7 +291,7 @@ private slots:
         QVERIFY(wait_for(done, 2, 600000));
         const KernelComparison stopped = done.at(1).at(0).value<KernelComparison>();
         QVERIFY(!stopped.complete);
-        for (const KernelRun& r : stopped.runs) QCOMPARE(r.decode_tps.size(), stopped.runs.front().decode_tps.size());
+        for (const KernelRun& r : stopped.runs) QCOMPARE(r.report.decode_tps.samples.size(), stopped.runs.front().report.decode_tps.samples.size());
         // The chat's own choice: scalar, then automatic again, give the same greedy tokens.
         QSignalSpy finished(w.chat(), &ChatController::finished);
         ChatSettings greedy;

@@ -9,7 +9,9 @@
 #include "ui/file_worker.h"
 #include "ui/models/heatmap_model.h"
 #include "ui/models/kernel_comparison_model.h"
+#include "ui/data/kernel_results.h"
 #include "ui/models/kernel_results_model.h"
+#include "ui/models/table_model.h"
 #include "ui/models/model_summary.h"
 #include "ui/models/profiler_models.h"
 #include "ui/models/routing_table_model.h"
@@ -17,7 +19,7 @@
 #include "ui/models/validator_models.h"
 #include "ui/routing_stats.h"
 #include "ui/trace_stats.h"
-#include "ui/tune_report.h"
+#include "ui/data/tune_report.h"
 #include "ui/worker_thread.h"
 #include "ui_test_support.h"
 
@@ -193,8 +195,21 @@ private slots:
         QAbstractItemModelTester tester(&m, kFatal);
         KernelComparison c;
         c.model = QStringLiteral("demo.bin");
-        c.runs.push_back({QStringLiteral("scalar"), QStringLiteral("Scalar"), {10, 12, 11}, {5, 6, 7}, {0, 1}, {100, 110}, 30, 250, {1, 2, 3}});
-        c.runs.push_back({QStringLiteral("avx2"), QStringLiteral("AVX2"), {40}, {20}, {0, 1}, {20, 22}, 6, 50, {1, 2, 3}});
+        // tools::KernelRun, as tools::compare_kernels fills it: per repetition tokens/s, per layer its stages.
+        auto run = [](kernels::Variant v, std::vector<double> prompt, std::vector<double> decode, std::vector<tools::LayerTimes> layers,
+                      double lm_head_us, double token_us) {
+            KernelRun r;
+            r.variant = v;
+            r.report.prompt_tps = tools::Spread::of(std::move(prompt));
+            r.report.decode_tps = tools::Spread::of(std::move(decode));
+            r.report.decode_layers = std::move(layers);
+            r.report.decode_lm_head_us = lm_head_us;
+            r.report.decode_token_us = token_us;
+            r.decoded = {1, 2, 3};
+            return r;
+        };
+        c.runs.push_back(run(kernels::Variant::Scalar, {10, 12, 11}, {5, 6, 7}, {{0, 60, 10, 30, 0}, {1, 70, 10, 30, 0}}, 30, 250));
+        c.runs.push_back(run(kernels::Variant::Avx2, {40}, {20}, {{0, 12, 2, 6, 0}, {1, 12, 4, 6, 0}}, 6, 50));
         m.set_comparison(c);
         QCOMPARE(m.rowCount(), 2);
         QCOMPARE(m.index(0, KernelComparisonModel::DecodeTps).data(Qt::EditRole).toDouble(), 6.0);  // the median
@@ -206,7 +221,31 @@ private slots:
         auto back = KernelComparison::from_json(c.to_json());
         QVERIFY(back.is_ok());
         QCOMPARE(back->runs.size(), size_t(2));
-        QCOMPARE(back->runs[0].decode_tps, c.runs[0].decode_tps);
+        QCOMPARE(back->runs[0].report.decode_tps.samples, c.runs[0].report.decode_tps.samples);
+        QCOMPARE(back->runs[1].report.decode_layers[1].router_us, 4.0);  // the stages are kept beside the totals
+        QCOMPARE(back->runs[1].report.decode_layers[1].total_us(), 22.0);
+        // A store written before the stages were kept (layer totals only) still reads, its totals unchanged.
+        QJsonObject old_store = c.to_json();
+        QJsonArray old_runs = old_store["runs"].toArray();
+        for (qsizetype i = 0; i < old_runs.size(); ++i) {
+            QJsonObject r = old_runs[i].toObject();
+            r.remove(QStringLiteral("layer_stages_us"));
+            old_runs[i] = r;
+        }
+        old_store["runs"] = old_runs;
+        auto old_back = KernelComparison::from_json(old_store);
+        QVERIFY(old_back.is_ok());
+        QCOMPARE(old_back->runs[1].report.decode_layers[1].total_us(), 22.0);
+        QCOMPARE(old_back->runs[1].report.decode_layers[1].router_us, 0.0);
+        // A variant no build knows is refused, naming it.
+        QJsonObject unknown = c.to_json();
+        QJsonArray unknown_runs = unknown["runs"].toArray();
+        QJsonObject first_run = unknown_runs[0].toObject();
+        first_run["variant"] = QStringLiteral("sse9");
+        unknown_runs[0] = first_run;
+        unknown["runs"] = unknown_runs;
+        const auto refused = KernelComparison::from_json(unknown);
+        QVERIFY(!refused.is_ok() && refused.message().find("'sse9'") != std::string::npos);
         const QStringList csv = c.csv().split('\n', Qt::SkipEmptyParts);
         QCOMPARE(csv.size(), 3);
         QCOMPARE(csv[0], QStringLiteral("variant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us,layer1_us,lm_head_us,token_us"));
@@ -269,6 +308,85 @@ private slots:
         QCOMPARE(m.rowCount(), 8);
         m.clear();
         QCOMPARE(m.rowCount(), 0);
+    }
+
+    // The tables' base: a model declares its columns once and the base answers every role from them.
+    void table_model_base() {
+        struct Rows final : TableModel {
+            std::vector<std::pair<QString, double>> data{{QStringLiteral("b"), 2.5}, {QStringLiteral("a"), 10.04}};
+            Rows() {
+                set_columns({text(QStringLiteral("name"), [this](int r) { return QVariant(data[static_cast<size_t>(r)].first); }),
+                             number(QStringLiteral("value"), [this](int r) { return data[static_cast<size_t>(r)].second; }, 1),
+                             {QStringLiteral("tipped"), [](int) { return QVariant(QStringLiteral("x")); }, {}, Qt::AlignCenter,
+                              [](int r) { return QVariant(QStringLiteral("row %1").arg(r)); }}});
+            }
+            int rows() const override { return static_cast<int>(data.size()); }
+            QVariant other_data(int r, int, int role) const override { return role == Qt::UserRole ? QVariant(r * 10) : QVariant(); }
+        } m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        QCOMPARE(m.rowCount(), 2);
+        QCOMPARE(m.columnCount(), 3);
+        QCOMPARE(m.headerData(1, Qt::Horizontal).toString(), QStringLiteral("value"));
+        QVERIFY(!m.headerData(0, Qt::Vertical).isValid());
+        QCOMPARE(m.index(1, 1).data().toString(), QStringLiteral("10.0"));  // shown with its decimals
+        QCOMPARE(m.index(1, 1).data(Qt::EditRole).toDouble(), 10.04);       // sorted by the number
+        QCOMPARE(m.index(0, 0).data(Qt::EditRole).toString(), QStringLiteral("b"));  // no sort value: the shown one
+        QCOMPARE(m.index(0, 0).data(Qt::TextAlignmentRole).toInt(), int(Qt::AlignLeft | Qt::AlignVCenter));
+        QCOMPARE(m.index(0, 1).data(Qt::TextAlignmentRole).toInt(), int(Qt::AlignRight | Qt::AlignVCenter));
+        QCOMPARE(m.index(1, 2).data(Qt::ToolTipRole).toString(), QStringLiteral("row 1"));
+        QVERIFY(!m.index(1, 1).data(Qt::ToolTipRole).isValid());
+        QCOMPARE(m.index(1, 0).data(Qt::UserRole).toInt(), 10);  // other roles: the model's own
+        QSortFilterProxyModel sorted;
+        sorted.setSourceModel(&m);
+        sorted.setSortRole(Qt::EditRole);
+        sorted.sort(1, Qt::DescendingOrder);
+        QCOMPARE(sorted.index(0, 0).data().toString(), QStringLiteral("a"));
+    }
+
+    // The kernel results the Kernels view shows live outside it: kept in a store, read back, exported.
+    void kernel_results_store() {
+        const QString store = dir_.filePath(QStringLiteral("results/kernel-results.json"));
+        KernelComparison c;
+        c.model = QStringLiteral("demo.bin");
+        c.when = QStringLiteral("2026-12-06T12:00:00");
+        KernelRun run;
+        run.variant = kernels::Variant::Scalar;
+        run.report.decode_tps = tools::Spread::of({5, 6});
+        run.report.decode_layers = {{0, 1, 2, 3, 0}};
+        run.decoded = {1, 2};
+        c.runs.push_back(run);
+        auto report = parse_tune_report(tune_json(QStringLiteral("x86 box"), {"scalar", "avx2"}, 1.0), QStringLiteral("this machine"));
+        QVERIFY(report.is_ok());
+        {
+            KernelResults results;
+            results.set_store(store);  // nothing there yet: empty
+            QVERIFY(results.comparisons().empty() && results.own_reports().empty());
+            results.add_comparison(c);
+            const TuneReport& kept = results.add_own_report(report.value());
+            QVERIFY(kept.source.startsWith(QStringLiteral("this machine, ")));  // the time keeps runs apart
+            QVERIFY(QFileInfo::exists(store));
+        }
+        KernelResults again;
+        again.set_store(store);
+        QCOMPARE(again.comparisons().size(), size_t(1));
+        QCOMPARE(again.comparisons().front().runs.front().decoded, run.decoded);
+        QCOMPARE(again.own_reports().size(), size_t(1));
+        QCOMPARE(again.own_reports().front().results.size(), report->results.size());
+        const QString csv = again.csv();
+        QVERIFY2(csv.startsWith(QStringLiteral("# demo.bin, , 0 threads, 2026-12-06T12:00:00\nvariant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us")),
+                 qPrintable(csv));
+        again.remove_own_report(again.own_reports().front().source);
+        QVERIFY(again.own_reports().empty());
+        KernelResults third;
+        third.set_store(store);  // the removal was written back
+        QVERIFY(third.own_reports().empty());
+        QCOMPARE(third.comparisons().size(), size_t(1));
+        // A file that is not a store is an empty one, and stays untouched until something is kept.
+        const QString foreign = write_all(dir_.filePath(QStringLiteral("foreign.json")), R"({"format":"something else"})");
+        KernelResults other;
+        other.set_store(foreign);
+        QVERIFY(other.comparisons().empty());
+        QCOMPARE(read_all(foreign), QByteArray(R"({"format":"something else"})"));
     }
 
     void tensor_table() {

@@ -60,45 +60,22 @@ QVariant HeatmapModel::headerData(int section, Qt::Orientation o, int role) cons
     return section >= 0 && section < rowCount() ? QVariant(tr("layer %1").arg(usage_.layers[static_cast<size_t>(section)])) : QVariant();
 }
 
+BalanceModel::BalanceModel(QObject* parent) : TableModel(parent) {
+    auto b = [this](int row) -> const LayerBalance& { return rows_[static_cast<size_t>(row)]; };
+    set_columns({{tr("layer"), [this](int row) { return QVariant(layers_[static_cast<size_t>(row)]); }},
+                 {tr("selections"), [b](int row) { return QVariant(b(row).selections); }},
+                 number(tr("entropy (bits)"), [b](int row) { return b(row).entropy_bits; }, 3),
+                 number(tr("entropy / max"), [b](int row) { return b(row).entropy_ratio; }, 3),
+                 number(tr("max / mean"), [b](int row) { return b(row).max_over_mean; }, 2),
+                 {tr("busiest"), [b](int row) { return b(row).busiest_expert >= 0 ? QVariant(QStringLiteral("E%1").arg(b(row).busiest_expert)) : QVariant(); }}});
+}
+
 void BalanceModel::set_usage(const ExpertUsage& usage) {
     beginResetModel();
     layers_ = usage.layers;
     rows_.clear();
     for (size_t r = 0; r < usage.layers.size(); ++r) rows_.push_back(usage.balance(r));
     endResetModel();
-}
-
-int BalanceModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
-int BalanceModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
-
-QVariant BalanceModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= rowCount()) return {};
-    const LayerBalance& b = rows_[static_cast<size_t>(index.row())];
-    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
-    const bool raw = role == Qt::EditRole;  // numbers for sorting and tests, text for people
-    switch (index.column()) {
-    case Layer: return layers_[static_cast<size_t>(index.row())];
-    case Selections: return b.selections;
-    case Entropy: return raw ? QVariant(b.entropy_bits) : QVariant(QString::number(b.entropy_bits, 'f', 3));
-    case EntropyRatio: return raw ? QVariant(b.entropy_ratio) : QVariant(QString::number(b.entropy_ratio, 'f', 3));
-    case MaxOverMean: return raw ? QVariant(b.max_over_mean) : QVariant(QString::number(b.max_over_mean, 'f', 2));
-    case Busiest: return b.busiest_expert >= 0 ? QVariant(QStringLiteral("E%1").arg(b.busiest_expert)) : QVariant();
-    default: return {};
-    }
-}
-
-QVariant BalanceModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    switch (section) {
-    case Layer: return tr("layer");
-    case Selections: return tr("selections");
-    case Entropy: return tr("entropy (bits)");
-    case EntropyRatio: return tr("entropy / max");
-    case MaxOverMean: return tr("max / mean");
-    case Busiest: return tr("busiest");
-    default: return {};
-    }
 }
 
 }  // namespace colibri::studio

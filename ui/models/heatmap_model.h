@@ -3,6 +3,7 @@
 #pragma once
 #include <QAbstractTableModel>
 
+#include "ui/models/table_model.h"
 #include "ui/trace_stats.h"
 
 namespace colibri::studio {
@@ -28,20 +29,16 @@ private:
     int max_ = 0;
 };
 
-class BalanceModel : public QAbstractTableModel {
+class BalanceModel : public TableModel {
     Q_OBJECT
 public:
     enum Column { Layer, Selections, Entropy, EntropyRatio, MaxOverMean, Busiest, ColumnCount };
 
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit BalanceModel(QObject* parent = nullptr);
     void set_usage(const ExpertUsage& usage);
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override { return static_cast<int>(rows_.size()); }
     std::vector<int> layers_;
     std::vector<LayerBalance> rows_;
 };

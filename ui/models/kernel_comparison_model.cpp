@@ -4,56 +4,40 @@
 
 namespace colibri::studio {
 
+KernelComparisonModel::KernelComparisonModel(QObject* parent) : TableModel(parent) {
+    auto tps = [this](int row) { return run(row).report.decode_tps.median; };
+    set_columns({
+        text(tr("kernel"), [this](int row) { return QVariant(variant_label(run(row))); }),
+        number(tr("prompt tok/s"), [this](int row) { return run(row).report.prompt_tps.median; }, 1),
+        number(tr("decode tok/s"), tps, 1),
+        number(tr("decode vs first"),
+               [this, tps](int row) {
+                   const double base = tps(0);
+                   return base > 0 ? tps(row) / base : 0.0;
+               },
+               2, [](double v) { return QStringLiteral("×%1").arg(v, 0, 'f', 2); }),
+        number(tr("µs / token"), [this](int row) { return run(row).report.decode_token_us; }, 1),
+        number(tr("layers µs"),
+               [this](int row) {
+                   const std::vector<tools::LayerTimes>& layers = run(row).report.decode_layers;
+                   return std::accumulate(layers.begin(), layers.end(), 0.0, [](double sum, const tools::LayerTimes& l) { return sum + l.total_us(); });
+               },
+               1),
+        number(tr("lm head µs"), [this](int row) { return run(row).report.decode_lm_head_us; }, 1),
+        {tr("same tokens"), [this](int row) { return QVariant(same_output(row) ? tr("yes") : tr("NO")); },
+         [this](int row) { return QVariant(same_output(row)); }, Qt::AlignRight | Qt::AlignVCenter,
+         [this](int row) {
+             const KernelRun& first = comparison_.runs.front();
+             return QVariant(same_output(row) ? tr("the same %1 greedy tokens as %2").arg(run(row).decoded.size()).arg(variant_label(first))
+                                              : tr("different tokens from %1: the variants should be bit-identical").arg(variant_label(first)));
+         }},
+    });
+}
+
 void KernelComparisonModel::set_comparison(const KernelComparison& c) {
     beginResetModel();
     comparison_ = c;
     endResetModel();
-}
-
-int KernelComparisonModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(comparison_.runs.size()); }
-int KernelComparisonModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
-
-QVariant KernelComparisonModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
-    const KernelRun& r = comparison_.runs[static_cast<size_t>(index.row())];
-    const KernelRun& first = comparison_.runs.front();
-    if (role == Qt::TextAlignmentRole) return index.column() == Variant ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role == Qt::ToolTipRole && index.column() == SameOutput)
-        return r.decoded == first.decoded ? tr("the same %1 greedy tokens as %2").arg(r.decoded.size()).arg(first.display)
-                                          : tr("different tokens from %1: the variants should be bit-identical").arg(first.display);
-    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
-    const bool edit = role == Qt::EditRole;
-    auto number = [edit](double v, int decimals) { return edit ? QVariant(v) : QVariant(QString::number(v, 'f', decimals)); };
-    switch (index.column()) {
-    case Variant: return r.display;
-    case PromptTps: return number(r.prompt_median(), 1);
-    case DecodeTps: return number(r.decode_median(), 1);
-    case Speedup: {
-        const double base = first.decode_median();
-        const double v = base > 0 ? r.decode_median() / base : 0.0;
-        return edit ? QVariant(v) : QVariant(QStringLiteral("×%1").arg(v, 0, 'f', 2));
-    }
-    case DecodeUs: return number(r.token_us, 1);
-    case LayersUs: return number(std::accumulate(r.layer_us.begin(), r.layer_us.end(), 0.0), 1);
-    case LmHeadUs: return number(r.lm_head_us, 1);
-    case SameOutput: return edit ? QVariant(r.decoded == first.decoded) : QVariant(r.decoded == first.decoded ? tr("yes") : tr("NO"));
-    default: return {};
-    }
-}
-
-QVariant KernelComparisonModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    switch (section) {
-    case Variant: return tr("kernel");
-    case PromptTps: return tr("prompt tok/s");
-    case DecodeTps: return tr("decode tok/s");
-    case Speedup: return tr("decode vs first");
-    case DecodeUs: return tr("µs / token");
-    case LayersUs: return tr("layers µs");
-    case LmHeadUs: return tr("lm head µs");
-    case SameOutput: return tr("same tokens");
-    default: return {};
-    }
 }
 
 }  // namespace colibri::studio

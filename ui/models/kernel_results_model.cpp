@@ -16,6 +16,25 @@ void KernelResultsModel::rebuild_rows() {
         for (size_t i = 0; i < reports_[r].results.size(); ++i) rows_.push_back({static_cast<int>(r), i});
 }
 
+KernelResultsModel::KernelResultsModel(QObject* parent) : TableModel(parent) {
+    auto t = [this](int row) -> const TuneResult& { return result_of(row); };
+    auto figure = [t](const QString& header, double TuneResult::*field, double scale) {
+        return TableColumn{header, [t, field, scale](int row) { return QVariant(QString::number(t(row).*field / scale, 'f', 2)); },
+                           [t, field](int row) { return QVariant(t(row).*field); }, Qt::AlignLeft | Qt::AlignVCenter};
+    };
+    set_columns({text(tr("machine"), [this](int row) { return QVariant(report_of(row).label()); }),
+                 text(tr("op"), [t](int row) { return QVariant(t(row).op); }),
+                 text(tr("type"), [t](int row) { return QVariant(t(row).type); }),
+                 {tr("rows × cols"), [t](int row) { return QVariant(t(row).shape()); },
+                  [t](int row) { return QVariant(static_cast<qlonglong>(t(row).rows) * t(row).cols); }, Qt::AlignLeft | Qt::AlignVCenter},
+                 text(tr("variant"), [t](int row) { return QVariant(t(row).variant); }),
+                 figure(tr("median µs"), &TuneResult::ns_median, 1e3),
+                 figure(tr("GFLOP/s"), &TuneResult::gflops, 1),
+                 figure(tr("GB/s"), &TuneResult::gbps, 1),
+                 {tr("chosen"), [t](int row) { return QVariant(t(row).chosen ? tr("chosen") : QString()); }, [t](int row) { return QVariant(t(row).chosen); },
+                  Qt::AlignLeft | Qt::AlignVCenter}});
+}
+
 void KernelResultsModel::add_report(const TuneReport& report) {
     const int first = rowCount();
     const int n = static_cast<int>(report.results.size());
@@ -86,52 +105,17 @@ double KernelResultsModel::value(int report, const QString& op, const QString& t
     return -1.0;
 }
 
-int KernelResultsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
-int KernelResultsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
-
-QVariant KernelResultsModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= rowCount()) return {};
-    const Row& row = rows_[static_cast<size_t>(index.row())];
-    const TuneReport& rep = reports_[static_cast<size_t>(row.report)];
-    const TuneResult& t = rep.results[row.result];
-    if (role == ReportRole) return row.report;
-    if (role == Qt::ToolTipRole && index.column() == Machine)
+QVariant KernelResultsModel::other_data(int row, int column, int role) const {
+    const TuneReport& rep = report_of(row);
+    if (role == ReportRole) return rows_[static_cast<size_t>(row)].report;
+    if (role == Qt::ToolTipRole && column == Machine)
         return tr("%1\nfeatures: %2\ncolibri %3").arg(rep.source, rep.cpu_features.join(QStringLiteral(" ")), rep.colibri_version);
-    if (role == Qt::FontRole && t.chosen) {
+    if (role == Qt::FontRole && result_of(row).chosen) {
         QFont f;
         f.setBold(true);
         return f;
     }
-    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
-    const bool raw = role == Qt::EditRole;
-    switch (index.column()) {
-    case Machine: return rep.label();
-    case Op: return t.op;
-    case Type: return t.type;
-    case Shape: return raw ? QVariant(static_cast<qlonglong>(t.rows) * t.cols) : QVariant(t.shape());
-    case Variant: return t.variant;
-    case NsMedian: return raw ? QVariant(t.ns_median) : QVariant(QString::number(t.ns_median / 1e3, 'f', 2));
-    case Gflops: return raw ? QVariant(t.gflops) : QVariant(QString::number(t.gflops, 'f', 2));
-    case Gbps: return raw ? QVariant(t.gbps) : QVariant(QString::number(t.gbps, 'f', 2));
-    case Chosen: return raw ? QVariant(t.chosen) : QVariant(t.chosen ? tr("chosen") : QString());
-    default: return {};
-    }
-}
-
-QVariant KernelResultsModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    switch (section) {
-    case Machine: return tr("machine");
-    case Op: return tr("op");
-    case Type: return tr("type");
-    case Shape: return tr("rows × cols");
-    case Variant: return tr("variant");
-    case NsMedian: return tr("median µs");
-    case Gflops: return tr("GFLOP/s");
-    case Gbps: return tr("GB/s");
-    case Chosen: return tr("chosen");
-    default: return {};
-    }
+    return {};
 }
 
 }  // namespace colibri::studio

@@ -1,21 +1,21 @@
 // Every result of every imported tune report in one table (machine, op, type, shape, variant, time,
 // GFLOP/s, GB/s, chosen), and the per-variant series the kernels chart draws for one op, type and shape.
 #pragma once
-#include <QAbstractTableModel>
 #include <QStringList>
 
-#include "ui/tune_report.h"
+#include "ui/data/tune_report.h"
+#include "ui/models/table_model.h"
 
 namespace colibri::studio {
 
-class KernelResultsModel : public QAbstractTableModel {
+class KernelResultsModel : public TableModel {
     Q_OBJECT
 public:
     enum Column { Machine, Op, Type, Shape, Variant, NsMedian, Gflops, Gbps, Chosen, ColumnCount };
     enum Role { ReportRole = Qt::UserRole + 1 };
     enum class Metric { Gflops, Gbps, Microseconds };
 
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit KernelResultsModel(QObject* parent = nullptr);
     void add_report(const TuneReport& report);
     void remove_report(int index);
     void clear();
@@ -30,16 +30,15 @@ public:
     double value(int report, const QString& op, const QString& type, const QString& shape, const QString& variant,
                  Metric metric) const;
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
 private:
     struct Row {
         int report;
         size_t result;
     };
+    int rows() const override { return static_cast<int>(rows_.size()); }
+    QVariant other_data(int row, int column, int role) const override;
+    const TuneReport& report_of(int row) const { return reports_[static_cast<size_t>(rows_[static_cast<size_t>(row)].report)]; }
+    const TuneResult& result_of(int row) const { return report_of(row).results[rows_[static_cast<size_t>(row)].result]; }
     void rebuild_rows();
     std::vector<TuneReport> reports_;
     std::vector<Row> rows_;

@@ -1,73 +1,27 @@
-// The facts about a loaded model the main window shows: family, layers, experts, weight types, size,
-// tokenizer; and ModelSummaryModel, the two-column table that shows them.
+// ModelSummaryModel: the two-column table (property, value) that shows a loaded model's ModelSummary.
 #pragma once
-#include <QAbstractTableModel>
-#include <QMetaType>
 #include <QString>
 #include <QVector>
 #include <utility>
 
-namespace colibri {
-class Model;
-}
+#include "ui/data/model_summary.h"
+#include "ui/models/table_model.h"
 
 namespace colibri::studio {
 
-struct ModelSummary {
-    QString path;
-    QString family;
-    int layers = 0;
-    int moe_layers = 0;
-    QVector<int> moe_layer_ids;  // the layers that route, ascending
-    int experts = 0;
-    int active_experts = 0;
-    int hidden_size = 0;
-    int vocab_size = 0;
-    int context = 0;          // of the session the worker opened
-    int max_position = 0;
-    quint64 file_size = 0;    // bytes on disk
-    quint64 image_size = 0;   // bytes of the uncompressed model (differs for .bin.zst)
-    QVector<std::pair<QString, quint64>> weight_bytes;  // per weight type
-    QString tokenizer;        // "byte-level BPE", "SentencePiece BPE" or "none"
-    bool has_tokenizer = false;
-    bool has_chat_template = false;
-    int threads = 0;
-    bool remote = false;      // a colibri serve elsewhere (path is its address): no file, no counters
-    // With a RAM budget (the expert cache): 0 budget means the whole model is mapped.
-    struct Cache {
-        quint64 budget = 0;
-        quint64 resident_bytes = 0;  // what every token uses, kept mapped
-        quint64 slot_bytes = 0;
-        int slot_count = 0;          // per MoE layer
-        QString policy;              // "lru", "lfru", "pinned"
-        bool prefetch = false;
-        bool direct_io = false;
-    } cache;
-};
-
-ModelSummary summarize(const Model& model, const QString& path);
-
-// "1.5 MiB", "512 B": sizes for people.
-QString human_bytes(quint64 bytes);
-
-class ModelSummaryModel : public QAbstractTableModel {
+class ModelSummaryModel : public TableModel {
     Q_OBJECT
 public:
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit ModelSummaryModel(QObject* parent = nullptr);
     void set_summary(const ModelSummary& s);
     void clear();
     // The value shown for a key ("family", "experts", ...); empty when absent. For tests and the title bar.
     QString value(const QString& key) const;
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override { return static_cast<int>(rows_.size()); }
     QVector<std::pair<QString, QString>> rows_;
 };
 
 }  // namespace colibri::studio
 
-Q_DECLARE_METATYPE(colibri::studio::ModelSummary)

@@ -12,10 +12,27 @@ QString compact_number(double v) {
     return QString::number(v, 'f', a < 10 && v != std::floor(v) ? 2 : 0);
 }
 
+LayerProfileModel::LayerProfileModel(QObject* parent) : TableModel(parent) { declare_columns(); }
+
+// The stage columns, then one per counter of the loaded model's CounterSet.
+void LayerProfileModel::declare_columns() {
+    auto stage = [this](const QString& header, int column) { return number(header, [this, column](int row) { return mean_us(row, column); }, 1); };
+    std::vector<TableColumn> columns{{tr("layer"), [this](int row) { return QVariant(totals_.layers[static_cast<size_t>(row)]); }},
+                                stage(tr("attention µs"), Attention),
+                                stage(tr("router µs"), Router),
+                                stage(tr("experts µs"), Experts),
+                                stage(tr("total µs"), Total),
+                                stage(tr("counter reads µs"), CounterReads)};
+    for (int i = 0; i < counters_.size(); ++i)
+        columns.push_back(number(tr("%1 / token").arg(counters_[i]), [this, i](int row) { return mean_counter(row, i); }, 0, compact_number));
+    set_columns(std::move(columns));
+}
+
 void LayerProfileModel::set_counter_names(const QStringList& names) {
     beginResetModel();
     counters_ = names;
     totals_ = {};
+    declare_columns();
     endResetModel();
 }
 
@@ -47,38 +64,28 @@ double LayerProfileModel::mean_counter(int row, int counter) const {
     return s.tokens > 0 && static_cast<size_t>(counter) < s.counters.size() ? static_cast<double>(s.counters[static_cast<size_t>(counter)]) / s.tokens : 0.0;
 }
 
-int LayerProfileModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(totals_.layers.size()); }
-int LayerProfileModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : FirstCounter + static_cast<int>(counters_.size()); }
+ExpertCounterModel::ExpertCounterModel(QObject* parent) : TableModel(parent) { declare_columns(); }
 
-QVariant LayerProfileModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
-    const int col = index.column();
-    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
-    if (col == Layer) return totals_.layers[static_cast<size_t>(index.row())];
-    const double v = col < FirstCounter ? mean_us(index.row(), col) : mean_counter(index.row(), col - FirstCounter);
-    if (role == Qt::EditRole) return v;
-    return col < FirstCounter ? QString::number(v, 'f', 1) : compact_number(v);
-}
-
-QVariant LayerProfileModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    switch (section) {
-    case Layer: return tr("layer");
-    case Attention: return tr("attention µs");
-    case Router: return tr("router µs");
-    case Experts: return tr("experts µs");
-    case Total: return tr("total µs");
-    case CounterReads: return tr("counter reads µs");
-    default:
-        return section - FirstCounter < counters_.size() ? QVariant(tr("%1 / token").arg(counters_[section - FirstCounter])) : QVariant();
-    }
+void ExpertCounterModel::declare_columns() {
+    auto e = [this](int row) -> const ExpertTotals& { return rows_[static_cast<size_t>(row)]; };
+    std::vector<TableColumn> columns{{tr("layer"), [e](int row) { return QVariant(e(row).layer); }},
+                                {tr("expert"), [e](int row) { return QVariant(e(row).expert); }},
+                                {tr("activations"), [e](int row) { return QVariant(e(row).activations); }}};
+    for (int i = 0; i < counters_.size(); ++i)
+        columns.push_back(number(tr("%1 / activation").arg(counters_[i]),
+                                 [e, c = static_cast<size_t>(i)](int row) {
+                                     const ExpertTotals& t = e(row);
+                                     return t.activations > 0 && c < t.counters.size() ? static_cast<double>(t.counters[c]) / t.activations : 0.0;
+                                 },
+                                 0, compact_number));
+    set_columns(std::move(columns));
 }
 
 void ExpertCounterModel::set_counter_names(const QStringList& names) {
     beginResetModel();
     counters_ = names;
     rows_.clear();
+    declare_columns();
     endResetModel();
 }
 
@@ -88,36 +95,27 @@ void ExpertCounterModel::set_totals(const ProfileTotals& totals) {
     endResetModel();
 }
 
-int ExpertCounterModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
-int ExpertCounterModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : FirstCounter + static_cast<int>(counters_.size()); }
-
-QVariant ExpertCounterModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
-    const ExpertTotals& e = rows_[static_cast<size_t>(index.row())];
-    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
-    switch (index.column()) {
-    case Layer: return e.layer;
-    case Expert: return e.expert;
-    case Activations: return e.activations;
-    default: {
-        const size_t c = static_cast<size_t>(index.column() - FirstCounter);
-        const double v = e.activations > 0 && c < e.counters.size() ? static_cast<double>(e.counters[c]) / e.activations : 0.0;
-        return role == Qt::EditRole ? QVariant(v) : QVariant(compact_number(v));
-    }
-    }
+TokenTimeModel::TokenTimeModel(QObject* parent) : TableModel(parent) {
+    auto time = [this](const QString& header, int column) { return number(header, [this, column](int row) { return us(row, column); }, 1); };
+    set_columns({{tr("position"), [this](int row) { return QVariant(trace(row).position); }},
+                 text(tr("token"),
+                      [this](int row) {
+                          QString text = trace(row).text;
+                          text.replace(QLatin1Char('\n'), QStringLiteral("↵"));
+                          return QVariant(text);
+                      }),
+                 {tr("kind"), [this](int row) { return QVariant(trace(row).generated ? tr("generated") : tr("prompt")); }},
+                 time(tr("attention µs"), Attention),
+                 time(tr("router µs"), Router),
+                 time(tr("experts µs"), Experts),
+                 time(tr("lm head µs"), LmHead),
+                 time(tr("sampling µs"), Sampling),
+                 time(tr("counters µs"), Counters),
+                 time(tr("other µs"), Other),
+                 time(tr("total µs"), Total)});
 }
 
-QVariant ExpertCounterModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    switch (section) {
-    case Layer: return tr("layer");
-    case Expert: return tr("expert");
-    case Activations: return tr("activations");
-    default:
-        return section - FirstCounter < counters_.size() ? QVariant(tr("%1 / activation").arg(counters_[section - FirstCounter])) : QVariant();
-    }
-}
+QVariant TokenTimeModel::other_data(int row, int, int role) const { return role == PositionRole ? QVariant(trace(row).position) : QVariant(); }
 
 void TokenTimeModel::set_tokens(const Conversation& c, const TokenSpan& span) {
     beginResetModel();
@@ -156,48 +154,6 @@ double TokenTimeModel::us(int row, int column) const {
     default: return 0.0;
     }
     return static_cast<double>(ns) / 1e3;
-}
-
-int TokenTimeModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
-int TokenTimeModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
-
-QVariant TokenTimeModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
-    const TokenTrace& t = rows_[static_cast<size_t>(index.row())];
-    if (role == PositionRole) return t.position;
-    if (role == Qt::TextAlignmentRole) return index.column() == Token ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
-    switch (index.column()) {
-    case Position: return t.position;
-    case Token: {
-        QString text = t.text;
-        text.replace(QLatin1Char('\n'), QStringLiteral("↵"));
-        return text;
-    }
-    case Kind: return t.generated ? tr("generated") : tr("prompt");
-    default: {
-        const double v = us(index.row(), index.column());
-        return role == Qt::EditRole ? QVariant(v) : QVariant(QString::number(v, 'f', 1));
-    }
-    }
-}
-
-QVariant TokenTimeModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    switch (section) {
-    case Position: return tr("position");
-    case Token: return tr("token");
-    case Kind: return tr("kind");
-    case Attention: return tr("attention µs");
-    case Router: return tr("router µs");
-    case Experts: return tr("experts µs");
-    case LmHead: return tr("lm head µs");
-    case Sampling: return tr("sampling µs");
-    case Counters: return tr("counters µs");
-    case Other: return tr("other µs");
-    case Total: return tr("total µs");
-    default: return {};
-    }
 }
 
 }  // namespace colibri::studio

@@ -3,19 +3,19 @@
 // activations and the mean counter deltas per activation (ExpertCounterModel); per token where its time went
 // (TokenTimeModel). Counter columns follow the loaded model's CounterSet.
 #pragma once
-#include <QAbstractTableModel>
 #include <QStringList>
 
+#include "ui/models/table_model.h"
 #include "ui/trace_stats.h"
 
 namespace colibri::studio {
 
-class LayerProfileModel : public QAbstractTableModel {
+class LayerProfileModel : public TableModel {
     Q_OBJECT
 public:
     enum Column { Layer, Attention, Router, Experts, Total, CounterReads, FirstCounter };
 
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit LayerProfileModel(QObject* parent = nullptr);
     void set_counter_names(const QStringList& names);
     void set_totals(const ProfileTotals& totals);
     // Mean microseconds per token of a stage column (Attention, Router, Experts, Total, CounterReads) in a row.
@@ -24,54 +24,45 @@ public:
     double mean_counter(int row, int counter) const;
     const ProfileTotals& totals() const { return totals_; }
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override { return static_cast<int>(totals_.layers.size()); }
+    void declare_columns();
     QStringList counters_;
     ProfileTotals totals_;
 };
 
-class ExpertCounterModel : public QAbstractTableModel {
+class ExpertCounterModel : public TableModel {
     Q_OBJECT
 public:
     enum Column { Layer, Expert, Activations, FirstCounter };
 
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit ExpertCounterModel(QObject* parent = nullptr);
     void set_counter_names(const QStringList& names);
     void set_totals(const ProfileTotals& totals);
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override { return static_cast<int>(rows_.size()); }
+    void declare_columns();
     QStringList counters_;
     std::vector<ExpertTotals> rows_;
 };
 
-class TokenTimeModel : public QAbstractTableModel {
+class TokenTimeModel : public TableModel {
     Q_OBJECT
 public:
     enum Column { Position, Token, Kind, Attention, Router, Experts, LmHead, Sampling, Counters, Other, Total, ColumnCount };
     enum Role { PositionRole = Qt::UserRole + 1 };
 
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit TokenTimeModel(QObject* parent = nullptr);
     // The span's evaluated tokens, in order.
     void set_tokens(const Conversation& c, const TokenSpan& span);
     const TokenTrace& trace(int row) const { return rows_[static_cast<size_t>(row)]; }
     // Microseconds of a time column in a row.
     double us(int row, int column) const;
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override { return static_cast<int>(rows_.size()); }
+    QVariant other_data(int row, int column, int role) const override;
     std::vector<TokenTrace> rows_;  // routing dropped: only what the table shows
 };
 

@@ -50,6 +50,25 @@ std::vector<SectionState> section_states(const FileLayout& layout, const tools::
     return states;
 }
 
+TensorTableModel::TensorTableModel(QObject* parent) : TableModel(parent) {
+    auto t = [this](int row) -> const TensorInfo& { return *tensor(row); };
+    set_columns({text(tr("name"), [t](int row) { return QVariant(t(row).name); }),
+                 {tr("shape"),
+                  [t](int row) {
+                      return QVariant(t(row).dims == 1 ? QStringLiteral("[%1]").arg(t(row).rows) : QStringLiteral("[%1, %2]").arg(t(row).rows).arg(t(row).cols));
+                  },
+                  [t](int row) { return QVariant(static_cast<qulonglong>(t(row).rows * t(row).cols)); }, Qt::AlignLeft | Qt::AlignVCenter},
+                 text(tr("type"), [t](int row) { return QVariant(t(row).type); }),
+                 {tr("offset"), [t](int row) { return QVariant(QStringLiteral("0x%1").arg(t(row).offset, 0, 16)); },
+                  [t](int row) { return QVariant(static_cast<qulonglong>(t(row).offset)); }},
+                 {tr("size"), [t](int row) { return QVariant(human_bytes(t(row).size)); }, [t](int row) { return QVariant(static_cast<qulonglong>(t(row).size)); }},
+                 text(tr("alignment"),
+                      [t](int row) {
+                          return QVariant(t(row).aligned ? tr("%1 B").arg(format::kTensorAlignment) : tr("off by %1 B").arg(t(row).offset % format::kTensorAlignment));
+                      }),
+                 text(tr("section checksum"), [this](int row) { return QVariant(section_state_name(state_of(row))); })});
+}
+
 void TensorTableModel::set_layout(const FileLayout& layout) {
     beginResetModel();
     tensors_ = layout.tensors;
@@ -71,56 +90,21 @@ SectionState TensorTableModel::state_of(int row) const {
     return t && static_cast<size_t>(t->section) < states_.size() ? states_[static_cast<size_t>(t->section)] : SectionState::NotChecked;
 }
 
-int TensorTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(tensors_.size()); }
-int TensorTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
-
-QVariant TensorTableModel::data(const QModelIndex& index, int role) const {
-    const TensorInfo* t = index.isValid() ? tensor(index.row()) : nullptr;
-    if (t == nullptr) return {};
-    const bool aligned = t->aligned;
-    const SectionState state = state_of(index.row());
+QVariant TensorTableModel::other_data(int row, int column, int role) const {
+    const TensorInfo* t = tensor(row);
+    const SectionState state = state_of(row);
     if (role == SectionRole) return t->section;
-    if (index.column() == Checksum && role == Qt::BackgroundRole) return section_state_color(state);
+    if (column == Checksum && role == Qt::BackgroundRole) return section_state_color(state);
     // A damaged tensor's whole row stands out, so it is found without reading the last column.
     if (role == Qt::BackgroundRole && (state == SectionState::Damaged || !t->shape_ok))
         return blend(QGuiApplication::palette().color(QPalette::Base), section_state_color(SectionState::Damaged), 0.35);
     if (role == Qt::ToolTipRole && state == SectionState::Damaged) return tr("its section's checksum does not match: the values may be wrong");
-    if (index.column() == Alignment && role == Qt::ForegroundRole && !aligned) return QColor(Qt::red);
-    if (index.column() == Shape && !t->shape_ok) {
+    if (column == Alignment && role == Qt::ForegroundRole && !t->aligned) return QColor(Qt::red);
+    if (column == Shape && !t->shape_ok) {
         if (role == Qt::ForegroundRole) return QColor(Qt::red);
         if (role == Qt::ToolTipRole) return tr("type, shape or size do not agree with the section or the model's hyper-parameters");
     }
-    if ((index.column() == Offset || index.column() == Size) && role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
-    const bool raw = role == Qt::EditRole;
-    switch (index.column()) {
-    case Name: return t->name;
-    case Shape:
-        if (raw) return static_cast<qulonglong>(t->rows * t->cols);
-        return t->dims == 1 ? QStringLiteral("[%1]").arg(t->rows) : QStringLiteral("[%1, %2]").arg(t->rows).arg(t->cols);
-    case Type: return t->type;
-    case Offset: return raw ? QVariant(static_cast<qulonglong>(t->offset)) : QVariant(QStringLiteral("0x%1").arg(t->offset, 0, 16));
-    case Size: return raw ? QVariant(static_cast<qulonglong>(t->size)) : QVariant(human_bytes(t->size));
-    case Alignment:
-        return aligned ? tr("%1 B").arg(format::kTensorAlignment)
-                       : tr("off by %1 B").arg(t->offset % format::kTensorAlignment);
-    case Checksum: return section_state_name(state);
-    default: return {};
-    }
-}
-
-QVariant TensorTableModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    switch (section) {
-    case Name: return tr("name");
-    case Shape: return tr("shape");
-    case Type: return tr("type");
-    case Offset: return tr("offset");
-    case Size: return tr("size");
-    case Alignment: return tr("alignment");
-    case Checksum: return tr("section checksum");
-    default: return {};
-    }
+    return {};
 }
 
 }  // namespace colibri::studio

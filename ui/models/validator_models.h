@@ -5,6 +5,7 @@
 #include <QColor>
 #include <vector>
 
+#include "ui/models/table_model.h"
 #include "ui/file_worker.h"
 
 namespace colibri::studio {
@@ -16,24 +17,21 @@ QColor section_state_color(SectionState s);
 // Misaligned from the layout alone; checksum ok or damaged once report (may be null) covers the section.
 std::vector<SectionState> section_states(const FileLayout& layout, const tools::CheckReport* report);
 
-class TensorTableModel : public QAbstractTableModel {
+class TensorTableModel : public TableModel {
     Q_OBJECT
 public:
     enum Column { Name, Shape, Type, Offset, Size, Alignment, Checksum, ColumnCount };
     enum Role { SectionRole = Qt::UserRole + 1 };
 
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit TensorTableModel(QObject* parent = nullptr);
     void set_layout(const FileLayout& layout);
     void set_states(const std::vector<SectionState>& states);
     const TensorInfo* tensor(int row) const;
     SectionState state_of(int row) const;
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override { return static_cast<int>(tensors_.size()); }
+    QVariant other_data(int row, int column, int role) const override;
     std::vector<TensorInfo> tensors_;
     std::vector<SectionState> states_;
 };

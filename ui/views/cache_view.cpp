@@ -28,163 +28,9 @@ namespace colibri::studio {
 
 namespace {
 
-// A hue per state: what a glance must tell apart (read now, evicted now, loading ahead) is warm or violet,
-// what merely sits in the cache is blue; what is not in the cache is grey.
-QColor base_color(CacheCell c) {
-    switch (c) {
-    case CacheCell::Resident: return QColor::fromHsvF(0.58f, 0.70f, 1.0f);
-    case CacheCell::Loaded: return QColor::fromHsvF(0.11f, 0.85f, 1.0f);
-    case CacheCell::Evicted: return QColor::fromHsvF(0.0f, 0.80f, 0.95f);
-    case CacheCell::ReadAhead: return QColor::fromHsvF(0.36f, 0.70f, 0.85f);
-    case CacheCell::Loading: return QColor::fromHsvF(0.78f, 0.55f, 1.0f);
-    case CacheCell::Out: return QColor(128, 128, 128);
-    case CacheCell::Never: break;
-    }
-    return QColor(128, 128, 128);
-}
-
-QString ms(uint64_t ns) { return QString::number(double(ns) / 1e6, 'f', ns < 10'000'000 ? 2 : 1); }
-QString mb(uint64_t bytes) { return QString::number(double(bytes) / 1e6, 'f', bytes < 10'000'000 ? 2 : 1); }
-
 const char* const kCurveColors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#d62728", "#ff7f0e"};
 
 }  // namespace
-
-QColor cache_cell_color(CacheCell cell, double heat) {
-    heat = std::clamp(heat, 0.0, 1.0);
-    const QColor window = QPalette().color(QPalette::Base);
-    if (cell == CacheCell::Never) return blend(window, QPalette().color(QPalette::Text), 0.06);
-    if (cell == CacheCell::Evicted || cell == CacheCell::Loading || cell == CacheCell::ReadAhead) return base_color(cell);
-    // Brightness by heat: the layer's coldest expert in its state is a faint tint, its hottest the full colour.
-    return blend(window, base_color(cell), (cell == CacheCell::Out ? 0.15 : 0.35) + (cell == CacheCell::Out ? 0.35 : 0.65) * heat);
-}
-
-void CacheMapModel::set_state(std::shared_ptr<const CacheSnapshot> state, const TokenTrace* trace) {
-    beginResetModel();
-    state_ = std::move(state);
-    chosen_.clear();
-    if (state_ && trace != nullptr) {
-        chosen_.assign(state_->cell.size(), 0);
-        for (size_t li = 0; li < state_->layers.size(); ++li)
-            if (const LayerRouting* r = trace->routing_at(state_->layers[li]))
-                for (int32_t e : r->experts)
-                    if (e >= 0 && e < state_->n_experts) chosen_[state_->index(static_cast<int>(li), e)] = 1;
-    }
-    endResetModel();
-}
-
-int CacheMapModel::rowCount(const QModelIndex& parent) const {
-    return parent.isValid() || !state_ ? 0 : static_cast<int>(state_->layers.size());
-}
-
-int CacheMapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() || !state_ ? 0 : state_->n_experts; }
-
-QVariant CacheMapModel::data(const QModelIndex& index, int role) const {
-    if (!state_ || !index.isValid()) return {};
-    const int li = index.row(), e = index.column();
-    const size_t i = state_->index(li, e);
-    const CacheCell cell = state_->cell[i];
-    const float max = state_->max_heat(li);
-    const double heat = max > 0 ? state_->heat[i] / max : 0.0;
-    const bool chosen = !chosen_.empty() && chosen_[i];
-    switch (role) {
-    case Qt::DisplayRole:
-        if (chosen) return QStringLiteral("●");
-        return state_->pinned[i] ? QStringLiteral("P") : QString();
-    case CellRole: return static_cast<int>(cell);
-    case HeatRole: return heat;
-    case Qt::BackgroundRole: return cache_cell_color(cell, heat);
-    case Qt::ForegroundRole: return text_color_on(cache_cell_color(cell, heat));
-    case Qt::TextAlignmentRole: return int(Qt::AlignCenter);
-    case Qt::ToolTipRole: {
-        QString tip = tr("Layer %1, expert %2: %3").arg(state_->layers[static_cast<size_t>(li)]).arg(e).arg(QString::fromLatin1(cache_cell_name(cell)));
-        if (state_->pinned[i]) tip += tr(", pinned");
-        tip += tr("\nheat %1 (%2 % of the layer's hottest) · read %3 times since load").arg(state_->heat[i], 0, 'f', 2).arg(heat * 100.0, 0, 'f', 0).arg(state_->loads[i]);
-        if (chosen) tip += tr("\nchosen by this token");
-        return tip;
-    }
-    default: return {};
-    }
-}
-
-QVariant CacheMapModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (role != Qt::DisplayRole || !state_) return {};
-    if (o == Qt::Horizontal) return section;
-    return tr("L%1").arg(state_->layers[static_cast<size_t>(section)]);
-}
-
-void CacheLayerTotals::add(const LayerCacheStep& s) {
-    hits += s.hits;
-    misses += s.misses;
-    bytes_read += s.bytes_read;
-    stall_ns += s.stall_ns;
-    prefetched += s.prefetched;
-    predicted += s.predicted;
-    predicted_right += s.predicted_right;
-}
-
-CacheTotals cache_totals(const Conversation& conversation) {
-    CacheTotals totals;
-    for (const ConversationToken& c : conversation.tokens()) {
-        if (!c.evaluated) continue;
-        for (const LayerCacheStep& s : c.trace.cache) {
-            auto it = std::find_if(totals.layers.begin(), totals.layers.end(), [&](const CacheLayerTotals& t) { return t.layer == s.layer; });
-            if (it == totals.layers.end()) {
-                totals.layers.push_back(CacheLayerTotals{s.layer});
-                it = totals.layers.end() - 1;
-            }
-            it->add(s);
-            totals.all.add(s);
-        }
-    }
-    std::sort(totals.layers.begin(), totals.layers.end(), [](const CacheLayerTotals& a, const CacheLayerTotals& b) { return a.layer < b.layer; });
-    return totals;
-}
-
-void CacheLayersModel::set_totals(std::vector<CacheLayerTotals> totals) {
-    beginResetModel();
-    totals_ = std::move(totals);
-    endResetModel();
-}
-
-int CacheLayersModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(totals_.size()); }
-int CacheLayersModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : 8; }
-
-QVariant CacheLayersModel::data(const QModelIndex& index, int role) const {
-    if (!index.isValid()) return {};
-    const CacheLayerTotals& t = totals_[static_cast<size_t>(index.row())];
-    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role == Qt::EditRole) {  // numbers, for sorting and tests
-        switch (index.column()) {
-        case 0: return t.layer;
-        case 1: return qulonglong(t.hits);
-        case 2: return qulonglong(t.misses);
-        case 3: return t.hit_rate();
-        case 4: return qulonglong(t.bytes_read);
-        case 5: return qulonglong(t.stall_ns);
-        case 6: return qulonglong(t.prefetched);
-        case 7: return t.predicted ? double(t.predicted_right) / double(t.predicted) : -1.0;
-        }
-    }
-    if (role != Qt::DisplayRole) return {};
-    switch (index.column()) {
-    case 0: return t.layer;
-    case 1: return qulonglong(t.hits);
-    case 2: return qulonglong(t.misses);
-    case 3: return t.hits + t.misses ? QStringLiteral("%1 %").arg(t.hit_rate() * 100.0, 0, 'f', 1) : QStringLiteral("–");
-    case 4: return mb(t.bytes_read);
-    case 5: return ms(t.stall_ns);
-    case 6: return qulonglong(t.prefetched);
-    case 7: return t.predicted ? QStringLiteral("%1 %").arg(100.0 * double(t.predicted_right) / double(t.predicted), 0, 'f', 1) : QStringLiteral("–");
-    }
-    return {};
-}
-
-QVariant CacheLayersModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-    static const char* const names[] = {"layer", "hits", "misses", "hit rate", "MB read", "waiting (ms)", "read ahead", "prediction right"};
-    return section >= 0 && section < 8 ? tr(names[section]) : QVariant();
-}
 
 CacheView::CacheView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
     summary_ = new QLabel;
@@ -413,9 +259,9 @@ void CacheView::refresh() {
             const bool chunk = first != holder;
             head += QStringLiteral("<br>") + (chunk ? tr("After the prompt chunk %1–%2 (shown: token %3 “%4”): %5, %6 evicted, %7 ms waiting for reads.")
                                                           .arg(first->trace.position).arg(holder->trace.position).arg(shown->trace.position)
-                                                          .arg(shown->trace.text.toHtmlEscaped(), reads).arg(evicted).arg(ms(stall))
+                                                          .arg(shown->trace.text.toHtmlEscaped(), reads).arg(evicted).arg(milliseconds_text(stall))
                                                     : tr("After token %1 “%2”: %3, %4 evicted, %5 ms waiting for reads.")
-                                                          .arg(shown->trace.position).arg(shown->trace.text.toHtmlEscaped(), reads).arg(evicted).arg(ms(stall)));
+                                                          .arg(shown->trace.position).arg(shown->trace.text.toHtmlEscaped(), reads).arg(evicted).arg(milliseconds_text(stall)));
         } else {
             head += QStringLiteral("<br>") + tr("Nothing evaluated yet: every slot is empty.");
         }
@@ -428,7 +274,7 @@ void CacheView::refresh() {
     const CacheLayerTotals& sum = totals.all;
     if (sum.hits + sum.misses > 0) {
         QString text = tr("Over the conversation: hit rate %1 % (%2 hits, %3 misses), %4 MB read, %5 ms waiting for reads")
-                           .arg(sum.hit_rate() * 100.0, 0, 'f', 1).arg(sum.hits).arg(sum.misses).arg(mb(sum.bytes_read)).arg(ms(sum.stall_ns));
+                           .arg(sum.hit_rate() * 100.0, 0, 'f', 1).arg(sum.hits).arg(sum.misses).arg(megabytes_text(sum.bytes_read)).arg(milliseconds_text(sum.stall_ns));
         if (sum.prefetched > 0) text += tr(", %1 experts read ahead").arg(sum.prefetched);
         if (sum.predicted > 0) text += tr("; the prediction named %1 % of the experts used").arg(100.0 * double(sum.predicted_right) / double(sum.predicted), 0, 'f', 1);
         totals_->setText(text + QLatin1Char('.'));

@@ -5,7 +5,6 @@
 // every policy and Belady's optimum as hit-rate curves against slots per layer (needs only routing, so it works
 // for a model mapped whole too).
 #pragma once
-#include <QAbstractTableModel>
 #include <QFutureWatcher>
 #include <QTimer>
 #include <QWidget>
@@ -14,8 +13,9 @@
 
 #include "ui/cache_replay.h"
 #include "ui/cache_state.h"
+#include "ui/models/cache_models.h"
 #include "ui/models/model_summary.h"
-#include "ui/token_trace.h"
+#include "ui/data/token_trace.h"
 
 class QChart;
 class QChartView;
@@ -28,57 +28,6 @@ namespace colibri::studio {
 
 class Conversation;
 struct ConversationToken;
-
-// The colour of a cell: its state's hue, brighter the hotter (heat relative to the layer's hottest, 0..1).
-QColor cache_cell_color(CacheCell cell, double heat);
-
-// Rows: MoE layers; columns: experts. Text marks the shown token's experts (●) and pinned ones (P).
-class CacheMapModel : public QAbstractTableModel {
-    Q_OBJECT
-public:
-    enum Role { CellRole = Qt::UserRole + 1, HeatRole };
-    using QAbstractTableModel::QAbstractTableModel;
-    // trace: the token whose experts are marked (may be null).
-    void set_state(std::shared_ptr<const CacheSnapshot> state, const TokenTrace* trace);
-    const CacheSnapshot* state() const { return state_.get(); }
-
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
-private:
-    std::shared_ptr<const CacheSnapshot> state_;
-    std::vector<uint8_t> chosen_;  // [layer index * n_experts + expert]
-};
-
-// What the cache did at each MoE layer over the conversation (sums of the traces' LayerCacheSteps).
-struct CacheLayerTotals {
-    int layer = 0;  // -1 for the sum over the layers
-    uint64_t hits = 0, misses = 0, bytes_read = 0, stall_ns = 0, prefetched = 0, predicted = 0, predicted_right = 0;
-    double hit_rate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
-    void add(const LayerCacheStep& s);
-};
-struct CacheTotals {
-    std::vector<CacheLayerTotals> layers;  // ascending
-    CacheLayerTotals all{-1};
-};
-CacheTotals cache_totals(const Conversation& conversation);
-
-class CacheLayersModel : public QAbstractTableModel {
-    Q_OBJECT
-public:
-    using QAbstractTableModel::QAbstractTableModel;
-    void set_totals(std::vector<CacheLayerTotals> totals);
-    const std::vector<CacheLayerTotals>& totals() const { return totals_; }
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
-
-private:
-    std::vector<CacheLayerTotals> totals_;
-};
 
 class CacheView : public QWidget {
     Q_OBJECT

@@ -2,17 +2,11 @@
 
 #include <QCheckBox>
 #include <QComboBox>
-#include <QDateTime>
-#include <QDir>
-#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
@@ -28,7 +22,6 @@
 
 #include "kernels/registry.h"
 #include "ui/colors.h"
-#include "ui/file_output.h"
 #include "ui/views/bar_chart.h"
 #include "ui/views/elided_label.h"
 
@@ -119,10 +112,6 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
         status_->setText(tr("Tuned this machine: %n result(s)", nullptr, static_cast<int>(report.results.size())) +
                          (note.isEmpty() ? QStringLiteral(".") : QStringLiteral("; ") + note + QLatin1Char('.')));
     });
-    connect(&tuner_, &TuneRunner::failed, this, [this](const QString& error) {
-        set_tuning(false);
-        status_->setText(tr("The tuner failed: %1").arg(error));
-    });
     connect(&tuner_, &TuneRunner::cancelled, this, [this](const TuneReport& partial) {
         set_tuning(false);
         if (partial.results.empty()) {
@@ -144,16 +133,13 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
         if (!i.isValid()) return;
         const int report = filter_.mapToSource(i).data(KernelResultsModel::ReportRole).toInt();
         const QString source = results_.reports()[static_cast<size_t>(report)].source;
-        own_reports_.erase(std::remove_if(own_reports_.begin(), own_reports_.end(), [&](const TuneReport& r) { return r.source == source; }),
-                           own_reports_.end());
         results_.remove_report(report);
-        save_store();
+        data_.remove_own_report(source);
         refill_selectors();
     });
     connect(clear, &QPushButton::clicked, this, [this] {
         results_.clear();
-        own_reports_.clear();
-        save_store();
+        data_.clear_own_reports();
         refill_selectors();
     });
     op_ = new QComboBox;
@@ -214,7 +200,7 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     comparison_selector_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     comparison_selector_->setMinimumContentsLength(16);
     connect(comparison_selector_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (i >= 0 && static_cast<size_t>(i) < comparisons_.size()) show_comparison(comparisons_[static_cast<size_t>(i)]);
+        if (i >= 0 && static_cast<size_t>(i) < data_.comparisons().size()) show_comparison(data_.comparisons()[static_cast<size_t>(i)]);
     });
 
     // Left: the model; right: the micro-benchmarks.
@@ -375,19 +361,22 @@ void KernelsView::comparison_finished(const KernelComparison& result) {
         compare_status_->setText(tr("Cancelled before every variant had run once: nothing to compare."));
         return;
     }
-    comparisons_.push_back(result);
-    comparison_selector_->addItem(tr("%1: %2, %3 threads").arg(result.when, QFileInfo(result.model).fileName()).arg(result.threads));
+    data_.add_comparison(result);
+    add_comparison_item(result);
     comparison_selector_->setCurrentIndex(comparison_selector_->count() - 1);
-    save_store();
+}
+
+void KernelsView::add_comparison_item(const KernelComparison& c) {
+    comparison_selector_->addItem(tr("%1: %2, %3 threads").arg(c.when, QFileInfo(c.model).fileName()).arg(c.threads));
 }
 
 void KernelsView::show_comparison(const KernelComparison& c) {
     comparison_model_.set_comparison(c);
     comparison_table_->resizeColumnsToContents();
     QStringList parts;
-    for (const KernelRun& r : c.runs) parts << QStringLiteral("%1 %2").arg(r.display).arg(r.decode_median(), 0, 'f', 1);
+    for (const KernelRun& r : c.runs) parts << QStringLiteral("%1 %2").arg(variant_label(r)).arg(r.report.decode_tps.median, 0, 'f', 1);
     QString text = tr("%1: prompt %2 + decode %3 tokens × %4 reps, %5 threads; decode tok/s: %6")
-                       .arg(QFileInfo(c.model).fileName()).arg(c.prompt_tokens).arg(c.decode_tokens).arg(c.runs.empty() ? 0 : c.runs.front().decode_tps.size())
+                       .arg(QFileInfo(c.model).fileName()).arg(c.prompt_tokens).arg(c.decode_tokens).arg(c.runs.empty() ? 0 : c.runs.front().report.decode_tps.samples.size())
                        .arg(c.threads).arg(parts.join(QStringLiteral(", ")));
     text += c.identical_output() ? tr("; every variant decoded the same tokens") : tr("; THE VARIANTS DECODED DIFFERENT TOKENS");
     if (!c.complete) text += tr(" (stopped early: complete repetitions only)");
@@ -396,15 +385,15 @@ void KernelsView::show_comparison(const KernelComparison& c) {
     QVector<BarChart::Series> speed, layers;
     QStringList layer_categories;
     if (!c.runs.empty()) {
-        for (int l : c.runs.front().layers) layer_categories << tr("L%1").arg(l);
+        for (const tools::LayerTimes& l : c.runs.front().report.decode_layers) layer_categories << tr("L%1").arg(l.layer);
         layer_categories << tr("lm head");
     }
     for (const KernelRun& r : c.runs) {
-        speed.push_back({r.display, variant_color(r.variant), {r.prompt_median(), r.decode_median()}, {}});
+        speed.push_back({variant_label(r), variant_color(variant_key(r)), {r.report.prompt_tps.median, r.report.decode_tps.median}, {}});
         QVector<double> v;
-        for (double us : r.layer_us) v << us;
-        v << r.lm_head_us;
-        layers.push_back({r.display, variant_color(r.variant), v, {}});
+        for (const tools::LayerTimes& l : r.report.decode_layers) v << l.total_us();
+        v << r.report.decode_lm_head_us;
+        layers.push_back({variant_label(r), variant_color(variant_key(r)), v, {}});
     }
     speed_chart_->set_data({tr("prompt"), tr("decode")}, speed);
     layer_chart_->set_data(layer_categories, layers);
@@ -424,13 +413,7 @@ Status KernelsView::import_report(const QString& path) {
 }
 
 void KernelsView::add_own_report(const TuneReport& report) {
-    TuneReport r = report;
-    // Each run of this machine keeps its own name, so runs side by side stay apart.
-    const QString when = QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-dd HH:mm"));
-    if (!r.source.contains(when)) r.source = r.source + QStringLiteral(", ") + when;
-    results_.add_report(r);
-    own_reports_.push_back(r);
-    save_store();
+    results_.add_report(data_.add_own_report(report));
     table_->resizeColumnsToContents();
     refill_selectors();
 }
@@ -497,29 +480,6 @@ QList<qreal> KernelsView::chart_values(int report) const {
     return report >= 0 && report < static_cast<int>(values_.size()) ? values_[static_cast<size_t>(report)] : QList<qreal>{};
 }
 
-Status KernelsView::export_results(const QString& path) const {
-    QByteArray bytes;
-    if (path.endsWith(QLatin1String(".csv"), Qt::CaseInsensitive)) {
-        QString csv;
-        for (const KernelComparison& c : comparisons_) {
-            csv += QStringLiteral("# %1, %2, %3 threads, %4\n").arg(c.model, c.cpu).arg(c.threads).arg(c.when);
-            csv += c.csv();
-        }
-        bytes = csv.toUtf8();
-    } else {
-        QJsonArray comparisons, reports;
-        for (const KernelComparison& c : comparisons_) comparisons.append(c.to_json());
-        for (const TuneReport& r : own_reports_) {
-            QJsonObject o = QJsonDocument::fromJson(tune_report_json(r)).object();
-            o["source"] = r.source;
-            reports.append(o);
-        }
-        bytes = QJsonDocument(QJsonObject{{"format", "colibri-kernel-results"}, {"version", 1}, {"comparisons", comparisons}, {"tune_reports", reports}})
-                    .toJson(QJsonDocument::Indented);
-    }
-    return save_file(path, bytes);
-}
-
 void KernelsView::export_dialog() {
     const QString path = QFileDialog::getSaveFileName(this, tr("Export kernel results"), QStringLiteral("kernels.json"),
                                                       tr("JSON (*.json);;CSV, comparisons only (*.csv)"));
@@ -528,31 +488,10 @@ void KernelsView::export_dialog() {
     compare_status_->setText(s ? tr("Exported to %1").arg(path) : QString::fromStdString(s.message()));
 }
 
-void KernelsView::save_store() const {
-    if (store_.isEmpty()) return;
-    QDir().mkpath(QFileInfo(store_).absolutePath());
-    export_results(store_);
-}
-
 void KernelsView::set_store(const QString& path) {
-    store_ = path;
-    if (path.isEmpty()) return;
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) return;  // nothing kept yet
-    const QJsonObject root = QJsonDocument::fromJson(f.readAll()).object();
-    if (root.value("format").toString() != QLatin1String("colibri-kernel-results")) return;
-    for (const auto& v : root.value("comparisons").toArray())
-        if (auto c = KernelComparison::from_json(v.toObject())) {
-            comparisons_.push_back(c.value());
-            comparison_selector_->addItem(tr("%1: %2, %3 threads").arg(c->when, QFileInfo(c->model).fileName()).arg(c->threads));
-        }
-    for (const auto& v : root.value("tune_reports").toArray()) {
-        const QJsonObject o = v.toObject();
-        if (auto r = parse_tune_report(QJsonDocument(o).toJson(QJsonDocument::Compact), o.value("source").toString())) {
-            own_reports_.push_back(r.value());
-            results_.add_report(r.value());
-        }
-    }
+    data_.set_store(path);
+    for (const KernelComparison& c : data_.comparisons()) add_comparison_item(c);
+    for (const TuneReport& r : data_.own_reports()) results_.add_report(r);
     if (comparison_selector_->count() > 0) comparison_selector_->setCurrentIndex(comparison_selector_->count() - 1);
     table_->resizeColumnsToContents();
     refill_selectors();

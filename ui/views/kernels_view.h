@@ -9,7 +9,8 @@
 #include <QWidget>
 
 #include "engine/base/status.h"
-#include "ui/kernel_comparison.h"
+#include "ui/data/kernel_comparison.h"
+#include "ui/data/kernel_results.h"
 #include "ui/models/kernel_comparison_model.h"
 #include "ui/models/kernel_results_model.h"
 #include "ui/tune_runner.h"
@@ -56,7 +57,9 @@ public:
     void start_comparison();
     void cancel_comparison();
     void set_comparison_size(int prompt_tokens, int decode_tokens, int reps);
-    const std::vector<KernelComparison>& comparisons() const { return comparisons_; }
+    const std::vector<KernelComparison>& comparisons() const { return data_.comparisons(); }
+    // What the view shows and keeps: the comparisons and this machine's tune runs, and their store.
+    const KernelResults& data() const { return data_; }
     KernelComparisonModel* comparison_model() { return &comparison_model_; }
     BarChart* speed_chart() const { return speed_chart_; }
     BarChart* layer_chart() const { return layer_chart_; }
@@ -65,11 +68,10 @@ public:
     // The kernel the chat runs on ("" automatic), and the variants this machine offers.
     QComboBox* session_kernel_selector() const { return session_kernel_; }
 
-    // Everything measured here (comparisons, this machine's tune runs) as one JSON document, or the
-    // comparisons as CSV (by the file name's extension).
-    Status export_results(const QString& path) const;
+    // Everything measured here as KernelResults exports it (JSON, or the comparisons as CSV by the extension).
+    Status export_results(const QString& path) const { return data_.export_to(path); }
     // Where comparisons and this machine's tune runs are kept between sessions ("" keeps nothing); set_store
-    // loads what is there.
+    // loads what is there and shows it.
     void set_store(const QString& path);
     void save_settings(QSettings& settings) const;
     void restore_settings(QSettings& settings);
@@ -93,16 +95,14 @@ private:
     void set_tuning(bool on);
     void set_comparing(bool on);
     void add_own_report(const TuneReport& report);
-    void save_store() const;
+    void add_comparison_item(const KernelComparison& c);
     void export_dialog();
     KernelResultsModel::Metric metric() const;
 
     KernelResultsModel results_;
     TuneRunner tuner_;
     KernelComparisonModel comparison_model_;
-    std::vector<KernelComparison> comparisons_;
-    std::vector<TuneReport> own_reports_;  // this machine's tune runs, kept in the store
-    QString store_;
+    KernelResults data_;
     bool model_loaded_ = false;
     bool comparing_ = false;
 

@@ -11,7 +11,7 @@
 
 #include "ui/models/model_summary.h"
 #include "ui/models/profiler_models.h"
-#include "ui/token_trace.h"
+#include "ui/data/token_trace.h"
 #include "ui/trace_collector.h"
 
 class QBarSet;

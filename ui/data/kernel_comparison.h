@@ -1,6 +1,7 @@
 // A kernel comparison on a model: the same prompt and the same greedy decode run once per kernel variant
 // (scalar, AVX2, AVX-512, NEON translated, ... whatever this machine runs), with tokens/s and the decode's
-// time per layer. Plain values: the EngineWorker produces them, the kernels view shows, keeps and exports them.
+// time per layer, measured by tools::compare_kernels (the measurement of `colibri bench`). Plain values: the
+// EngineWorker produces them, the kernels view shows them, KernelResults keeps and exports them.
 #pragma once
 #include <QJsonObject>
 #include <QMetaType>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "engine/base/status.h"
+#include "tools/bench.h"
 
 namespace colibri::studio {
 
@@ -20,19 +22,11 @@ struct KernelComparisonRequest {
     QStringList variants;         // kernels::variant_name; empty: every variant this machine runs
 };
 
-struct KernelRun {
-    QString variant;                 // "avx2"
-    QString display;                 // "AVX2"
-    std::vector<double> prompt_tps;  // per repetition
-    std::vector<double> decode_tps;
-    std::vector<int> layers;         // layer numbers of layer_us
-    std::vector<double> layer_us;    // decode: mean µs per token in each layer (attention, router, experts)
-    double lm_head_us = 0.0;         // decode: final norm and lm head, per token
-    double token_us = 0.0;           // decode: the whole step, per token
-    std::vector<int32_t> decoded;    // the greedy ids of the first repetition
-    double prompt_median() const;
-    double decode_median() const;
-};
+// A variant's runs: tools::KernelRun, the type `colibri bench --kernel` reports, measured by the same function.
+using tools::KernelRun;
+// kernels::variant_name ("avx2") and the name the views show ("AVX2").
+QString variant_key(const KernelRun& run);
+QString variant_label(const KernelRun& run);
 
 struct KernelComparison {
     QString model;

@@ -1,6 +1,7 @@
 // A kernel auto-tune report as `colibri tune --json` writes it (one machine: its CPU, then one result per
-// op, weight type, shape and kernel variant). Parsing checks every field so a report from another machine
-// or version gives a clear error instead of a half-filled chart.
+// op, weight type, shape and kernel variant), in the form the views show. Read by tools::parse_tune_report and
+// written by kernels::tune_report_json (the schema's one reader and one writer), so that a report from another
+// machine or version gives the same one-line error here as anywhere.
 #pragma once
 #include <QByteArray>
 #include <QMetaType>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "engine/base/status.h"
+#include "kernels/tuner.h"
 
 namespace colibri::studio {
 
@@ -35,6 +37,9 @@ struct TuneReport {
     QString label() const;
 };
 
+// A tuner's report as the views show it (the Studio's own runs take this way, imports through parse_tune_report).
+TuneReport studio_report(const kernels::TuneReport& report, const QString& source);
+// Errors: "<source>: <why>".
 Result<TuneReport> parse_tune_report(const QByteArray& json, const QString& source);
 Result<TuneReport> read_tune_report(const QString& path);
 // The report as `colibri tune --json` writes it (what parse_tune_report reads back).

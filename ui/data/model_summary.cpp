@@ -1,0 +1,59 @@
+#include "ui/data/model_summary.h"
+
+#include <QFileInfo>
+#include <map>
+
+#include "engine/core/model.h"
+
+namespace colibri::studio {
+
+ModelSummary summarize(const Model& model, const QString& path) {
+    const format::HyperParams& hp = model.hparams();
+    ModelSummary s;
+    s.path = path;
+    s.family = QString::fromUtf8(format::family_name(model.family()));
+    s.layers = static_cast<int>(hp.n_layers);
+    s.moe_layers = static_cast<int>(model.moe_layer_count());
+    for (size_t l = 0; l < model.layers().size(); ++l)
+        if (model.layers()[l].is_moe) s.moe_layer_ids.push_back(static_cast<int>(l));
+    s.experts = static_cast<int>(hp.n_experts);
+    s.active_experts = static_cast<int>(hp.n_experts_active);
+    s.hidden_size = static_cast<int>(hp.hidden_size);
+    s.vocab_size = static_cast<int>(hp.vocab_size);
+    s.max_position = static_cast<int>(hp.max_position);
+    s.file_size = static_cast<quint64>(QFileInfo(path).size());
+    s.image_size = model.file().size();
+    std::map<std::string, quint64> by_type;
+    for (const TensorView& t : model.file().tensors()) by_type[format::weight_type_name(t.type)] += t.size;
+    for (const auto& [type, bytes] : by_type) s.weight_bytes.push_back({QString::fromStdString(type), bytes});
+    if (const Tokenizer* tok = model.tokenizer()) {
+        s.has_tokenizer = true;
+        s.tokenizer = tok->kind() == Tokenizer::Kind::ByteLevelBpe ? QStringLiteral("byte-level BPE") : QStringLiteral("SentencePiece BPE");
+    } else {
+        s.tokenizer = QStringLiteral("none");
+    }
+    s.has_chat_template = !model.chat_template().empty();
+    if (const ExpertCache* c = model.expert_cache()) {
+        s.cache.budget = c->budget();
+        s.cache.resident_bytes = c->resident_bytes();
+        s.cache.slot_bytes = c->slot_bytes();
+        s.cache.slot_count = static_cast<int>(c->slots_per_layer());
+        s.cache.policy = QString::fromLatin1(cache_policy_name(c->policy()));
+        s.cache.prefetch = c->prefetching();
+        s.cache.direct_io = c->direct_io();
+    }
+    return s;
+}
+
+QString human_bytes(quint64 bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    return u == 0 ? QStringLiteral("%1 B").arg(bytes) : QStringLiteral("%1 %2").arg(v, 0, 'f', 1).arg(QLatin1String(units[u]));
+}
+
+}  // namespace colibri::studio
