@@ -564,7 +564,8 @@ uint64_t stream_sum(const uint8_t* p, size_t bytes, size_t streams, bool prefetc
 }
 
 // Every row of the weight-type table gets its kernels: the float path for types of one value per block, the
-// block path for the others. A new row without a Decoder (float) or a block unpacking fails to compile here.
+// block path for the others. A float row without a Decoder fails to compile here; a block row needs its scales in
+// chunk_scales and its codes in each ISA's unpacking (tests/tools/test_table_rows.cpp checks the results).
 template <class Isa, size_t... I>
 constexpr void set_type_kernels(KernelSet& s, std::index_sequence<I...>) {
     constexpr auto pick_matvec = []<WeightType T>() -> MatvecFn {
