@@ -3,7 +3,7 @@
 // names), the kernel registry, tuner and dispatch, the converters and GGUF import/export, the quantiser, the
 // random-model writer, the CLI and the Studio's dialogs read this table instead of keeping their own lists or
 // switch statements, so a new type is a row here, its block layout in kernels/types.h, its entry points and
-// its kernels (docs/ARCHITECTURE.md, "Adding a weight type"; tests/kernels/test_weight_type_rows.cpp walks every
+// its kernels (docs/ARCHITECTURE.md, "Adding a weight type"; tests/tools/test_table_rows.cpp walks every
 // row through every path).
 #pragma once
 #include <cstddef>
