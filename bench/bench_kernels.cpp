@@ -9,13 +9,12 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "engine/core/thread_pool.h"
-#include "kernels/half.h"
 #include "kernels/matvec.h"
+#include "kernels/random_blocks.h"
 #include "kernels/registry.h"
 #include "kernels/tuner.h"
 
@@ -28,7 +27,8 @@ struct Matrix {
     std::vector<uint8_t> bytes;
 };
 
-// Deterministic weights with realistic scales; one matrix per (type, shape), shared by all benchmarks.
+// Deterministic weights with realistic scales (kernels/random_blocks.h); one matrix per (type, shape), shared by
+// all benchmarks.
 const std::vector<uint8_t>& matrix(WeightType type, size_t rows, size_t cols) {
     static std::map<std::tuple<int, size_t, size_t>, std::unique_ptr<Matrix>> cache;
     auto& slot = cache[{int(type), rows, cols}];
@@ -36,38 +36,7 @@ const std::vector<uint8_t>& matrix(WeightType type, size_t rows, size_t cols) {
         slot = std::make_unique<Matrix>();
         std::vector<uint8_t>& m = slot->bytes;
         m.resize(row_bytes(type, cols) * rows);
-        std::mt19937_64 rng(rows * 131 + cols);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        auto put16 = [&](size_t at, uint16_t v) { std::memcpy(&m[at], &v, 2); };
-        switch (type) {
-            case WeightType::F32:
-                for (size_t i = 0; i < rows * cols; ++i) {
-                    const float v = u(rng);
-                    std::memcpy(&m[4 * i], &v, 4);
-                }
-                break;
-            case WeightType::F16:
-                for (size_t i = 0; i < rows * cols; ++i) put16(2 * i, f32_to_f16(u(rng)));
-                break;
-            case WeightType::BF16:
-                for (size_t i = 0; i < rows * cols; ++i) put16(2 * i, f32_to_bf16(u(rng)));
-                break;
-            default: {
-                // Random codes; each type's scale fields (where it keeps them) set to realistic values.
-                const size_t bytes = weight_type_info(type).block_bytes;
-                for (uint8_t& b : m) b = uint8_t(rng());
-                for (size_t b = 0; b < m.size() / bytes; ++b) {
-                    if (type == WeightType::MXFP4) {
-                        m[b * bytes] = uint8_t(120 + rng() % 8);
-                    } else if (type == WeightType::Q6_K) {
-                        put16(b * bytes + blocks::kQ6_KScale, f32_to_f16(0.01f / 64));
-                    } else {
-                        put16(b * bytes, f32_to_f16(0.01f));
-                        if (type == WeightType::Q4_K || type == WeightType::Q5_K) put16(b * bytes + 2, f32_to_f16(0.001f));
-                    }
-                }
-            }
-        }
+        random_matrix(type, rows, cols, 0.5f, rows * 131 + cols, m.data());
     }
     return slot->bytes;
 }

@@ -9,11 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace colibri::fuzz {
+#include "tools/gguf_format.h"
 
-// GGUF value types.
-enum : uint32_t { kGgufU8, kGgufI8, kGgufU16, kGgufI16, kGgufU32, kGgufI32, kGgufF32, kGgufBool, kGgufString,
-                  kGgufArray, kGgufU64, kGgufI64, kGgufF64 };
+namespace colibri::fuzz {
 
 struct GgufKv {
     std::string key;
@@ -40,7 +38,7 @@ struct GgufLayout {
     std::vector<GgufKv> kvs;
     std::vector<GgufTensorInfo> infos;
     uint64_t infos_end = 0;  // first byte after the last tensor info
-    uint64_t alignment = 32;
+    uint64_t alignment = gguf::kDefaultAlignment;
     uint64_t data_start = 0;
 };
 
@@ -73,11 +71,11 @@ public:
         return s;
     }
     void skip_scalar(uint32_t type) {
-        static const uint64_t sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-        if (type == kGgufString) {
+        const uint64_t size = gguf::scalar_size(type);
+        if (type == gguf::kString) {
             str();
-        } else if (type < sizeof(sizes) / sizeof(sizes[0]) && sizes[type] != 0 && n_ - pos_ >= sizes[type]) {
-            pos_ += sizes[type];
+        } else if (size != 0 && n_ - pos_ >= size) {
+            pos_ += size;
         } else {
             ok_ = false;
         }
@@ -95,7 +93,7 @@ private:
 inline std::optional<GgufLayout> parse_gguf_layout(const uint8_t* p, uint64_t n) {
     gguf_layout_detail::Cursor c(p, n);
     GgufLayout g;
-    if (n < 24 || std::memcmp(p, "GGUF", 4) != 0) return std::nullopt;
+    if (n < gguf::kHeaderBytes || std::memcmp(p, gguf::kMagic, 4) != 0) return std::nullopt;
     c.get<uint32_t>();
     g.version = c.get<uint32_t>();
     const uint64_t n_tensors = c.get<uint64_t>(), n_kv = c.get<uint64_t>();
@@ -106,16 +104,16 @@ inline std::optional<GgufLayout> parse_gguf_layout(const uint8_t* p, uint64_t n)
         kv.type_at = c.pos();
         kv.type = c.get<uint32_t>();
         kv.value_at = c.pos();
-        if (kv.type == kGgufArray) {
+        if (kv.type == gguf::kArray) {
             kv.item_type = c.get<uint32_t>();
             kv.count = c.get<uint64_t>();
-            if (kv.item_type == kGgufArray || kv.count > n) return std::nullopt;
+            if (kv.item_type == gguf::kArray || kv.count > n) return std::nullopt;
             for (uint64_t k = 0; k < kv.count && c.ok(); ++k) {
                 kv.items.push_back(c.pos());
                 c.skip_scalar(kv.item_type);
             }
         } else {
-            if (kv.key == "general.alignment" && kv.type == kGgufU32) {
+            if (kv.key == "general.alignment" && kv.type == gguf::kU32) {
                 g.alignment = c.get<uint32_t>();
             } else {
                 c.skip_scalar(kv.type);
@@ -134,7 +132,7 @@ inline std::optional<GgufLayout> parse_gguf_layout(const uint8_t* p, uint64_t n)
         for (uint64_t k = 0; k < name_len; ++k) c.get<uint8_t>();
         t.fields.push_back(c.pos());
         const uint32_t n_dims = c.get<uint32_t>();
-        if (n_dims > 4) return std::nullopt;
+        if (n_dims > gguf::kMaxDims) return std::nullopt;
         for (uint32_t d = 0; d < n_dims; ++d) {
             t.fields.push_back(c.pos());
             t.ne.push_back(c.get<uint64_t>());

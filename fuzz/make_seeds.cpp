@@ -154,12 +154,12 @@ int gguf_slim(const std::string& in, uint64_t vocab, const std::string& out) {
     const GgufLayout& g = *parsed;
     std::string kvs;
     for (const GgufKv& kv : g.kvs) {
-        if (kv.type == kGgufArray && kv.count > vocab) {  // the per-token arrays
+        if (kv.type == colibri::gguf::kArray && kv.count > vocab) {  // the per-token arrays
             kvs += b.substr(kv.begin, kv.value_at - kv.begin);
             put_u32(kvs, kv.item_type);
             put_u64(kvs, vocab);
             kvs += b.substr(kv.items[0], kv.items[vocab] - kv.items[0]);
-        } else if (kv.key.size() > 11 && kv.key.compare(kv.key.size() - 11, 11, ".vocab_size") == 0 && kv.type == kGgufU32) {
+        } else if (kv.key.size() > 11 && kv.key.compare(kv.key.size() - 11, 11, ".vocab_size") == 0 && kv.type == colibri::gguf::kU32) {
             kvs += b.substr(kv.begin, kv.value_at - kv.begin);
             put_u32(kvs, static_cast<uint32_t>(vocab));
         } else {
@@ -285,7 +285,7 @@ int gguf_hostile(const std::string& in, const std::string& out_dir) {
     const std::string key = "general.alignment";
     put_u64(aligned, key.size());
     aligned += key;
-    put_u32(aligned, kGgufU64);
+    put_u32(aligned, colibri::gguf::kU64);
     put_u64(aligned, g.alignment);
     if (!write_file(out_dir + "/key-twice.gguf", write_gguf(b, g, tensors, bytes, &twice, g.kvs.size() + 1)) ||
         !write_file(out_dir + "/alignment-u64.gguf", write_gguf(b, g, tensors, bytes, &aligned, g.kvs.size() + 1)))

@@ -9,14 +9,30 @@
 #include "kernels/weight_types.h"
 
 namespace colibri::kernels {
-namespace {
 
 using namespace blocks;
 
+namespace {
 float load_f16(const uint8_t* p) {
     uint16_t bits;
     std::memcpy(&bits, p, 2);
     return f16_to_f32(bits);
+}
+}  // namespace
+
+// The entry points of kernels/weight_types.h's rows.
+void dequantize_f32(const uint8_t* row, size_t cols, float* out) { std::memcpy(out, row, cols * 4); }
+
+void dequantize_f16(const uint8_t* row, size_t cols, float* out) {
+    for (size_t i = 0; i < cols; ++i) out[i] = load_f16(row + 2 * i);
+}
+
+void dequantize_bf16(const uint8_t* row, size_t cols, float* out) {
+    for (size_t i = 0; i < cols; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, row + 2 * i, 2);
+        out[i] = bf16_to_f32(bits);
+    }
 }
 
 void dequantize_q8_0(const uint8_t* row, size_t cols, float* out) {
@@ -98,31 +114,11 @@ void dequantize_mxfp4(const uint8_t* row, size_t cols, float* out) {
     }
 }
 
-}  // namespace
-
 size_t row_bytes(WeightType type, size_t cols) { return weight_row_bytes(type, cols); }
 
 void dequantize_row(WeightType type, const void* w, size_t cols, size_t row, float* out) {
     const auto* base = static_cast<const uint8_t*>(w) + row * row_bytes(type, cols);
-    switch (type) {
-        case WeightType::F32: std::memcpy(out, base, cols * 4); break;
-        case WeightType::F16: {
-            const auto* p = reinterpret_cast<const uint16_t*>(base);
-            for (size_t i = 0; i < cols; ++i) out[i] = f16_to_f32(p[i]);
-            break;
-        }
-        case WeightType::BF16: {
-            const auto* p = reinterpret_cast<const uint16_t*>(base);
-            for (size_t i = 0; i < cols; ++i) out[i] = bf16_to_f32(p[i]);
-            break;
-        }
-        case WeightType::Q8_0: dequantize_q8_0(base, cols, out); break;
-        case WeightType::Q4_0: dequantize_q4_0(base, cols, out); break;
-        case WeightType::Q4_K: dequantize_q4_k(base, cols, out); break;
-        case WeightType::Q5_K: dequantize_q5_k(base, cols, out); break;
-        case WeightType::Q6_K: dequantize_q6_k(base, cols, out); break;
-        case WeightType::MXFP4: dequantize_mxfp4(base, cols, out); break;
-    }
+    weight_type_info(type).dequantize(base, cols, out);
 }
 
 }  // namespace colibri::kernels

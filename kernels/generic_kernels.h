@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "kernels/canonical.h"
 #include "kernels/half.h"
@@ -67,15 +68,8 @@ inline float mxfp4_scale(uint8_t e) {
 // The block types whose units have a scale and a min (x = (d·sc)·q − dmin·m): a second fma per unit.
 constexpr bool has_min(WeightType t) { return t == WeightType::Q4_K || t == WeightType::Q5_K; }
 
-// Bytes of one block of a block type (a super-block for the K types).
-constexpr size_t block_bytes(WeightType t) {
-    return t == WeightType::Q8_0   ? blocks::kQ8_0Bytes
-           : t == WeightType::Q4_0 ? blocks::kQ4_0Bytes
-           : t == WeightType::Q4_K ? blocks::kQ4_KBytes
-           : t == WeightType::Q5_K ? blocks::kQ5_KBytes
-           : t == WeightType::Q6_K ? blocks::kQ6_KBytes
-                                   : blocks::kMxfp4Bytes;
-}
+// Bytes of one block of a block type (a super-block for the K types), from the weight-type table.
+constexpr size_t block_bytes(WeightType t) { return weight_type_info(t).block_bytes; }
 
 // The float types' path (canonical.h, 1). A Decoder turns group g of a row (kGroup consecutive columns) into
 // kGroup / 16 vectors of weights, visiting the groups of a row in order with one State per row. Float types
@@ -569,27 +563,27 @@ uint64_t stream_sum(const uint8_t* p, size_t bytes, size_t streams, bool prefetc
     return t;
 }
 
+// Every row of the weight-type table gets its kernels: the float path for types of one value per block, the
+// block path for the others. A float row without a Decoder fails to compile here; a block row needs its scales in
+// chunk_scales and its codes in each ISA's unpacking (tests/tools/test_table_rows.cpp checks the results).
+template <class Isa, size_t... I>
+constexpr void set_type_kernels(KernelSet& s, std::index_sequence<I...>) {
+    constexpr auto pick_matvec = []<WeightType T>() -> MatvecFn {
+        if constexpr (weight_type_info(T).block_values == 1) return matvec<Isa, T>;
+        else return qmatvec<Isa, T>;
+    };
+    constexpr auto pick_matmul = []<WeightType T>() -> MatmulFn {
+        if constexpr (weight_type_info(T).block_values == 1) return matmul<Isa, T>;
+        else return qmatmul<Isa, T>;
+    };
+    ((s.matvec[I] = pick_matvec.template operator()<WeightType(I)>()), ...);
+    ((s.matmul[I] = pick_matmul.template operator()<WeightType(I)>()), ...);
+}
+
 template <class Isa>
 constexpr KernelSet make_kernel_set() {
     KernelSet s{};
-    s.matvec[size_t(WeightType::F32)] = matvec<Isa, WeightType::F32>;
-    s.matvec[size_t(WeightType::F16)] = matvec<Isa, WeightType::F16>;
-    s.matvec[size_t(WeightType::BF16)] = matvec<Isa, WeightType::BF16>;
-    s.matvec[size_t(WeightType::Q8_0)] = qmatvec<Isa, WeightType::Q8_0>;
-    s.matvec[size_t(WeightType::Q4_K)] = qmatvec<Isa, WeightType::Q4_K>;
-    s.matvec[size_t(WeightType::Q4_0)] = qmatvec<Isa, WeightType::Q4_0>;
-    s.matvec[size_t(WeightType::Q5_K)] = qmatvec<Isa, WeightType::Q5_K>;
-    s.matvec[size_t(WeightType::Q6_K)] = qmatvec<Isa, WeightType::Q6_K>;
-    s.matvec[size_t(WeightType::MXFP4)] = qmatvec<Isa, WeightType::MXFP4>;
-    s.matmul[size_t(WeightType::F32)] = matmul<Isa, WeightType::F32>;
-    s.matmul[size_t(WeightType::F16)] = matmul<Isa, WeightType::F16>;
-    s.matmul[size_t(WeightType::BF16)] = matmul<Isa, WeightType::BF16>;
-    s.matmul[size_t(WeightType::Q8_0)] = qmatmul<Isa, WeightType::Q8_0>;
-    s.matmul[size_t(WeightType::Q4_K)] = qmatmul<Isa, WeightType::Q4_K>;
-    s.matmul[size_t(WeightType::Q4_0)] = qmatmul<Isa, WeightType::Q4_0>;
-    s.matmul[size_t(WeightType::Q5_K)] = qmatmul<Isa, WeightType::Q5_K>;
-    s.matmul[size_t(WeightType::Q6_K)] = qmatmul<Isa, WeightType::Q6_K>;
-    s.matmul[size_t(WeightType::MXFP4)] = qmatmul<Isa, WeightType::MXFP4>;
+    set_type_kernels<Isa>(s, std::make_index_sequence<kWeightTypeCount>{});
     s.quantize = quantizer<Isa>();
     s.weighted_rows = weighted_rows<Isa>;
     s.stream_sum = stream_sum<Isa>;

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu_info.h"
-#include "kernels/half.h"
 #include "kernels/matvec.h"
+#include "kernels/random_blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -74,54 +74,11 @@ struct Timer {
     }
 };
 
-// xorshift64*: fast deterministic fill for matrices of up to 131 MB.
-struct Random {
-    uint64_t s;
-    uint64_t next() {
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        return s * 0x2545F4914F6CDD1DULL;
-    }
-    float uniform() { return float(next() >> 40) / float(1 << 24) * 2.0f - 1.0f; }  // [-1, 1)
-};
-
-void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
-
-// Weights with realistic magnitudes (no NaN, no subnormals: neither may slow a variant down artificially).
-std::vector<uint8_t> make_matrix(WeightType type, size_t rows, size_t cols, Random& rng) {
+// Weights with realistic magnitudes from the one random filler (kernels/random_blocks.h): no NaN, and subnormals
+// as rare as in real weights, so that neither slows a variant down artificially.
+std::vector<uint8_t> make_matrix(WeightType type, size_t rows, size_t cols, uint64_t seed) {
     std::vector<uint8_t> m(row_bytes(type, cols) * rows);
-    const size_t n = rows * cols;
-    switch (type) {
-        case WeightType::F32:
-            for (size_t i = 0; i < n; ++i) {
-                const float v = rng.uniform();
-                std::memcpy(&m[4 * i], &v, 4);
-            }
-            break;
-        case WeightType::F16:
-            for (size_t i = 0; i < n; ++i) put_u16(&m[2 * i], f32_to_f16(rng.uniform()));
-            break;
-        case WeightType::BF16:
-            for (size_t i = 0; i < n; ++i) put_u16(&m[2 * i], f32_to_bf16(rng.uniform()));
-            break;
-        default: {
-            // Random codes; the scale fields set to realistic values (where each type keeps them).
-            const size_t bytes = weight_type_info(type).block_bytes;
-            for (uint8_t& b : m) b = uint8_t(rng.next() >> 56);
-            for (size_t b = 0; b < m.size() / bytes; ++b) {
-                uint8_t* blk = &m[b * bytes];
-                const float d = 0.01f + 0.01f * std::fabs(rng.uniform());
-                if (type == WeightType::MXFP4) {
-                    blk[0] = uint8_t(120 + (rng.next() >> 61));  // 2^-8 .. 2^-1
-                } else if (type == WeightType::Q6_K) {
-                    put_u16(blk + blocks::kQ6_KScale, f32_to_f16(d / 64));
-                } else {
-                    put_u16(blk, f32_to_f16(d));
-                    if (type == WeightType::Q4_K || type == WeightType::Q5_K) put_u16(blk + 2, f32_to_f16(0.001f));
-                }
-            }
-            break;
-        }
-    }
+    random_matrix(type, rows, cols, 0.5f, seed, m.data());
     return m;
 }
 
@@ -190,12 +147,13 @@ TuneReport run_tuner(const TuneOptions& options, const TuneProgress& progress) {
     const size_t n = std::max<size_t>(1, options.matmul_vectors);
     const size_t total = kernel_types().size() * shapes.size() * variants.size() * kOpCount;
 
-    Random rng{0x9E3779B97F4A7C15ULL};
+    uint64_t seed = 0;
     for (WeightType type : kernel_types()) {
         for (const TuneShape& s : shapes) {
-            const std::vector<uint8_t> w = make_matrix(type, s.rows, s.cols, rng);
+            const std::vector<uint8_t> w = make_matrix(type, s.rows, s.cols, ++seed);
             std::vector<float> x(s.cols * n), y(s.rows * n);
-            for (float& v : x) v = rng.uniform();
+            RandomStream rx(seed, uint64_t(1) << 40);  // a stream no matrix row uses
+            for (float& v : x) v = rx.uniform() * 2.0f - 1.0f;
             for (Variant v : variants) {
                 const KernelSet* k = kernel_set(v);
                 for (size_t op = 0; op < kOpCount; ++op) {

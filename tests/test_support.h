@@ -8,9 +8,19 @@
 #include <QProcess>
 #include <QString>
 #include <QStringList>
+#include <random>
 #include <vector>
 
 namespace colibri::test {
+
+// n values of a normal distribution of standard deviation sd, the same for a seed (std::mt19937).
+inline std::vector<float> gaussian(size_t n, float sd, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.0f, sd);
+    std::vector<float> v(n);
+    for (float& x : v) x = g(rng);
+    return v;
+}
 
 // How much slower this build runs than a release build: the few time bounds in the suites (how long the UI
 // thread may stall, how soon runaway templates are stopped) are scaled by it. AddressSanitizer slows them about

@@ -10,6 +10,7 @@
 #include "engine/file/temp_output.h"
 #include "kernels/weight_types.h"
 #include "tools/ggml_dequant.h"
+#include "tools/gguf_format.h"
 #include "tools/gguf_names.h"
 
 namespace colibri::tools {
@@ -18,11 +19,9 @@ namespace {
 using format::Family;
 using format::HyperParams;
 
-// GGUF metadata value types (gguf.h's gguf_type).
-enum : uint32_t { kU32 = 4, kF32 = 6, kBool = 7, kString = 8, kArray = 9 };
-constexpr uint64_t kAlignment = 32;  // GGUF's default general.alignment
+using namespace gguf;  // the value types, magic, version and alignment (tools/gguf_format.h)
 
-uint64_t aligned(uint64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
+uint64_t aligned(uint64_t v) { return align_up(v, kDefaultAlignment); }  // no general.alignment key is written
 
 // The header, metadata and tensor infos, built in memory.
 class Header {
@@ -199,8 +198,8 @@ Status export_gguf(const std::string& bin_path, const std::string& out_path, boo
     }
 
     Header h;
-    h.u32(0x46554747u);  // "GGUF"
-    h.u32(3);
+    h.u32(kMagicWord);
+    h.u32(kVersion);
     h.u64(out.size());
     const size_t kv_count_at = h.bytes().size();
     h.u64(0);  // kv count, patched below

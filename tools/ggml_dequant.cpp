@@ -9,14 +9,18 @@ namespace colibri::tools {
 
 namespace {
 
-uint64_t kernels_row_bytes(WeightType type, uint64_t n) { return weight_row_bytes(type, n); }
+// Every engine weight type names a ggml type of the same block geometry: import carries its blocks, export writes
+// them, with nothing but q4_K's nibble order to change (kernels/types.h).
+constexpr bool weight_types_match_ggml() {
+    for (const WeightTypeInfo& w : kWeightTypeTable) {
+        const gguf::GgmlTypeInfo* g = gguf::ggml_type_info(w.ggml_type);
+        if (g == nullptr || g->block != w.block_values || g->bytes != w.block_bytes) return false;
+    }
+    return true;
+}
+static_assert(weight_types_match_ggml(), "a weight type's ggml_type has other block geometry than ggml's");
 
-constexpr uint32_t kQ8_0Bytes = 2 + 32;
-constexpr uint32_t kQ4_0Bytes = 2 + 16;
-constexpr uint32_t kQ4_KBytes = 2 + 2 + 12 + 128;
-constexpr uint32_t kQ5_KBytes = 2 + 2 + 12 + 32 + 128;
-constexpr uint32_t kQ6_KBytes = 128 + 64 + 16 + 2;
-constexpr uint32_t kMxfp4Bytes = 1 + 16;
+constexpr uint32_t kQ4_KBytes = gguf::ggml_type_info(uint32_t(GgmlType::Q4_K))->bytes;
 
 float half_at(const uint8_t* p) {
     uint16_t h;
@@ -135,60 +139,39 @@ void q6_k_block(const uint8_t* b, float* y) {
     }
 }
 
+// The block types dequantize_row handles, each with its block dequantiser (the layouts: ggml_dequant.h).
+struct Dequantiser {
+    GgmlType type;
+    void (*block)(const uint8_t*, float*);
+};
+constexpr Dequantiser kDequantisers[] = {
+    {GgmlType::Q8_0, q8_0_block}, {GgmlType::Q4_0, q4_0_block}, {GgmlType::Q4_K, q4_k_block},
+    {GgmlType::Q5_K, q5_k_block}, {GgmlType::Q6_K, q6_k_block}, {GgmlType::MXFP4, mxfp4_block},
+};
+const Dequantiser* dequantiser(uint32_t type) {
+    for (const Dequantiser& d : kDequantisers)
+        if (uint32_t(d.type) == type) return &d;
+    return nullptr;
+}
 }  // namespace
 
-bool ggml_is_dequantizable(uint32_t type) { return ggml_block_values(type) != 0; }
+bool ggml_is_dequantizable(uint32_t type) { return dequantiser(type) != nullptr; }
 
-uint32_t ggml_block_values(uint32_t type) {
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::Q8_0:
-        case GgmlType::Q4_0:
-        case GgmlType::MXFP4: return 32;
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:
-        case GgmlType::Q6_K: return 256;
-        default: return 0;
-    }
-}
+uint32_t ggml_block_values(uint32_t type) { return dequantiser(type) ? gguf::ggml_type_info(type)->block : 0; }
 
-uint32_t ggml_block_bytes(uint32_t type) {
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::Q8_0: return kQ8_0Bytes;
-        case GgmlType::Q4_0: return kQ4_0Bytes;
-        case GgmlType::Q4_K: return kQ4_KBytes;
-        case GgmlType::Q5_K: return kQ5_KBytes;
-        case GgmlType::Q6_K: return kQ6_KBytes;
-        case GgmlType::MXFP4: return kMxfp4Bytes;
-        default: return 0;
-    }
-}
+uint32_t ggml_block_bytes(uint32_t type) { return dequantiser(type) ? gguf::ggml_type_info(type)->bytes : 0; }
 
 void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, uint64_t n) {
+    const Dequantiser* d = dequantiser(type);
+    if (d == nullptr) return;
     const uint32_t values = ggml_block_values(type), bytes = ggml_block_bytes(type);
-    if (values == 0) return;
-    void (*block)(const uint8_t*, float*) = nullptr;
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::Q8_0: block = q8_0_block; break;
-        case GgmlType::Q4_0: block = q4_0_block; break;
-        case GgmlType::Q4_K: block = q4_k_block; break;
-        case GgmlType::Q5_K: block = q5_k_block; break;
-        case GgmlType::Q6_K: block = q6_k_block; break;
-        case GgmlType::MXFP4: block = mxfp4_block; break;
-        default: return;
-    }
-    for (uint64_t i = 0; i < n / values; ++i) block(src + i * bytes, dst + i * values);
+    for (uint64_t i = 0; i < n / values; ++i) d->block(src + i * bytes, dst + i * values);
 }
 
 std::optional<WeightType> ggml_carried_type(uint32_t type) {
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::Q8_0: return WeightType::Q8_0;
-        case GgmlType::Q4_0: return WeightType::Q4_0;
-        case GgmlType::Q4_K: return WeightType::Q4_K;
-        case GgmlType::Q5_K: return WeightType::Q5_K;
-        case GgmlType::Q6_K: return WeightType::Q6_K;
-        case GgmlType::MXFP4: return WeightType::MXFP4;
-        default: return std::nullopt;
-    }
+    for (const WeightTypeInfo& w : weight_types())
+        if (w.ggml_type == type && w.block_values > 1) return w.type;
+    return std::nullopt;
 }
 
 namespace {
@@ -222,23 +205,10 @@ void ggml_carry_row(uint32_t type, const uint8_t* src, uint8_t* dst, uint64_t n)
     relayout_q4_k(src, dst, bytes, true);
 }
 
-uint32_t ggml_type_of(WeightType type) {
-    switch (type) {
-        case WeightType::F32: return uint32_t(GgmlType::F32);
-        case WeightType::F16: return uint32_t(GgmlType::F16);
-        case WeightType::BF16: return uint32_t(GgmlType::BF16);
-        case WeightType::Q8_0: return uint32_t(GgmlType::Q8_0);
-        case WeightType::Q4_0: return uint32_t(GgmlType::Q4_0);
-        case WeightType::Q4_K: return uint32_t(GgmlType::Q4_K);
-        case WeightType::Q5_K: return uint32_t(GgmlType::Q5_K);
-        case WeightType::Q6_K: return uint32_t(GgmlType::Q6_K);
-        case WeightType::MXFP4: return uint32_t(GgmlType::MXFP4);
-    }
-    return uint32_t(GgmlType::F32);
-}
+uint32_t ggml_type_of(WeightType type) { return weight_type_info(type).ggml_type; }
 
 void ggml_export_row(WeightType type, const uint8_t* src, uint8_t* dst, uint64_t n) {
-    const uint64_t bytes = kernels_row_bytes(type, n);
+    const uint64_t bytes = weight_row_bytes(type, n);
     if (type != WeightType::Q4_K) {
         std::memcpy(dst, src, bytes);
         return;

@@ -6,11 +6,11 @@
 #include <optional>
 
 #include "kernels/types.h"
+#include "tools/gguf_format.h"
 
 namespace colibri::tools {
 
-// ggml type ids (ggml.h's enum ggml_type) of the types this module reads.
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30, MXFP4 = 39 };
+using gguf::GgmlType;  // ggml's type ids and block geometry: tools/gguf_format.h
 
 // True for the block-quantised types dequantize_row() handles: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4.
 bool ggml_is_dequantizable(uint32_t type);
@@ -34,15 +34,15 @@ uint32_t ggml_block_bytes(uint32_t type);
 //         with v the doubled e2m1 value (an integer of −12..12).
 void ggml_dequantize_row(uint32_t type, const uint8_t* src, float* dst, uint64_t n);
 
-// The engine's weight type that holds a ggml block type's values unchanged: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and MXFP4
-// (kernels/types.h); none for any other type.
+// The engine's weight type that holds a ggml block type's values unchanged: the block type whose row in
+// kernels/weight_types.h names this ggml id (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and MXFP4); none for any other type.
 std::optional<WeightType> ggml_carried_type(uint32_t type);
 
 // n values (whole blocks) of a carried type from ggml's blocks into the engine's: the same bytes, except that
 // Q4_K's nibbles move to the interleaved order of kernels/types.h (blocks::q4_k_code_byte); no value changes.
 void ggml_carry_row(uint32_t type, const uint8_t* src, uint8_t* dst, uint64_t n);
 
-// The ggml type id of an engine weight type (all of them have one: f32, f16, bf16 and the carried types).
+// The ggml type id of an engine weight type (WeightTypeInfo::ggml_type: all of them have one).
 uint32_t ggml_type_of(WeightType type);
 
 // The inverse of ggml_carry_row: n values of an engine type as ggml's blocks (q4_K's nibbles back to ggml's order;

@@ -1,7 +1,8 @@
 #include "gguf.h"
 
-
 #include <cstring>
+
+#include "tools/gguf_format.h"
 
 namespace colibri::tools {
 
@@ -9,25 +10,7 @@ using nlohmann::json;
 
 namespace {
 
-enum : uint32_t { kU8, kI8, kU16, kI16, kU32, kI32, kF32, kBool, kString, kArray, kU64, kI64, kF64 };
-
-constexpr size_t kMaxTensorName = 64;  // ggml's GGML_MAX_NAME, the terminating NUL included
-
-// ggml types: block size in elements and bytes per block.
-struct TypeInfo {
-    const char* name;
-    uint64_t block;
-    uint64_t bytes;
-};
-const std::map<uint32_t, TypeInfo>& type_table() {
-    static const std::map<uint32_t, TypeInfo> t = {
-        {0, {"f32", 1, 4}},      {1, {"f16", 1, 2}},       {2, {"q4_0", 32, 18}}, {3, {"q4_1", 32, 20}},
-        {6, {"q5_0", 32, 22}},   {7, {"q5_1", 32, 24}},    {8, {"q8_0", 32, 34}}, {10, {"q2_k", 256, 84}},
-        {11, {"q3_k", 256, 110}}, {12, {"q4_k", 256, 144}}, {13, {"q5_k", 256, 176}}, {14, {"q6_k", 256, 210}},
-        {30, {"bf16", 1, 2}},    {39, {"mxfp4", 32, 17}},
-    };
-    return t;
-}
+using namespace gguf;  // the value types, the ggml type table and the file's limits (tools/gguf_format.h)
 
 // A bounds-checked cursor over the mapped file.
 class Reader {
@@ -73,16 +56,6 @@ private:
     bool ok_ = true;
     std::string why_;  // set when the failure is not simply running past the end
 };
-
-uint64_t scalar_size(uint32_t type) {
-    switch (type) {
-        case kU8: case kI8: case kBool: return 1;
-        case kU16: case kI16: return 2;
-        case kU32: case kI32: case kF32: return 4;
-        case kU64: case kI64: case kF64: return 8;
-        default: return 0;
-    }
-}
 
 // Moves past an array's scalar or string elements without building them; false when it runs off the file.
 bool skip_array(Reader& r, uint32_t item, uint64_t n) {
@@ -245,33 +218,33 @@ std::optional<std::vector<double>> gguf_reals(const json& v) {
 }
 
 std::string ggml_type_name(uint32_t type) {
-    auto it = type_table().find(type);
-    return it == type_table().end() ? "type " + std::to_string(type) : it->second.name;
+    const GgmlTypeInfo* t = ggml_type_info(type);
+    return t == nullptr ? "type " + std::to_string(type) : t->name;
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
     auto map = MappedFile::open(path);
     if (!map) return map.status();
-    if (map->size() < 24) return error(path + ": not a GGUF file (too short)");
+    if (map->size() < kHeaderBytes) return error(path + ": not a GGUF file (too short)");
     std::unique_ptr<GgufFile> f(new GgufFile());
     f->map_ = std::move(map.value());
     const uint8_t* base = f->map_.data();
     const uint64_t size = f->map_.size();
 
     Reader r(base, size);
-    if (std::memcmp(base, "GGUF", 4) != 0) return error(path + ": not a GGUF file (wrong magic)");
+    if (std::memcmp(base, kMagic, 4) != 0) return error(path + ": not a GGUF file (wrong magic)");
     r.get<uint32_t>();
     f->version_ = r.get<uint32_t>();
-    if (f->version_ != 2 && f->version_ != 3) return error(path + ": unsupported GGUF version " + std::to_string(f->version_));
+    if (f->version_ < kOldestVersion || f->version_ > kVersion) return error(path + ": unsupported GGUF version " + std::to_string(f->version_));
     const uint64_t n_tensors = r.get<uint64_t>(), n_kv = r.get<uint64_t>();
     if (n_tensors > (uint64_t(1) << 24) || n_kv > (uint64_t(1) << 24)) return error(path + ": GGUF header counts are implausible");
     f->metadata_ = json::object();
-    uint64_t alignment = 32;  // llama.cpp's GGUF_DEFAULT_ALIGNMENT
+    uint64_t alignment = kDefaultAlignment;
     for (uint64_t i = 0; i < n_kv && r.ok(); ++i) {
         const std::string key = r.str();
         const uint32_t type = r.get<uint32_t>();
         if (!r.ok()) break;
-        if (type > kF64) return error(path + ": GGUF key " + quoted_name(key) + " has unknown type " + std::to_string(type));
+        if (type > kLastValueType) return error(path + ": GGUF key " + quoted_name(key) + " has unknown type " + std::to_string(type));
         // As llama.cpp: a key given twice would say two things (the last one silently winning).
         if (key.empty() || f->metadata_.contains(key)) return error(path + ": GGUF key " + quoted_name(key) + (key.empty() ? "" : " appears twice"));
         f->metadata_[key] = read_value(r, type, 0);
@@ -279,8 +252,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
         if (key == "general.alignment" && r.ok()) {
             if (type != kU32) return error(path + ": GGUF general.alignment is not a u32 (llama.cpp requires one)");
             alignment = f->metadata_[key].get<uint32_t>();
-            if (alignment == 0 || alignment > 65536 || (alignment & (alignment - 1)) != 0)
-                return error(path + ": GGUF general.alignment " + std::to_string(alignment) + " is not a power of two up to 65536");
+            if (alignment == 0 || alignment > kMaxAlignment || (alignment & (alignment - 1)) != 0)
+                return error(path + ": GGUF general.alignment " + std::to_string(alignment) + " is not a power of two up to " + std::to_string(kMaxAlignment));
         }
     }
     if (!r.ok()) return error(path + ": GGUF metadata " + (r.why().empty() ? "runs past the end of the file" : "holds " + r.why()));
@@ -299,14 +272,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
             return error(path + ": GGUF tensor " + quoted_name(t.name) + " has a name of " + std::to_string(t.name.size()) + " bytes (at most " +
                          std::to_string(kMaxTensorName - 1) + ")");
         const uint32_t n_dims = r.get<uint32_t>();
-        if (n_dims == 0 || n_dims > 4) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has " + std::to_string(n_dims) + " dimensions (1 to 4)");
+        if (n_dims == 0 || n_dims > kMaxDims) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has " + std::to_string(n_dims) + " dimensions (1 to 4)");
         for (uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(r.get<uint64_t>());
         t.type = r.get<uint32_t>();
         t.offset = r.get<uint64_t>();
         infos.push_back(std::move(t));
     }
     if (!r.ok()) return error(path + ": GGUF tensor infos run past the end of the file");
-    const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
+    const uint64_t data_start = align_up(r.pos(), alignment);
     // A vocabulary-only file (no tensors) may end right after its metadata, before the alignment padding.
     if (data_start > size && !infos.empty()) return error(path + ": GGUF data section missing");
     const uint64_t data_size = data_start > size ? 0 : size - data_start;
@@ -316,21 +289,21 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
     uint64_t expected_offset = 0;
     std::string after = "the data section starts";  // where expected_offset comes from, for the error
     for (const Info& t : infos) {
-        auto ti = type_table().find(t.type);
-        if (ti == type_table().end()) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has unknown ggml type " + std::to_string(t.type));
+        const GgmlTypeInfo* ti = ggml_type_info(t.type);
+        if (ti == nullptr) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has unknown ggml type " + std::to_string(t.type));
         uint64_t n = 1;
         for (uint64_t d : t.ne) {
             if (d == 0 || n > (uint64_t(1) << 48) / d) return error(path + ": GGUF tensor " + quoted_name(t.name) + " has a bad shape");
             n *= d;
         }
-        if (t.ne[0] % ti->second.block != 0) return error(path + ": GGUF tensor " + quoted_name(t.name) + " rows are not whole blocks");
-        const uint64_t bytes = n / ti->second.block * ti->second.bytes;
+        if (t.ne[0] % ti->block != 0) return error(path + ": GGUF tensor " + quoted_name(t.name) + " rows are not whole blocks");
+        const uint64_t bytes = n / ti->block * ti->bytes;
         if (t.offset != expected_offset)
             return error(path + ": GGUF tensor " + quoted_name(t.name) + " has offset " + std::to_string(t.offset) + ", expected " +
                          std::to_string(expected_offset) + " (where " + after + ")");
         if (t.offset > data_size || bytes > data_size - t.offset)
             return error(path + ": GGUF tensor " + quoted_name(t.name) + " lies past the end of the file");
-        expected_offset = t.offset + (bytes + alignment - 1) / alignment * alignment;  // no overflow: both are below the file size
+        expected_offset = t.offset + align_up(bytes, alignment);  // no overflow: both are below the file size
         after = quoted_name(t.name) + ", " + std::to_string(bytes) + " bytes as " + ggml_type_name(t.type) + ", ends, aligned to " +
                 std::to_string(alignment);
         if (!f->tensors_.emplace(t.name, GgufTensor{t.name, t.ne, t.type, base + data_start + t.offset, bytes}).second)

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "engine/base/splitmix64.h"
+#include "kernels/splitmix64.h"
 #include "engine/core/sampler.h"
 
 namespace colibri::tools {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/random_blocks.h"
 #include "tools/convert.h"
 
 namespace colibri::tools {
@@ -38,8 +39,7 @@ struct RandomModelOptions {
 Result<ConvertSummary> write_random_model(const nlohmann::json& config, const std::string& out_path,
                                           const RandomModelOptions& options);
 
-// One row of `cols` random values of standard deviation about `sd` in `type` (kernels::row_bytes(type, cols)
-// bytes), drawn from the stream `stream` of `seed`.
-void random_row(WeightType type, size_t cols, float sd, uint64_t seed, uint64_t stream, uint8_t* out);
+// One row of random values in its storage type, drawn from a stream of a seed: the one filler of random weights.
+using kernels::random_row;
 
 }  // namespace colibri::tools

@@ -1,6 +1,6 @@
 #include "engine/core/sampler.h"
 
-#include "engine/base/splitmix64.h"
+#include "kernels/splitmix64.h"
 
 #include <algorithm>
 #include <cmath>

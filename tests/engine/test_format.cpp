@@ -320,7 +320,7 @@ private slots:
         std::vector<float> x(96);
         for (size_t i = 0; i < 64; ++i) x[i] = std::sin(float(i) * 1.7f) * (i < 32 ? 0.01f : 300.0f);
         std::vector<uint8_t> q(3 * 34);
-        tools::quantize_q8_0(x.data(), x.size(), q.data());
+        tools::quantize_row(WeightType::Q8_0, x.data(), x.size(), q.data());
         std::vector<float> back(96);
         kernels::dequantize_row(WeightType::Q8_0, q.data(), 96, 0, back.data());
         for (size_t b = 0; b < 3; ++b) {

@@ -19,14 +19,6 @@ using namespace colibri::test;
 
 namespace {
 
-std::vector<float> gaussian(size_t n, float sd, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> g(0.0f, sd);
-    std::vector<float> v(n);
-    for (float& x : v) x = g(rng);
-    return v;
-}
-
 std::vector<float> round_trip(WeightType t, const std::vector<float>& x) {
     std::vector<uint8_t> q(kernels::row_bytes(t, x.size()));
     const Status s = tools::quantize_row(t, x.data(), x.size(), q.data());

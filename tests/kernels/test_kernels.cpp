@@ -14,6 +14,7 @@
 #include "kernels/half.h"
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
+#include "kernels/random_blocks.h"
 #include "kernels/registry.h"
 #include "kernels/types.h"
 #include "kernels/weight_types.h"
@@ -47,71 +48,23 @@ const std::vector<WeightType> kTypes = matrix_types();
 
 size_t block_values(WeightType t) { return weight_type_info(t).block_values; }
 
-void put_f16(uint8_t* p, float v) {
-    const uint16_t h = f32_to_f16(v);
-    std::memcpy(p, &h, 2);
-}
-
-// Random rows in `type`: normal-ish weights for the float types, random codes with scales of realistic size
-// for the block types (every byte pattern of codes and q4_K scale bytes is valid).
+// Random rows in `type` from the one filler (kernels/random_blocks.h: gaussian floats, random codes under scales
+// of realistic size), then the fields it keeps tame drawn over their whole range, since every byte pattern must
+// give the reference's result: any q4_K / q5_K scale and min bytes, and mxfp4 scales 2^(e − 128) around 2^-7 with
+// now and then the denormal (e < 2) and large ones.
 std::vector<uint8_t> random_matrix(WeightType type, size_t rows, size_t cols, std::mt19937& rng) {
     std::vector<uint8_t> m(row_bytes(type, cols) * rows);
-    std::normal_distribution<float> normal(0.0f, 0.5f);
+    kernels::random_matrix(type, rows, cols, 0.5f, rng(), m.data());
     std::uniform_int_distribution<int> byte(0, 255);
-    std::uniform_real_distribution<float> scale(0.001f, 0.05f);
-    const size_t n = rows * cols;
-    switch (type) {
-        case WeightType::F32:
-            for (size_t i = 0; i < n; ++i) {
-                const float v = normal(rng);
-                std::memcpy(&m[4 * i], &v, 4);
-            }
-            break;
-        case WeightType::F16:
-        case WeightType::BF16:
-            for (size_t i = 0; i < n; ++i) {
-                const float v = normal(rng);
-                const uint16_t h = type == WeightType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
-                std::memcpy(&m[2 * i], &h, 2);
-            }
-            break;
-        case WeightType::Q8_0:
-        case WeightType::Q4_0: {
-            const size_t bytes = type == WeightType::Q8_0 ? blocks::kQ8_0Bytes : blocks::kQ4_0Bytes;
-            for (size_t b = 0; b < m.size() / bytes; ++b) {
-                uint8_t* blk = &m[b * bytes];
-                put_f16(blk, scale(rng) * (byte(rng) & 1 ? 1.0f : -1.0f));
-                for (size_t i = 2; i < bytes; ++i) blk[i] = uint8_t(byte(rng));
-            }
-            break;
+    const size_t bytes = weight_type_info(type).block_bytes;
+    for (size_t b = 0; b < m.size() / bytes; ++b) {
+        uint8_t* blk = &m[b * bytes];
+        if (type == WeightType::Q4_K || type == WeightType::Q5_K) {
+            for (size_t i = 4; i < 4 + blocks::kQ4_KScaleBytes; ++i) blk[i] = uint8_t(byte(rng));
+        } else if (type == WeightType::MXFP4) {
+            const int r = byte(rng);
+            blk[0] = uint8_t(r < 4 ? r : r > 251 ? 140 + (r - 251) : 115 + r % 12);
         }
-        case WeightType::Q4_K:
-        case WeightType::Q5_K: {
-            const size_t bytes = type == WeightType::Q4_K ? blocks::kQ4_KBytes : blocks::kQ5_KBytes;
-            for (size_t b = 0; b < m.size() / bytes; ++b) {
-                uint8_t* blk = &m[b * bytes];
-                put_f16(blk, scale(rng) / 16);
-                put_f16(blk + 2, scale(rng) / 16);
-                for (size_t i = 4; i < bytes; ++i) blk[i] = uint8_t(byte(rng));
-            }
-            break;
-        }
-        case WeightType::Q6_K:
-            for (size_t b = 0; b < m.size() / blocks::kQ6_KBytes; ++b) {
-                uint8_t* blk = &m[b * blocks::kQ6_KBytes];
-                for (size_t i = 0; i < blocks::kQ6_KScale; ++i) blk[i] = uint8_t(byte(rng));  // codes and int8 scales
-                put_f16(blk + blocks::kQ6_KScale, scale(rng) / 1000 * (byte(rng) & 1 ? 1.0f : -1.0f));
-            }
-            break;
-        case WeightType::MXFP4:
-            // Scales 2^(e − 128) around 2^-7, and now and then the denormal (e < 2) and large ones.
-            for (size_t b = 0; b < m.size() / blocks::kMxfp4Bytes; ++b) {
-                uint8_t* blk = &m[b * blocks::kMxfp4Bytes];
-                const int r = byte(rng);
-                blk[0] = uint8_t(r < 4 ? r : r > 251 ? 140 + (r - 251) : 115 + r % 12);
-                for (size_t i = 1; i < blocks::kMxfp4Bytes; ++i) blk[i] = uint8_t(byte(rng));
-            }
-            break;
     }
     return m;
 }

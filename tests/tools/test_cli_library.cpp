@@ -1,6 +1,6 @@
 // What the CLI's subcommands took out of app/ into the libraries: the logit comparison (tools/logit_compare.h),
 // the model summary (tools/model_summary.h), the model and input options (tools/model_args.h, tools/byte_size.h),
-// eval's requirements (tools/chat_eval.h) and the tree's one small generator (engine/base/splitmix64.h).
+// eval's requirements (tools/chat_eval.h) and the tree's one small generator (kernels/splitmix64.h).
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../test_support.h"
-#include "engine/base/splitmix64.h"
+#include "kernels/splitmix64.h"
 #include "engine/core/model.h"
 #include "engine/core/open_model.h"
 #include "tools/byte_size.h"

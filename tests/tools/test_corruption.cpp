@@ -26,7 +26,7 @@
 #include <set>
 
 #include "../test_support.h"
-#include "engine/base/splitmix64.h"
+#include "kernels/splitmix64.h"
 #include "engine/file/format.h"
 #include "engine/core/model.h"
 #include "engine/core/session.h"
@@ -365,7 +365,7 @@ private slots:
             off_by_one(kv.begin);
             off_by_one(kv.type_at);
             for (uint64_t b : {kv.begin, kv.begin + 8, kv.type_at, kv.value_at, kv.end}) cut_at.insert(b), cut_at.insert(b + 1);
-            if (kv.type != fuzz::kGgufArray) {
+            if (kv.type != colibri::gguf::kArray) {
                 span(kv.value_at, std::min<uint64_t>(kv.end - kv.value_at, 9));
                 off_by_one(kv.value_at);
                 continue;

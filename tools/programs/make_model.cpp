@@ -10,10 +10,12 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/base/splitmix64.h"
+#include "kernels/splitmix64.h"
 #include "engine/file/format.h"
 #include "engine/file/mapped_file.h"
+#include "engine/file/schema.h"
 #include "engine/file/temp_output.h"
+#include "tools/convert_plan.h"
 #include "tools/random_model.h"
 #include "tools/safetensors.h"
 
@@ -71,6 +73,30 @@ struct Spec {
     float clip_qkv = 0.0f;  // olmoe; 0 = none
     std::vector<uint32_t> mlp_only_layers;  // qwen2_moe dense layers
 };
+
+// Norm weights start at 1; every other tensor is drawn.
+bool is_norm(schema::Role r) {
+    using schema::Role;
+    return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::QNorm || r == Role::KNorm || r == Role::OutputNorm ||
+           r == Role::QANorm || r == Role::KvANorm;
+}
+
+// The order the values are drawn in and the file lays the tensors out in: the schema's, except that each layer's
+// post-attention norm follows its input norm and the shared expert's gate closes the layer. That is the order this
+// tool wrote before it read the schema, so models made with a seed stay byte-identical.
+std::vector<size_t> draw_order(const std::vector<schema::TensorSpec>& specs) {
+    using schema::Role;
+    auto rank = [&](size_t i) {
+        const schema::TensorSpec& t = specs[i];
+        const uint64_t group = t.role == Role::Embed ? 0 : t.layer != format::kNone ? uint64_t(t.layer) + 1 : UINT64_MAX;
+        const int within = t.role == Role::AttnNorm ? 0 : t.role == Role::FfnNorm ? 1 : t.role == Role::SharedExpertGate ? 3 : 2;
+        return std::pair(group, within);
+    };
+    std::vector<size_t> order(specs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank(a) < rank(b); });
+    return order;
+}
 
 }  // namespace
 
@@ -180,8 +206,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "colibri-make-model: %s: %s\n", out_dir.c_str(), ec.message().c_str());
         return 1;
     }
-    const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe", olmoe = s.family == "olmoe";
-    const uint32_t head_dim = s.hidden / s.heads;
+    const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe";
     json cfg{{"architectures", {mixtral ? "MixtralForCausalLM" : qwen ? "Qwen2MoeForCausalLM" : "OlmoeForCausalLM"}},
              {"model_type", s.family},        {"hidden_size", s.hidden},
              {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
@@ -214,61 +239,35 @@ int main(int argc, char** argv) {
                         write_file(fs::path(out_dir) / "generation_config.json", json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) + "\n");
         return ok ? 0 : 1;
     }
+    // The tensors are the family's schema (engine/file/schema.h) as the converter plans it from this config, under
+    // the Hugging Face names the converter reads them by, so a family's tensors are written down nowhere else.
+    auto planned = tools::plan_model(cfg, {}, WeightType::F32);
+    if (!planned) {
+        std::fprintf(stderr, "colibri-make-model: %s\n", planned.message().c_str());
+        return 1;
+    }
+    const tools::Plan& plan = planned.value();
     SplitMix64 g(s.seed);  // Box-Muller deviates: the same numbers on every platform for a seed
     std::vector<tools::OutputTensor> tensors;
-    auto random = [&](const std::string& name, std::vector<uint64_t> shape, float std_dev) {
-        tools::OutputTensor t{name, shape, {}};
-        uint64_t n = 1;
-        for (uint64_t d : shape) n *= d;
-        t.values.resize(n);
-        for (float& v : t.values) v = g.gaussian() * std_dev;
+    for (size_t i : draw_order(plan.specs)) {
+        const schema::TensorSpec& spec = plan.specs[i];
+        const std::string& name = plan.sources[i];
+        if (name.find('#') != std::string::npos) {  // a view of a stacked checkpoint tensor (gpt_oss, deepseek_v3)
+            std::fprintf(stderr, "colibri-make-model: %s: stacked checkpoint tensors are not written (%s)\n", s.family.c_str(), name.c_str());
+            return 1;
+        }
+        tools::OutputTensor t{name, spec.kind == schema::Kind::Vector ? std::vector<uint64_t>{spec.rows} : std::vector<uint64_t>{spec.rows, spec.cols}, {}};
+        t.values.resize(spec.rows * spec.cols);
+        if (is_norm(spec.role)) {
+            std::fill(t.values.begin(), t.values.end(), 1.0f);
+        } else {
+            const float sd = spec.role == schema::Role::Embed ? s.embedding_init.value_or(s.init)
+                             : spec.role == schema::Role::Router ? s.init * 10  // a router with some preference
+                                                                 : s.init;
+            for (float& v : t.values) v = g.gaussian() * sd;
+        }
         tensors.push_back(std::move(t));
-    };
-    auto ones = [&](const std::string& name, uint64_t n) {
-        tensors.push_back(tools::OutputTensor{name, {n}, std::vector<float>(n, 1.0f)});
-    };
-    const uint64_t H = s.hidden, q = uint64_t(s.heads) * head_dim, kv = uint64_t(s.kv_heads) * head_dim;
-    random("model.embed_tokens.weight", {s.vocab, H}, s.embedding_init.value_or(s.init));
-    for (uint32_t l = 0; l < s.layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        ones(p + "input_layernorm.weight", H);
-        ones(p + "post_attention_layernorm.weight", H);
-        random(p + "self_attn.q_proj.weight", {q, H}, s.init);
-        random(p + "self_attn.k_proj.weight", {kv, H}, s.init);
-        random(p + "self_attn.v_proj.weight", {kv, H}, s.init);
-        random(p + "self_attn.o_proj.weight", {H, q}, s.init);
-        if (qwen) {
-            random(p + "self_attn.q_proj.bias", {q}, s.init);
-            random(p + "self_attn.k_proj.bias", {kv}, s.init);
-            random(p + "self_attn.v_proj.bias", {kv}, s.init);
-        }
-        if (olmoe) {
-            ones(p + "self_attn.q_norm.weight", q);
-            ones(p + "self_attn.k_norm.weight", kv);
-        }
-        const std::string m = p + (mixtral ? "block_sparse_moe." : "mlp.");
-        if (std::find(s.mlp_only_layers.begin(), s.mlp_only_layers.end(), l) != s.mlp_only_layers.end()) {
-            random(m + "gate_proj.weight", {uint64_t(s.ffn) * 4, H}, s.init);
-            random(m + "up_proj.weight", {uint64_t(s.ffn) * 4, H}, s.init);
-            random(m + "down_proj.weight", {H, uint64_t(s.ffn) * 4}, s.init);
-            continue;
-        }
-        random(m + "gate.weight", {s.experts, H}, s.init * 10);  // a router with some preference
-        for (uint32_t e = 0; e < s.experts; ++e) {
-            const std::string x = m + "experts." + std::to_string(e) + ".";
-            random(x + (mixtral ? "w1.weight" : "gate_proj.weight"), {s.ffn, H}, s.init);
-            random(x + (mixtral ? "w3.weight" : "up_proj.weight"), {s.ffn, H}, s.init);
-            random(x + (mixtral ? "w2.weight" : "down_proj.weight"), {H, s.ffn}, s.init);
-        }
-        if (qwen) {
-            random(m + "shared_expert.gate_proj.weight", {s.shared_ffn, H}, s.init);
-            random(m + "shared_expert.up_proj.weight", {s.shared_ffn, H}, s.init);
-            random(m + "shared_expert.down_proj.weight", {H, s.shared_ffn}, s.init);
-            random(m + "shared_expert_gate.weight", {1, H}, s.init);
-        }
     }
-    ones("model.norm.weight", H);
-    if (!s.tied) random("lm_head.weight", {s.vocab, H}, s.init);
 
     json gen{{"bos_token_id", 1}, {"eos_token_id", 2}};
     if (!tokenizer_dir.empty()) {
