@@ -11,16 +11,19 @@ namespace {
 
 // Every engine weight type names a ggml type of the same block geometry: import carries its blocks, export writes
 // them, with nothing but q4_K's nibble order to change (kernels/types.h).
+// (No pointer comparisons: GCC cannot evaluate them in a constant expression under -fsanitize=undefined.)
 constexpr bool weight_types_match_ggml() {
     for (const WeightTypeInfo& w : kWeightTypeTable) {
-        const gguf::GgmlTypeInfo* g = gguf::ggml_type_info(w.ggml_type);
-        if (g == nullptr || g->block != w.block_values || g->bytes != w.block_bytes) return false;
+        bool match = false;
+        for (const gguf::GgmlTypeInfo& g : gguf::kGgmlTypes)
+            if (uint32_t(g.type) == w.ggml_type) match = g.block == w.block_values && g.bytes == w.block_bytes;
+        if (!match) return false;
     }
     return true;
 }
 static_assert(weight_types_match_ggml(), "a weight type's ggml_type has other block geometry than ggml's");
 
-constexpr uint32_t kQ4_KBytes = gguf::ggml_type_info(uint32_t(GgmlType::Q4_K))->bytes;
+constexpr uint32_t kQ4_KBytes = blocks::kQ4_KBytes;  // ggml's Q4_K block too (the assertion above)
 
 float half_at(const uint8_t* p) {
     uint16_t h;
