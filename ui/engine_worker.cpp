@@ -1,10 +1,8 @@
 #include "ui/engine_worker.h"
 
 #include <QDateTime>
-#include <QElapsedTimer>
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <random>
 #include <set>
 
