@@ -18,7 +18,7 @@
 #include "ui/cache_state.h"
 #include "ui/data/generation.h"
 #include "ui/data/kernel_comparison.h"
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 #include "ui/data/token_trace.h"
 #include "ui/trace_collector.h"
 

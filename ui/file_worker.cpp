@@ -12,7 +12,7 @@
 #include "engine/file/schema.h"
 #include "kernels/matvec.h"
 #include "tools/convert.h"
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 
 namespace colibri::studio {
 

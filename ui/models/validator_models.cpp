@@ -5,7 +5,7 @@
 
 #include "engine/file/format.h"
 #include "ui/colors.h"
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 
 namespace colibri::studio {
 

@@ -8,7 +8,7 @@
 #include <QWidget>
 
 #include "ui/conversation.h"
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 #include "ui/models/stats_table_model.h"
 #include "ui/replay_worker.h"
 #include "ui/routing_stats.h"

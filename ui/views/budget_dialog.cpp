@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 
 namespace colibri::studio {
 

@@ -14,7 +14,7 @@
 #include "ui/cache_replay.h"
 #include "ui/cache_state.h"
 #include "ui/models/cache_models.h"
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 #include "ui/data/token_trace.h"
 
 class QChart;

@@ -7,7 +7,7 @@
 #include <QWidget>
 
 #include "ui/models/heatmap_model.h"
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 
 class QCheckBox;
 class QLabel;

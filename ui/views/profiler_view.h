@@ -9,7 +9,7 @@
 #include <QTimer>
 #include <QWidget>
 
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 #include "ui/models/profiler_models.h"
 #include "ui/data/token_trace.h"
 #include "ui/trace_collector.h"

@@ -10,7 +10,7 @@
 #include <QWidget>
 
 #include "ui/conversation.h"
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 #include "ui/models/routing_table_model.h"
 
 class QComboBox;

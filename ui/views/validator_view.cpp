@@ -24,7 +24,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 
-#include "ui/models/model_summary.h"
+#include "ui/data/model_summary.h"
 #include "ui/colors.h"
 #include "ui/theme.h"
 #include "ui/views/chart_reset.h"
