@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     Spec s;
     std::string out_dir, tokenizer_dir;
     app.add_option("-o,--output", out_dir, "output directory")->required();
-    app.add_option("--family", s.family, "mixtral, qwen2_moe or olmoe");
+    app.add_option("--family", s.family, "mixtral, qwen2_moe, olmoe or qwen3_moe");
     app.add_option("--vocab", s.vocab, "vocabulary size");
     app.add_option("--hidden", s.hidden, "hidden size");
     app.add_option("--layers", s.layers, "layers");
@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
         s.top_k = 2;
         s.vocab = 32000;
     }
-    if (s.family != "mixtral" && s.family != "qwen2_moe" && s.family != "olmoe") {
+    if (s.family != "mixtral" && s.family != "qwen2_moe" && s.family != "olmoe" && s.family != "qwen3_moe") {
         std::fprintf(stderr, "colibri-make-model: unknown family '%s'\n", s.family.c_str());
         return 1;
     }
@@ -206,8 +206,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "colibri-make-model: %s: %s\n", out_dir.c_str(), ec.message().c_str());
         return 1;
     }
-    const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe";
-    json cfg{{"architectures", {mixtral ? "MixtralForCausalLM" : qwen ? "Qwen2MoeForCausalLM" : "OlmoeForCausalLM"}},
+    const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe", qwen3 = s.family == "qwen3_moe";
+    json cfg{{"architectures", {mixtral ? "MixtralForCausalLM" : qwen ? "Qwen2MoeForCausalLM" : qwen3 ? "Qwen3MoeForCausalLM" : "OlmoeForCausalLM"}},
              {"model_type", s.family},        {"hidden_size", s.hidden},
              {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
              {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab},
@@ -227,6 +227,15 @@ int main(int argc, char** argv) {
         cfg["norm_topk_prob"] = s.norm_topk_prob;
         cfg["decoder_sparse_step"] = 1;
         cfg["mlp_only_layers"] = s.mlp_only_layers;
+    } else if (qwen3) {  // per-head q/k norms, no shared expert, head_dim given explicitly
+        cfg["num_experts"] = s.experts;
+        cfg["moe_intermediate_size"] = s.ffn;
+        cfg["intermediate_size"] = s.ffn * 4;
+        cfg["norm_topk_prob"] = s.norm_topk_prob;
+        cfg["decoder_sparse_step"] = 1;
+        cfg["mlp_only_layers"] = s.mlp_only_layers;
+        cfg["head_dim"] = s.hidden / s.heads;
+        cfg["attention_bias"] = false;
     } else {
         cfg["num_experts"] = s.experts;
         cfg["intermediate_size"] = s.ffn;
