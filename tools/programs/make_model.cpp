@@ -219,23 +219,19 @@ int main(int argc, char** argv) {
     if (mixtral) {
         cfg["num_local_experts"] = s.experts;
         cfg["intermediate_size"] = s.ffn;
-    } else if (qwen) {
-        cfg["num_experts"] = s.experts;
-        cfg["moe_intermediate_size"] = s.ffn;
-        cfg["shared_expert_intermediate_size"] = s.shared_ffn;
-        cfg["intermediate_size"] = s.ffn * 4;
-        cfg["norm_topk_prob"] = s.norm_topk_prob;
-        cfg["decoder_sparse_step"] = 1;
-        cfg["mlp_only_layers"] = s.mlp_only_layers;
-    } else if (qwen3) {  // per-head q/k norms, no shared expert, head_dim given explicitly
+    } else if (qwen || qwen3) {
         cfg["num_experts"] = s.experts;
         cfg["moe_intermediate_size"] = s.ffn;
         cfg["intermediate_size"] = s.ffn * 4;
         cfg["norm_topk_prob"] = s.norm_topk_prob;
         cfg["decoder_sparse_step"] = 1;
         cfg["mlp_only_layers"] = s.mlp_only_layers;
-        cfg["head_dim"] = s.hidden / s.heads;
-        cfg["attention_bias"] = false;
+        if (qwen) {
+            cfg["shared_expert_intermediate_size"] = s.shared_ffn;
+        } else {  // per-head q/k norms, no shared expert, head_dim given explicitly
+            cfg["head_dim"] = s.hidden / s.heads;
+            cfg["attention_bias"] = false;
+        }
     } else {
         cfg["num_experts"] = s.experts;
         cfg["intermediate_size"] = s.ffn;
