@@ -507,61 +507,73 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     return plan;
 }
 
-namespace {
-
-// A source name "BASE#op[:expert]" of hf_source_name: a strided view of BASE (SourceTensor::View), checked
-// against BASE's shape. gpt_oss stores each layer's experts stacked, gate and up interleaved in one tensor of
-// [experts, hidden, 2·ffn] (input-major: gate = even columns, up = odd ones) and down as [experts, ffn, hidden];
-// DeepSeek's kv_b_proj [heads·(nope + v), kv_lora] holds per head its nope key rows, then its value rows.
-Result<SourceTensor> derive_source(const SafetensorsSet& set, const std::string& name, const HyperParams& hp) {
+// A source name "BASE#op[:expert]" of hf_source_name: a strided view of BASE (SourceTensor::View). gpt_oss stores
+// each layer's experts stacked, gate and up interleaved in one tensor of [experts, hidden, 2·ffn] (input-major:
+// gate = even columns, up = odd ones) and down as [experts, ffn, hidden]; DeepSeek's kv_b_proj
+// [heads·(nope + v), kv_lora] holds per head its nope key rows, then its value rows.
+Result<SourceViewGeometry> source_view_geometry(const std::string& name, const HyperParams& hp) {
     const size_t hash = name.find('#');
-    const std::string base_name = name.substr(0, hash), op = name.substr(hash + 1);
-    const SourceTensor* base = set.find(base_name);
-    if (base == nullptr) return error("tensor " + base_name + " is missing from the checkpoint");
-    const std::string what = op.substr(0, op.find(':'));
+    if (hash == std::string::npos) return error("internal: " + name + " is not a source view");
+    const std::string op = name.substr(hash + 1), what = op.substr(0, op.find(':'));
     uint64_t e = 0;
     if (op.find(':') != std::string::npos) e = std::stoull(op.substr(op.find(':') + 1));
-    auto shape_error = [&](const std::vector<uint64_t>& want) {
-        std::string got, need;
-        for (uint64_t d : base->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-        for (uint64_t d : want) need += (need.empty() ? "" : ", ") + std::to_string(d);
-        return error("tensor " + base_name + " has shape [" + got + "], config.json implies [" + need + "]");
-    };
-    SourceTensor t = *base;
-    t.name = name;
-    t.viewed = true;
-    t.row_order.clear();
+    SourceViewGeometry g;
+    g.base_name = name.substr(0, hash);
     const uint64_t H = hp.hidden_size, F = hp.expert_ffn, E = hp.n_experts;
-    SourceTensor::View& v = t.view;
+    SourceTensor::View& v = g.view;
     if (what == "gate" || what == "up") {  // [E, H, 2F] -> [F, H]: out[r][c] = base[e][c][2r (+1)]
-        if (base->shape != std::vector<uint64_t>{E, H, 2 * F}) return shape_error({E, H, 2 * F});
-        t.shape = {F, H};
+        g.base_shape = {E, H, 2 * F};
+        g.shape = {F, H};
         v = {e * H * 2 * F + (what == "up" ? 1 : 0), 0, 0, 2, 2 * F};
     } else if (what == "down") {  // [E, F, H] -> [H, F]: out[r][c] = base[e][c][r]
-        if (base->shape != std::vector<uint64_t>{E, F, H}) return shape_error({E, F, H});
-        t.shape = {H, F};
+        g.base_shape = {E, F, H};
+        g.shape = {H, F};
         v = {e * F * H, 0, 0, 1, H};
     } else if (what == "gate_bias" || what == "up_bias") {  // [E, 2F] -> [F]
-        if (base->shape != std::vector<uint64_t>{E, 2 * F}) return shape_error({E, 2 * F});
-        t.shape = {F};
+        g.base_shape = {E, 2 * F};
+        g.shape = {F};
         v = {e * 2 * F + (what == "up_bias" ? 1 : 0), 0, 0, 2, 0};
     } else if (what == "row") {  // [E, H] -> [H]
-        if (base->shape != std::vector<uint64_t>{E, H}) return shape_error({E, H});
-        t.shape = {H};
+        g.base_shape = {E, H};
+        g.shape = {H};
         v = {e * H, 0, 0, 1, 0};
     } else if (what == "k_b" || what == "v_b") {
         const uint64_t heads = hp.n_heads, lora = hp.kv_lora_rank, nope = hp.head_dim - hp.rotary_dim, vd = hp.v_head_dim;
-        if (base->shape != std::vector<uint64_t>{heads * (nope + vd), lora}) return shape_error({heads * (nope + vd), lora});
+        g.base_shape = {heads * (nope + vd), lora};
         if (what == "k_b") {  // head h's [nope, lora] key block, transposed: out[h·lora + r][c] = base[h(nope+v) + c][r]
-            t.shape = {heads * lora, nope};
+            g.shape = {heads * lora, nope};
             v = {0, lora, (nope + vd) * lora, 1, lora};
         } else {  // head h's [v, lora] value block: out[h·v + r][c] = base[h(nope+v) + nope + r][c]
-            t.shape = {heads * vd, lora};
+            g.shape = {heads * vd, lora};
             v = {nope * lora, vd, (nope + vd) * lora, lora, 1};
         }
     } else {
         return error("internal: unknown source view " + name);
     }
+    return g;
+}
+
+namespace {
+
+// The view `name` of its base tensor in the checkpoint, checked against the shape config.json implies.
+Result<SourceTensor> derive_source(const SafetensorsSet& set, const std::string& name, const HyperParams& hp) {
+    auto geometry = source_view_geometry(name, hp);
+    if (!geometry) return geometry.status();
+    const SourceViewGeometry& g = geometry.value();
+    const SourceTensor* base = set.find(g.base_name);
+    if (base == nullptr) return error("tensor " + g.base_name + " is missing from the checkpoint");
+    if (base->shape != g.base_shape) {
+        std::string got, need;
+        for (uint64_t d : base->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+        for (uint64_t d : g.base_shape) need += (need.empty() ? "" : ", ") + std::to_string(d);
+        return error("tensor " + g.base_name + " has shape [" + got + "], config.json implies [" + need + "]");
+    }
+    SourceTensor t = *base;
+    t.name = name;
+    t.viewed = true;
+    t.row_order.clear();
+    t.shape = g.shape;
+    t.view = g.view;
     return t;
 }
 

@@ -24,6 +24,16 @@ struct Plan {
 // Plans a model from an HF config.json (and generation_config's eos ids). Errors name the config field.
 Result<Plan> plan_model(const nlohmann::json& config, const std::vector<int32_t>& gen_eos, WeightType type);
 
+// A source name "BASE#op[:expert]" of hf_source_name is a strided view of BASE: the shape BASE must have (what
+// config.json implies), the view's own shape and its strides. The converter reads views through it; colibri-make-model
+// writes stacked checkpoints through it.
+struct SourceViewGeometry {
+    std::string base_name;
+    std::vector<uint64_t> base_shape, shape;
+    SourceTensor::View view;
+};
+Result<SourceViewGeometry> source_view_geometry(const std::string& name, const format::HyperParams& hp);
+
 // The same from the files' text (generation_config may be empty): the JSON is depth-checked before it is parsed.
 // Errors begin with "config.json: " or "generation_config.json: ". What convert_hf and the fuzz_config target run.
 Result<Plan> plan_from_config_text(std::string_view config_json, std::string_view generation_config_json, WeightType type);

@@ -26,12 +26,15 @@ uint64_t SourceTensor::elements() const {
     return n;
 }
 
+uint64_t view_index(const SourceTensor::View& v, uint64_t cols, uint64_t i) {
+    const uint64_t r = i / cols, c = i % cols;
+    const uint64_t per = v.rows_per_block ? v.rows_per_block : UINT64_MAX;
+    return v.offset + (r / per) * v.block_stride + (r % per) * v.row_stride + c * v.col_stride;
+}
+
 float source_element(const SourceTensor& t, uint64_t i) {
     if (t.viewed) {
-        const uint64_t cols = t.shape.size() == 2 ? t.shape[1] : 1, r = i / cols, c = i % cols;
-        const SourceTensor::View& v = t.view;
-        const uint64_t per = v.rows_per_block ? v.rows_per_block : UINT64_MAX;
-        i = v.offset + (r / per) * v.block_stride + (r % per) * v.row_stride + c * v.col_stride;
+        i = view_index(t.view, t.shape.size() == 2 ? t.shape[1] : 1, i);
     } else if (!t.row_order.empty()) {
         const uint64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
         i = uint64_t(t.row_order[i / cols]) * cols + i % cols;

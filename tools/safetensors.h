@@ -70,6 +70,8 @@ void release_source_pages(const SourceTensor& t);
 
 // Element i (row-major, after row_order or through the view) of a source tensor as f32.
 float source_element(const SourceTensor& t, uint64_t i);
+// Element i (row-major over the view's [rows, cols]) of a view: its index in the viewed tensor.
+uint64_t view_index(const SourceTensor::View& v, uint64_t cols, uint64_t i);
 
 }  // namespace colibri::tools
 

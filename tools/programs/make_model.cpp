@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,8 @@ json gpt_oss_20b_config() {
                 {"vocab_size", 201088}};
 }
 
+constexpr const char* kFamilyList = "mixtral, qwen2_moe, olmoe, qwen3_moe, gpt_oss, deepseek_v3 or glm4_moe";
+
 struct Spec {
     std::string family = "qwen2_moe";
     uint32_t vocab = 4096, hidden = 128, layers = 4, heads = 4, kv_heads = 2, experts = 8, top_k = 2;
@@ -98,6 +101,94 @@ std::vector<size_t> draw_order(const std::vector<schema::TensorSpec>& specs) {
     return order;
 }
 
+// config.json of a family at the shape the options give: the fields the converter reads, each family's own as its
+// reference checkpoint spells them (shared/reference/hf/<family>/model/config.json).
+std::optional<json> family_config(const Spec& s) {
+    const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe", qwen3 = s.family == "qwen3_moe";
+    const bool olmoe = s.family == "olmoe", gpt_oss = s.family == "gpt_oss", deepseek = s.family == "deepseek_v3";
+    const bool glm = s.family == "glm4_moe";
+    if (!mixtral && !qwen && !qwen3 && !olmoe && !gpt_oss && !deepseek && !glm) return std::nullopt;
+    static const std::map<std::string, const char*> architecture{
+        {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"},
+        {"olmoe", "OlmoeForCausalLM"},       {"gpt_oss", "GptOssForCausalLM"},     {"deepseek_v3", "DeepseekV3ForCausalLM"},
+        {"glm4_moe", "Glm4MoeForCausalLM"}};
+    json cfg{{"architectures", {architecture.at(s.family)}},
+             {"model_type", s.family},        {"hidden_size", s.hidden},
+             {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
+             {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab},
+             {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-6},
+             {"rope_theta", 1000000.0},       {"num_experts_per_tok", s.top_k},
+             {"hidden_act", "silu"},          {"tie_word_embeddings", s.tied},
+             {"bos_token_id", 1},             {"eos_token_id", 2},
+             {"torch_dtype", "float32"}};
+    const uint32_t head_dim = s.hidden / s.heads;
+    if (mixtral) {
+        cfg["num_local_experts"] = s.experts;
+        cfg["intermediate_size"] = s.ffn;
+    } else if (qwen || qwen3) {
+        cfg["num_experts"] = s.experts;
+        cfg["moe_intermediate_size"] = s.ffn;
+        cfg["intermediate_size"] = s.ffn * 4;
+        cfg["norm_topk_prob"] = s.norm_topk_prob;
+        cfg["decoder_sparse_step"] = 1;
+        cfg["mlp_only_layers"] = s.mlp_only_layers;
+        if (qwen) {
+            cfg["shared_expert_intermediate_size"] = s.shared_ffn;
+        } else {  // per-head q/k norms, no shared expert, head_dim given explicitly
+            cfg["head_dim"] = head_dim;
+            cfg["attention_bias"] = false;
+        }
+    } else if (olmoe) {
+        cfg["num_experts"] = s.experts;
+        cfg["intermediate_size"] = s.ffn;
+        cfg["norm_topk_prob"] = s.norm_topk_prob;
+        cfg["clip_qkv"] = s.clip_qkv > 0.0f ? json(s.clip_qkv) : json(nullptr);
+    } else if (gpt_oss) {  // stacked experts with biases, attention sinks, alternating sliding windows, YaRN
+        json layer_types = json::array();
+        for (uint32_t l = 0; l < s.layers; ++l) layer_types.push_back(l % 2 ? "full_attention" : "sliding_attention");
+        cfg["num_local_experts"] = s.experts;
+        cfg["experts_per_token"] = s.top_k;
+        cfg["intermediate_size"] = s.ffn;
+        cfg["head_dim"] = head_dim;
+        cfg["attention_bias"] = true;
+        cfg["layer_types"] = layer_types;
+        cfg["sliding_window"] = 128;
+        cfg["swiglu_limit"] = 7.0;
+        cfg["rms_norm_eps"] = 1e-5;
+        cfg.erase("rope_theta");
+        cfg["rope_parameters"] = {{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"factor", 32.0}, {"original_max_position_embeddings", 4096},
+                                  {"rope_theta", 150000.0}, {"rope_type", "yarn"}, {"truncate", false}};
+    } else {  // deepseek_v3 and glm4_moe: shared expert, sigmoid routing with a selection bias, a dense first layer
+        cfg["n_routed_experts"] = s.experts;
+        cfg["n_shared_experts"] = 1u;
+        cfg["moe_intermediate_size"] = s.ffn;
+        cfg["intermediate_size"] = s.ffn * 4;
+        cfg["first_k_dense_replace"] = uint32_t(s.layers > 1 ? 1 : 0);
+        cfg["n_group"] = 1u;
+        cfg["topk_group"] = 1u;
+        cfg["routed_scaling_factor"] = 2.5;
+        cfg["norm_topk_prob"] = true;
+        if (deepseek) {  // multi-head latent attention: kv_b_proj holds each head's key and value blocks
+            cfg["num_key_value_heads"] = s.heads;
+            cfg["kv_lora_rank"] = s.hidden / 2;
+            cfg["q_lora_rank"] = s.hidden * 3 / 4;
+            cfg["qk_nope_head_dim"] = head_dim;
+            cfg["qk_rope_head_dim"] = head_dim / 2;
+            cfg["qk_head_dim"] = head_dim + head_dim / 2;
+            cfg["head_dim"] = head_dim / 2;
+            cfg["v_head_dim"] = head_dim;
+            cfg["rope_interleave"] = true;
+            cfg["attention_bias"] = false;
+        } else {
+            cfg["head_dim"] = head_dim;
+            cfg["partial_rotary_factor"] = 0.5;
+            cfg["use_qk_norm"] = false;
+            cfg["attention_bias"] = true;
+        }
+    }
+    return cfg;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,7 +196,11 @@ int main(int argc, char** argv) {
     Spec s;
     std::string out_dir, tokenizer_dir;
     app.add_option("-o,--output", out_dir, "output directory")->required();
-    app.add_option("--family", s.family, "mixtral, qwen2_moe, olmoe or qwen3_moe");
+    app.add_option("--family", s.family, kFamilyList);
+    std::string config_path;
+    app.add_option("--config", config_path,
+                   "a config.json to make the model from (any family the converter reads), instead of --family and "
+                   "the shape options");
     app.add_option("--vocab", s.vocab, "vocabulary size");
     app.add_option("--hidden", s.hidden, "hidden size");
     app.add_option("--layers", s.layers, "layers");
@@ -196,9 +291,35 @@ int main(int argc, char** argv) {
         s.top_k = 2;
         s.vocab = 32000;
     }
-    if (s.family != "mixtral" && s.family != "qwen2_moe" && s.family != "olmoe" && s.family != "qwen3_moe") {
-        std::fprintf(stderr, "colibri-make-model: unknown family '%s'\n", s.family.c_str());
-        return 1;
+    json cfg;
+    if (!config_path.empty()) {
+        for (const char* shape : {"--family", "--vocab", "--hidden", "--layers", "--heads", "--kv-heads", "--experts",
+                                  "--top-k", "--ffn", "--shared-ffn", "--mlp-only-layers", "--tied", "--norm-topk-prob",
+                                  "--clip-qkv", "--preset"}) {
+            if (app.count(shape)) {
+                std::fprintf(stderr, "colibri-make-model: %s: --config gives the shape\n", shape);
+                return 1;
+            }
+        }
+        auto text = read_small_file(config_path);
+        if (!text) {
+            std::fprintf(stderr, "colibri-make-model: %s\n", text.message().c_str());
+            return 1;
+        }
+        cfg = json::parse(text.value(), nullptr, false);
+        if (cfg.is_discarded() || !cfg.is_object()) {
+            std::fprintf(stderr, "colibri-make-model: %s: not a JSON object\n", config_path.c_str());
+            return 1;
+        }
+        s.family = cfg.value("model_type", std::string());
+    } else {
+        auto built = family_config(s);
+        if (!built) {
+            std::fprintf(stderr, "colibri-make-model: unknown family '%s' (%s; or give a config.json with --config)\n",
+                         s.family.c_str(), kFamilyList);
+            return 1;
+        }
+        cfg = std::move(*built);
     }
     std::error_code ec;
     fs::create_directories(out_dir, ec);
@@ -206,39 +327,6 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "colibri-make-model: %s: %s\n", out_dir.c_str(), ec.message().c_str());
         return 1;
     }
-    const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe", qwen3 = s.family == "qwen3_moe";
-    json cfg{{"architectures", {mixtral ? "MixtralForCausalLM" : qwen ? "Qwen2MoeForCausalLM" : qwen3 ? "Qwen3MoeForCausalLM" : "OlmoeForCausalLM"}},
-             {"model_type", s.family},        {"hidden_size", s.hidden},
-             {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
-             {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab},
-             {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-6},
-             {"rope_theta", 1000000.0},       {"num_experts_per_tok", s.top_k},
-             {"hidden_act", "silu"},          {"tie_word_embeddings", s.tied},
-             {"bos_token_id", 1},             {"eos_token_id", 2},
-             {"torch_dtype", "float32"}};
-    if (mixtral) {
-        cfg["num_local_experts"] = s.experts;
-        cfg["intermediate_size"] = s.ffn;
-    } else if (qwen || qwen3) {
-        cfg["num_experts"] = s.experts;
-        cfg["moe_intermediate_size"] = s.ffn;
-        cfg["intermediate_size"] = s.ffn * 4;
-        cfg["norm_topk_prob"] = s.norm_topk_prob;
-        cfg["decoder_sparse_step"] = 1;
-        cfg["mlp_only_layers"] = s.mlp_only_layers;
-        if (qwen) {
-            cfg["shared_expert_intermediate_size"] = s.shared_ffn;
-        } else {  // per-head q/k norms, no shared expert, head_dim given explicitly
-            cfg["head_dim"] = s.hidden / s.heads;
-            cfg["attention_bias"] = false;
-        }
-    } else {
-        cfg["num_experts"] = s.experts;
-        cfg["intermediate_size"] = s.ffn;
-        cfg["norm_topk_prob"] = s.norm_topk_prob;
-        cfg["clip_qkv"] = s.clip_qkv > 0.0f ? json(s.clip_qkv) : json(nullptr);
-    }
-
     if (config_only) {
         const bool ok = write_file(fs::path(out_dir) / "config.json", cfg.dump(2) + "\n") &&
                         write_file(fs::path(out_dir) / "generation_config.json", json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) + "\n");
@@ -254,24 +342,40 @@ int main(int argc, char** argv) {
     const tools::Plan& plan = planned.value();
     SplitMix64 g(s.seed);  // Box-Muller deviates: the same numbers on every platform for a seed
     std::vector<tools::OutputTensor> tensors;
+    std::map<std::string, size_t> stacked;  // base name -> its tensor, for checkpoints that stack (gpt_oss, deepseek_v3)
     for (size_t i : draw_order(plan.specs)) {
         const schema::TensorSpec& spec = plan.specs[i];
         const std::string& name = plan.sources[i];
-        if (name.find('#') != std::string::npos) {  // a view of a stacked checkpoint tensor (gpt_oss, deepseek_v3)
-            std::fprintf(stderr, "colibri-make-model: %s: stacked checkpoint tensors are not written (%s)\n", s.family.c_str(), name.c_str());
-            return 1;
-        }
-        tools::OutputTensor t{name, spec.kind == schema::Kind::Vector ? std::vector<uint64_t>{spec.rows} : std::vector<uint64_t>{spec.rows, spec.cols}, {}};
-        t.values.resize(spec.rows * spec.cols);
+        std::vector<float> values(spec.rows * spec.cols);
         if (is_norm(spec.role)) {
-            std::fill(t.values.begin(), t.values.end(), 1.0f);
+            std::fill(values.begin(), values.end(), 1.0f);
         } else {
             const float sd = spec.role == schema::Role::Embed ? s.embedding_init.value_or(s.init)
                              : spec.role == schema::Role::Router ? s.init * 10  // a router with some preference
                                                                  : s.init;
-            for (float& v : t.values) v = g.gaussian() * sd;
+            for (float& v : values) v = g.gaussian() * sd;
         }
-        tensors.push_back(std::move(t));
+        if (name.find('#') == std::string::npos) {
+            tools::OutputTensor t{name, spec.kind == schema::Kind::Vector ? std::vector<uint64_t>{spec.rows} : std::vector<uint64_t>{spec.rows, spec.cols}, std::move(values)};
+            tensors.push_back(std::move(t));
+            continue;
+        }
+        // A view of a stacked tensor: its values go where the converter's view reads them from.
+        auto geometry = tools::source_view_geometry(name, plan.hp);
+        if (!geometry) {
+            std::fprintf(stderr, "colibri-make-model: %s\n", geometry.message().c_str());
+            return 1;
+        }
+        const tools::SourceViewGeometry& view = geometry.value();
+        auto [at, first] = stacked.emplace(view.base_name, tensors.size());
+        if (first) {
+            uint64_t n = 1;
+            for (uint64_t d : view.base_shape) n *= d;
+            tensors.push_back(tools::OutputTensor{view.base_name, view.base_shape, std::vector<float>(n)});
+        }
+        std::vector<float>& base = tensors[at->second].values;
+        const uint64_t cols = view.shape.size() == 2 ? view.shape[1] : 1;
+        for (uint64_t e = 0; e < values.size(); ++e) base[tools::view_index(view.view, cols, e)] = values[e];
     }
 
     json gen{{"bos_token_id", 1}, {"eos_token_id", 2}};
