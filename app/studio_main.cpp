@@ -63,7 +63,9 @@ int main(int argc, char** argv) {
     const QCommandLineOption compare(QStringLiteral("screenshot-compare"),
                                      QStringLiteral("with --screenshot: compare every kernel variant on the model for the kernels view's picture"));
     const QCommandLineOption ram_budget(QStringLiteral("ram-budget"),
-                                        QStringLiteral("open the model with its routed experts in a cache within SIZE (e.g. 6G, 512M)"), QStringLiteral("SIZE"));
+                                        QStringLiteral("open the model with its routed experts in a cache within SIZE (e.g. 6G, 512M) or a share "
+                                                       "of the model file (50%)"),
+                                        QStringLiteral("SIZE"));
     const QCommandLineOption cache_policy(QStringLiteral("cache-policy"), QStringLiteral("with --ram-budget: lru (default), lfru or pinned"),
                                           QStringLiteral("POLICY"));
     const QCommandLineOption hot_trace(QStringLiteral("hot-trace"), QStringLiteral("pinned: learn the hot experts from this routing trace (route --json)"),
@@ -90,9 +92,9 @@ int main(int argc, char** argv) {
     options.persist_settings = !cli.isSet(screenshot);
     options.load.threads = cli.value(threads).toUInt();
     if (cli.isSet(ram_budget)) {
-        auto bytes = tools::parse_size(cli.value(ram_budget).toStdString());
-        if (!bytes) return fail(QStringLiteral("--ram-budget: %1").arg(QString::fromStdString(bytes.message())));
-        options.load.ram_budget = bytes.value();
+        auto budget = tools::parse_ram_budget(cli.value(ram_budget).toStdString());
+        if (!budget) return fail(QStringLiteral("--ram-budget: %1").arg(QString::fromStdString(budget.message())));
+        options.load.ram_budget = budget.value();
         const std::optional<CachePolicy> policy = parse_cache_policy(cli.value(cache_policy).isEmpty() ? "lru" : cli.value(cache_policy).toStdString());
         if (!policy) return fail(QStringLiteral("--cache-policy: unknown policy '%1' (lru, lfru or pinned)").arg(cli.value(cache_policy)));
         options.load.cache_policy = *policy;

@@ -185,16 +185,16 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     open.path = path.toStdString();
     open.context = options.context;
     open.threads = options.threads;
-    if (options.ram_budget > 0) {
+    if (options.has_ram_budget()) {
         ExpertCacheRequest cache;
-        cache.budget.bytes = options.ram_budget;
+        cache.budget = options.ram_budget;
         cache.policy = options.cache_policy;
         cache.prefetch = options.cache_prefetch;
         if (!options.hot_trace.isEmpty()) cache.hot_experts = tools::hot_experts_from_trace(options.hot_trace.toStdString());
         open.cache = std::move(cache);
     }
     // With a budget the session predicts each MoE layer's experts, so the cache view can replay LRU with prediction.
-    open.session.predict_experts = options.ram_budget > 0;
+    open.session.predict_experts = options.has_ram_budget();
     OpenFailure failure = OpenFailure::File;
     auto opened = open_model(open, &failure);
     if (!opened) {

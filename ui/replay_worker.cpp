@@ -1,8 +1,11 @@
 #include "ui/replay_worker.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "engine/core/model.h"
+#include "engine/core/open_model.h"
 #include "engine/core/session.h"
-#include "engine/core/thread_pool.h"
 #include "engine/text/utf8.h"
 #include "ui/trace_collector.h"
 
@@ -24,35 +27,27 @@ void ReplayWorker::do_replay(const QString& model_path, const std::vector<int32_
         emit finished(result);
         return;
     }
-    auto model = Model::load(model_path.toStdString());
-    if (!model) {
-        result.error = QString::fromStdString(model.message());
+    // Opened as every front end opens a model (engine/core/open_model.h): one context check, one wording. The
+    // session holds the whole conversation; the ids must be the other model's too.
+    OpenOptions open;
+    open.path = model_path.toStdString();
+    open.threads = threads;
+    open.context = static_cast<uint32_t>(std::min<size_t>(ids.size(), UINT32_MAX));
+    auto opened = open_model(open);
+    if (!opened) {
+        result.error = QString::fromStdString(opened.message());
         emit finished(result);
         return;
     }
-    const uint32_t vocab = model.value()->hparams().vocab_size;
-    for (int32_t t : ids)
-        if (t < 0 || static_cast<uint32_t>(t) >= vocab) {
-            result.error = tr("token id %1 is beyond this model's vocabulary of %2: the two models do not share a tokenizer").arg(t).arg(vocab);
-            emit finished(result);
-            return;
-        }
-    if (ids.size() > model.value()->hparams().max_position) {
-        result.error = tr("%1 tokens exceed this model's context of %2").arg(ids.size()).arg(model.value()->hparams().max_position);
+    if (Status s = check_token_ids(*opened->model, ids); !s) {
+        result.error = tr("%1: the two models do not share a tokenizer").arg(QString::fromStdString(s.message()));
         emit finished(result);
         return;
     }
-    auto started = ThreadPool::create(threads);
-    if (!started) {
-        result.error = QString::fromStdString(started.message());
-        emit finished(result);
-        return;
-    }
-    ThreadPool& pool = *started.value();
-    Session session(*model.value(), pool, static_cast<uint32_t>(ids.size()));
+    Session& session = *opened->session;
     TraceCollector collector(nullptr);
     session.set_observer(&collector);
-    const Tokenizer* tok = model.value()->tokenizer();
+    const Tokenizer* tok = opened->model->tokenizer();
     std::string pending;
     const size_t chunk = session.options().chunk;
     for (size_t i = 0; i < ids.size(); i += chunk) {

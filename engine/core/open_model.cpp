@@ -5,11 +5,6 @@
 
 namespace colibri {
 
-uint64_t RamBudget::resolve(uint64_t file_bytes) const {
-    if (bytes > 0) return bytes;
-    return std::max<uint64_t>(1, static_cast<uint64_t>(std::floor(double(file_bytes) * file_share)));
-}
-
 Status use_expert_cache(Model& model, const ExpertCacheRequest& request) {
     ExpertCacheConfig config;
     config.ram_budget = request.budget.resolve(model.file().size());

@@ -11,20 +11,12 @@
 
 #include "engine/base/status.h"
 #include "engine/cache/expert_slots.h"
+#include "engine/cache/ram_budget.h"
 #include "engine/core/model.h"
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
 
 namespace colibri {
-
-// What the weights may take of RAM: so many bytes, or a share of the model file (--ram-budget 50%), which only
-// the loaded file can turn into bytes.
-struct RamBudget {
-    uint64_t bytes = 0;       // > 0: this many bytes
-    double file_share = 0.0;  // else (0, 1]: this share of the model file's (uncompressed) size
-    // The budget in bytes for a file of file_bytes; at least 1, so a tiny share is refused as too small.
-    uint64_t resolve(uint64_t file_bytes) const;
-};
 
 // The pinned policy's hot experts per layer index, learned from the model once it is loaded (a routing trace
 // read by tools::hot_experts_from_trace, or a test's own list).

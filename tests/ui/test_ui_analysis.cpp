@@ -6,6 +6,7 @@
 #include <QLabel>
 #include <QTabWidget>
 
+#include "ui/replay_worker.h"
 #include "ui/routing_stats.h"
 #include "ui/trace_stats.h"
 #include "ui/views/analysis_view.h"
@@ -106,6 +107,35 @@ private slots:
         QVERIFY(!usage_only.same_tokens);
         QVERIFY(usage_only.layers.empty());
         QCOMPARE(usage_only.usage.size(), size_t(2));
+    }
+
+    // A comparison's replay opens the other model as every front end does: the CLI's wording for a context the
+    // model cannot hold and for a file that does not open, and the token-id check says why ids do not fit.
+    void replay_errors_are_worded_as_every_front_end_words_them() {
+        const QString f32 = convert_reference(dir_, QStringLiteral("mixtral"));
+        QVERIFY(!f32.isEmpty());
+        Replayer replayer;
+        QSignalSpy finished(&replayer, &Replayer::finished);
+        auto replay_error = [&](const QString& path, const std::vector<int32_t>& ids) {
+            const int before = finished.count();
+            replayer.start(path, ids, 1);
+            if (!wait_for(finished, before + 1, 120000)) return QStringLiteral("(no answer)");
+            return finished.at(before).at(0).value<ReplayResult>().error;
+        };
+        const std::vector<int32_t> too_long(4097, 1);  // the reference mixtral's context is 4,096
+        const QString context_error = replay_error(f32, too_long);
+        QCOMPARE(context_error, QStringLiteral("context 4097 exceeds the model's maximum of 4096"));
+        const CliResult cli = run_cli({"logits", "-m", f32, "--tokens", "1", "-c", "4097"});
+        QVERIFY(cli.exit_code != 0);
+        QVERIFY2(cli.err.contains(context_error.toUtf8()), cli.err.constData());
+        QCOMPARE(replay_error(f32, {1, 99999}),
+                 QStringLiteral("token id 99999 out of range (vocabulary 32000): the two models do not share a tokenizer"));
+        const QString missing = dir_.filePath(QStringLiteral("missing.bin"));
+        const CliResult cli_missing = run_cli({"logits", "-m", missing, "--tokens", "1"});
+        const QString missing_error = replay_error(missing, {1});
+        QVERIFY(!missing_error.isEmpty());
+        QVERIFY2(cli_missing.err.contains(missing_error.toUtf8()), cli_missing.err.constData());
+        QVERIFY(replay_error(f32, {1, 2, 3}).isEmpty());
     }
 
     void analyses_of_a_conversation_and_a_comparison_with_another_model() {

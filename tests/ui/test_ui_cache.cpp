@@ -7,6 +7,7 @@
 #include <QChart>
 #include <QComboBox>
 #include <QDialogButtonBox>
+#include <QFileInfo>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -102,7 +103,7 @@ private slots:
         plain_ = generate(kDemo, LoadOptions{}, prompt_, 24);
         QVERIFY2(plain_.error.isEmpty(), qPrintable(plain_.error));
         LoadOptions o;
-        o.ram_budget = budget_for(kDemo, slots_);  // 4 of 16 experts per layer
+        o.ram_budget.bytes = budget_for(kDemo, slots_);  // 4 of 16 experts per layer
         budgeted_ = generate(kDemo, o, prompt_, 24);
         QVERIFY2(budgeted_.error.isEmpty(), qPrintable(budgeted_.error));
         o.cache_prefetch = true;
@@ -214,7 +215,7 @@ private slots:
         WorkerThread thread(worker, QStringLiteral("engine"), [worker] { worker->requestStop(); });
         QSignalSpy loaded(worker, &EngineWorker::loaded);
         LoadOptions o;
-        o.ram_budget = budget_for(kDemo, 12);
+        o.ram_budget.bytes = budget_for(kDemo, 12);
         worker->load(kDemo, o);
         QVERIFY(wait_for(loaded, 1));
         QSignalSpy compared(worker, &EngineWorker::kernelComparisonFinished);
@@ -382,6 +383,19 @@ private slots:
         QCOMPARE(plain_view.curves().curves.size(), size_t(4));  // no predictions without a budget
     }
 
+    // A share of the model file (the Studio's --ram-budget 50%, as the CLI's) resolves against the loaded file and
+    // changes nothing in the tokens.
+    void a_share_of_the_file_is_a_budget() {
+        LoadOptions half;
+        half.ram_budget.file_share = 0.5;
+        QVERIFY(half.has_ram_budget());
+        const Run r = generate(kDemo, half, prompt_, 24);
+        QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
+        QCOMPARE(r.generated, plain_.generated);
+        QCOMPARE(r.summary.cache.budget, quint64(half.ram_budget.resolve(QFileInfo(kDemo).size())));
+        QVERIFY(r.summary.cache.slot_count > 0);
+    }
+
     void the_budget_dialog_builds_the_load_options() {
         LoadOptions base;
         base.threads = 1;
@@ -390,7 +404,7 @@ private slots:
         QAbstractButton* ok = d.findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok);
         LoadOptions o = d.options();
         QCOMPARE(o.threads, 1u);
-        QCOMPARE(o.ram_budget, uint64_t(12) << 20);
+        QCOMPARE(o.ram_budget.bytes, uint64_t(12) << 20);
         QCOMPARE(o.cache_policy, CachePolicy::Lru);
         QVERIFY(o.hot_trace.isEmpty());
         QVERIFY(ok->isEnabled());
@@ -410,11 +424,11 @@ private slots:
     // with an unreadable trace names the file; the Studio's command line rejects a size it cannot read.
     void bad_budgets_fail_clearly() {
         LoadOptions tiny;
-        tiny.ram_budget = 4096;
+        tiny.ram_budget.bytes = 4096;
         const Run r = generate(kDemo, tiny, prompt_, 1);
         QVERIFY(r.error.contains(QStringLiteral("budget")));
         LoadOptions pinned;
-        pinned.ram_budget = budget_for(kDemo, slots_);
+        pinned.ram_budget.bytes = budget_for(kDemo, slots_);
         pinned.cache_policy = CachePolicy::Pinned;
         pinned.hot_trace = QStringLiteral("/nonexistent/trace.json");
         const Run p = generate(kDemo, pinned, prompt_, 1);

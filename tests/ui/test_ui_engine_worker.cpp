@@ -275,7 +275,7 @@ private slots:
         QCOMPARE(failed.at(0).at(2).value<LoadFailure>(), LoadFailure::File);
         // Settings a good file cannot run with: the model in use stays too.
         LoadOptions tiny;
-        tiny.ram_budget = 4096;
+        tiny.ram_budget.bytes = 4096;
         worker_->load(mixtral_, tiny);
         QVERIFY(wait_for(failed, 2));
         QCOMPARE(failed.at(1).at(2).value<LoadFailure>(), LoadFailure::Options);

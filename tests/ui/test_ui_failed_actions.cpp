@@ -168,7 +168,7 @@ private slots:
 
     void a_budget_too_small_keeps_everything() {
         LoadOptions tiny;
-        tiny.ram_budget = 4096;
+        tiny.ram_budget.bytes = 4096;
         // The file is fine: no damage to show, the budget to change.
         expect_failure_keeps_everything([&] { window_->open_model(other_, tiny); }, QStringLiteral("Opening other.bin"),
                                         {QStringLiteral("budget")}, false);

@@ -10,6 +10,7 @@
 
 #include "engine/base/token_rate.h"
 #include "engine/cache/expert_slots.h"
+#include "engine/cache/ram_budget.h"
 #include "engine/core/sampler.h"
 
 namespace colibri::studio {
@@ -50,10 +51,11 @@ enum class LoadFailure { File, Options, Server };
 struct LoadOptions {
     unsigned threads = 0;   // 0: all cores
     uint32_t context = 0;   // 0: min(model, 4096)
-    // Models larger than RAM (engine/cache/expert_cache.h): with ram_budget > 0 the routed experts live in slots
-    // within it. Pinned learns its hot set from hot_trace (colibri route --json). With a budget the session also
+    // Models larger than RAM (engine/cache/expert_cache.h): with a budget (bytes, or a share of the model file as
+    // --ram-budget 50% gives it) the routed experts live in slots within it. Pinned learns its hot set from hot_trace (colibri route --json). With a budget the session also
     // predicts each MoE layer's experts one layer ahead, so the cache view can replay LRU with prediction.
-    uint64_t ram_budget = 0;
+    RamBudget ram_budget;  // none: zero bytes and no share
+    bool has_ram_budget() const { return ram_budget.is_set(); }
     CachePolicy cache_policy = CachePolicy::Lru;
     QString hot_trace;
     bool cache_prefetch = false;

@@ -126,7 +126,7 @@ void BudgetDialog::update_state() {
 
 LoadOptions BudgetDialog::options() const {
     LoadOptions o = base_;
-    o.ram_budget = static_cast<uint64_t>(budget_->value() * kMiB);
+    o.ram_budget.bytes = static_cast<uint64_t>(budget_->value() * kMiB);
     o.cache_policy = static_cast<CachePolicy>(policy_->currentData().toInt());
     o.hot_trace = o.cache_policy == CachePolicy::Pinned ? hot_trace_->text().trimmed() : QString();
     o.cache_prefetch = prefetch_->isChecked();
