@@ -11,7 +11,7 @@ namespace colibri::cli {
 struct ChatOptions {
     std::string model_path;     // shown in the banner
     std::string system_prompt;  // kept across /reset
-    int max_tokens = 512;       // longest reply
+    int max_tokens = 256;       // longest reply: half the demo model's context of 512, so a turn fits
     bool reuse_prefix = true;   // false: re-evaluate the whole conversation every turn (for checking)
     bool ignore_eos = false;    // generate up to max_tokens whatever comes (measuring, testing Ctrl-C)
     std::string history_path;   // the terminal's line history (empty: none)
