@@ -358,7 +358,7 @@ Status check_minimax_hub_fields(Config& cfg) {
     if (!cfg.status()) return cfg.status();
     if (const json* t = cfg.find("qk_norm_type"); t && *t != "per_layer") return refuse("qk_norm_type " + t->dump());
     if (const json* f = cfg.find("scoring_func"); f && *f != "sigmoid") return refuse("scoring_func " + f->dump());
-    if (const json* s = cfg.find("shared_intermediate_size"); s && !(s->is_number_unsigned() && s->get<uint64_t>() == 0))
+    if (const json* s = cfg.find("shared_intermediate_size"); s && !(s->is_number_integer() && s->get<int64_t>() == 0))
         return refuse("a shared expert (shared_intermediate_size " + s->dump() + ")");
     if (const json* a = cfg.find("attn_type_list")) {
         if (!a->is_array()) return error("config.json: field 'attn_type_list' must be a list");
