@@ -68,6 +68,9 @@ private slots:
             QTest::newRow(qPrintable(QString("gpt_oss ") + type)) << "gpt_oss" << "gpt_oss-f32.gguf" << type;
             QTest::newRow(qPrintable(QString("deepseek_v3 ") + type)) << "deepseek_v3" << "deepseek_v3-f32.gguf" << type;
             QTest::newRow(qPrintable(QString("glm4_moe ") + type)) << "glm4_moe" << "glm4_moe-f32.gguf" << type;
+            // minimax-m2, and GLM-4.7-Flash as llama.cpp writes it: deepseek2 (imported as deepseek_v3).
+            QTest::newRow(qPrintable(QString("minimax_m2 ") + type)) << "minimax_m2" << "minimax_m2-f32.gguf" << type;
+            QTest::newRow(qPrintable(QString("glm4_moe_lite ") + type)) << "glm4_moe_lite" << "glm4_moe_lite-f32.gguf" << type;
         }
     }
 
