@@ -398,7 +398,8 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     Plan plan;
     const json* mt = cfg.find("model_type");
     if (mt == nullptr || !mt->is_string()) return error("config.json: missing field 'model_type'");
-    if (!family_from_name(mt->get<std::string>(), &plan.family))
+    // Kimi-K2's hub config names its own model_type for DeepSeek-V3's remote code (DeepseekV3ForCausalLM).
+    if (!family_from_name(*mt == "kimi_k2" ? "deepseek_v3" : mt->get<std::string>(), &plan.family))
         return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (" + schema::family_names() + ")");
     const Family fam = plan.family;
     const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;

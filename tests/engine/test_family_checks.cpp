@@ -119,6 +119,15 @@ private slots:
             QCOMPARE(run_cli({"check", to, "--quiet"}).exit_code, 0);
         }
         QCOMPARE(run_cli({"export", model, "-o", gguf}).exit_code, 0);
+        // The hub's Kimi-K2 config says model_type kimi_k2 (DeepSeek-V3's remote code): the same model.
+        const QString kimi_type = dir_.filePath("kimi-type"), model_kimi_type = dir_.filePath("kimi-type.bin");
+        QJsonObject kimi_cfg = read_json(hf + "/config.json").object();
+        kimi_cfg["model_type"] = "kimi_k2";
+        QVERIFY(QDir().mkpath(kimi_type));
+        write_all(kimi_type + "/config.json", QJsonDocument(kimi_cfg).toJson());
+        QVERIFY(QFile::link(hf + "/model.safetensors", kimi_type + "/model.safetensors"));
+        QCOMPARE(run_cli({"convert", kimi_type, "-o", model_kimi_type, "--type", "f32", "-q"}).exit_code, 0);
+        QVERIFY(read_all(model_kimi_type) == read_all(model));
         QCOMPARE(run_cli({"convert", gguf, "-o", back, "--type", "f32", "-q"}).exit_code, 0);
 
         QJsonArray ids;
