@@ -141,6 +141,17 @@ def causal_attention(q, k, v, scale):
     return softmax(s) @ v
 
 
+def partial_rope_attention(model, pre, q, k, v, rot):
+    """q [heads, t, hd], k / v [kv_heads, t, hd]: RoPE on halves of the first `rot` dims, GQA, o_proj (GLM-4.5, MiniMax-M2)."""
+    nh, t, hd = q.shape
+    cos, sin = cos_sin(model.cfg, rot, np.arange(t))
+    q = np.concatenate([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], axis=-1)
+    k = np.concatenate([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], axis=-1)
+    rep = nh // k.shape[0]
+    o = causal_attention(q, np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0), hd ** -0.5)
+    return o.transpose(1, 0, 2).reshape(t, nh * hd) @ model.w(pre + "o_proj.weight").T
+
+
 # ---------------------------------------------------------------------------------------------- routers
 def route_softmax(logits, k, norm):
     p = softmax(logits)
@@ -266,13 +277,7 @@ class Glm4Moe(SigmoidMoe):
             q = rms_norm(q, self.w(pre + "q_norm.weight"), cfg["rms_norm_eps"])
             k = rms_norm(k, self.w(pre + "k_norm.weight"), cfg["rms_norm_eps"])
         q, k, v = q.transpose(1, 0, 2), k.transpose(1, 0, 2), v.transpose(1, 0, 2)
-        rot = int(hd * cfg["partial_rotary_factor"])
-        cos, sin = cos_sin(cfg, rot, np.arange(t))
-        q = np.concatenate([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], axis=-1)
-        k = np.concatenate([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], axis=-1)
-        rep = nh // nkv
-        o = causal_attention(q, np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0), hd ** -0.5)
-        return o.transpose(1, 0, 2).reshape(t, nh * hd) @ self.w(pre + "o_proj.weight").T
+        return partial_rope_attention(self, pre, q, k, v, int(hd * cfg["partial_rotary_factor"]))
 
 
 class DeepseekV3(SigmoidMoe):
@@ -338,12 +343,7 @@ class MiniMaxM2(Model):
         v = h @ self.w(pre + "v_proj.weight").T
         q, k, v = (a.reshape(t, n, hd).transpose(1, 0, 2) for a, n in ((q, nh), (k, nkv), (v, nkv)))
         rot = cfg["rotary_dim"] if "rotary_dim" in cfg else int(hd * rope_parameters(cfg).get("partial_rotary_factor", 1.0))
-        cos, sin = cos_sin(cfg, rot, np.arange(t))
-        q = np.concatenate([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], axis=-1)
-        k = np.concatenate([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], axis=-1)
-        rep = nh // nkv
-        o = causal_attention(q, np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0), hd ** -0.5)
-        return o.transpose(1, 0, 2).reshape(t, nh * hd) @ self.w(pre + "o_proj.weight").T
+        return partial_rope_attention(self, pre, q, k, v, rot)
 
     def mlp(self, l, h):
         cfg, pre = self.cfg, f"model.layers.{l}.block_sparse_moe."
