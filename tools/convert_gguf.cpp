@@ -283,7 +283,7 @@ Result<ArchInfo> arch_info(const std::string& arch, const json& md) {
             return error("GGUF architecture 'llama' without experts is a dense model; only MoE models are supported");
     }
     if (const std::optional<Family> f = family_from_gguf_architecture(arch)) return ArchInfo{*f};
-    return error("GGUF architecture '" + arch + "' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe)");
+    return error("GGUF architecture '" + arch + "' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe, minimax-m2)");
 }
 
 std::string layer_prefix(uint32_t l) { return "blk." + std::to_string(l) + "."; }
@@ -294,14 +294,16 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     const json& md = file.metadata();
     const Family fam = info.family;
     const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;
+    const bool minimax = fam == Family::MinimaxM2;
     const auto has_tensor = [&](const std::string& name) { return file.tensors().count(name) != 0; };
     Meta meta(md, arch);
     json cfg;
     cfg["model_type"] = format::family_name(fam);
     const uint64_t hidden = meta.count("embedding_length"), heads = meta.count("attention.head_count");
     uint64_t layers = meta.count("block_count");
-    // GLM-4.5's files count the multi-token-prediction layers (the last ones) in block_count; they are not run.
-    if (glm4 && meta.has("nextn_predict_layers")) {
+    // GLM-4.5's and GLM-4.7-Flash's (deepseek2) files count the multi-token-prediction layers (the last ones) in
+    // block_count; they are not run.
+    if ((glm4 || deepseek) && meta.has("nextn_predict_layers")) {
         const uint64_t nextn = meta.count_or_zero("nextn_predict_layers");
         if (meta.status() && nextn >= layers) meta.fail(meta.name("nextn_predict_layers") + " is not below the block count");
         layers -= std::min(nextn, layers);
@@ -311,7 +313,7 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     cfg["num_attention_heads"] = heads;
     // MLA's GGUF says one KV head (the shared latent); the HF config counts the query heads.
     cfg["num_key_value_heads"] = deepseek ? heads : meta.count("attention.head_count_kv", heads);
-    const char* experts_key = deepseek || glm4 ? "n_routed_experts" : fam == Family::Mixtral || gpt_oss ? "num_local_experts" : "num_experts";
+    const char* experts_key = deepseek || glm4 ? "n_routed_experts" : fam == Family::Mixtral || gpt_oss || minimax ? "num_local_experts" : "num_experts";
     cfg[experts_key] = meta.count("expert_count");
     cfg["num_experts_per_tok"] = meta.count("expert_used_count");
     cfg["rms_norm_eps"] = meta.real("attention.layer_norm_rms_epsilon");
@@ -369,6 +371,14 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
             cfg["attention_bias"] = has_tensor(b0 + "attn_q.bias");
             cfg["use_qk_norm"] = has_tensor(b0 + "attn_q_norm.weight");
         }
+    } else if (minimax) {
+        // llama.cpp's minimax-m2: sigmoid scores with exp_probs_b, always renormalised, no scaling; its converter
+        // writes expert_gating_func only from a hub config's scoring_func.
+        cfg["intermediate_size"] = meta.count("expert_feed_forward_length");
+        if (meta.has("expert_gating_func") && meta.count("expert_gating_func") != 2)
+            meta.fail(meta.name("expert_gating_func") + " is not sigmoid; minimax-m2 routes by sigmoid scores");
+        if (meta.has("expert_weights_scale") && meta.real("expert_weights_scale") != 1.0 && meta.real("expert_weights_scale") != 0.0)
+            meta.fail(meta.name("expert_weights_scale") + " is set; minimax-m2 does not scale its routing weights");
     } else if (gpt_oss) {
         cfg["intermediate_size"] = meta.has("expert_feed_forward_length") ? meta.count("expert_feed_forward_length")
                                                                           : meta.count("feed_forward_length");
@@ -405,7 +415,7 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     } else if (!scaling.empty() && scaling != "none") {
         meta.fail(meta.name("rope.scaling.type") + " '" + scaling + "' is not supported (yarn)");
     }
-    if (!deepseek && !glm4 && meta.has("expert_gating_func") && meta.count("expert_gating_func") != 1)  // 1: softmax
+    if (!deepseek && !glm4 && !minimax && meta.has("expert_gating_func") && meta.count("expert_gating_func") != 1)  // 1: softmax
         meta.fail(meta.name("expert_gating_func") + " is not softmax; only softmax routing is supported for " + arch);
     if (!meta.status()) return meta.status();
 
@@ -414,9 +424,11 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
         const uint64_t rot = meta.count("rope.dimension_count");
         if (glm4 && rot < head_dim) {
             rope["partial_rotary_factor"] = double(rot) / double(head_dim);
+        } else if (minimax) {
+            cfg["rotary_dim"] = rot;  // MiniMax-M2's own field, which the HF converter reads for this family
         } else if (rot != head_dim) {
             return error("GGUF metadata: " + meta.name("rope.dimension_count") + " differs from the head size (partial rotary embeddings are " +
-                         "supported for glm4moe only)");
+                         "supported for glm4moe and minimax-m2 only)");
         }
     }
     cfg["rope_parameters"] = rope;

@@ -136,10 +136,11 @@ private:
 // (derive_source below): gpt_oss keeps its experts stacked, DeepSeek's kv_b holds k_b and v_b.
 std::string hf_source_name(Family fam, const HyperParams& hp, const schema::TensorSpec& spec) {
     using schema::Role;
-    const bool mixtral = fam == Family::Mixtral, gpt_oss = fam == Family::GptOss;
-    const bool deepseek_style = fam == Family::DeepseekV3 || fam == Family::Glm4Moe;  // shared_experts, gate bias
+    const bool gpt_oss = fam == Family::GptOss, minimax = fam == Family::MinimaxM2;
+    const bool mixtral_style = fam == Family::Mixtral || minimax;  // block_sparse_moe, experts' w1/w3/w2
+    const bool deepseek_style = fam == Family::DeepseekV3 || fam == Family::Glm4Moe || fam == Family::Glm4MoeLite;  // shared_experts
     const std::string layer = "model.layers." + std::to_string(spec.layer) + ".";
-    const std::string attn = layer + "self_attn.", moe = layer + (mixtral ? "block_sparse_moe." : "mlp.");
+    const std::string attn = layer + "self_attn.", moe = layer + (mixtral_style ? "block_sparse_moe." : "mlp.");
     const std::string e = std::to_string(spec.expert);
     const std::string expert = moe + "experts." + e + ".";
     const std::string shared = moe + (deepseek_style ? "shared_experts." : "shared_expert.");
@@ -150,7 +151,7 @@ std::string hf_source_name(Family fam, const HyperParams& hp, const schema::Tens
         case Role::AttnNorm: return layer + "input_layernorm.weight";
         case Role::FfnNorm: return layer + "post_attention_layernorm.weight";
         case Role::Q:
-            if (fam == Family::DeepseekV3 && hp.q_lora_rank) return attn + "q_b_proj.weight";
+            if (hp.kv_lora_rank && hp.q_lora_rank) return attn + "q_b_proj.weight";
             return attn + "q_proj.weight";
         case Role::K: return attn + "k_proj.weight";
         case Role::V: return attn + "v_proj.weight";
@@ -170,17 +171,17 @@ std::string hf_source_name(Family fam, const HyperParams& hp, const schema::Tens
         case Role::VB: return attn + "kv_b_proj.weight#v_b";
         case Role::Router: return moe + (gpt_oss ? "router.weight" : "gate.weight");
         case Role::RouterBias: return moe + "router.bias";
-        case Role::SelectionBias: return moe + "gate.e_score_correction_bias";
+        case Role::SelectionBias: return moe + (minimax ? "e_score_correction_bias" : "gate.e_score_correction_bias");
         case Role::SharedExpertGate: return moe + "shared_expert_gate.weight";
         case Role::ExpertGate:
             if (gpt_oss) return moe + "experts.gate_up_proj#gate:" + e;
-            return expert + (mixtral ? "w1.weight" : "gate_proj.weight");
+            return expert + (mixtral_style ? "w1.weight" : "gate_proj.weight");
         case Role::ExpertUp:
             if (gpt_oss) return moe + "experts.gate_up_proj#up:" + e;
-            return expert + (mixtral ? "w3.weight" : "up_proj.weight");
+            return expert + (mixtral_style ? "w3.weight" : "up_proj.weight");
         case Role::ExpertDown:
             if (gpt_oss) return moe + "experts.down_proj#down:" + e;
-            return expert + (mixtral ? "w2.weight" : "down_proj.weight");
+            return expert + (mixtral_style ? "w2.weight" : "down_proj.weight");
         case Role::ExpertGateBias: return moe + "experts.gate_up_proj_bias#gate_bias:" + e;
         case Role::ExpertUpBias: return moe + "experts.gate_up_proj_bias#up_bias:" + e;
         case Role::ExpertDownBias: return moe + "experts.down_proj_bias#row:" + e;
@@ -330,6 +331,66 @@ Status read_sliding_window(Config& cfg, const json& raw, Family fam, HyperParams
     return Status::ok();
 }
 
+// MiniMax-M2's hub config spells its partial RoPE `rotary_dim` (a field of its original remote code), which
+// transformers 5.2 does not read: it would rotate whole heads unless rope_parameters carries partial_rotary_factor.
+// The checkpoints are trained with rotary_dim, so it decides; a factor that says otherwise is refused.
+Status read_minimax_rotary_dim(Config& cfg, HyperParams& hp, double* partial_rotary) {
+    if (!cfg.find("rotary_dim")) return Status::ok();
+    const uint32_t rotary = cfg.u32("rotary_dim");
+    if (!cfg.status()) return cfg.status();
+    if (rotary > hp.head_dim || rotary % 2 != 0)
+        return error("config.json: rotary_dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(hp.head_dim));
+    if (*partial_rotary != 1.0 && static_cast<uint32_t>(hp.head_dim * *partial_rotary) != rotary)
+        return error("config.json: rotary_dim " + std::to_string(rotary) + " and partial_rotary_factor " + std::to_string(*partial_rotary) +
+                     " disagree");
+    hp.rotary_dim = rotary == hp.head_dim ? 0 : rotary;
+    *partial_rotary = 1.0;
+    return Status::ok();
+}
+
+// The hub config's remote-code switches of MiniMax-M2. transformers 5.2 reads none of them and always runs full
+// softmax attention with whole-projection q/k norms and a biased sigmoid router without a shared expert; a config
+// that asks for something else (MiniMax-01's lightning attention, another scoring) is refused rather than run as that.
+Status check_minimax_hub_fields(Config& cfg) {
+    auto refuse = [](const std::string& what) { return error("config.json: " + what + " is not supported for minimax_m2"); };
+    if (!cfg.boolean("use_qk_norm", true)) return refuse("use_qk_norm false");
+    if (!cfg.boolean("use_routing_bias", true)) return refuse("use_routing_bias false");
+    if (!cfg.status()) return cfg.status();
+    if (const json* t = cfg.find("qk_norm_type"); t && *t != "per_layer") return refuse("qk_norm_type " + t->dump());
+    if (const json* f = cfg.find("scoring_func"); f && *f != "sigmoid") return refuse("scoring_func " + f->dump());
+    if (const json* s = cfg.find("shared_intermediate_size"); s && !(s->is_number_integer() && s->get<int64_t>() == 0))
+        return refuse("a shared expert (shared_intermediate_size " + s->dump() + ")");
+    if (const json* a = cfg.find("attn_type_list")) {
+        if (!a->is_array()) return error("config.json: field 'attn_type_list' must be a list");
+        for (const json& v : *a)
+            if (v != 1) return refuse("attn_type_list entry " + v.dump() + " (only 1, softmax attention)");
+    }
+    return Status::ok();
+}
+
+// GLM-4.7-Flash's dense and MoE layers: mlp_layer_types ("dense" / "sparse" per layer), by default layer 0 dense and the
+// others sparse. transformers 5.2 reads nothing else: the hub's first_k_dense_replace (DeepSeek's spelling) is accepted
+// when it names the same layers and refused when it does not (a checkpoint written for it would not load there).
+Status read_mlp_layer_types(Config& cfg, uint32_t n_layers, std::vector<bool>& moe_layer) {
+    const bool hub_dense = cfg.find("first_k_dense_replace") != nullptr;
+    const std::vector<bool> hub = moe_layer;
+    moe_layer.assign(n_layers, true);
+    if (const json* t = cfg.find("mlp_layer_types")) {
+        if (!t->is_array() || t->size() != n_layers) return error("config.json: field 'mlp_layer_types' must list every layer");
+        for (uint32_t l = 0; l < n_layers; ++l) {
+            const json& v = (*t)[l];
+            if (v != "dense" && v != "sparse") return error("config.json: mlp_layer_types has an entry other than dense / sparse");
+            moe_layer[l] = v == "sparse";
+        }
+    } else if (n_layers > 0) {
+        moe_layer[0] = false;
+    }
+    if (hub_dense && hub != moe_layer)
+        return error("config.json: first_k_dense_replace disagrees with the dense layers transformers 5.2 uses for glm4_moe_lite "
+                     "(mlp_layer_types, by default layer 0 only)");
+    return Status::ok();
+}
+
 }  // namespace
 
 Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eos, WeightType type) {
@@ -337,11 +398,13 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     Plan plan;
     const json* mt = cfg.find("model_type");
     if (mt == nullptr || !mt->is_string()) return error("config.json: missing field 'model_type'");
-    if (!family_from_name(mt->get<std::string>(), &plan.family))
+    // Kimi-K2's hub config names its own model_type for DeepSeek-V3's remote code (DeepseekV3ForCausalLM).
+    if (!family_from_name(*mt == "kimi_k2" ? "deepseek_v3" : mt->get<std::string>(), &plan.family))
         return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (" + schema::family_names() + ")");
     const Family fam = plan.family;
     const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;
-    const bool qwen3 = fam == Family::Qwen3Moe;
+    const bool qwen3 = fam == Family::Qwen3Moe, minimax = fam == Family::MinimaxM2, glm4_lite = fam == Family::Glm4MoeLite;
+    const bool latent = deepseek || glm4_lite;  // multi-head latent attention
     HyperParams& hp = plan.hp;
     hp.hidden_size = cfg.u32("hidden_size");
     hp.n_layers = cfg.u32("num_hidden_layers");
@@ -351,7 +414,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     hp.max_position = cfg.u32("max_position_embeddings", 4096);
     hp.rms_eps = cfg.positive_float("rms_norm_eps", 1e-6f);
     // Experts: each family's own key first, then the other spellings transformers accepts for it.
-    const char* const expert_keys[] = {deepseek || glm4 ? "n_routed_experts" : (fam == Family::Mixtral || gpt_oss) ? "num_local_experts" : "num_experts",
+    const char* const expert_keys[] = {latent || glm4 ? "n_routed_experts" : (fam == Family::Mixtral || gpt_oss || minimax) ? "num_local_experts" : "num_experts",
                                        "num_local_experts", "num_experts"};
     const char* expert_key = expert_keys[0];
     for (const char* k : expert_keys)
@@ -371,13 +434,15 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         return error("config.json: " + std::to_string(hp.n_layers) + " layers x " + std::to_string(hp.n_experts) +
                      " experts exceed 262144 experts in all");
     hp.head_dim = cfg.find("head_dim") ? cfg.u32("head_dim") : (hp.n_heads ? hp.hidden_size / hp.n_heads : 0);
-    if (hp.head_dim * hp.n_heads != hp.hidden_size && !cfg.find("head_dim") && !deepseek)
+    if (hp.head_dim * hp.n_heads != hp.hidden_size && !cfg.find("head_dim") && !latent)
         return error("config.json: hidden_size is not a multiple of num_attention_heads");
     if (hp.n_kv_heads == 0 || hp.n_heads % hp.n_kv_heads != 0)
         return error("config.json: num_attention_heads must be a multiple of num_key_value_heads");
     if (hp.n_experts_active > hp.n_experts) return error("config.json: num_experts_per_tok exceeds the number of experts");
     double partial_rotary = 1.0;
     if (Status s = read_rope(cfg, cfg_json, hp, &partial_rotary); !s) return s;
+    if (minimax)
+        if (Status s = read_minimax_rotary_dim(cfg, hp, &partial_rotary); !s) return s;
     const bool old_family = fam == Family::Mixtral || fam == Family::Qwen2Moe || fam == Family::Olmoe;
     if (old_family && hp.rope_scaling != 0) return error("config.json: rope_scaling is not supported yet for " + mt->get<std::string>());
     if (cfg.boolean("tie_word_embeddings", false)) hp.flags |= kTiedEmbeddings;
@@ -432,7 +497,14 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         // layer_types: "sliding_attention" layers attend to the last sliding_window positions.
         if (Status st = read_layer_types(cfg, hp.n_layers, sliding); !st) return st;
         if (std::find(sliding.begin(), sliding.end(), true) != sliding.end()) hp.sliding_window = cfg.u32("sliding_window");
-    } else {  // deepseek_v3, glm4_moe: sigmoid routing with a selection bias, groups, shared experts, dense first layers
+    } else if (minimax) {
+        // Sigmoid scores, selection on score + e_score_correction_bias, always renormalised, no scaling factor and no
+        // shared expert; q_norm / k_norm over the whole projection (olmoe's), before RoPE.
+        hp.expert_ffn = cfg.u32("intermediate_size");
+        hp.flags |= kQkNorm | kNormTopkProb | kSelectionBias;
+        hp.router_scoring = static_cast<uint8_t>(RouterScoring::Sigmoid);
+        if (Status st = check_minimax_hub_fields(cfg); !st) return st;
+    } else {  // deepseek_v3, glm4_moe, glm4_moe_lite: sigmoid routing with a selection bias, groups, shared experts, dense first layers
         hp.expert_ffn = cfg.u32("moe_intermediate_size");
         const uint32_t shared = cfg.find("n_shared_experts") ? cfg.u32("n_shared_experts") : 0;
         if (shared) {
@@ -440,7 +512,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
             hp.shared_expert_ffn = shared * hp.expert_ffn;
             hp.flags |= kSharedExpert | kSharedExpertUngated;
         }
-        if (cfg.boolean("norm_topk_prob", deepseek)) hp.flags |= kNormTopkProb;
+        if (cfg.boolean("norm_topk_prob", latent)) hp.flags |= kNormTopkProb;
         const float scaling = cfg.number("routed_scaling_factor", 1.0f);
         if (cfg.status() && !(scaling > 0.0f)) return error("config.json: field 'routed_scaling_factor' must be positive");
         hp.routed_scaling = scaling;
@@ -460,7 +532,9 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
             first_dense = f->get<uint32_t>();
         }
         for (uint32_t l = 0; l < first_dense; ++l) moe_layer[l] = false;
-        if (deepseek) {
+        if (glm4_lite)
+            if (Status st = read_mlp_layer_types(cfg, hp.n_layers, moe_layer); !st) return st;
+        if (latent) {
             hp.kv_lora_rank = cfg.u32("kv_lora_rank");
             hp.q_lora_rank = cfg.find("q_lora_rank") ? cfg.u32("q_lora_rank") : 0;
             const uint32_t nope = cfg.u32("qk_nope_head_dim"), rope = cfg.u32("qk_rope_head_dim");
@@ -470,7 +544,10 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
             hp.head_dim = nope + rope;  // config.json's head_dim is the rope part
             hp.rotary_dim = rope;
             if (cfg.boolean("rope_interleave", true)) hp.flags |= kRopePairs;
-            if (cfg.boolean("attention_bias", false)) return error("config.json: attention_bias is not supported for deepseek_v3");
+            if (cfg.boolean("attention_bias", false)) return error("config.json: attention_bias is not supported for " + mt->get<std::string>());
+            // transformers' DeepSeek-V3 RoPE covers the rope dims whatever the factor says; GLM-4.7-Flash's would
+            // rotate fewer dims than the rope part has, which its attention cannot apply.
+            if (glm4_lite && partial_rotary != 1.0) return error("config.json: glm4_moe_lite rotates all qk_rope_head_dim dims (partial_rotary_factor 1)");
             partial_rotary = 1.0;
         } else {
             if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias;

@@ -1,5 +1,6 @@
 #include "tools/export_gguf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -77,7 +78,8 @@ void write_hparams(Header& h, Family family, const HyperParams& hp, const std::v
                    bool placeholder_vocab) {
     const std::string a = arch;
     const bool old_family = family == Family::Mixtral || family == Family::Qwen2Moe || family == Family::Olmoe;
-    const bool deepseek = family == Family::DeepseekV3, sigmoid = deepseek || family == Family::Glm4Moe;
+    const bool deepseek = family == Family::DeepseekV3 || family == Family::Glm4MoeLite, sigmoid = deepseek || family == Family::Glm4Moe;
+    const bool minimax = family == Family::MinimaxM2;
     h.kv_str("general.architecture", a);
     h.kv_str("general.name", "colibri export");
     h.kv_u32("general.quantization_version", 2);
@@ -105,7 +107,8 @@ void write_hparams(Header& h, Family family, const HyperParams& hp, const std::v
         h.kv_u32(a + ".attention.value_length", hp.head_dim);
     }
     h.kv_u32(a + ".vocab_size", hp.vocab_size);
-    if (family == Family::Mixtral || deepseek || family == Family::Glm4Moe) h.kv_u32(a + ".rope.dimension_count", rotary);
+    if (family == Family::Mixtral || deepseek || family == Family::Glm4Moe || minimax) h.kv_u32(a + ".rope.dimension_count", rotary);
+    if (minimax) h.kv_u32(a + ".expert_gating_func", 2);  // sigmoid, as llama.cpp's converter writes from scoring_func
     if (family != Family::Mixtral && family != Family::Olmoe) h.kv_u32(a + ".expert_feed_forward_length", hp.expert_ffn);
     if (family == Family::Qwen2Moe && hp.shared_expert_ffn) h.kv_u32(a + ".expert_shared_feed_forward_length", hp.shared_expert_ffn);
     if (family == Family::Olmoe && hp.clip_qkv > 0) h.kv_f32(a + ".attention.clamp_kqv", hp.clip_qkv);
@@ -121,7 +124,7 @@ void write_hparams(Header& h, Family family, const HyperParams& hp, const std::v
         h.kv_u32(a + ".expert_gating_func", 2);  // sigmoid (gguf.ExpertGatingFuncType)
     }
     // llama.cpp renormalises qwen3moe's top-k weights whatever the key says, and its converter writes none.
-    const bool norm_key = family != Family::Mixtral && family != Family::Qwen3Moe && family != Family::GptOss;
+    const bool norm_key = family != Family::Mixtral && family != Family::Qwen3Moe && family != Family::GptOss && !minimax;
     if (norm_key && (sigmoid || (hp.flags & format::kNormTopkProb))) h.kv_bool(a + ".expert_weights_norm", hp.flags & format::kNormTopkProb);
     if (hp.rope_scaling == uint8_t(format::RopeScaling::Yarn)) {
         h.kv_str(a + ".rope.scaling.type", "yarn");
@@ -164,6 +167,12 @@ Status export_gguf(const std::string& bin_path, const std::string& out_path, boo
     for (const format::LayerEntry& l : m.layers())
         if (family != Family::GptOss && (l.is_moe & format::kLayerSliding))
             return error(bin_path + ": its layers attend to a sliding window, which llama.cpp's " + arch + " does not");
+    // deepseek2 and glm4moe count dense layers from the front (leading_dense_block_count): GLM-4.7-Flash's mlp_layer_types
+    // may put one after a MoE layer, which those files cannot say.
+    const auto first_moe = std::find(moe_layer.begin(), moe_layer.end(), true);
+    const bool leading_dense_only = family == Family::DeepseekV3 || family == Family::Glm4MoeLite || family == Family::Glm4Moe;
+    if (leading_dense_only && std::find(first_moe, moe_layer.end(), false) != moe_layer.end())
+        return error(bin_path + ": a dense layer follows a MoE layer, which llama.cpp's " + arch + " cannot say (leading_dense_block_count)");
     // The tensors the loader checks against (engine/file/file_rules.h): hyper-parameters it refuses are refused here too.
     format::FirstProblem refused;
     const std::vector<schema::TensorSpec> specs = format::expected_tensors(m.tables(), refused.sink());

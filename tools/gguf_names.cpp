@@ -14,7 +14,9 @@ struct ArchName {
 constexpr ArchName kArchitectures[] = {
     {Family::Mixtral, "llama"},   {Family::Qwen2Moe, "qwen2moe"},     {Family::Olmoe, "olmoe"},
     {Family::Qwen3Moe, "qwen3moe"}, {Family::GptOss, "gpt-oss"},    {Family::DeepseekV3, "deepseek2"},
-    {Family::Glm4Moe, "glm4moe"},
+    {Family::Glm4Moe, "glm4moe"},   {Family::MinimaxM2, "minimax-m2"},
+    // llama.cpp writes GLM-4.7-Flash as deepseek2 (the same computation): such files import as deepseek_v3.
+    {Family::Glm4MoeLite, "deepseek2"},
 };
 
 }  // namespace

@@ -20,7 +20,7 @@ struct GgufPlace {
 };
 
 // llama.cpp's architecture name of a family ("llama" for Mixtral, "qwen2moe", "olmoe", "qwen3moe", "gpt-oss",
-// "deepseek2" for deepseek_v3, "glm4moe"), or nullptr.
+// "deepseek2" for deepseek_v3 and glm4_moe_lite, "glm4moe", "minimax-m2"), or nullptr.
 const char* gguf_architecture(format::Family family);
 // The family of a llama.cpp architecture name, or none.
 std::optional<format::Family> family_from_gguf_architecture(const std::string& arch);

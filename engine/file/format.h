@@ -26,7 +26,8 @@ inline constexpr uint64_t kTensorAlignment = 64;     // tensors inside a section
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;
 inline constexpr size_t kTensorNameBytes = 64;
 
-enum class Family : uint32_t { Mixtral = 1, Qwen2Moe = 2, Olmoe = 3, Qwen3Moe = 4, GptOss = 5, DeepseekV3 = 6, Glm4Moe = 7 };
+enum class Family : uint32_t { Mixtral = 1, Qwen2Moe = 2, Olmoe = 3, Qwen3Moe = 4, GptOss = 5, DeepseekV3 = 6, Glm4Moe = 7,
+                             MinimaxM2 = 10, Glm4MoeLite = 11 };  // 8, 9: kept for qwen3_next, qwen3_5_moe
 
 // Weight type of a tensor (declared with the kernels); the engine computes in f32 whatever the storage type.
 using colibri::WeightType;

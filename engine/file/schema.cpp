@@ -27,6 +27,8 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::GptOss, "gpt_oss"},
     {Family::DeepseekV3, "deepseek_v3"},
     {Family::Glm4Moe, "glm4_moe"},
+    {Family::MinimaxM2, "minimax_m2"},
+    {Family::Glm4MoeLite, "glm4_moe_lite"},
 };
 
 constexpr uint32_t kKnownFlags = (kSharedExpertUngated << 1) - 1;
@@ -110,8 +112,10 @@ std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams&
     if (hp.flags & ~kKnownFlags) p.push_back("unknown flags " + std::to_string(hp.flags & ~kKnownFlags));
     // Format 2.1's fields.
     const bool mla = hp.kv_lora_rank != 0;
-    if (mla != (family == static_cast<uint32_t>(Family::DeepseekV3)))
-        p.push_back(mla ? "kv_lora_rank is set but only deepseek_v3 has latent attention" : "deepseek_v3 needs kv_lora_rank");
+    const bool latent_family = family == static_cast<uint32_t>(Family::DeepseekV3) || family == static_cast<uint32_t>(Family::Glm4MoeLite);
+    if (mla != latent_family)
+        p.push_back(mla ? "kv_lora_rank is set but only deepseek_v3 and glm4_moe_lite have latent attention"
+                        : "deepseek_v3 and glm4_moe_lite need kv_lora_rank");
     const uint32_t rotary = hp.rotary_dim ? hp.rotary_dim : hp.head_dim;
     if (rotary % 2 != 0 || rotary > hp.head_dim || (mla && rotary >= hp.head_dim))
         p.push_back("rotary_dim " + std::to_string(rotary) + " must be even and within head_dim " + std::to_string(hp.head_dim) +

@@ -8,8 +8,16 @@
 #include <cstring>
 
 #include "../test_support.h"
+#include "engine/core/model.h"
+#include "engine/core/session.h"
+#include "engine/core/thread_pool.h"
 
 using namespace colibri::test;
+
+namespace {
+// The families of transformers 5.2's third reference set that run on softmax or latent attention.
+constexpr const char* kLateFamilies[] = {"minimax_m2", "glm4_moe_lite"};
+}  // namespace
 
 struct Tolerance {
     double logits;   // max |Δlogit|
@@ -128,6 +136,11 @@ private slots:
             QTest::newRow(qPrintable(QString(fam) + "/f32")) << QString(fam) << "f32" << 1e-3 << 1e-4;
             QTest::newRow(qPrintable(QString(fam) + "/f16")) << QString(fam) << "f16" << 1e-2 << 1e-3;
         }
+        for (const char* late : kLateFamilies)
+            for (const QString fam : {QString(late), QString(late) + "/hub"}) {
+                QTest::newRow(qPrintable(fam + "/f32")) << fam << "f32" << 1e-3 << 1e-4;
+                QTest::newRow(qPrintable(fam + "/f16")) << fam << "f16" << 1e-2 << 1e-3;
+            }
     }
 
     void parity() {
@@ -142,6 +155,7 @@ private slots:
     void config_spellings_agree_data() {
         QTest::addColumn<QString>("family");
         for (const char* fam : {"qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"}) QTest::newRow(fam) << QString(fam);
+        for (const char* fam : kLateFamilies) QTest::newRow(fam) << QString(fam);
     }
 
     void config_spellings_agree() {
@@ -197,6 +211,8 @@ private slots:
         for (const char* fam : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
             for (const char* type : {"f32", "f16", "bf16", "q8_0"})
                 QTest::newRow(qPrintable(QString(fam) + "/" + type)) << QString(fam) << QString(type);
+        for (const char* fam : kLateFamilies)
+            for (const char* type : {"f32", "q8_0"}) QTest::newRow(qPrintable(QString(fam) + "/" + type)) << QString(fam) << QString(type);
     }
 
     void determinism() {
@@ -215,6 +231,82 @@ private slots:
             QVERIFY(!bytes.isEmpty());
             if (first.isEmpty()) first = bytes;
             QVERIFY2(bytes == first, qPrintable(QString("logits differ with -t %1").arg(threads)));
+        }
+    }
+
+    // Without the KV cache (transformers' generate(use_cache=False) recomputes the whole sequence each step): the
+    // prompt and the reference's no-cache greedy ids as one sequence through `colibri logits`, whose argmax at each
+    // of the last 16 positions must be the next id, and whose first 16 rows are the reference logits.
+    void greedy_without_cache_data() {
+        QTest::addColumn<QString>("family");
+        for (const char* fam : kLateFamilies) QTest::newRow(fam) << QString(fam);
+    }
+    void greedy_without_cache() {
+        QFETCH(QString, family);
+        const QString model = convert(family, "f32");
+        QVERIFY(!model.isEmpty());
+        const QJsonObject gen = read_json(reference("hf/" + family + "/ref/generate.json")).object();
+        QJsonArray seq = read_json(reference("hf/" + family + "/ref/input_ids.json")).array();
+        const QJsonArray nocache = gen["new_ids_nocache"].toArray();
+        QCOMPARE(nocache, gen["new_ids"].toArray());
+        for (int i = 0; i + 1 < nocache.size(); ++i) seq.append(nocache[i]);
+        const QString out = dir_.filePath(family + "-nocache.f32");
+        const CliResult r = run_cli({"logits", "-m", model, "--tokens", ids_arg(seq), "--out", out});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const std::vector<float> got = read_f32(out), want = read_f32(reference("hf/" + family + "/ref/logits.f32"));
+        const size_t vocab = want.size() / 16;
+        QCOMPARE(got.size(), size_t(seq.size()) * vocab);
+        for (size_t i = 0; i < want.size(); ++i) QVERIFY(std::fabs(got[i] - want[i]) <= 1e-3);
+        for (int k = 0; k < nocache.size(); ++k) {
+            const float* row = got.data() + size_t(15 + k) * vocab;
+            QCOMPARE(int(std::max_element(row, row + vocab) - row), nocache[k].toInt());
+        }
+    }
+
+    // A prompt of 200 tokens (four blocks of the key cache, four prompt chunks): the reference prompt first, so its 16
+    // rows are the reference logits; the whole prompt's logits are the same bits with -t 1 and -t 2, token by token
+    // through the KV cache (a session with chunk 1) and in chunks of 37.
+    void long_prompt_data() { greedy_without_cache_data(); }
+    void long_prompt() {
+        QFETCH(QString, family);
+        const QString model = convert(family, "f32");
+        QVERIFY(!model.isEmpty());
+        const QJsonArray ref_ids = read_json(reference("hf/" + family + "/ref/input_ids.json")).array();
+        const std::vector<float> want = read_f32(reference("hf/" + family + "/ref/logits.f32"));
+        const size_t vocab = want.size() / 16, n = 200;
+        std::vector<int32_t> seq;
+        QJsonArray seq_json;
+        for (size_t i = 0; i < n; ++i) {
+            seq.push_back(i < 16 ? ref_ids[int(i)].toInt() : int32_t((7 + 389 * i) % vocab));
+            seq_json.append(seq.back());
+        }
+        QByteArray first;
+        for (const char* threads : {"1", "2"}) {
+            const QString out = dir_.filePath(QString("%1-long-t%2.f32").arg(family, threads));
+            const CliResult r = run_cli({"logits", "-m", model, "--tokens", ids_arg(seq_json), "-t", threads, "--out", out});
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+            const QByteArray bytes = read_all(out);
+            QCOMPARE(size_t(bytes.size()), n * vocab * sizeof(float));
+            if (first.isEmpty()) first = bytes;
+            QVERIFY2(bytes == first, "-t 1 and -t 2 differ");
+        }
+        const float* whole = reinterpret_cast<const float*>(first.constData());
+        for (size_t i = 0; i < want.size(); ++i) QVERIFY(std::fabs(whole[i] - want[i]) <= 1e-3);
+
+        auto loaded = colibri::Model::load(model.toStdString());
+        QVERIFY2(loaded, loaded.message().c_str());
+        colibri::ThreadPool pool(2);
+        for (uint32_t chunk : {1u, 37u}) {
+            colibri::SessionOptions options;
+            options.chunk = chunk;
+            colibri::Session session(*loaded.value(), pool, 256, options);
+            for (size_t i = 0; i < n; i += chunk) {
+                const size_t len = std::min<size_t>(chunk, n - i);
+                auto logits = session.eval(std::span<const int32_t>(seq.data() + i, len));
+                QVERIFY(logits.is_ok());
+                QVERIFY2(std::equal(logits->begin(), logits->end(), whole + (i + len - 1) * vocab),
+                         qPrintable(QString("chunk %1: position %2 differs").arg(chunk).arg(i + len - 1)));
+            }
         }
     }
 };

@@ -68,6 +68,9 @@ private slots:
             QTest::newRow(qPrintable(QString("gpt_oss ") + type)) << "gpt_oss" << "gpt_oss-f32.gguf" << type;
             QTest::newRow(qPrintable(QString("deepseek_v3 ") + type)) << "deepseek_v3" << "deepseek_v3-f32.gguf" << type;
             QTest::newRow(qPrintable(QString("glm4_moe ") + type)) << "glm4_moe" << "glm4_moe-f32.gguf" << type;
+            // minimax-m2, and GLM-4.7-Flash as llama.cpp writes it: deepseek2 (imported as deepseek_v3).
+            QTest::newRow(qPrintable(QString("minimax_m2 ") + type)) << "minimax_m2" << "minimax_m2-f32.gguf" << type;
+            QTest::newRow(qPrintable(QString("glm4_moe_lite ") + type)) << "glm4_moe_lite" << "glm4_moe_lite-f32.gguf" << type;
         }
     }
 
@@ -110,7 +113,7 @@ private slots:
         QTest::addColumn<QString>("message");
         const QByteArray f32_as_q4_1("\x03\0\0\0", 4), u32_as_f32("\x06\0\0\0", 4), ne_32("\x20\0\0\0\0\0\0\0", 8);
         QTest::newRow("unknown architecture") << "olmoe-f32.gguf" << QByteArray("olmoe") << -1 << QByteArray("olmox")
-                                              << "GGUF architecture 'olmox' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe)";
+                                              << "GGUF architecture 'olmox' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe, minimax-m2)";
         QTest::newRow("missing key") << "olmoe-f32.gguf" << QByteArray("olmoe.expert_used_count") << -1
                                      << QByteArray("olmoe.expert_used_counX") << "GGUF metadata: missing olmoe.expert_used_count";
         QTest::newRow("key of the wrong type") << "qwen2moe-f32.gguf" << QByteArray("qwen2moe.block_count") << 0 << u32_as_f32

@@ -42,6 +42,7 @@ private slots:
     void round_trip_data() {
         QTest::addColumn<QString>("gguf");
         for (const char* f : {"qwen2moe-f32", "olmoe-f32", "qwen3moe-f32", "gpt_oss-f32", "deepseek_v3-f32", "glm4_moe-f32",
+                              "minimax_m2-f32", "glm4_moe_lite-f32",
                               "mixtral-256-quant", "qwen2moe-256-q4_k_m", "gpt_oss-mxfp4"})
             QTest::newRow(f) << QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/%1.gguf").arg(f);
         QTest::newRow("mixtral-f32 (shared)") << reference("gguf/mixtral-f32.gguf");

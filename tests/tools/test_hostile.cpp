@@ -676,6 +676,54 @@ private slots:
         }
     }
 
+    // MiniMax-M2's and GLM-4.7-Flash's hub spellings: fields transformers 5.2 does not read are honoured where the
+    // checkpoint depends on them (rotary_dim) and refused where they ask for something it does not run.
+    void late_family_hub_fields_are_checked() {
+        struct Row {
+            const char* family;
+            const char* name;
+            std::function<void(QJsonObject&)> edit;
+            const char* must_mention;
+        };
+        const Row rows[] = {
+            {"minimax_m2", "mm-rotary-odd", [](QJsonObject& c) { c["rotary_dim"] = 15; }, "rotary_dim"},
+            {"minimax_m2", "mm-rotary-over", [](QJsonObject& c) { c["rotary_dim"] = 64; }, "rotary_dim"},
+            {"minimax_m2", "mm-rotary-factor-disagree", [](QJsonObject& c) { c["partial_rotary_factor"] = 0.25; }, "disagree"},
+            {"minimax_m2", "mm-lightning", [](QJsonObject& c) { c["attn_type_list"] = QJsonArray{0, 1}; }, "attn_type_list"},
+            {"minimax_m2", "mm-attn-types-not-list", [](QJsonObject& c) { c["attn_type_list"] = 1; }, "attn_type_list"},
+            {"minimax_m2", "mm-shared-expert", [](QJsonObject& c) { c["shared_intermediate_size"] = 32; }, "shared expert"},
+            {"minimax_m2", "mm-softmax", [](QJsonObject& c) { c["scoring_func"] = "softmax"; }, "scoring_func"},
+            {"minimax_m2", "mm-no-qk-norm", [](QJsonObject& c) { c["use_qk_norm"] = false; }, "use_qk_norm"},
+            {"minimax_m2", "mm-qk-norm-per-head", [](QJsonObject& c) { c["qk_norm_type"] = "per_head"; }, "qk_norm_type"},
+            {"minimax_m2", "mm-no-routing-bias", [](QJsonObject& c) { c["use_routing_bias"] = false; }, "use_routing_bias"},
+            {"glm4_moe_lite", "gl-first-dense-two", [](QJsonObject& c) { c["first_k_dense_replace"] = 2; }, "first_k_dense_replace"},
+            {"glm4_moe_lite", "gl-first-dense-over", [](QJsonObject& c) { c["first_k_dense_replace"] = 1000; }, "first_k_dense_replace"},
+            {"glm4_moe_lite", "gl-layer-types-short", [](QJsonObject& c) { c["mlp_layer_types"] = QJsonArray{"dense"}; }, "mlp_layer_types"},
+            {"glm4_moe_lite", "gl-layer-types-word", [](QJsonObject& c) { c["mlp_layer_types"] = QJsonArray{"dense", "moe", "sparse"}; }, "mlp_layer_types"},
+            {"glm4_moe_lite", "gl-partial-rotary", [](QJsonObject& c) { c["partial_rotary_factor"] = 0.5; }, "partial_rotary_factor"},
+            {"glm4_moe_lite", "gl-attention-bias", [](QJsonObject& c) { c["attention_bias"] = true; }, "attention_bias"},
+            {"glm4_moe_lite", "gl-no-kv-lora", [](QJsonObject& c) { c.remove("kv_lora_rank"); }, "kv_lora_rank"},
+        };
+        for (const Row& row : rows) {
+            QJsonObject cfg = read_json(reference(QString("hf/") + row.family + "/model/config.hub_style.json")).object();
+            row.edit(cfg);
+            const QString out = dir_.filePath(QString(row.name) + ".bin");
+            const QString err = expect_failure({"convert", hf_copy(row.name, QJsonDocument(cfg).toJson(), row.family), "-o", out});
+            QVERIFY2(err.contains(row.must_mention), qPrintable(QString(row.name) + ": " + err));
+            QVERIFY2(!QFile::exists(out), row.name);
+        }
+        // A .bin of another family cannot claim latent attention, nor glm4_moe_lite go without it.
+        const QString lite = dir_.filePath("lite.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/glm4_moe_lite/model"), "-o", lite, "-q"}).exit_code, 0);
+        BinBytes b(read_all(lite));
+        FileHeader h = b.header();
+        h.hparams.kv_lora_rank = 0;
+        b.set_header(h);
+        b.reseal();
+        const QString path = write_all(dir_.filePath("lite-no-latent.bin"), b.bytes());
+        QVERIFY(expect_failure({"logits", "-m", path, "--tokens", "1,2,3"}).contains("kv_lora_rank"));
+    }
+
     void numbers_are_not_narrowed() {
         QVERIFY(expect_failure({"swap", "-m", good_, "--layer", "0", "--expert", "0", "--from", good_, "--from-expert", "4294967297",
                                 "-o", dir_.filePath("narrow.bin")})

@@ -265,7 +265,8 @@ private slots:
         QVERIFY2(made.exit_code == 0, made.err.constData());
 
         // The families its shape options build a config for: made at a small shape, converted, checked and run.
-        static const QStringList kShapeBuilt{"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"};
+        static const QStringList kShapeBuilt{"mixtral",     "qwen2_moe", "olmoe",         "qwen3_moe", "gpt_oss",
+                                             "deepseek_v3", "glm4_moe",  "glm4_moe_lite", "minimax_m2"};
         if (!kShapeBuilt.contains(f->name)) return;
         const QString hf = dir_.filePath(QString(f->name) + "-hf"), bin_made = hf + ".bin";
         QVERIFY2(make_model({"-o", hf, "--family", f->name, "--vocab", "256", "--hidden", "64", "--layers", "2", "--heads", "4",

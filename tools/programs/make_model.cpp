@@ -62,7 +62,8 @@ json gpt_oss_20b_config() {
                 {"vocab_size", 201088}};
 }
 
-constexpr const char* kFamilyList = "mixtral, qwen2_moe, olmoe, qwen3_moe, gpt_oss, deepseek_v3 or glm4_moe";
+constexpr const char* kFamilyList =
+    "mixtral, qwen2_moe, olmoe, qwen3_moe, gpt_oss, deepseek_v3, glm4_moe, glm4_moe_lite or minimax_m2";
 
 struct Spec {
     std::string family = "qwen2_moe";
@@ -75,7 +76,46 @@ struct Spec {
     bool norm_topk_prob = false;
     float clip_qkv = 0.0f;  // olmoe; 0 = none
     std::vector<uint32_t> mlp_only_layers;  // qwen2_moe dense layers
+    // deepseek_v3, glm4_moe, glm4_moe_lite: sigmoid routing in expert groups, scaled, shared experts, dense first layers.
+    uint32_t n_group = 1, topk_group = 1, shared_experts = 1, first_dense = 1;
+    double routed_scaling = 1.0;
+    // Latent attention (deepseek_v3, glm4_moe_lite): 0 = derived from the head size (no q LoRA for --q-lora-rank 0).
+    uint32_t q_lora_rank = 0, kv_lora_rank = 0, rope_dim = 0, nope_dim = 0, v_head_dim = 0;
+    std::optional<json> rope_scaling;  // the hub's rope_scaling (YaRN), none by default
 };
+
+bool is_latent(const std::string& family) { return family == "deepseek_v3" || family == "glm4_moe_lite"; }
+bool is_sigmoid_family(const std::string& family) { return is_latent(family) || family == "glm4_moe"; }
+
+// Kimi-K2's layout (moonshotai/Kimi-K2-Instruct's config.json: deepseek_v3 with 384 experts top-8, 64 heads, one
+// expert group, routed_scaling_factor 2.827, one shared expert, a dense first layer, YaRN factor 32 from 4096 with
+// beta 1 / 1 and mscale = mscale_all_dim = 1, theta 50000), narrowed to a width a test runs in: hidden 64, 2 layers,
+// the MLA ranks and head sizes divided by 16 or more (q LoRA 1536 -> 48, kv LoRA 512 -> 32, nope 128 -> 16, rope 64 -> 8).
+void kimi_k2_shape(Spec& s) {
+    s.family = "deepseek_v3";
+    s.vocab = 4096;
+    s.hidden = 64;
+    s.layers = 2;
+    s.heads = 64;
+    s.kv_heads = 64;
+    s.experts = 384;
+    s.top_k = 8;
+    s.ffn = 16;
+    s.n_group = 1;
+    s.topk_group = 1;
+    s.shared_experts = 1;
+    s.first_dense = 1;
+    s.routed_scaling = 2.827;
+    s.norm_topk_prob = true;
+    s.q_lora_rank = 48;
+    s.kv_lora_rank = 32;
+    s.rope_dim = 8;
+    s.nope_dim = 16;
+    s.v_head_dim = 16;
+    if (!s.embedding_init) s.embedding_init = 1.0f;  // spreads the tokens over the experts (random_model.h)
+    s.rope_scaling = json{{"type", "yarn"}, {"factor", 32.0}, {"original_max_position_embeddings", 4096}, {"beta_fast", 1.0},
+                          {"beta_slow", 1.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+}
 
 // Norm weights start at 1; every other tensor is drawn.
 bool is_norm(schema::Role r) {
@@ -101,17 +141,62 @@ std::vector<size_t> draw_order(const std::vector<schema::TensorSpec>& specs) {
     return order;
 }
 
+// config.json's fields for the sigmoid-routed families, DeepSeek-V3's spelling (GLM-4.7-Flash's hub config uses it too).
+void add_sigmoid_family_fields(const Spec& s, json& cfg) {
+    const uint32_t head_dim = s.hidden / s.heads;
+    cfg["n_routed_experts"] = s.experts;
+    cfg["moe_intermediate_size"] = s.ffn;
+    cfg["intermediate_size"] = s.ffn * 4;
+    cfg["n_shared_experts"] = s.shared_experts;
+    cfg["n_group"] = s.n_group;
+    cfg["topk_group"] = s.topk_group;
+    cfg["routed_scaling_factor"] = s.routed_scaling;
+    cfg["norm_topk_prob"] = s.norm_topk_prob;
+    cfg["first_k_dense_replace"] = s.first_dense;
+    cfg["scoring_func"] = "sigmoid";
+    cfg["topk_method"] = "noaux_tc";
+    if (!is_latent(s.family)) {  // glm4_moe: GQA with q/k/v biases and half-rotary heads
+        cfg["head_dim"] = head_dim;
+        cfg["partial_rotary_factor"] = 0.5;
+        cfg["attention_bias"] = true;
+        cfg["use_qk_norm"] = false;
+        return;
+    }
+    const uint32_t rope = s.rope_dim ? s.rope_dim : head_dim / 2;
+    cfg["num_key_value_heads"] = s.heads;  // latent attention: every head its own key and value
+    if (s.q_lora_rank) cfg["q_lora_rank"] = s.q_lora_rank;
+    else cfg["q_lora_rank"] = nullptr;
+    cfg["kv_lora_rank"] = s.kv_lora_rank ? s.kv_lora_rank : s.hidden / 2;
+    cfg["qk_nope_head_dim"] = s.nope_dim ? s.nope_dim : head_dim;
+    cfg["qk_rope_head_dim"] = rope;
+    cfg["v_head_dim"] = s.v_head_dim ? s.v_head_dim : head_dim;
+    cfg["head_dim"] = rope;
+    cfg["rope_interleave"] = true;
+    cfg["attention_bias"] = false;
+    if (s.rope_scaling) {
+        cfg["rope_scaling"] = *s.rope_scaling;
+        cfg["max_position_embeddings"] = 131072;
+        cfg["rope_theta"] = 50000.0;
+    }
+    if (s.family == "glm4_moe_lite") {  // transformers 5.2 reads mlp_layer_types, the hub's converters first_k_dense_replace
+        cfg["num_nextn_predict_layers"] = 0;
+        json types = json::array();
+        for (uint32_t l = 0; l < s.layers; ++l) types.push_back(l < s.first_dense ? "dense" : "sparse");
+        cfg["mlp_layer_types"] = types;
+    }
+}
+
 // config.json of a family at the shape the options give: the fields the converter reads, each family's own as its
 // reference checkpoint spells them (shared/reference/hf/<family>/model/config.json).
 std::optional<json> family_config(const Spec& s) {
     const bool mixtral = s.family == "mixtral", qwen = s.family == "qwen2_moe", qwen3 = s.family == "qwen3_moe";
-    const bool olmoe = s.family == "olmoe", gpt_oss = s.family == "gpt_oss", deepseek = s.family == "deepseek_v3";
-    const bool glm = s.family == "glm4_moe";
-    if (!mixtral && !qwen && !qwen3 && !olmoe && !gpt_oss && !deepseek && !glm) return std::nullopt;
+    const bool olmoe = s.family == "olmoe", gpt_oss = s.family == "gpt_oss";
+    const bool minimax = s.family == "minimax_m2";
+    if (!mixtral && !qwen && !qwen3 && !olmoe && !gpt_oss && !minimax && !is_sigmoid_family(s.family)) return std::nullopt;
     static const std::map<std::string, const char*> architecture{
         {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"},
         {"olmoe", "OlmoeForCausalLM"},       {"gpt_oss", "GptOssForCausalLM"},     {"deepseek_v3", "DeepseekV3ForCausalLM"},
-        {"glm4_moe", "Glm4MoeForCausalLM"}};
+        {"glm4_moe", "Glm4MoeForCausalLM"},  {"glm4_moe_lite", "Glm4MoeLiteForCausalLM"}, {"minimax_m2", "MiniMaxM2ForCausalLM"}};
     json cfg{{"architectures", {architecture.at(s.family)}},
              {"model_type", s.family},        {"hidden_size", s.hidden},
              {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
@@ -158,33 +243,19 @@ std::optional<json> family_config(const Spec& s) {
         cfg.erase("rope_theta");
         cfg["rope_parameters"] = {{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"factor", 32.0}, {"original_max_position_embeddings", 4096},
                                   {"rope_theta", 150000.0}, {"rope_type", "yarn"}, {"truncate", false}};
-    } else {  // deepseek_v3 and glm4_moe: shared expert, sigmoid routing with a selection bias, a dense first layer
-        cfg["n_routed_experts"] = s.experts;
-        cfg["n_shared_experts"] = 1u;
-        cfg["moe_intermediate_size"] = s.ffn;
-        cfg["intermediate_size"] = s.ffn * 4;
-        cfg["first_k_dense_replace"] = uint32_t(s.layers > 1 ? 1 : 0);
-        cfg["n_group"] = 1u;
-        cfg["topk_group"] = 1u;
-        cfg["routed_scaling_factor"] = 2.5;
-        cfg["norm_topk_prob"] = true;
-        if (deepseek) {  // multi-head latent attention: kv_b_proj holds each head's key and value blocks
-            cfg["num_key_value_heads"] = s.heads;
-            cfg["kv_lora_rank"] = s.hidden / 2;
-            cfg["q_lora_rank"] = s.hidden * 3 / 4;
-            cfg["qk_nope_head_dim"] = head_dim;
-            cfg["qk_rope_head_dim"] = head_dim / 2;
-            cfg["qk_head_dim"] = head_dim + head_dim / 2;
-            cfg["head_dim"] = head_dim / 2;
-            cfg["v_head_dim"] = head_dim;
-            cfg["rope_interleave"] = true;
-            cfg["attention_bias"] = false;
-        } else {
-            cfg["head_dim"] = head_dim;
-            cfg["partial_rotary_factor"] = 0.5;
-            cfg["use_qk_norm"] = false;
-            cfg["attention_bias"] = true;
-        }
+    } else if (is_sigmoid_family(s.family)) {  // deepseek_v3, glm4_moe, glm4_moe_lite
+        add_sigmoid_family_fields(s, cfg);
+    } else if (minimax) {  // the hub's spelling, with its remote-code switches
+        cfg["num_local_experts"] = s.experts;
+        cfg["intermediate_size"] = s.ffn;
+        cfg["head_dim"] = head_dim;
+        cfg["rotary_dim"] = head_dim / 2;
+        cfg["use_qk_norm"] = true;
+        cfg["qk_norm_type"] = "per_layer";
+        cfg["scoring_func"] = "sigmoid";
+        cfg["use_routing_bias"] = true;
+        cfg["shared_intermediate_size"] = 0;
+        cfg["attn_type_list"] = std::vector<int>(s.layers, 1);
     }
     return cfg;
 }
@@ -219,12 +290,22 @@ int main(int argc, char** argv) {
     app.add_flag("--norm-topk-prob", s.norm_topk_prob, "qwen2_moe/olmoe: renormalise the top-k routing weights");
     app.add_option("--clip-qkv", s.clip_qkv, "olmoe: clamp q, k and v to this magnitude");
     app.add_option("--mlp-only-layers", s.mlp_only_layers, "qwen2_moe: layers with a dense MLP instead of experts");
+    app.add_option("--n-group", s.n_group, "deepseek_v3, glm4_moe(_lite): expert groups");
+    app.add_option("--topk-group", s.topk_group, "deepseek_v3, glm4_moe(_lite): groups a token's experts come from");
+    app.add_option("--routed-scaling", s.routed_scaling, "deepseek_v3, glm4_moe(_lite): routed_scaling_factor");
+    app.add_option("--shared-experts", s.shared_experts, "deepseek_v3, glm4_moe(_lite): shared experts (n_shared_experts)");
+    app.add_option("--first-dense", s.first_dense, "deepseek_v3, glm4_moe(_lite): leading dense layers");
+    app.add_option("--q-lora-rank", s.q_lora_rank, "deepseek_v3, glm4_moe_lite: rank of the query's low-rank path (0: none)");
+    app.add_option("--kv-lora-rank", s.kv_lora_rank, "deepseek_v3, glm4_moe_lite: rank of the kv latent (default hidden / 2)");
+    app.add_option("--rope-dim", s.rope_dim, "deepseek_v3, glm4_moe_lite: rope dims per head (default half the head size)");
     app.add_option("--tokenizer", tokenizer_dir, "directory with tokenizer.json / tokenizer_config.json to include");
     std::string preset;
     bool config_only = false;
     app.add_option("--preset", preset,
                    "bench: the benchmark model (mixtral, 8 layers, hidden 1024, 16 heads / 4 KV heads, 8 experts top-2, "
-                   "expert ffn 2816, vocab 32000), an HF directory; qwen3-30b-a3b (every matrix q4_k, 17.3 GB) or "
+                   "expert ffn 2816, vocab 32000), an HF directory; kimi-k2-shape: Kimi-K2's layout (deepseek_v3, 384 "
+                   "experts top-8, 64 heads, one expert group, scaling 2.827, its YaRN) at hidden 64, 2 layers, an HF "
+                   "directory; qwen3-30b-a3b (every matrix q4_k, 17.3 GB) or "
                    "gpt-oss-20b (experts mxfp4, the other matrices q8_0, 12.8 GB): the real shapes, written straight "
                    "into a .bin (-o model.bin)");
     std::string type_name;
@@ -269,18 +350,23 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (!preset.empty()) {
-        if (preset != "bench") {
-            std::fprintf(stderr, "colibri-make-model: --preset: unknown preset '%s' (bench, qwen3-30b-a3b, gpt-oss-20b)\n",
+        if (preset != "bench" && preset != "kimi-k2-shape") {
+            std::fprintf(stderr, "colibri-make-model: --preset: unknown preset '%s' (bench, kimi-k2-shape, qwen3-30b-a3b, gpt-oss-20b)\n",
                          preset.c_str());
             return 1;
         }
         for (const char* shape : {"--family", "--vocab", "--hidden", "--layers", "--heads", "--kv-heads", "--experts",
-                                  "--top-k", "--ffn", "--shared-ffn", "--mlp-only-layers"}) {
+                                  "--top-k", "--ffn", "--shared-ffn", "--mlp-only-layers", "--n-group", "--topk-group",
+                                  "--routed-scaling", "--shared-experts", "--first-dense", "--q-lora-rank", "--kv-lora-rank",
+                                  "--rope-dim", "--norm-topk-prob"}) {
             if (app.count(shape)) {
-                std::fprintf(stderr, "colibri-make-model: %s: the bench preset fixes the shape\n", shape);
+                std::fprintf(stderr, "colibri-make-model: %s: the %s preset fixes the shape\n", shape, preset.c_str());
                 return 1;
             }
         }
+    }
+    if (preset == "kimi-k2-shape") kimi_k2_shape(s);
+    if (preset == "bench") {
         s.family = "mixtral";
         s.layers = 8;
         s.hidden = 1024;
@@ -295,7 +381,8 @@ int main(int argc, char** argv) {
     if (!config_path.empty()) {
         for (const char* shape : {"--family", "--vocab", "--hidden", "--layers", "--heads", "--kv-heads", "--experts",
                                   "--top-k", "--ffn", "--shared-ffn", "--mlp-only-layers", "--tied", "--norm-topk-prob",
-                                  "--clip-qkv", "--preset"}) {
+                                  "--clip-qkv", "--preset", "--n-group", "--topk-group", "--routed-scaling",
+                                  "--shared-experts", "--first-dense", "--q-lora-rank", "--kv-lora-rank", "--rope-dim"}) {
             if (app.count(shape)) {
                 std::fprintf(stderr, "colibri-make-model: %s: --config gives the shape\n", shape);
                 return 1;

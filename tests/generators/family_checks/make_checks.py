@@ -70,7 +70,9 @@ def swiglu(x, gate, up, down):
 
 
 def rope_parameters(cfg):
-    """The hub spelling read as transformers' standardize_rope_params does: theta, type and the YaRN keys."""
+    """Either spelling read as transformers' standardize_rope_params does: theta, type and the YaRN keys."""
+    if cfg.get("rope_parameters") is not None:
+        return dict(cfg["rope_parameters"])
     p = dict(cfg.get("rope_scaling") or {})
     p.setdefault("rope_type", p.get("type", "default"))
     p.setdefault("rope_theta", cfg.get("rope_theta", 10000.0))
@@ -139,6 +141,17 @@ def causal_attention(q, k, v, scale):
     return softmax(s) @ v
 
 
+def partial_rope_attention(model, pre, q, k, v, rot):
+    """q [heads, t, hd], k / v [kv_heads, t, hd]: RoPE on halves of the first `rot` dims, GQA, o_proj (GLM-4.5, MiniMax-M2)."""
+    nh, t, hd = q.shape
+    cos, sin = cos_sin(model.cfg, rot, np.arange(t))
+    q = np.concatenate([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], axis=-1)
+    k = np.concatenate([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], axis=-1)
+    rep = nh // k.shape[0]
+    o = causal_attention(q, np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0), hd ** -0.5)
+    return o.transpose(1, 0, 2).reshape(t, nh * hd) @ model.w(pre + "o_proj.weight").T
+
+
 # ---------------------------------------------------------------------------------------------- routers
 def route_softmax(logits, k, norm):
     p = softmax(logits)
@@ -149,7 +162,7 @@ def route_softmax(logits, k, norm):
     return idx, w, p[idx]
 
 
-def route_sigmoid(logits, bias, k, n_group, topk_group, norm, scaling):
+def route_sigmoid(logits, bias, k, n_group, topk_group, norm, scaling, eps=1e-20):
     s = sigmoid(logits)
     choice = s + bias
     n = len(logits)
@@ -165,7 +178,7 @@ def route_sigmoid(logits, bias, k, n_group, topk_group, norm, scaling):
     idx = np.argsort(-masked, kind="stable")[:k]
     w = s[idx]
     if norm:
-        w = w / (w.sum() + 1e-20)
+        w = w / (w.sum() + eps)
     w = w * scaling
     order = sorted(range(k), key=lambda j: (-w[j], idx[j]))  # descending weight, ties by id
     idx, w = idx[order], w[order]
@@ -241,6 +254,10 @@ class SigmoidMoe(Model):
         cfg, pre = self.cfg, f"model.layers.{l}.mlp."
         if l < cfg["first_k_dense_replace"]:
             return self.dense(pre, h), None
+        return self.moe(l, h)
+
+    def moe(self, l, h):
+        cfg, pre = self.cfg, f"model.layers.{l}.mlp."
         logits = h @ self.w(pre + "gate.weight").T
         bias = self.w(pre + "gate.e_score_correction_bias")
         chosen = [route_sigmoid(logits[t], bias, cfg["num_experts_per_tok"], cfg["n_group"], cfg["topk_group"],
@@ -260,13 +277,7 @@ class Glm4Moe(SigmoidMoe):
             q = rms_norm(q, self.w(pre + "q_norm.weight"), cfg["rms_norm_eps"])
             k = rms_norm(k, self.w(pre + "k_norm.weight"), cfg["rms_norm_eps"])
         q, k, v = q.transpose(1, 0, 2), k.transpose(1, 0, 2), v.transpose(1, 0, 2)
-        rot = int(hd * cfg["partial_rotary_factor"])
-        cos, sin = cos_sin(cfg, rot, np.arange(t))
-        q = np.concatenate([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], axis=-1)
-        k = np.concatenate([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], axis=-1)
-        rep = nh // nkv
-        o = causal_attention(q, np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0), hd ** -0.5)
-        return o.transpose(1, 0, 2).reshape(t, nh * hd) @ self.w(pre + "o_proj.weight").T
+        return partial_rope_attention(self, pre, q, k, v, int(hd * cfg["partial_rotary_factor"]))
 
 
 class DeepseekV3(SigmoidMoe):
@@ -304,6 +315,47 @@ class DeepseekV3(SigmoidMoe):
             scale = scale * m * m
         o = causal_attention(q, k, v, scale)
         return o.transpose(1, 0, 2).reshape(t, nh * vd) @ self.w(pre + "o_proj.weight").T
+
+
+class Glm4MoeLite(DeepseekV3):
+    """modeling_glm4_moe_lite.py: DeepSeek-V3's attention, GLM-4.5's MoE; dense layers from mlp_layer_types only (by
+    default layer 0: transformers 5.2 does not read first_k_dense_replace)."""
+
+    def mlp(self, l, h):
+        cfg = self.cfg
+        types = cfg.get("mlp_layer_types") or ["dense"] + ["sparse"] * (cfg["num_hidden_layers"] - 1)
+        if types[l] == "dense":
+            return self.dense(f"model.layers.{l}.mlp.", h), None
+        return self.moe(l, h)
+
+
+class MiniMaxM2(Model):
+    """modeling_minimax_m2.py: q_norm / k_norm over the whole projection before the head split, partial RoPE on
+    halves (rotary_dim of the hub config, which transformers 5.2 reads as rope_parameters' partial_rotary_factor),
+    sigmoid routing with the correction bias for selection, renormalised without an epsilon, no shared expert."""
+
+    def attention(self, l, h):
+        cfg, pre = self.cfg, f"model.layers.{l}.self_attn."
+        nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+        t = h.shape[0]
+        q = rms_norm(h @ self.w(pre + "q_proj.weight").T, self.w(pre + "q_norm.weight"), cfg["rms_norm_eps"])
+        k = rms_norm(h @ self.w(pre + "k_proj.weight").T, self.w(pre + "k_norm.weight"), cfg["rms_norm_eps"])
+        v = h @ self.w(pre + "v_proj.weight").T
+        q, k, v = (a.reshape(t, n, hd).transpose(1, 0, 2) for a, n in ((q, nh), (k, nkv), (v, nkv)))
+        rot = cfg["rotary_dim"] if "rotary_dim" in cfg else int(hd * rope_parameters(cfg).get("partial_rotary_factor", 1.0))
+        return partial_rope_attention(self, pre, q, k, v, rot)
+
+    def mlp(self, l, h):
+        cfg, pre = self.cfg, f"model.layers.{l}.block_sparse_moe."
+        logits = h @ self.w(pre + "gate.weight").T
+        bias = self.w(pre + "e_score_correction_bias")
+        chosen = [route_sigmoid(logits[t], bias, cfg["num_experts_per_tok"], 1, 1, True, 1.0, eps=0.0) for t in range(h.shape[0])]
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            for e, wt in zip(*chosen[t][:2]):
+                x = pre + f"experts.{e}."
+                out[t] += wt * swiglu(h[t:t + 1], self.w(x + "w1.weight"), self.w(x + "w3.weight"), self.w(x + "w2.weight"))[0]
+        return out, (l, chosen)
 
 
 class GptOss(Model):
@@ -383,7 +435,18 @@ def init_weights(cfg, family, rng):
             W[m + "experts.gate_up_proj"], W[m + "experts.gate_up_proj_bias"] = normal(E, H, 2 * F), 0.05 * rng.normal(size=(E, 2 * F))
             W[m + "experts.down_proj"], W[m + "experts.down_proj_bias"] = normal(E, F, H), 0.05 * rng.normal(size=(E, H))
             continue
-        if family == "deepseek_v3":
+        if family == "minimax_m2":
+            hd, nkv, E, F = cfg["head_dim"], cfg["num_key_value_heads"], cfg["num_local_experts"], cfg["intermediate_size"]
+            W[a + "q_proj.weight"], W[a + "k_proj.weight"] = normal(nh * hd, H), normal(nkv * hd, H)
+            W[a + "v_proj.weight"], W[a + "o_proj.weight"] = normal(nkv * hd, H), normal(H, nh * hd)
+            W[a + "q_norm.weight"], W[a + "k_norm.weight"] = norm_weight(nh * hd), norm_weight(nkv * hd)
+            m = pre + "block_sparse_moe."
+            W[m + "gate.weight"], W[m + "e_score_correction_bias"] = normal(E, H), 0.05 * rng.normal(size=E)
+            for e in range(E):
+                W[m + f"experts.{e}.w1.weight"], W[m + f"experts.{e}.w3.weight"] = normal(F, H), normal(F, H)
+                W[m + f"experts.{e}.w2.weight"] = normal(H, F)
+            continue
+        if family in ("deepseek_v3", "glm4_moe_lite"):
             nope, rope, vd, lora = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
             if cfg.get("q_lora_rank") is None:
                 W[a + "q_proj.weight"] = normal(nh * (nope + rope), H)
@@ -407,6 +470,9 @@ def init_weights(cfg, family, rng):
         if family == "qwen3_moe":
             moe = l not in cfg["mlp_only_layers"] and (l + 1) % cfg["decoder_sparse_step"] == 0
             n_exp = cfg["num_experts"]
+        elif family == "glm4_moe_lite":
+            moe = (cfg.get("mlp_layer_types") or ["dense"] + ["sparse"] * (cfg["num_hidden_layers"] - 1))[l] == "sparse"
+            n_exp = cfg["n_routed_experts"]
         else:
             moe = l >= cfg["first_k_dense_replace"]
             n_exp = cfg["n_routed_experts"]
@@ -477,6 +543,34 @@ CASES = {
         routed_scaling_factor=2.827, rope_interleave=True, rope_theta=50000.0, max_position_embeddings=131072,
         rope_scaling={"type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 1.0,
                       "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.5})),
+    # MiniMax-M2 (hub spelling: rotary_dim, remote-code switches) over 150 positions, three prompt chunks: 8 q / 2 KV
+    # heads, q/k norms over the whole 128- / 32-wide projections, 32 experts top-8 as in the real model (256 top-8).
+    "minimax_m2_long": ("minimax_m2", MiniMaxM2, dict(
+        BASE, model_type="minimax_m2", architectures=["MiniMaxM2ForCausalLM"], num_hidden_layers=2, num_attention_heads=8,
+        num_key_value_heads=2, head_dim=16, rotary_dim=8, num_local_experts=32, num_experts_per_tok=8, intermediate_size=16,
+        attn_type_list=[1, 1], use_qk_norm=True, qk_norm_type="per_layer", scoring_func="sigmoid", use_routing_bias=True,
+        shared_intermediate_size=0, rope_theta=5000000.0, rope_scaling=None, max_position_embeddings=196608, positions=140)),
+    # GLM-4.7-Flash in transformers 5's spelling (rope_parameters, mlp_layer_types with a dense layer between MoE
+    # ones) over 150 positions, weights not renormalised (1.8·σ), rms eps 1e-5 beside MLA's own 1e-6.
+    "glm4_moe_lite_long": ("glm4_moe_lite", Glm4MoeLite, dict(
+        BASE, model_type="glm4_moe_lite", architectures=["Glm4MoeLiteForCausalLM"], num_hidden_layers=4,
+        mlp_layer_types=["dense", "sparse", "dense", "sparse"], num_attention_heads=4, num_key_value_heads=4,
+        q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=24, qk_rope_head_dim=8, v_head_dim=32, head_dim=8,
+        n_routed_experts=16, num_experts_per_tok=4, n_group=1, topk_group=1, n_shared_experts=1, moe_intermediate_size=32,
+        intermediate_size=96, norm_topk_prob=False, routed_scaling_factor=1.8, rope_interleave=True, rms_norm_eps=1e-5,
+        rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"}, max_position_embeddings=202752, positions=150)),
+    # Kimi-K2's layout scaled down in width only: DeepSeek-V3 with 384 experts top-8, 64 heads, one group
+    # (n_group = topk_group = 1), routed_scaling_factor 2.827, one shared expert, a dense first layer and Kimi-K2's
+    # YaRN (factor 32, beta 1 / 1, mscale = mscale_all_dim = 1, theta 50000), over 80 positions (two chunks).
+    "kimi_k2_shape": ("deepseek_v3", DeepseekV3, dict(
+        BASE, model_type="deepseek_v3", architectures=["DeepseekV3ForCausalLM"], hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=64, num_key_value_heads=64, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16,
+        qk_rope_head_dim=8, v_head_dim=16, head_dim=8, n_routed_experts=384, num_experts_per_tok=8, n_group=1,
+        topk_group=1, n_shared_experts=1, moe_intermediate_size=16, intermediate_size=64, first_k_dense_replace=1,
+        norm_topk_prob=True, routed_scaling_factor=2.827, rope_interleave=True, rope_theta=50000.0,
+        max_position_embeddings=131072, topk_method="noaux_tc", scoring_func="sigmoid",
+        rope_scaling={"type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 1.0,
+                      "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}, positions=80)),
 }
 
 
@@ -498,7 +592,8 @@ def read_safetensors(path):
 def validate(reference_dir):
     """This implementation against the shared transformers references of the same families (their hub configs)."""
     ok = True
-    for family, cls in (("qwen3_moe", Qwen3Moe), ("glm4_moe", Glm4Moe), ("deepseek_v3", DeepseekV3), ("gpt_oss", GptOss)):
+    for family, cls in (("qwen3_moe", Qwen3Moe), ("glm4_moe", Glm4Moe), ("deepseek_v3", DeepseekV3), ("gpt_oss", GptOss),
+                        ("minimax_m2", MiniMaxM2), ("glm4_moe_lite", Glm4MoeLite)):
         d = os.path.join(reference_dir, family)
         cfg = json.load(open(os.path.join(d, "model", "config.hub_style.json")))
         cfg.setdefault("mlp_only_layers", [])
@@ -519,7 +614,11 @@ def validate(reference_dir):
 
 
 def main(out_dir):
-    for seed, (name, (family, cls, cfg)) in enumerate(sorted(CASES.items())):
+    # Seeds by position: the first cases in name order, the later ones after them, so that adding a case changes no file.
+    later = ["minimax_m2_long", "glm4_moe_lite_long", "kimi_k2_shape"]
+    names = sorted(n for n in CASES if n not in later) + later
+    for seed, name in enumerate(names):
+        family, cls, cfg = CASES[name]
         rng = np.random.default_rng(1000 + seed)
         W = init_weights(cfg, family, rng)
         d = os.path.join(out_dir, name)

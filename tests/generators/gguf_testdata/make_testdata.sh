@@ -51,6 +51,18 @@ for fam in qwen3_moe gpt_oss deepseek_v3 glm4_moe; do
   convert --sentencepiece-vocab -- "$d" --outtype f32 --outfile "$out/$([ "$fam" = qwen3_moe ] && echo qwen3moe || echo "$fam")-f32.gguf"
 done
 
+# 2c. MiniMax-M2 and GLM-4.7-Flash (transformers 5.2's third set) the same way, from their hub configs: llama.cpp's
+#     converter needs MiniMax-M2's rotary_dim, and takes GLM-4.7-Flash's dense layers from first_k_dense_replace
+#     (architectures minimax-m2 and deepseek2).
+for fam in minimax_m2 glm4_moe_lite; do
+  d="$work/$fam"
+  rm -rf "$d" && mkdir -p "$d"
+  cp "$ref/hf/$fam/model/generation_config.json" "$ref/hf/$fam/model/model.safetensors" "$d/"
+  cp "$ref/hf/$fam/model/config.hub_style.json" "$d/config.json"
+  cp "$work/spm/tokenizer.model" "$d/"
+  convert --sentencepiece-vocab -- "$d" --outtype f32 --outfile "$out/$fam-f32.gguf"
+done
+
 # 3. The Qwen3 tokenizer as a vocabulary-only GGUF: the converter's --vocab-only path for a Qwen3-MoE
 #    directory (config.json below, tokenizer.json and tokenizer_config.json as shipped).
 d="$work/qwen3-vocab"
