@@ -132,10 +132,62 @@ private:
     Status status_;
 };
 
+// Qwen3-Next's and Qwen3.5's names. Their RMSNorms are zero-centred (x̂·(1 + w)): '#plus1' stores 1 + w. Qwen3-Next
+// fuses q, k, v, z (and b, a) grouped per key head, and each head's query with its output gate: '#qkv', '#z', '#b',
+// '#a', '#q', '#q_gate' pick the rows (derive_source). Qwen3.5's checkpoint lives under model.language_model.
+// with its experts fused ('#fgate', '#fup', '#fdown').
+std::string hybrid_source_name(Family fam, const schema::TensorSpec& spec) {
+    using schema::Role;
+    const bool next = fam == Family::Qwen3Next;
+    const std::string model = next ? "model." : "model.language_model.";
+    const std::string layer = model + "layers." + std::to_string(spec.layer) + ".";
+    const std::string attn = layer + "self_attn.", lin = layer + "linear_attn.", moe = layer + "mlp.";
+    const std::string e = std::to_string(spec.expert);
+    switch (spec.role) {
+        case Role::Embed: return model + "embed_tokens.weight";
+        case Role::OutputNorm: return model + "norm.weight#plus1";
+        case Role::LmHead: return "lm_head.weight";
+        case Role::AttnNorm: return layer + "input_layernorm.weight#plus1";
+        case Role::FfnNorm: return layer + "post_attention_layernorm.weight#plus1";
+        case Role::Q: return attn + "q_proj.weight#q";
+        case Role::QGate: return attn + "q_proj.weight#q_gate";
+        case Role::K: return attn + "k_proj.weight";
+        case Role::V: return attn + "v_proj.weight";
+        case Role::O: return spec.name.find(".linear.") != std::string::npos ? lin + "out_proj.weight" : attn + "o_proj.weight";
+        case Role::QBias: return attn + "q_proj.bias";
+        case Role::KBias: return attn + "k_proj.bias";
+        case Role::VBias: return attn + "v_proj.bias";
+        case Role::OBias: return attn + "o_proj.bias";
+        case Role::QNorm: return attn + "q_norm.weight#plus1";
+        case Role::KNorm: return attn + "k_norm.weight#plus1";
+        case Role::LinQkv: return next ? lin + "in_proj_qkvz.weight#qkv" : lin + "in_proj_qkv.weight";
+        case Role::LinZ: return next ? lin + "in_proj_qkvz.weight#z" : lin + "in_proj_z.weight";
+        case Role::LinB: return next ? lin + "in_proj_ba.weight#b" : lin + "in_proj_b.weight";
+        case Role::LinA: return next ? lin + "in_proj_ba.weight#a" : lin + "in_proj_a.weight";
+        case Role::LinConv: return lin + "conv1d.weight#conv";
+        case Role::LinDtBias: return lin + "dt_bias";
+        case Role::LinALog: return lin + "A_log";
+        case Role::LinNorm: return lin + "norm.weight";
+        case Role::Router: return moe + "gate.weight";
+        case Role::SharedExpertGate: return moe + "shared_expert_gate.weight";
+        case Role::ExpertGate: return next ? moe + "experts." + e + ".gate_proj.weight" : moe + "experts.gate_up_proj#fgate:" + e;
+        case Role::ExpertUp: return next ? moe + "experts." + e + ".up_proj.weight" : moe + "experts.gate_up_proj#fup:" + e;
+        case Role::ExpertDown: return next ? moe + "experts." + e + ".down_proj.weight" : moe + "experts.down_proj#fdown:" + e;
+        case Role::SharedGate: return moe + "shared_expert.gate_proj.weight";
+        case Role::SharedUp: return moe + "shared_expert.up_proj.weight";
+        case Role::SharedDown: return moe + "shared_expert.down_proj.weight";
+        case Role::DenseGate: return moe + "gate_proj.weight";
+        case Role::DenseUp: return moe + "up_proj.weight";
+        case Role::DenseDown: return moe + "down_proj.weight";
+        default: return {};
+    }
+}
+
 // The Hugging Face checkpoint's name of a tensor of the schema. A name with '#' is a view of another tensor
 // (derive_source below): gpt_oss keeps its experts stacked, DeepSeek's kv_b holds k_b and v_b.
 std::string hf_source_name(Family fam, const HyperParams& hp, const schema::TensorSpec& spec) {
     using schema::Role;
+    if (fam == Family::Qwen3Next || fam == Family::Qwen35Moe) return hybrid_source_name(fam, spec);
     const bool mixtral = fam == Family::Mixtral, gpt_oss = fam == Family::GptOss;
     const bool deepseek_style = fam == Family::DeepseekV3 || fam == Family::Glm4Moe;  // shared_experts, gate bias
     const std::string layer = "model.layers." + std::to_string(spec.layer) + ".";
@@ -190,6 +242,8 @@ std::string hf_source_name(Family fam, const HyperParams& hp, const schema::Tens
         case Role::DenseGate: return layer + "mlp.gate_proj.weight";
         case Role::DenseUp: return layer + "mlp.up_proj.weight";
         case Role::DenseDown: return layer + "mlp.down_proj.weight";
+        case Role::QGate: case Role::LinQkv: case Role::LinZ: case Role::LinB: case Role::LinA: case Role::LinConv:
+        case Role::LinDtBias: case Role::LinALog: case Role::LinNorm: break;  // the hybrids' (hybrid_source_name)
     }
     return {};
 }
@@ -330,6 +384,42 @@ Status read_sliding_window(Config& cfg, const json& raw, Family fam, HyperParams
     return Status::ok();
 }
 
+// Qwen3-Next and Qwen3.5-MoE: Gated DeltaNet layers but every full_attention_interval-th (layer_types, when given,
+// must say the same), gated attention with per-head q/k norms, a gated shared expert; Qwen3-Next's MLP layout as
+// qwen2_moe's (decoder_sparse_step, mlp_only_layers, norm_topk_prob), Qwen3.5's every layer MoE, renormalised.
+Status read_gated_deltanet(Config& cfg, Family fam, HyperParams& hp, std::vector<bool>& moe_layer) {
+    hp.expert_ffn = cfg.u32("moe_intermediate_size");
+    hp.shared_expert_ffn = cfg.find("shared_expert_intermediate_size") ? cfg.u32("shared_expert_intermediate_size") : 0;
+    if (hp.shared_expert_ffn) hp.flags |= kSharedExpert;
+    hp.flags |= kQkNorm | kQkNormPerHead | kAttentionOutputGate;
+    if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias | kOutputBias;
+    if (fam == Family::Qwen35Moe || cfg.boolean("norm_topk_prob", true)) hp.flags |= kNormTopkProb;
+    if (fam == Family::Qwen3Next) {
+        const uint32_t step = cfg.u32("decoder_sparse_step", 1);
+        auto mlp_only = layer_list(cfg, "mlp_only_layers", hp.n_layers);
+        if (!mlp_only) return mlp_only.status();
+        for (uint32_t l = 0; l < hp.n_layers; ++l)
+            moe_layer[l] = std::find(mlp_only->begin(), mlp_only->end(), l) == mlp_only->end() && (l + 1) % step == 0;
+    }
+    hp.linear_key_heads = cfg.u32("linear_num_key_heads");
+    hp.linear_value_heads = cfg.u32("linear_num_value_heads");
+    hp.linear_key_dim = cfg.u32("linear_key_head_dim");
+    hp.linear_value_dim = cfg.u32("linear_value_head_dim");
+    hp.linear_conv_kernel = cfg.u32("linear_conv_kernel_dim", 4);
+    hp.full_attention_interval = cfg.u32("full_attention_interval", 4);
+    if (!cfg.status()) return cfg.status();
+    if (const json* lt = cfg.find("layer_types")) {
+        if (!lt->is_array() || lt->size() != hp.n_layers) return error("config.json: field 'layer_types' must list every layer");
+        for (uint32_t l = 0; l < hp.n_layers; ++l) {
+            const bool linear = hp.full_attention_interval != 0 && (l + 1) % hp.full_attention_interval != 0;
+            if ((*lt)[l] != (linear ? "linear_attention" : "full_attention"))
+                return error("config.json: layer_types[" + std::to_string(l) + "] is " + (*lt)[l].dump() +
+                             ", not what full_attention_interval " + std::to_string(hp.full_attention_interval) + " says");
+        }
+    }
+    return Status::ok();
+}
+
 }  // namespace
 
 Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eos, WeightType type) {
@@ -337,7 +427,15 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     Plan plan;
     const json* mt = cfg.find("model_type");
     if (mt == nullptr || !mt->is_string()) return error("config.json: missing field 'model_type'");
-    if (!family_from_name(mt->get<std::string>(), &plan.family))
+    // Qwen3.5's hub config is the vision-language model's: its text model is text_config (model_type qwen3_5_moe_text).
+    if (*mt == "qwen3_5_moe" && cfg.find("text_config")) {
+        const json& text = *cfg.find("text_config");
+        if (!text.is_object() || !text.contains("model_type") || text["model_type"] != "qwen3_5_moe_text")
+            return error("config.json: field 'text_config' must be an object with model_type qwen3_5_moe_text");
+        return plan_model(text, gen_eos, type);
+    }
+    if (*mt == "qwen3_5_moe_text") plan.family = Family::Qwen35Moe;
+    else if (!family_from_name(mt->get<std::string>(), &plan.family))
         return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (" + schema::family_names() + ")");
     const Family fam = plan.family;
     const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;
@@ -413,6 +511,8 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
             const bool listed = std::find(mlp_only->begin(), mlp_only->end(), l) != mlp_only->end();
             moe_layer[l] = !listed && step > 0 && (l + 1) % step == 0;
         }
+    } else if (fam == Family::Qwen3Next || fam == Family::Qwen35Moe) {
+        if (Status st = read_gated_deltanet(cfg, fam, hp, moe_layer); !st) return st;
     } else if (fam == Family::Olmoe) {
         hp.expert_ffn = cfg.u32("intermediate_size");
         hp.flags |= kQkNorm;
@@ -509,6 +609,64 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
 
 namespace {
 
+// The Qwen3-Next / Qwen3.5 views of hybrid_source_name into t (a copy of base). On a shape mismatch the error
+// "shape" with t.shape set to the shape config.json implies.
+Status derive_hybrid_source(const SourceTensor& base, const std::string& what, uint64_t e, const HyperParams& hp, SourceTensor& t) {
+    const uint64_t H = hp.hidden_size, F = hp.expert_ffn, E = hp.n_experts;
+    const uint64_t nk = hp.linear_key_heads, nv = hp.linear_value_heads, dk = hp.linear_key_dim, dv = hp.linear_value_dim;
+    const uint64_t r = nk ? nv / nk : 0;  // value heads per key head
+    auto want = [&](std::vector<uint64_t> shape) {
+        if (base.shape == shape) return true;
+        t.shape = std::move(shape);
+        return false;
+    };
+    // Rows of base picked in order (a reordering, not a strided view).
+    auto pick = [&](std::vector<uint64_t> shape, auto&& row_of) {
+        t.viewed = false;
+        t.row_order.resize(shape[0]);
+        for (uint64_t i = 0; i < shape[0]; ++i) t.row_order[i] = static_cast<uint32_t>(row_of(i));
+        t.shape = std::move(shape);
+    };
+    if (what == "plus1") {
+        t.viewed = false;
+        t.plus = 1.0f;
+    } else if (what == "q" || what == "q_gate") {  // [heads · 2 hd, H]: per head its query, then its gate
+        const uint64_t hd = hp.head_dim, heads = hp.n_heads, off = what == "q" ? 0 : hd;
+        if (!want({heads * 2 * hd, H})) return error("shape");
+        pick({heads * hd, H}, [&](uint64_t i) { return i / hd * 2 * hd + off + i % hd; });
+    } else if (what == "qkv" || what == "z") {  // per key head [q (dk), k (dk), v (r·dv), z (r·dv)]
+        const uint64_t g = 2 * dk + 2 * r * dv;
+        if (!want({nk * g, H})) return error("shape");
+        if (what == "qkv")
+            pick({2 * nk * dk + nv * dv, H}, [&](uint64_t i) {
+                if (i < 2 * nk * dk) return i % (nk * dk) / dk * g + (i < nk * dk ? 0 : dk) + i % dk;  // q, then k
+                const uint64_t j = (i - 2 * nk * dk) / dv;                                             // value head
+                return j / r * g + 2 * dk + j % r * dv + (i - 2 * nk * dk) % dv;
+            });
+        else
+            pick({nv * dv, H}, [&](uint64_t i) { return i / dv / r * g + 2 * dk + r * dv + i / dv % r * dv + i % dv; });
+    } else if (what == "b" || what == "a") {  // per key head [b (r), a (r)]
+        if (!want({2 * nv, H})) return error("shape");
+        pick({nv, H}, [&](uint64_t j) { return j / r * 2 * r + (what == "a" ? r : 0) + j % r; });
+    } else if (what == "conv") {  // [C, 1, K] -> [C, K]
+        const uint64_t C = schema::linear_conv_channels(hp), K = hp.linear_conv_kernel;
+        if (!want({C, 1, K})) return error("shape");
+        t.shape = {C, K};
+        t.view = {0, 0, 0, K, 1};
+    } else if (what == "fgate" || what == "fup") {  // [E, 2F, H] (gate rows, then up rows) -> [F, H]
+        if (!want({E, 2 * F, H})) return error("shape");
+        t.shape = {F, H};
+        t.view = {e * 2 * F * H + (what == "fup" ? F * H : 0), 0, 0, H, 1};
+    } else if (what == "fdown") {  // [E, H, F] -> [H, F]
+        if (!want({E, H, F})) return error("shape");
+        t.shape = {H, F};
+        t.view = {e * H * F, 0, 0, F, 1};
+    } else {
+        return error("internal: unknown source view " + t.name);
+    }
+    return Status::ok();
+}
+
 // A source name "BASE#op[:expert]" of hf_source_name: a strided view of BASE (SourceTensor::View), checked
 // against BASE's shape. gpt_oss stores each layer's experts stacked, gate and up interleaved in one tensor of
 // [experts, hidden, 2·ffn] (input-major: gate = even columns, up = odd ones) and down as [experts, ffn, hidden];
@@ -559,8 +717,8 @@ Result<SourceTensor> derive_source(const SafetensorsSet& set, const std::string&
             t.shape = {heads * vd, lora};
             v = {nope * lora, vd, (nope + vd) * lora, lora, 1};
         }
-    } else {
-        return error("internal: unknown source view " + name);
+    } else if (Status s = derive_hybrid_source(*base, what, e, hp, t); !s) {
+        return s.message() == "shape" ? shape_error(t.shape) : s;
     }
     return t;
 }
@@ -607,7 +765,7 @@ Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vec
     switch (dst.type) {
         case WeightType::F32:
             out.resize(n * 4);
-            if (src.dtype == SourceDType::F32 && src.row_order.empty() && !src.viewed) {
+            if (src.dtype == SourceDType::F32 && src.row_order.empty() && !src.viewed && src.plus == 0.0f) {
                 std::memcpy(out.data(), src.data, n * 4);
             } else {
                 for (uint64_t i = 0; i < n; ++i) {

@@ -36,24 +36,23 @@ float source_element(const SourceTensor& t, uint64_t i) {
         const uint64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
         i = uint64_t(t.row_order[i / cols]) * cols + i % cols;
     }
+    float f = 0.0f;
     switch (t.dtype) {
-        case SourceDType::F32: {
-            float f;
-            std::memcpy(&f, t.data + i * 4, 4);
-            return f;
-        }
+        case SourceDType::F32: std::memcpy(&f, t.data + i * 4, 4); break;
         case SourceDType::F16: {
             uint16_t h;
             std::memcpy(&h, t.data + i * 2, 2);
-            return kernels::f16_to_f32(h);
+            f = kernels::f16_to_f32(h);
+            break;
         }
         case SourceDType::BF16: {
             uint16_t h;
             std::memcpy(&h, t.data + i * 2, 2);
-            return kernels::bf16_to_f32(h);
+            f = kernels::bf16_to_f32(h);
+            break;
         }
     }
-    return 0.0f;
+    return t.plus != 0.0f ? f + t.plus : f;
 }
 
 namespace {

@@ -36,6 +36,8 @@ struct SourceTensor {
     };
     bool viewed = false;
     View view;
+    // Added to every element (Qwen3-Next's zero-centred norms x̂·(1 + w) are stored as 1 + w).
+    float plus = 0.0f;
     uint64_t elements() const;
 };
 

@@ -71,7 +71,7 @@ void Session::plan_caches() {
     const size_t C = capacity_;
     const size_t context_slots = (size_t(context_) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
     caches_.resize(hp.n_layers);
-    size_t k_total = 0, v_total = 0;
+    size_t k_total = 0, v_total = 0, linear_total = 0;
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         LayerCache& c = caches_[l];
         const LayerWeights& w = model_.layers()[l];
@@ -84,6 +84,10 @@ void Session::plan_caches() {
                 c.heads = 1;
                 c.key_dim = ar.kv_lora_rank + ar.rotary_dim;
                 c.value_dim = ar.kv_lora_rank;
+                break;
+            case TokenMixer::GatedDeltaNet:  // no KV cache: a conv state and a recurrent state (linear_state_)
+                c.state_offset = linear_total;
+                linear_total += linear_state_floats(hp);
                 break;
         }
         c.held = static_cast<uint32_t>(context_slots);
@@ -102,6 +106,7 @@ void Session::plan_caches() {
     // with the context it may reach.
     k_cache_ = ZeroPageBuffer<float>(std::max<size_t>(k_total, 1), options_.huge_pages);
     v_cache_ = ZeroPageBuffer<float>(std::max<size_t>(v_total, 1), options_.huge_pages);
+    linear_state_.assign(linear_total, 0.0f);
 }
 
 void Session::size_buffers() {
@@ -124,7 +129,9 @@ void Session::size_buffers() {
     sized(q_low_, C * std::max<size_t>(ar.q_lora_rank, 1));
     sized(k_, C * k_dim);
     sized(v_, C * kv_dim);
-    sized(att_, C * att_dim);
+    sized(att_, C * std::max<size_t>(att_dim, size_t(hp.linear_value_heads) * hp.linear_value_dim));
+    if (ar.output_gate) sized(attn_gate_, C * q_dim);
+    if (hp.linear_key_heads != 0) size_linear_buffers();
     sized(proj_, C * H);
     sized(rope_cos_, C * std::max<size_t>(model_.rope().inv_freq.size(), 1));
     sized(rope_sin_, rope_cos_.size());
@@ -314,6 +321,7 @@ void Session::mix_tokens(std::span<const Part> parts, uint32_t layer, const Laye
         switch (w.mixer) {
             case TokenMixer::Attention: s.attention(layer, w, p.count); break;
             case TokenMixer::LatentAttention: s.latent_attention(layer, w, p.count); break;
+            case TokenMixer::GatedDeltaNet: s.gated_deltanet(layer, w, p.count); break;
         }
         if (&s != this) std::copy_n(s.proj_.data(), size_t(p.count) * H, proj_.data() + size_t(p.row) * H);
     }

@@ -148,6 +148,14 @@ private:
     void project_latent(const LayerWeights& w, uint32_t n);
     void prepare_latent(const LatentShape& m, const LayerWeights& w, uint32_t n);
     void attend_latent(const LatentShape& m, const LayerWeights& w, uint32_t n);
+    // qwen3_next's gated attention: att_ times sigmoid(q_gate · h) per element.
+    void gate_attention_output(const LayerWeights& w, uint32_t n);
+    // Gated DeltaNet (session_deltanet.cpp): the q|k|v, z, b, a projections of the chunk; the causal conv1d over
+    // the layer's conv state and the chunk, SiLU; q and k L2-normalised; each value head's recurrence through the
+    // chunk's tokens in order (heads split among the pool's parts); the gated RMSNorm; the output projection.
+    void gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n);
+    void size_linear_buffers();
+    static size_t linear_state_floats(const format::HyperParams& hp);
     // att_ through the output projection (and its bias) into proj_; the router's weights asked for meanwhile.
     void output_projection(const LayerWeights& w, uint32_t n);
 
@@ -232,6 +240,7 @@ private:
         uint32_t heads = 0, key_dim = 0, value_dim = 0;
         uint32_t held = 0;                  // positions held (a multiple of kKeyBlock)
         uint32_t window = 0;                // 0: all positions; else the last `window` positions are attended
+        size_t state_offset = 0;            // Gated DeltaNet: floats into linear_state_ (conv state, then recurrent state)
     };
     std::vector<LayerCache> caches_;
     uint32_t max_slots_ = 0;  // the longest score row
@@ -244,6 +253,14 @@ private:
     ActivationBuffer<float> rope_cos_, rope_sin_;  // [chunk token][rotary_dim / 2]: the chunk's rotations, once per eval
     ActivationBuffer<float> values_;   // [pool part][window][value_dim]: a sliding layer's values in position order
     ActivationBuffer<float> latent_q_, latent_out_;  // MLA: [token][head][kv_lora + rope], [token][head][kv_lora]
+    ActivationBuffer<float> attn_gate_;  // [token][q_dim]: qwen3_next's attention output gate
+    // Gated DeltaNet: [conv kernel - 1 + token][channels] the conv's inputs (the state's rows, then the chunk's
+    // projections), [token][channels] its output, [token][value dims] z, [token][value head] b and a (then β and
+    // the decay), [pool part][value dim] the recurrence's scratch.
+    ActivationBuffer<float> lin_window_, lin_conv_, lin_z_, lin_b_, lin_a_, lin_scratch_;
+    // Per Gated DeltaNet layer (LayerCache::state_offset): the conv state [kernel - 1][channels] (the last inputs)
+    // and the recurrent state [value head][key dim][value dim]; zeroed when a chunk starts at position 0.
+    std::vector<float> linear_state_;
     ActivationBuffer<float> selection_;  // [token][k] the values experts were selected by
     std::vector<uint32_t> groups_;       // [token][topk_group] the groups selection was limited to
     std::vector<int32_t> selected_;  // [token][k]
