@@ -107,6 +107,8 @@ void Session::plan_caches() {
     k_cache_ = ZeroPageBuffer<float>(std::max<size_t>(k_total, 1), options_.huge_pages);
     v_cache_ = ZeroPageBuffer<float>(std::max<size_t>(v_total, 1), options_.huge_pages);
     linear_state_.assign(linear_total, 0.0f);
+    recurrent_ = linear_total != 0;
+    if (recurrent_) history_.reserve(context_);
 }
 
 void Session::size_buffers() {
@@ -228,9 +230,12 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
     if (Status s = check_input(tokens); !s) return s;
     // Counters are sampled per token: with a counting observer, chunks are single tokens.
     const size_t chunk = observer_ && observer_->counters() ? 1 : capacity_;
-    for (size_t i = 0; i < tokens.size(); i += chunk) {
-        const uint32_t n = static_cast<uint32_t>(std::min(chunk, tokens.size() - i));
-        if (Status s = eval_chunk(tokens.data() + i, n, i + n == tokens.size()); !s) return s;
+    for (size_t i = 0; i < tokens.size();) {
+        const uint32_t n = chunk_limit(static_cast<uint32_t>(std::min(chunk, tokens.size() - i)));
+        const bool last = i + n == tokens.size();
+        if (Status s = eval_chunk(tokens.data() + i, n, last); !s) return s;
+        after_chunk(tokens.data() + i, n, last && tokens.size() > 1);
+        i += n;
     }
     return std::span<const float>(logits_);
 }
@@ -392,6 +397,7 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         Session& s = *p.session;
         const uint32_t first = s.position_;
         s.position_ += p.count;
+        s.after_chunk(parts[&p - rows.data()].tokens.data(), p.count, p.count > 1);
         const uint64_t head_t0 = s.observer_ ? now_ns() : 0;
         lead.logits_of(p.row + p.count - 1, s);
         if (s.observer_) report_token_timing(*s.observer_, first, p.count, body, now_ns() - head_t0);

@@ -256,7 +256,7 @@ private slots:
         QVERIFY(s.eval(std::span<const int32_t>(ids.data(), 20)).is_ok());
         const std::vector<int32_t> detour{5, 6, 7, 8, 9, 10, 11, 12, 13};
         QVERIFY(s.eval(std::span<const int32_t>(detour)).is_ok());
-        s.truncate(20);
+        QVERIFY(s.truncate(20).is_ok());
         auto r = s.eval(std::span<const int32_t>(ids.data() + 20, ids.size() - 20));
         QVERIFY(r.is_ok());
         QVERIFY(std::memcmp(r->data(), want.logits.data(), want.logits.size() * sizeof(float)) == 0);
