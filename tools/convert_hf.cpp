@@ -132,10 +132,11 @@ private:
     Status status_;
 };
 
-// Qwen3-Next's and Qwen3.5's names. Their RMSNorms are zero-centred (x̂·(1 + w)): '#plus1' stores 1 + w. Qwen3-Next
-// fuses q, k, v, z (and b, a) grouped per key head, and each head's query with its output gate: '#qkv', '#z', '#b',
-// '#a', '#q', '#q_gate' pick the rows (derive_source). Qwen3.5's checkpoint lives under model.language_model.
-// with its experts fused ('#fgate', '#fup', '#fdown').
+// Qwen3-Next's and Qwen3.5's names. Their RMSNorms are zero-centred (x̂·(1 + w)): '#plus1' stores 1 + w; '#negexp'
+// stores A = −exp(A_log). Qwen3-Next fuses q, k, v, z (and b, a) grouped per key head, and each head's query with its
+// output gate: '#qkv', '#z', '#b', '#a', '#q', '#q_gate' pick the rows (derive_source). Qwen3.5's checkpoint lives
+// under model.language_model. with its experts fused ('#fgate', '#fup', '#fdown'); its value heads are stored tiled
+// as llama.cpp stores them (kLinearValueTiled: '#t...' reorder the value heads' rows, channels and columns).
 std::string hybrid_source_name(Family fam, const schema::TensorSpec& spec) {
     using schema::Role;
     const bool next = fam == Family::Qwen3Next;
@@ -153,20 +154,22 @@ std::string hybrid_source_name(Family fam, const schema::TensorSpec& spec) {
         case Role::QGate: return attn + "q_proj.weight#q_gate";
         case Role::K: return attn + "k_proj.weight";
         case Role::V: return attn + "v_proj.weight";
-        case Role::O: return spec.name.find(".linear.") != std::string::npos ? lin + "out_proj.weight" : attn + "o_proj.weight";
+        case Role::O:
+            if (spec.name.find(".linear.") == std::string::npos) return attn + "o_proj.weight";
+            return lin + (next ? "out_proj.weight" : "out_proj.weight#tcols");
         case Role::QBias: return attn + "q_proj.bias";
         case Role::KBias: return attn + "k_proj.bias";
         case Role::VBias: return attn + "v_proj.bias";
         case Role::OBias: return attn + "o_proj.bias";
         case Role::QNorm: return attn + "q_norm.weight#plus1";
         case Role::KNorm: return attn + "k_norm.weight#plus1";
-        case Role::LinQkv: return next ? lin + "in_proj_qkvz.weight#qkv" : lin + "in_proj_qkv.weight";
-        case Role::LinZ: return next ? lin + "in_proj_qkvz.weight#z" : lin + "in_proj_z.weight";
-        case Role::LinB: return next ? lin + "in_proj_ba.weight#b" : lin + "in_proj_b.weight";
-        case Role::LinA: return next ? lin + "in_proj_ba.weight#a" : lin + "in_proj_a.weight";
-        case Role::LinConv: return lin + "conv1d.weight#conv";
-        case Role::LinDtBias: return lin + "dt_bias";
-        case Role::LinALog: return lin + "A_log";
+        case Role::LinQkv: return next ? lin + "in_proj_qkvz.weight#qkv" : lin + "in_proj_qkv.weight#tqkv";
+        case Role::LinZ: return next ? lin + "in_proj_qkvz.weight#z" : lin + "in_proj_z.weight#trows";
+        case Role::LinBeta: return next ? lin + "in_proj_ba.weight#b" : lin + "in_proj_b.weight#theads";
+        case Role::LinAlpha: return next ? lin + "in_proj_ba.weight#a" : lin + "in_proj_a.weight#theads";
+        case Role::LinConv: return lin + (next ? "conv1d.weight#conv" : "conv1d.weight#tconv");
+        case Role::LinDtBias: return lin + (next ? "dt_bias" : "dt_bias#theads");
+        case Role::LinSsmA: return lin + (next ? "A_log#negexp" : "A_log#tnegexp");
         case Role::LinNorm: return lin + "norm.weight";
         case Role::Router: return moe + "gate.weight";
         case Role::SharedExpertGate: return moe + "shared_expert_gate.weight";
@@ -242,8 +245,8 @@ std::string hf_source_name(Family fam, const HyperParams& hp, const schema::Tens
         case Role::DenseGate: return layer + "mlp.gate_proj.weight";
         case Role::DenseUp: return layer + "mlp.up_proj.weight";
         case Role::DenseDown: return layer + "mlp.down_proj.weight";
-        case Role::QGate: case Role::LinQkv: case Role::LinZ: case Role::LinB: case Role::LinA: case Role::LinConv:
-        case Role::LinDtBias: case Role::LinALog: case Role::LinNorm: break;  // the hybrids' (hybrid_source_name)
+        case Role::QGate: case Role::LinQkv: case Role::LinZ: case Role::LinBeta: case Role::LinAlpha: case Role::LinConv:
+        case Role::LinDtBias: case Role::LinSsmA: case Role::LinNorm: break;  // the hybrids' (hybrid_source_name)
     }
     return {};
 }
@@ -392,6 +395,7 @@ Status read_gated_deltanet(Config& cfg, Family fam, HyperParams& hp, std::vector
     hp.shared_expert_ffn = cfg.find("shared_expert_intermediate_size") ? cfg.u32("shared_expert_intermediate_size") : 0;
     if (hp.shared_expert_ffn) hp.flags |= kSharedExpert;
     hp.flags |= kQkNorm | kQkNormPerHead | kAttentionOutputGate;
+    if (fam == Family::Qwen35Moe) hp.flags |= kLinearValueTiled;  // stored in llama.cpp's order (hybrid_source_name)
     if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias | kOutputBias;
     if (fam == Family::Qwen35Moe || cfg.boolean("norm_topk_prob", true)) hp.flags |= kNormTopkProb;
     if (fam == Family::Qwen3Next) {
@@ -627,9 +631,32 @@ Status derive_hybrid_source(const SourceTensor& base, const std::string& what, u
         for (uint64_t i = 0; i < shape[0]; ++i) t.row_order[i] = static_cast<uint32_t>(row_of(i));
         t.shape = std::move(shape);
     };
-    if (what == "plus1") {
+    // Tiled value head p holds Hugging Face's (grouped) value head (p % nk)·r + p / nk.
+    auto grouped = [&](uint64_t p) { return p % nk * r + p / nk; };
+    const uint64_t C = schema::linear_conv_channels(hp), K = hp.linear_conv_kernel, qk = 2 * nk * dk;
+    auto tiled_channel = [&](uint64_t c) { return c < qk ? c : qk + grouped((c - qk) / dv) * dv + (c - qk) % dv; };
+    if (what == "plus1" || what == "negexp") {
         t.viewed = false;
-        t.plus = 1.0f;
+        t.value_map = what == "plus1" ? SourceTensor::ValueMap::PlusOne : SourceTensor::ValueMap::NegExp;
+    } else if (what == "tqkv") {
+        if (!want({C, H})) return error("shape");
+        pick({C, H}, tiled_channel);
+    } else if (what == "trows") {
+        if (!want({nv * dv, H})) return error("shape");
+        pick({nv * dv, H}, [&](uint64_t i) { return grouped(i / dv) * dv + i % dv; });
+    } else if (what == "theads" || what == "tnegexp") {
+        const bool matrix = base.shape.size() == 2;
+        if (!want(matrix ? std::vector<uint64_t>{nv, H} : std::vector<uint64_t>{nv})) return error("shape");
+        pick(matrix ? std::vector<uint64_t>{nv, H} : std::vector<uint64_t>{nv}, grouped);
+        if (what == "tnegexp") t.value_map = SourceTensor::ValueMap::NegExp;
+    } else if (what == "tconv") {  // [C, 1, K] -> [C, K], the value channels tiled
+        if (!want({C, 1, K})) return error("shape");
+        pick({C, K}, tiled_channel);
+    } else if (what == "tcols") {  // out_proj [H, nv·dv]: its input columns tiled
+        if (!want({H, nv * dv})) return error("shape");
+        t.viewed = false;
+        t.col_order.resize(nv * dv);
+        for (uint64_t i = 0; i < nv * dv; ++i) t.col_order[i] = static_cast<uint32_t>(grouped(i / dv) * dv + i % dv);
     } else if (what == "q" || what == "q_gate") {  // [heads · 2 hd, H]: per head its query, then its gate
         const uint64_t hd = hp.head_dim, heads = hp.n_heads, off = what == "q" ? 0 : hd;
         if (!want({heads * 2 * hd, H})) return error("shape");
@@ -649,7 +676,6 @@ Status derive_hybrid_source(const SourceTensor& base, const std::string& what, u
         if (!want({2 * nv, H})) return error("shape");
         pick({nv, H}, [&](uint64_t j) { return j / r * 2 * r + (what == "a" ? r : 0) + j % r; });
     } else if (what == "conv") {  // [C, 1, K] -> [C, K]
-        const uint64_t C = schema::linear_conv_channels(hp), K = hp.linear_conv_kernel;
         if (!want({C, 1, K})) return error("shape");
         t.shape = {C, K};
         t.view = {0, 0, 0, K, 1};
@@ -765,7 +791,8 @@ Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vec
     switch (dst.type) {
         case WeightType::F32:
             out.resize(n * 4);
-            if (src.dtype == SourceDType::F32 && src.row_order.empty() && !src.viewed && src.plus == 0.0f) {
+            if (src.dtype == SourceDType::F32 && src.row_order.empty() && src.col_order.empty() && !src.viewed &&
+                src.value_map == SourceTensor::ValueMap::Same) {
                 std::memcpy(out.data(), src.data, n * 4);
             } else {
                 for (uint64_t i = 0; i < n; ++i) {

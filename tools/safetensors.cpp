@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "safetensors.h"
 
 #include <sys/mman.h>
@@ -32,9 +34,10 @@ float source_element(const SourceTensor& t, uint64_t i) {
         const SourceTensor::View& v = t.view;
         const uint64_t per = v.rows_per_block ? v.rows_per_block : UINT64_MAX;
         i = v.offset + (r / per) * v.block_stride + (r % per) * v.row_stride + c * v.col_stride;
-    } else if (!t.row_order.empty()) {
+    } else if (!t.row_order.empty() || !t.col_order.empty()) {
         const uint64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
-        i = uint64_t(t.row_order[i / cols]) * cols + i % cols;
+        const uint64_t r = t.row_order.empty() ? i / cols : t.row_order[i / cols];
+        i = r * cols + (t.col_order.empty() ? i % cols : t.col_order[i % cols]);
     }
     float f = 0.0f;
     switch (t.dtype) {
@@ -52,7 +55,12 @@ float source_element(const SourceTensor& t, uint64_t i) {
             break;
         }
     }
-    return t.plus != 0.0f ? f + t.plus : f;
+    switch (t.value_map) {
+        case SourceTensor::ValueMap::Same: return f;
+        case SourceTensor::ValueMap::PlusOne: return f + 1.0f;
+        case SourceTensor::ValueMap::NegExp: return -std::exp(f);
+    }
+    return f;
 }
 
 namespace {

@@ -36,8 +36,12 @@ struct SourceTensor {
     };
     bool viewed = false;
     View view;
-    // Added to every element (Qwen3-Next's zero-centred norms x̂·(1 + w) are stored as 1 + w).
-    float plus = 0.0f;
+    // Source column of each output column (with row_order, not with a view); empty = identity.
+    std::vector<uint32_t> col_order;
+    // What each element becomes: Qwen3-Next's zero-centred norms x̂·(1 + w) are stored as 1 + w, its A_log as
+    // A = −exp(A_log), both as transformers computes them in f32.
+    enum class ValueMap : uint8_t { Same, PlusOne, NegExp };
+    ValueMap value_map = ValueMap::Same;
     uint64_t elements() const;
 };
 

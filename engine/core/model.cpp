@@ -205,11 +205,11 @@ const TensorView** Model::slot(const schema::TensorSpec& spec) {
         case Role::QGate: return &w->q_gate;
         case Role::LinQkv: return &w->lin_qkv;
         case Role::LinZ: return &w->lin_z;
-        case Role::LinB: return &w->lin_b;
-        case Role::LinA: return &w->lin_a;
+        case Role::LinBeta: return &w->lin_beta;
+        case Role::LinAlpha: return &w->lin_alpha;
         case Role::LinConv: return &w->lin_conv;
         case Role::LinDtBias: return &w->lin_dt_bias;
-        case Role::LinALog: return &w->lin_a_log;
+        case Role::LinSsmA: return &w->lin_ssm_a;
         case Role::LinNorm: return &w->lin_norm;
         default: return nullptr;
     }
@@ -237,6 +237,7 @@ void Model::decide_rules() {
     a.kv_lora_rank = hp.kv_lora_rank;
     a.v_head_dim = hp.v_head_dim;
     a.output_gate = (hp.flags & kAttentionOutputGate) != 0;
+    a.linear_tiled = (hp.flags & kLinearValueTiled) != 0;
     rules_.shared_expert_gated = (hp.flags & kSharedExpert) && !(hp.flags & kSharedExpertUngated);
     rules_.swiglu_limit = hp.swiglu_limit;
 }

@@ -32,6 +32,7 @@ struct AttentionRules {
     bool mla = false;               // multi-head latent attention (deepseek_v3)
     uint32_t q_lora_rank = 0, kv_lora_rank = 0, v_head_dim = 0;  // MLA
     bool output_gate = false;       // the output times sigmoid(q_gate · x) before o (qwen3_next, qwen3_5_moe)
+    bool linear_tiled = false;      // Gated DeltaNet value head j reads key head j % key heads (else j / ratio)
 };
 
 // What a layer mixes its positions with, decided at load per layer (LayerWeights::mixer): softmax attention over
@@ -71,15 +72,15 @@ struct LayerWeights {
     const TensorView* k_b = nullptr;
     const TensorView* v_b = nullptr;
     const TensorView* q_gate = nullptr;  // qwen3_next: the attention output gate
-    // Gated DeltaNet (session_deltanet.cpp): the q|k|v, z, b and a projections, the conv1d [channels, kernel], dt_bias,
-    // A_log, the gated norm's weight [value dim]; o is out_proj.
+    // Gated DeltaNet (session_deltanet.cpp): the q|k|v, z, beta (b) and alpha (a) projections, the conv1d [channels,
+    // kernel], dt_bias, A = −exp(A_log) per value head, the gated norm's weight [value dim]; o is out_proj.
     const TensorView* lin_qkv = nullptr;
     const TensorView* lin_z = nullptr;
-    const TensorView* lin_b = nullptr;
-    const TensorView* lin_a = nullptr;
+    const TensorView* lin_beta = nullptr;
+    const TensorView* lin_alpha = nullptr;
     const TensorView* lin_conv = nullptr;
     const TensorView* lin_dt_bias = nullptr;
-    const TensorView* lin_a_log = nullptr;
+    const TensorView* lin_ssm_a = nullptr;
     const TensorView* lin_norm = nullptr;
     const TensorView* ffn_norm = nullptr;
     bool is_moe = false;

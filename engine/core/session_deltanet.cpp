@@ -68,15 +68,15 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
     std::copy_n(conv_state, (K - 1) * channels, window);
     const MatmulJob jobs[4] = {{w.lin_qkv, h_.data(), n, window + (K - 1) * channels},
                                {w.lin_z, h_.data(), n, lin_z_.data()},
-                               {w.lin_b, h_.data(), n, lin_b_.data()},
-                               {w.lin_a, h_.data(), n, lin_a_.data()}};
+                               {w.lin_beta, h_.data(), n, lin_b_.data()},
+                               {w.lin_alpha, h_.data(), n, lin_a_.data()}};
     run_matmuls(pool_, jobs);
     std::copy_n(window + size_t(n) * channels, (K - 1) * channels, conv_state);  // the last K - 1 inputs
 
     // Per token: conv + SiLU; q and k of each key head L2-normalised (q scaled by dk^-1/2); β = σ(b) and the decay
-    // exp(−exp(A_log)·softplus(a + dt_bias)) of each value head.
+    // exp(A·softplus(a + dt_bias)) of each value head (A = −exp(A_log), stored so).
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-    const float* a_log = f32(w.lin_a_log);
+    const float* ssm_a = f32(w.lin_ssm_a);
     const float* dt_bias = f32(w.lin_dt_bias);
     for (uint32_t t = 0; t < n; ++t) {
         float* x = lin_conv_.data() + size_t(t) * channels;
@@ -89,11 +89,13 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
             float& b = lin_b_[size_t(t) * nv + j];
             float& a = lin_a_[size_t(t) * nv + j];
             b = sigmoid(b);
-            a = std::exp(-std::exp(a_log[j]) * softplus(a + dt_bias[j]));
+            a = std::exp(ssm_a[j] * softplus(a + dt_bias[j]));
         }
     }
 
-    // The recurrence: each value head's tokens in order on one part; value head j reads key head j / ratio.
+    // The recurrence: each value head's tokens in order on one part; value head j reads key head j / ratio (Hugging
+    // Face's grouped order) or j % nk (tiled, as llama.cpp stores Qwen3.5).
+    const bool tiled = model_.rules().attention.linear_tiled;
     const size_t parts = std::min<size_t>(pool_.size(), nv);
     pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
         for (size_t part = part_begin; part < part_end; ++part) {
@@ -102,8 +104,9 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
                 float* state = recurrent + j * dk * dv;
                 for (uint32_t t = 0; t < n; ++t) {
                     const float* x = lin_conv_.data() + size_t(t) * channels;
-                    const float* q = x + (j / ratio) * dk;
-                    const float* k = x + (nk + j / ratio) * dk;
+                    const size_t kh = tiled ? j % nk : j / ratio;
+                    const float* q = x + kh * dk;
+                    const float* k = x + (nk + kh) * dk;
                     const float* v = x + 2 * nk * dk + j * dv;
                     float* out = att_.data() + size_t(t) * nv * dv + j * dv;
                     kernels::gated_delta_step(state, q, k, v, lin_a_[size_t(t) * nv + j], lin_b_[size_t(t) * nv + j], dk, dv, out, scratch);

@@ -66,6 +66,8 @@ enum HyperFlag : uint32_t {
     kSharedExpertUngated = 1u << 13,  // with bit 4: the shared expert has no gate, its output is added as it is
     // Format 2.2:
     kAttentionOutputGate = 1u << 14,  // attn.q_gate: the attention output times sigmoid(q_gate · x) per head (qwen3_next)
+    kLinearValueTiled = 1u << 15,     // Gated DeltaNet value head j reads key head j % key_heads (llama.cpp's order for
+                                      //   Qwen3.5), else j / (value_heads / key_heads) (Hugging Face's)
 };
 
 // Bits of LayerEntry::is_moe (format 2.1 gives it a second bit).

@@ -31,7 +31,7 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::Qwen35Moe, "qwen3_5_moe"},
 };
 
-constexpr uint32_t kKnownFlags = (kAttentionOutputGate << 1) - 1;
+constexpr uint32_t kKnownFlags = (kLinearValueTiled << 1) - 1;
 
 
 // Appends specs in layout order; names follow docs/FORMAT.md.
@@ -208,11 +208,11 @@ std::vector<TensorSpec> tensors(Family family, const HyperParams& hp, const std:
             const uint64_t nv = hp.linear_value_heads, v_dim = nv * hp.linear_value_dim;
             b.matrix(name("linear.qkv"), Role::LinQkv, linear_conv_channels(hp), H, attn, l);
             b.matrix(name("linear.z"), Role::LinZ, v_dim, H, attn, l);
-            b.matrix(name("linear.b"), Role::LinB, nv, H, attn, l);
-            b.matrix(name("linear.a"), Role::LinA, nv, H, attn, l);
+            b.matrix(name("linear.beta"), Role::LinBeta, nv, H, attn, l);
+            b.matrix(name("linear.alpha"), Role::LinAlpha, nv, H, attn, l);
             b.matrix(name("linear.conv"), Role::LinConv, linear_conv_channels(hp), hp.linear_conv_kernel, attn, l, kNone, Kind::ExactMatrix);
             b.vector(name("linear.dt_bias"), Role::LinDtBias, nv, attn, l);
-            b.vector(name("linear.a_log"), Role::LinALog, nv, attn, l);
+            b.vector(name("linear.ssm_a"), Role::LinSsmA, nv, attn, l);
             b.vector(name("linear.norm"), Role::LinNorm, hp.linear_value_dim, attn, l);
             b.matrix(name("linear.out"), Role::O, H, v_dim, attn, l);
         } else if (mla) {

@@ -56,7 +56,7 @@ enum class Role : uint8_t {
     SharedGate, SharedUp, SharedDown,
     DenseGate, DenseUp, DenseDown,
     QGate,  // qwen3_next's attention output gate
-    LinQkv, LinZ, LinB, LinA, LinConv, LinDtBias, LinALog, LinNorm,  // Gated DeltaNet (linear attention)
+    LinQkv, LinZ, LinBeta, LinAlpha, LinConv, LinDtBias, LinSsmA, LinNorm,  // Gated DeltaNet (linear attention)
 };
 
 enum class Kind : uint8_t {
