@@ -27,7 +27,7 @@ private:
     // The reference model directory, or for "<family>/hub" a copy whose config.json is config.hub_style.json.
     QString model_dir(const QString& variant) {
         const QString family = variant.section('/', 0, 0);
-        if (!variant.endsWith("/hub")) return reference("hf/" + family + "/model");
+        if (!variant.endsWith("/hub")) return reference("hf/" + family + "/model");  // (and /gguf: see convert)
         const QString d = dir_.filePath(family + "-hub");
         if (!QFile::exists(d + "/config.json")) {
             QDir().mkpath(d);
@@ -39,10 +39,17 @@ private:
         return d;
     }
 
+    // "<family>/gguf": the f32 conversion exported to GGUF (as llama.cpp's converter would write it) and imported back.
     QString convert(const QString& variant, const QString& type) {
         const QString out = dir_.filePath(QString(variant).replace('/', '-') + "-" + type + ".bin");
         if (QFile::exists(out)) return out;
-        const CliResult r = run_cli({"convert", model_dir(variant), "-o", out, "--type", type, "-q"});
+        QString source = model_dir(variant);
+        if (variant.endsWith("/gguf")) {
+            const QString bin = convert(variant.section('/', 0, 0), "f32");
+            source = dir_.filePath(QString(variant).replace('/', '-') + ".gguf");
+            if (bin.isEmpty() || run_cli({"export", bin, "-o", source}).exit_code != 0) return QString();
+        }
+        const CliResult r = run_cli({"convert", source, "-o", out, "--type", type, "-q"});
         if (r.crashed || r.exit_code != 0) qWarning("convert failed: %s", r.err.constData());
         return r.exit_code == 0 ? out : QString();
     }
@@ -139,7 +146,7 @@ private slots:
         // ~7 * 4.9e-4 * 4 = 1.4e-2 in the worst case; measured 3.5e-3..4.9e-3, bound 1e-2.
         for (const char* fam : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next",
                                 "qwen3_5_moe", "qwen3_moe/hub", "gpt_oss/hub", "deepseek_v3/hub", "glm4_moe/hub", "qwen3_next/hub",
-                                "qwen3_5_moe/hub"}) {
+                                "qwen3_5_moe/hub", "qwen3_next/gguf", "qwen3_5_moe/gguf"}) {
             QTest::newRow(qPrintable(QString(fam) + "/f32")) << QString(fam) << "f32" << 1e-3 << 1e-4 << 0.0;
             // The Gated DeltaNet hybrids chain more f16 products per layer (q|k|v, z, b and a into a recurrent state
             // whose decay is exp(−exp(A_log)·softplus(a + dt_bias))) over four layers: measured 1.4e-2 (qwen3_next) and
