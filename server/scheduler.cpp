@@ -190,7 +190,7 @@ void Scheduler::admit_locked() {
         queue_.pop_front();
         const JobSpec& spec = slot.job->spec();
         size_t common = std::min(best_common, spec.prompt.size() - 1);  // at least one token is evaluated
-        slot.session->truncate(static_cast<uint32_t>(common));
+        if (!slot.session->truncate(static_cast<uint32_t>(common))) common = 0;  // a failed re-evaluation reset it
         slot.cached.resize(common);
         slot.scope = spec.cache_scope;
         slot.reused = static_cast<uint32_t>(common);

@@ -92,6 +92,24 @@ public:
         }
         map_.emplace(hf, std::move(e));
     }
+    // Part `part` of a matrix whose rows alternate in blocks of row_block between `parts` tensors (GgufPlace::row_block).
+    void map_part(const std::string& hf, const std::string& gguf, uint64_t row_block, uint64_t part, uint64_t parts) {
+        wanted_[hf] = gguf;
+        auto it = file_.tensors().find(gguf);
+        if (it == file_.tensors().end() || !status_) return;
+        const GgufTensor& g = it->second;
+        if (g.ne.size() != 2 || row_block == 0 || g.ne[1] % (row_block * parts) != 0)
+            return fail(error("tensor " + gguf + " has shape [" + join(g.ne) + "] (ggml order), not " + std::to_string(parts) +
+                              " matrices in blocks of " + std::to_string(row_block) + " rows"));
+        Entry e;
+        if (!describe(g, {g.ne[1], g.ne[0]}, g.data, g.size, e)) return;
+        e.source_rows = g.ne[1];
+        e.tensor.shape = {g.ne[1] / parts, g.ne[0]};
+        e.tensor.row_order.resize(g.ne[1] / parts);
+        for (uint64_t r = 0; r < e.tensor.row_order.size(); ++r)
+            e.tensor.row_order[r] = static_cast<uint32_t>((r / row_block * parts + part) * row_block + r % row_block);
+        map_.emplace(hf, std::move(e));
+    }
     // Expert e of a stacked [n_expert, rows, cols] tensor, or of a stack of vectors [n_expert, n] (gpt-oss's
     // expert biases). The stack must hold exactly the model's experts: llama.cpp refuses any other count.
     void map_expert(const std::string& hf, const std::string& gguf, uint64_t expert, uint64_t n_experts) {
@@ -123,7 +141,7 @@ public:
         Entry& e = map_.at(hf);
         e.carry = true;
         e.tensor.blocks = ggml_carried_type(e.ggml_type);
-        e.tensor.size = e.quantized_size;
+        e.tensor.size = e.source_rows ? e.quantized_size / e.source_rows * e.tensor.shape[0] : e.quantized_size;
     }
 
     // Makes the data of a quantised tensor available: its blocks in the engine's layout and row order when
@@ -134,17 +152,18 @@ public:
         Entry& e = it->second;
         const std::vector<uint64_t>& shape = e.tensor.shape;
         const uint64_t n = e.tensor.elements(), cols = shape.back(), rows = n / cols;
+        const uint64_t source_rows = e.source_rows ? e.source_rows : rows;  // a part reads the whole tensor's rows
         if (e.carry) {
-            const uint64_t row_bytes = e.quantized_size / rows;
-            blocks_.resize(e.quantized_size);
+            const uint64_t row_bytes = e.quantized_size / source_rows;
+            blocks_.resize(rows * row_bytes);
             for (uint64_t r = 0; r < rows; ++r) {
                 const uint64_t from = e.tensor.row_order.empty() ? r : e.tensor.row_order[r];
                 ggml_carry_row(e.ggml_type, e.quantized + from * row_bytes, blocks_.data() + r * row_bytes, cols);
             }
             e.tensor.data = blocks_.data();
         } else {
-            buffer_.resize(n);
-            ggml_dequantize_row(e.ggml_type, e.quantized, buffer_.data(), n);
+            buffer_.resize(source_rows * cols);
+            ggml_dequantize_row(e.ggml_type, e.quantized, buffer_.data(), source_rows * cols);
             e.tensor.data = reinterpret_cast<const uint8_t*>(buffer_.data());
         }
         // The mapped pages are done with; the buffer is what the writer reads now.
@@ -162,6 +181,7 @@ private:
         const uint8_t* quantized = nullptr;  // non-null: tensor.data is filled by load()
         uint64_t quantized_size = 0;
         bool carry = false;  // load() re-lays out the blocks instead of dequantising them
+        uint64_t source_rows = 0;  // map_part: rows of the whole GGUF tensor (0: the tensor's own)
     };
 
     bool describe(const GgufTensor& g, std::vector<uint64_t> shape, const uint8_t* data, uint64_t size, Entry& e) {
@@ -283,7 +303,7 @@ Result<ArchInfo> arch_info(const std::string& arch, const json& md) {
             return error("GGUF architecture 'llama' without experts is a dense model; only MoE models are supported");
     }
     if (const std::optional<Family> f = family_from_gguf_architecture(arch)) return ArchInfo{*f};
-    return error("GGUF architecture '" + arch + "' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe, minimax-m2)");
+    return error("GGUF architecture '" + arch + "' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe, minimax-m2, qwen3next, qwen35moe)");
 }
 
 std::string layer_prefix(uint32_t l) { return "blk." + std::to_string(l) + "."; }
@@ -298,7 +318,8 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     const auto has_tensor = [&](const std::string& name) { return file.tensors().count(name) != 0; };
     Meta meta(md, arch);
     json cfg;
-    cfg["model_type"] = format::family_name(fam);
+    cfg["model_type"] = fam == Family::Qwen35Moe ? "qwen3_5_moe_text" : format::family_name(fam);
+    const bool hybrid = fam == Family::Qwen3Next || fam == Family::Qwen35Moe;
     const uint64_t hidden = meta.count("embedding_length"), heads = meta.count("attention.head_count");
     uint64_t layers = meta.count("block_count");
     // GLM-4.5's and GLM-4.7-Flash's (deepseek2) files count the multi-token-prediction layers (the last ones) in
@@ -351,6 +372,24 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
         cfg["mlp_only_layers"] = dense;
         if (!dense.empty()) cfg["intermediate_size"] = meta.count("feed_forward_length");
         if (fam == Family::Qwen3Moe) cfg["attention_bias"] = has_tensor(b0 + "attn_q.bias");
+    } else if (hybrid) {
+        cfg["moe_intermediate_size"] = meta.count("expert_feed_forward_length");
+        if (has_tensor(b0 + "ffn_gate_shexp.weight")) cfg["shared_expert_intermediate_size"] = meta.count("expert_shared_feed_forward_length");
+        cfg["linear_num_key_heads"] = meta.count("ssm.group_count");
+        cfg["linear_num_value_heads"] = meta.count("ssm.time_step_rank");
+        cfg["linear_key_head_dim"] = meta.count("ssm.state_size");
+        cfg["linear_conv_kernel_dim"] = meta.count("ssm.conv_kernel");
+        const uint64_t inner = meta.count("ssm.inner_size"), nv = cfg["linear_num_value_heads"].get<uint64_t>();
+        if (meta.status() && inner % nv != 0) meta.fail(meta.name("ssm.inner_size") + " is not a multiple of " + meta.name("ssm.time_step_rank"));
+        cfg["linear_value_head_dim"] = nv ? inner / nv : 0;
+        cfg["full_attention_interval"] = meta.count("full_attention_interval", 4);
+        if (fam == Family::Qwen3Next) {  // as qwen2moe: a layer without a router is a dense one
+            json dense = json::array();
+            for (uint32_t l = 0; l < layers && l < 4096; ++l)
+                if (!has_tensor(layer_prefix(l) + "ffn_gate_inp.weight")) dense.push_back(l);
+            cfg["mlp_only_layers"] = dense;
+            if (!dense.empty()) cfg["intermediate_size"] = meta.count("feed_forward_length");
+        }
     } else if (deepseek || glm4) {
         cfg["moe_intermediate_size"] = meta.count("expert_feed_forward_length");
         cfg["intermediate_size"] = meta.count("feed_forward_length");
@@ -396,7 +435,7 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
                                                                           : meta.count("feed_forward_length");
     }
     // llama.cpp always renormalises qwen3moe's top-k weights; elsewhere the key says so.
-    if (fam != Family::Mixtral && !gpt_oss) cfg["norm_topk_prob"] = meta.flag("expert_weights_norm", fam == Family::Qwen3Moe);
+    if (fam != Family::Mixtral && !gpt_oss) cfg["norm_topk_prob"] = meta.flag("expert_weights_norm", fam == Family::Qwen3Moe || hybrid);
     if (fam == Family::Olmoe && meta.has("attention.clamp_kqv")) cfg["clip_qkv"] = meta.real("attention.clamp_kqv");
     if (const std::string scaling = meta.text("rope.scaling.type"); scaling == "yarn") {
         rope["rope_type"] = "yarn";
@@ -422,13 +461,13 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     const uint64_t head_dim = cfg.contains("head_dim") ? cfg["head_dim"].get<uint64_t>() : hidden / heads;
     if (!deepseek && meta.has("rope.dimension_count")) {
         const uint64_t rot = meta.count("rope.dimension_count");
-        if (glm4 && rot < head_dim) {
+        if ((glm4 || hybrid) && rot < head_dim) {
             rope["partial_rotary_factor"] = double(rot) / double(head_dim);
         } else if (minimax) {
             cfg["rotary_dim"] = rot;  // MiniMax-M2's own field, which the HF converter reads for this family
         } else if (rot != head_dim) {
             return error("GGUF metadata: " + meta.name("rope.dimension_count") + " differs from the head size (partial rotary embeddings are " +
-                         "supported for glm4moe and minimax-m2 only)");
+                         "supported for glm4moe, minimax-m2, qwen3next and qwen35moe only)");
         }
     }
     cfg["rope_parameters"] = rope;
@@ -459,7 +498,9 @@ void map_tensors(GgufSource& src, const Plan& plan) {
             src.map(hf, plan.specs[i].name + " (no GGUF tensor)");
             continue;
         }
-        if (place->expert < 0) {
+        if (place->row_block) {
+            src.map_part(hf, place->name, place->row_block, place->part, place->parts);
+        } else if (place->expert < 0) {
             src.map(hf, place->name, place->permute_heads, place->as_row, place->flattened);
         } else if (src.has(place->name)) {
             src.map_expert(hf, place->name, uint64_t(place->expert), plan.hp.n_experts);

@@ -132,10 +132,65 @@ private:
     Status status_;
 };
 
+// Qwen3-Next's and Qwen3.5's names. Their RMSNorms are zero-centred (x̂·(1 + w)): '#plus1' stores 1 + w; '#negexp'
+// stores A = −exp(A_log). Qwen3-Next fuses q, k, v, z (and b, a) grouped per key head, and each head's query with its
+// output gate: '#qkv', '#z', '#b', '#a', '#q', '#q_gate' pick the rows (derive_source). Qwen3.5's checkpoint lives
+// under model.language_model. with its experts fused ('#fgate', '#fup', '#fdown'); its value heads are stored tiled
+// as llama.cpp stores them (kLinearValueTiled: '#t...' reorder the value heads' rows, channels and columns).
+std::string hybrid_source_name(Family fam, const schema::TensorSpec& spec) {
+    using schema::Role;
+    const bool next = fam == Family::Qwen3Next;
+    const std::string model = next ? "model." : "model.language_model.";
+    const std::string layer = model + "layers." + std::to_string(spec.layer) + ".";
+    const std::string attn = layer + "self_attn.", lin = layer + "linear_attn.", moe = layer + "mlp.";
+    const std::string e = std::to_string(spec.expert);
+    switch (spec.role) {
+        case Role::Embed: return model + "embed_tokens.weight";
+        case Role::OutputNorm: return model + "norm.weight#plus1";
+        case Role::LmHead: return "lm_head.weight";
+        case Role::AttnNorm: return layer + "input_layernorm.weight#plus1";
+        case Role::FfnNorm: return layer + "post_attention_layernorm.weight#plus1";
+        case Role::Q: return attn + "q_proj.weight#q";
+        case Role::QGate: return attn + "q_proj.weight#q_gate";
+        case Role::K: return attn + "k_proj.weight";
+        case Role::V: return attn + "v_proj.weight";
+        case Role::O:
+            if (spec.name.find(".linear.") == std::string::npos) return attn + "o_proj.weight";
+            return lin + (next ? "out_proj.weight" : "out_proj.weight#tcols");
+        case Role::QBias: return attn + "q_proj.bias";
+        case Role::KBias: return attn + "k_proj.bias";
+        case Role::VBias: return attn + "v_proj.bias";
+        case Role::OBias: return attn + "o_proj.bias";
+        case Role::QNorm: return attn + "q_norm.weight#plus1";
+        case Role::KNorm: return attn + "k_norm.weight#plus1";
+        case Role::LinQkv: return next ? lin + "in_proj_qkvz.weight#qkv" : lin + "in_proj_qkv.weight#tqkv";
+        case Role::LinZ: return next ? lin + "in_proj_qkvz.weight#z" : lin + "in_proj_z.weight#trows";
+        case Role::LinBeta: return next ? lin + "in_proj_ba.weight#b" : lin + "in_proj_b.weight#theads";
+        case Role::LinAlpha: return next ? lin + "in_proj_ba.weight#a" : lin + "in_proj_a.weight#theads";
+        case Role::LinConv: return lin + (next ? "conv1d.weight#conv" : "conv1d.weight#tconv");
+        case Role::LinDtBias: return lin + (next ? "dt_bias" : "dt_bias#theads");
+        case Role::LinSsmA: return lin + (next ? "A_log#negexp" : "A_log#tnegexp");
+        case Role::LinNorm: return lin + "norm.weight";
+        case Role::Router: return moe + "gate.weight";
+        case Role::SharedExpertGate: return moe + "shared_expert_gate.weight";
+        case Role::ExpertGate: return next ? moe + "experts." + e + ".gate_proj.weight" : moe + "experts.gate_up_proj#fgate:" + e;
+        case Role::ExpertUp: return next ? moe + "experts." + e + ".up_proj.weight" : moe + "experts.gate_up_proj#fup:" + e;
+        case Role::ExpertDown: return next ? moe + "experts." + e + ".down_proj.weight" : moe + "experts.down_proj#fdown:" + e;
+        case Role::SharedGate: return moe + "shared_expert.gate_proj.weight";
+        case Role::SharedUp: return moe + "shared_expert.up_proj.weight";
+        case Role::SharedDown: return moe + "shared_expert.down_proj.weight";
+        case Role::DenseGate: return moe + "gate_proj.weight";
+        case Role::DenseUp: return moe + "up_proj.weight";
+        case Role::DenseDown: return moe + "down_proj.weight";
+        default: return {};
+    }
+}
+
 // The Hugging Face checkpoint's name of a tensor of the schema. A name with '#' is a view of another tensor
 // (derive_source below): gpt_oss keeps its experts stacked, DeepSeek's kv_b holds k_b and v_b.
 std::string hf_source_name(Family fam, const HyperParams& hp, const schema::TensorSpec& spec) {
     using schema::Role;
+    if (fam == Family::Qwen3Next || fam == Family::Qwen35Moe) return hybrid_source_name(fam, spec);
     const bool gpt_oss = fam == Family::GptOss, minimax = fam == Family::MinimaxM2;
     const bool mixtral_style = fam == Family::Mixtral || minimax;  // block_sparse_moe, experts' w1/w3/w2
     const bool deepseek_style = fam == Family::DeepseekV3 || fam == Family::Glm4Moe || fam == Family::Glm4MoeLite;  // shared_experts
@@ -191,6 +246,8 @@ std::string hf_source_name(Family fam, const HyperParams& hp, const schema::Tens
         case Role::DenseGate: return layer + "mlp.gate_proj.weight";
         case Role::DenseUp: return layer + "mlp.up_proj.weight";
         case Role::DenseDown: return layer + "mlp.down_proj.weight";
+        case Role::QGate: case Role::LinQkv: case Role::LinZ: case Role::LinBeta: case Role::LinAlpha: case Role::LinConv:
+        case Role::LinDtBias: case Role::LinSsmA: case Role::LinNorm: break;  // the hybrids' (hybrid_source_name)
     }
     return {};
 }
@@ -391,6 +448,43 @@ Status read_mlp_layer_types(Config& cfg, uint32_t n_layers, std::vector<bool>& m
     return Status::ok();
 }
 
+// Qwen3-Next and Qwen3.5-MoE: Gated DeltaNet layers but every full_attention_interval-th (layer_types, when given,
+// must say the same), gated attention with per-head q/k norms, a gated shared expert; Qwen3-Next's MLP layout as
+// qwen2_moe's (decoder_sparse_step, mlp_only_layers, norm_topk_prob), Qwen3.5's every layer MoE, renormalised.
+Status read_gated_deltanet(Config& cfg, Family fam, HyperParams& hp, std::vector<bool>& moe_layer) {
+    hp.expert_ffn = cfg.u32("moe_intermediate_size");
+    hp.shared_expert_ffn = cfg.find("shared_expert_intermediate_size") ? cfg.u32("shared_expert_intermediate_size") : 0;
+    if (hp.shared_expert_ffn) hp.flags |= kSharedExpert;
+    hp.flags |= kQkNorm | kQkNormPerHead | kAttentionOutputGate;
+    if (fam == Family::Qwen35Moe) hp.flags |= kLinearValueTiled;  // stored in llama.cpp's order (hybrid_source_name)
+    if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias | kOutputBias;
+    if (fam == Family::Qwen35Moe || cfg.boolean("norm_topk_prob", true)) hp.flags |= kNormTopkProb;
+    if (fam == Family::Qwen3Next) {
+        const uint32_t step = cfg.u32("decoder_sparse_step", 1);
+        auto mlp_only = layer_list(cfg, "mlp_only_layers", hp.n_layers);
+        if (!mlp_only) return mlp_only.status();
+        for (uint32_t l = 0; l < hp.n_layers; ++l)
+            moe_layer[l] = std::find(mlp_only->begin(), mlp_only->end(), l) == mlp_only->end() && (l + 1) % step == 0;
+    }
+    hp.linear_key_heads = cfg.u32("linear_num_key_heads");
+    hp.linear_value_heads = cfg.u32("linear_num_value_heads");
+    hp.linear_key_dim = cfg.u32("linear_key_head_dim");
+    hp.linear_value_dim = cfg.u32("linear_value_head_dim");
+    hp.linear_conv_kernel = cfg.u32("linear_conv_kernel_dim", 4);
+    hp.full_attention_interval = cfg.u32("full_attention_interval", 4);
+    if (!cfg.status()) return cfg.status();
+    if (const json* lt = cfg.find("layer_types")) {
+        if (!lt->is_array() || lt->size() != hp.n_layers) return error("config.json: field 'layer_types' must list every layer");
+        for (uint32_t l = 0; l < hp.n_layers; ++l) {
+            const bool linear = hp.full_attention_interval != 0 && (l + 1) % hp.full_attention_interval != 0;
+            if ((*lt)[l] != (linear ? "linear_attention" : "full_attention"))
+                return error("config.json: layer_types[" + std::to_string(l) + "] is " + (*lt)[l].dump() +
+                             ", not what full_attention_interval " + std::to_string(hp.full_attention_interval) + " says");
+        }
+    }
+    return Status::ok();
+}
+
 }  // namespace
 
 Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eos, WeightType type) {
@@ -398,8 +492,16 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     Plan plan;
     const json* mt = cfg.find("model_type");
     if (mt == nullptr || !mt->is_string()) return error("config.json: missing field 'model_type'");
+    // Qwen3.5's hub config is the vision-language model's: its text model is text_config (model_type qwen3_5_moe_text).
+    if (*mt == "qwen3_5_moe" && cfg.find("text_config")) {
+        const json& text = *cfg.find("text_config");
+        if (!text.is_object() || !text.contains("model_type") || text["model_type"] != "qwen3_5_moe_text")
+            return error("config.json: field 'text_config' must be an object with model_type qwen3_5_moe_text");
+        return plan_model(text, gen_eos, type);
+    }
+    if (*mt == "qwen3_5_moe_text") plan.family = Family::Qwen35Moe;
     // Kimi-K2's hub config names its own model_type for DeepSeek-V3's remote code (DeepseekV3ForCausalLM).
-    if (!family_from_name(*mt == "kimi_k2" ? "deepseek_v3" : mt->get<std::string>(), &plan.family))
+    else if (!family_from_name(*mt == "kimi_k2" ? "deepseek_v3" : mt->get<std::string>(), &plan.family))
         return error("config.json: unsupported model_type '" + mt->get<std::string>() + "' (" + schema::family_names() + ")");
     const Family fam = plan.family;
     const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;
@@ -478,6 +580,8 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
             const bool listed = std::find(mlp_only->begin(), mlp_only->end(), l) != mlp_only->end();
             moe_layer[l] = !listed && step > 0 && (l + 1) % step == 0;
         }
+    } else if (fam == Family::Qwen3Next || fam == Family::Qwen35Moe) {
+        if (Status st = read_gated_deltanet(cfg, fam, hp, moe_layer); !st) return st;
     } else if (fam == Family::Olmoe) {
         hp.expert_ffn = cfg.u32("intermediate_size");
         hp.flags |= kQkNorm;
@@ -584,11 +688,12 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
     return plan;
 }
 
-// A source name "BASE#op[:expert]" of hf_source_name: a strided view of BASE (SourceTensor::View). gpt_oss stores
-// each layer's experts stacked, gate and up interleaved in one tensor of [experts, hidden, 2·ffn] (input-major:
-// gate = even columns, up = odd ones) and down as [experts, ffn, hidden]; DeepSeek's kv_b_proj
-// [heads·(nope + v), kv_lora] holds per head its nope key rows, then its value rows.
-Result<SourceViewGeometry> source_view_geometry(const std::string& name, const HyperParams& hp) {
+// A source name "BASE#op[:expert]" of hf_source_name: a view of BASE. gpt_oss stores each layer's experts stacked,
+// gate and up interleaved in one tensor of [experts, hidden, 2·ffn] (input-major: gate = even columns, up = odd ones)
+// and down as [experts, ffn, hidden]; DeepSeek's kv_b_proj [heads·(nope + v), kv_lora] holds per head its nope key
+// rows, then its value rows; Qwen3-Next / Qwen3.5 group their linear-attention projections per key head, fuse the
+// query with its gate, store zero-centred norms and A_log (value maps), and Qwen3.5 fuses its experts.
+Result<SourceViewGeometry> source_view_geometry(const std::string& name, const HyperParams& hp, const std::vector<uint64_t>& shape) {
     const size_t hash = name.find('#');
     if (hash == std::string::npos) return error("internal: " + name + " is not a source view");
     const std::string op = name.substr(hash + 1), what = op.substr(0, op.find(':'));
@@ -598,43 +703,99 @@ Result<SourceViewGeometry> source_view_geometry(const std::string& name, const H
     g.base_name = name.substr(0, hash);
     const uint64_t H = hp.hidden_size, F = hp.expert_ffn, E = hp.n_experts;
     SourceTensor::View& v = g.view;
+    auto strided = [&](std::vector<uint64_t> base, std::vector<uint64_t> out, SourceTensor::View view) {
+        g.base_shape = std::move(base);
+        g.shape = std::move(out);
+        g.viewed = true;
+        v = view;
+    };
+    // Rows of the base picked in order (a reordering, not a strided view).
+    auto pick = [&](std::vector<uint64_t> base, std::vector<uint64_t> out, auto&& row_of) {
+        g.base_shape = std::move(base);
+        g.row_order.resize(out[0]);
+        for (uint64_t i = 0; i < out[0]; ++i) g.row_order[i] = static_cast<uint32_t>(row_of(i));
+        g.shape = std::move(out);
+    };
+    const uint64_t nk = hp.linear_key_heads, nv = hp.linear_value_heads, dk = hp.linear_key_dim, dv = hp.linear_value_dim;
+    const uint64_t r = nk ? nv / nk : 0;  // value heads per key head
+    // Tiled value head p holds Hugging Face's (grouped) value head (p % nk)·r + p / nk.
+    auto grouped = [&](uint64_t p) { return p % nk * r + p / nk; };
+    const uint64_t C = schema::linear_conv_channels(hp), K = hp.linear_conv_kernel, qk = 2 * nk * dk;
+    auto tiled_channel = [&](uint64_t c) { return c < qk ? c : qk + grouped((c - qk) / dv) * dv + (c - qk) % dv; };
     if (what == "gate" || what == "up") {  // [E, H, 2F] -> [F, H]: out[r][c] = base[e][c][2r (+1)]
-        g.base_shape = {E, H, 2 * F};
-        g.shape = {F, H};
-        v = {e * H * 2 * F + (what == "up" ? 1 : 0), 0, 0, 2, 2 * F};
+        strided({E, H, 2 * F}, {F, H}, {e * H * 2 * F + (what == "up" ? 1 : 0), 0, 0, 2, 2 * F});
     } else if (what == "down") {  // [E, F, H] -> [H, F]: out[r][c] = base[e][c][r]
-        g.base_shape = {E, F, H};
-        g.shape = {H, F};
-        v = {e * F * H, 0, 0, 1, H};
+        strided({E, F, H}, {H, F}, {e * F * H, 0, 0, 1, H});
     } else if (what == "gate_bias" || what == "up_bias") {  // [E, 2F] -> [F]
-        g.base_shape = {E, 2 * F};
-        g.shape = {F};
-        v = {e * 2 * F + (what == "up_bias" ? 1 : 0), 0, 0, 2, 0};
+        strided({E, 2 * F}, {F}, {e * 2 * F + (what == "up_bias" ? 1 : 0), 0, 0, 2, 0});
     } else if (what == "row") {  // [E, H] -> [H]
-        g.base_shape = {E, H};
-        g.shape = {H};
-        v = {e * H, 0, 0, 1, 0};
+        strided({E, H}, {H}, {e * H, 0, 0, 1, 0});
     } else if (what == "k_b" || what == "v_b") {
         const uint64_t heads = hp.n_heads, lora = hp.kv_lora_rank, nope = hp.head_dim - hp.rotary_dim, vd = hp.v_head_dim;
-        g.base_shape = {heads * (nope + vd), lora};
-        if (what == "k_b") {  // head h's [nope, lora] key block, transposed: out[h·lora + r][c] = base[h(nope+v) + c][r]
-            g.shape = {heads * lora, nope};
-            v = {0, lora, (nope + vd) * lora, 1, lora};
-        } else {  // head h's [v, lora] value block: out[h·v + r][c] = base[h(nope+v) + nope + r][c]
-            g.shape = {heads * vd, lora};
-            v = {nope * lora, vd, (nope + vd) * lora, lora, 1};
-        }
+        if (what == "k_b")  // head h's [nope, lora] key block, transposed: out[h·lora + r][c] = base[h(nope+v) + c][r]
+            strided({heads * (nope + vd), lora}, {heads * lora, nope}, {0, lora, (nope + vd) * lora, 1, lora});
+        else  // head h's [v, lora] value block: out[h·v + r][c] = base[h(nope+v) + nope + r][c]
+            strided({heads * (nope + vd), lora}, {heads * vd, lora}, {nope * lora, vd, (nope + vd) * lora, lora, 1});
+    } else if (what == "plus1" || what == "negexp") {  // the values mapped, the shape the planned one
+        g.base_shape = g.shape = shape;
+        g.value_map = what == "plus1" ? SourceTensor::ValueMap::PlusOne : SourceTensor::ValueMap::NegExp;
+    } else if (what == "tqkv") {
+        pick({C, H}, {C, H}, tiled_channel);
+    } else if (what == "trows") {
+        pick({nv * dv, H}, {nv * dv, H}, [&](uint64_t i) { return grouped(i / dv) * dv + i % dv; });
+    } else if (what == "theads" || what == "tnegexp") {
+        const std::vector<uint64_t> heads = shape.size() == 2 ? std::vector<uint64_t>{nv, H} : std::vector<uint64_t>{nv};
+        pick(heads, heads, grouped);
+        if (what == "tnegexp") g.value_map = SourceTensor::ValueMap::NegExp;
+    } else if (what == "tconv") {  // [C, 1, K] -> [C, K], the value channels tiled
+        pick({C, 1, K}, {C, K}, tiled_channel);
+    } else if (what == "tcols") {  // out_proj [H, nv·dv]: its input columns tiled
+        g.base_shape = g.shape = {H, nv * dv};
+        g.col_order.resize(nv * dv);
+        for (uint64_t i = 0; i < nv * dv; ++i) g.col_order[i] = static_cast<uint32_t>(grouped(i / dv) * dv + i % dv);
+    } else if (what == "q" || what == "q_gate") {  // [heads · 2 hd, H]: per head its query, then its gate
+        const uint64_t hd = hp.head_dim, heads = hp.n_heads, off = what == "q" ? 0 : hd;
+        pick({heads * 2 * hd, H}, {heads * hd, H}, [&](uint64_t i) { return i / hd * 2 * hd + off + i % hd; });
+    } else if (what == "qkv" || what == "z") {  // per key head [q (dk), k (dk), v (r·dv), z (r·dv)]
+        const uint64_t grp = 2 * dk + 2 * r * dv;
+        if (what == "qkv")
+            pick({nk * grp, H}, {2 * nk * dk + nv * dv, H}, [&](uint64_t i) {
+                if (i < 2 * nk * dk) return i % (nk * dk) / dk * grp + (i < nk * dk ? 0 : dk) + i % dk;  // q, then k
+                const uint64_t j = (i - 2 * nk * dk) / dv;                                               // value head
+                return j / r * grp + 2 * dk + j % r * dv + (i - 2 * nk * dk) % dv;
+            });
+        else
+            pick({nk * grp, H}, {nv * dv, H}, [&](uint64_t i) { return i / dv / r * grp + 2 * dk + r * dv + i / dv % r * dv + i % dv; });
+    } else if (what == "b" || what == "a") {  // per key head [b (r), a (r)]
+        pick({2 * nv, H}, {nv, H}, [&](uint64_t j) { return j / r * 2 * r + (what == "a" ? r : 0) + j % r; });
+    } else if (what == "conv") {  // [C, 1, K] -> [C, K]
+        strided({C, 1, K}, {C, K}, {0, 0, 0, K, 1});
+    } else if (what == "fgate" || what == "fup") {  // [E, 2F, H] (gate rows, then up rows) -> [F, H]
+        strided({E, 2 * F, H}, {F, H}, {e * 2 * F * H + (what == "fup" ? F * H : 0), 0, 0, H, 1});
+    } else if (what == "fdown") {  // [E, H, F] -> [H, F]
+        strided({E, H, F}, {H, F}, {e * H * F, 0, 0, F, 1});
     } else {
         return error("internal: unknown source view " + name);
     }
     return g;
 }
 
+void SourceViewGeometry::apply(SourceTensor& t) const {
+    t.shape = shape;
+    t.viewed = viewed;
+    t.view = view;
+    t.row_order = row_order;
+    t.col_order = col_order;
+    t.value_map = value_map;
+}
+
 namespace {
 
-// The view `name` of its base tensor in the checkpoint, checked against the shape config.json implies.
-Result<SourceTensor> derive_source(const SafetensorsSet& set, const std::string& name, const HyperParams& hp) {
-    auto geometry = source_view_geometry(name, hp);
+// The view `name` of its base tensor in the checkpoint (planned as `shape`), checked against the shape config.json
+// implies for the base.
+Result<SourceTensor> derive_source(const SafetensorsSet& set, const std::string& name, const HyperParams& hp,
+                                   const std::vector<uint64_t>& shape) {
+    auto geometry = source_view_geometry(name, hp, shape);
     if (!geometry) return geometry.status();
     const SourceViewGeometry& g = geometry.value();
     const SourceTensor* base = set.find(g.base_name);
@@ -647,10 +808,7 @@ Result<SourceTensor> derive_source(const SafetensorsSet& set, const std::string&
     }
     SourceTensor t = *base;
     t.name = name;
-    t.viewed = true;
-    t.row_order.clear();
-    t.shape = g.shape;
-    t.view = g.view;
+    g.apply(t);
     return t;
 }
 
@@ -696,7 +854,8 @@ Status encode_tensor(const SourceTensor& src, const PlannedTensor& dst, std::vec
     switch (dst.type) {
         case WeightType::F32:
             out.resize(n * 4);
-            if (src.dtype == SourceDType::F32 && src.row_order.empty() && !src.viewed) {
+            if (src.dtype == SourceDType::F32 && src.row_order.empty() && src.col_order.empty() && !src.viewed &&
+                src.value_map == SourceTensor::ValueMap::Same) {
                 std::memcpy(out.data(), src.data, n * 4);
             } else {
                 for (uint64_t i = 0; i < n; ++i) {
@@ -807,9 +966,10 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
     auto set = SafetensorsSet::open_dir(hf_dir);
     if (!set) return set.status();
     std::map<std::string, SourceTensor> derived;  // the views hf_source_name asked for
-    for (const std::string& name : plan.sources) {
+    for (size_t i = 0; i < plan.sources.size(); ++i) {
+        const std::string& name = plan.sources[i];
         if (name.find('#') == std::string::npos || derived.count(name)) continue;
-        auto t = derive_source(set.value(), name, plan.hp);
+        auto t = derive_source(set.value(), name, plan.hp, plan.specs[i].shape());
         if (!t) return error(hf_dir + ": " + t.message());
         derived.emplace(name, std::move(t.value()));
     }

@@ -24,15 +24,22 @@ struct Plan {
 // Plans a model from an HF config.json (and generation_config's eos ids). Errors name the config field.
 Result<Plan> plan_model(const nlohmann::json& config, const std::vector<int32_t>& gen_eos, WeightType type);
 
-// A source name "BASE#op[:expert]" of hf_source_name is a strided view of BASE: the shape BASE must have (what
-// config.json implies), the view's own shape and its strides. The converter reads views through it; colibri-make-model
-// writes stacked checkpoints through it.
+// A source name "BASE#op[:expert]" of hf_source_name is a view of BASE: the shape BASE must have (what config.json
+// implies), the view's own shape and how its elements map to BASE's (strided, rows or columns picked, values mapped).
+// The converter reads views through it; colibri-make-model writes stacked checkpoints through it.
 struct SourceViewGeometry {
     std::string base_name;
     std::vector<uint64_t> base_shape, shape;
+    bool viewed = false;  // strided: view
     SourceTensor::View view;
+    std::vector<uint32_t> row_order, col_order;
+    SourceTensor::ValueMap value_map = SourceTensor::ValueMap::Same;
+    // Makes t (a copy of the base) the view.
+    void apply(SourceTensor& t) const;
 };
-Result<SourceViewGeometry> source_view_geometry(const std::string& name, const format::HyperParams& hp);
+// `shape`: the view's planned shape (the schema's), which value maps keep.
+Result<SourceViewGeometry> source_view_geometry(const std::string& name, const format::HyperParams& hp,
+                                                const std::vector<uint64_t>& shape);
 
 // The same from the files' text (generation_config may be empty): the JSON is depth-checked before it is parsed.
 // Errors begin with "config.json: " or "generation_config.json: ". What convert_hf and the fuzz_config target run.

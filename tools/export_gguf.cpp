@@ -47,6 +47,12 @@ public:
         u64(v.size());
         for (const std::string& s : v) str(s);
     }
+    void kv_u32_array(const std::string& key, const std::vector<uint32_t>& v) {
+        key_type(key, kArray);
+        u32(kU32);
+        u64(v.size());
+        for (uint32_t x : v) u32(x);
+    }
     size_t kv_count() const { return kvs_; }
     const std::vector<uint8_t>& bytes() const { return bytes_; }
 
@@ -70,8 +76,23 @@ struct OutTensor {
     WeightType type;
     std::vector<const TensorView*> parts;  // the tensor, or each expert's slice of a stack in order
     uint32_t permute_heads = 0;
+    uint32_t row_block = 0;                // > 0: parts' rows alternate in blocks of this many (GgufPlace::row_block)
     uint64_t offset = 0, size = 0;
 };
+
+// Qwen3-Next's and Qwen3.5's Gated DeltaNet sizes under llama.cpp's ssm keys; Qwen3.5's (interleaved MRoPE) rotary
+// sections, which only split the rotary pairs among positions that are all the token's index for text.
+void write_linear_attention(Header& h, Family family, const HyperParams& hp, const std::string& a, uint32_t rotary) {
+    h.kv_u32(a + ".ssm.conv_kernel", hp.linear_conv_kernel);
+    h.kv_u32(a + ".ssm.state_size", hp.linear_key_dim);
+    h.kv_u32(a + ".ssm.group_count", hp.linear_key_heads);
+    h.kv_u32(a + ".ssm.time_step_rank", hp.linear_value_heads);
+    h.kv_u32(a + ".ssm.inner_size", hp.linear_value_heads * hp.linear_value_dim);
+    h.kv_u32(a + ".full_attention_interval", hp.full_attention_interval);
+    if (family != Family::Qwen35Moe) return;
+    const uint32_t half = rotary / 2, s0 = (half + 2) / 3, s1 = (half + 1) / 3;  // [11, 11, 10] for 32 pairs
+    h.kv_u32_array(a + ".rope.dimension_sections", {s0, s1, half - s0 - s1, 0});
+}
 
 // The hyper-parameters under llama.cpp's keys for the family (what its converter writes for the same config).
 void write_hparams(Header& h, Family family, const HyperParams& hp, const std::vector<bool>& moe_layer, const char* arch,
@@ -107,10 +128,12 @@ void write_hparams(Header& h, Family family, const HyperParams& hp, const std::v
         h.kv_u32(a + ".attention.value_length", hp.head_dim);
     }
     h.kv_u32(a + ".vocab_size", hp.vocab_size);
-    if (family == Family::Mixtral || deepseek || family == Family::Glm4Moe || minimax) h.kv_u32(a + ".rope.dimension_count", rotary);
+    const bool hybrid = family == Family::Qwen3Next || family == Family::Qwen35Moe;
+    if (family == Family::Mixtral || deepseek || family == Family::Glm4Moe || minimax || hybrid) h.kv_u32(a + ".rope.dimension_count", rotary);
     if (minimax) h.kv_u32(a + ".expert_gating_func", 2);  // sigmoid, as llama.cpp's converter writes from scoring_func
+    if (hybrid) write_linear_attention(h, family, hp, a, rotary);
     if (family != Family::Mixtral && family != Family::Olmoe) h.kv_u32(a + ".expert_feed_forward_length", hp.expert_ffn);
-    if (family == Family::Qwen2Moe && hp.shared_expert_ffn) h.kv_u32(a + ".expert_shared_feed_forward_length", hp.shared_expert_ffn);
+    if ((family == Family::Qwen2Moe || hybrid) && hp.shared_expert_ffn) h.kv_u32(a + ".expert_shared_feed_forward_length", hp.shared_expert_ffn);
     if (family == Family::Olmoe && hp.clip_qkv > 0) h.kv_f32(a + ".attention.clamp_kqv", hp.clip_qkv);
     if (family == Family::GptOss && hp.sliding_window) h.kv_u32(a + ".attention.sliding_window", hp.sliding_window);
     if (sigmoid) {
@@ -192,13 +215,14 @@ Status export_gguf(const std::string& bin_path, const std::string& out_path, boo
             o.permute_heads = place->permute_heads;
             if (t->n_dims == 1 || place->as_row) o.ne = {t->n_dims == 1 ? t->rows : t->cols};
             else if (place->flattened) o.ne = {t->cols, t->rows / hp.n_heads, hp.n_heads};  // per head, as llama.cpp keeps it
-            else o.ne = {t->cols, t->rows};
+            else o.ne = {t->cols, t->rows * place->parts};
             if (place->expert >= 0) o.ne.push_back(hp.n_experts);
-            o.parts.assign(place->expert >= 0 ? hp.n_experts : 1, nullptr);
+            o.row_block = place->row_block;
+            o.parts.assign(place->expert >= 0 ? hp.n_experts : place->parts, nullptr);
             out.push_back(std::move(o));
         }
         OutTensor& o = out[it->second];
-        const size_t part = place->expert >= 0 ? size_t(place->expert) : 0;
+        const size_t part = place->expert >= 0 ? size_t(place->expert) : place->part;
         if (part >= o.parts.size() || o.parts[part] != nullptr) return error(bin_path + ": tensor " + spec.name + " maps twice onto " + o.name);
         if (t->type != o.type)
             return error(bin_path + ": the experts stacked in " + o.name + " differ in type (" + format::weight_type_name(t->type) +
@@ -240,6 +264,19 @@ Status export_gguf(const std::string& bin_path, const std::string& out_path, boo
     std::vector<uint8_t> buffer;
     for (const OutTensor& o : out) {
         uint64_t at = data_start + o.offset;
+        if (o.row_block) {  // the parts' blocks of rows in turn: GGUF row R is row (R / (block·parts))·block + R % block of part R / block % parts
+            const TensorView* p0 = o.parts[0];
+            const uint64_t cols = p0->cols, rows = p0->rows * o.parts.size(), row_bytes = weight_row_bytes(p0->type, cols);
+            buffer.resize(rows * row_bytes);
+            for (uint64_t r = 0; r < rows; ++r) {
+                const uint64_t block = r / o.row_block, from = block / o.parts.size() * o.row_block + r % o.row_block;
+                const TensorView* p = o.parts[block % o.parts.size()];
+                if (p->rows != p0->rows || p->type != p0->type) return error(bin_path + ": the parts of " + o.name + " differ in shape or type");
+                ggml_export_row(p->type, static_cast<const uint8_t*>(p->data) + from * row_bytes, buffer.data() + r * row_bytes, cols);
+            }
+            COLIBRI_TRY(f.write_at(at, buffer.data(), buffer.size()));
+            continue;
+        }
         for (const TensorView* p : o.parts) {
             const uint64_t cols = p->n_dims == 1 ? p->rows : p->cols, rows = p->n_dims == 1 ? 1 : p->rows;
             const uint64_t row_bytes = weight_row_bytes(p->type, cols);

@@ -14,10 +14,35 @@ struct ArchName {
 constexpr ArchName kArchitectures[] = {
     {Family::Mixtral, "llama"},   {Family::Qwen2Moe, "qwen2moe"},     {Family::Olmoe, "olmoe"},
     {Family::Qwen3Moe, "qwen3moe"}, {Family::GptOss, "gpt-oss"},    {Family::DeepseekV3, "deepseek2"},
-    {Family::Glm4Moe, "glm4moe"},   {Family::MinimaxM2, "minimax-m2"},
+    {Family::Glm4Moe, "glm4moe"},   {Family::Qwen3Next, "qwen3next"}, {Family::Qwen35Moe, "qwen35moe"},
+    {Family::MinimaxM2, "minimax-m2"},
     // llama.cpp writes GLM-4.7-Flash as deepseek2 (the same computation): such files import as deepseek_v3.
     {Family::Glm4MoeLite, "deepseek2"},
 };
+
+// Qwen3-Next's and Qwen3.5's own tensors as llama.cpp's converter writes them (its norms as 1 + w, ssm_a as
+// −exp(A_log), Qwen3.5's value heads tiled: as the .bin holds them); nullopt for the tensors they share with the others.
+std::optional<GgufPlace> hybrid_place(Family family, const format::HyperParams& hp, const schema::TensorSpec& spec) {
+    const std::string b = "blk." + std::to_string(spec.layer) + ".";
+    const bool next = family == Family::Qwen3Next;
+    const uint32_t ratio = hp.linear_key_heads ? hp.linear_value_heads / hp.linear_key_heads : 0;
+    switch (spec.role) {
+        case Role::FfnNorm: return GgufPlace{b + "post_attention_norm.weight"};
+        case Role::Q: return GgufPlace{b + "attn_q.weight", -1, 0, false, false, hp.head_dim, 0, 2};
+        case Role::QGate: return GgufPlace{b + "attn_q.weight", -1, 0, false, false, hp.head_dim, 1, 2};
+        case Role::O: return GgufPlace{b + (schema::is_linear_layer(hp, spec.layer) ? "ssm_out" : "attn_output") + ".weight"};
+        case Role::LinQkv: return GgufPlace{b + "attn_qkv.weight"};
+        case Role::LinZ: return GgufPlace{b + "attn_gate.weight"};
+        case Role::LinBeta: return next ? GgufPlace{b + "ssm_ba.weight", -1, 0, false, false, ratio, 0, 2} : GgufPlace{b + "ssm_beta.weight"};
+        case Role::LinAlpha: return next ? GgufPlace{b + "ssm_ba.weight", -1, 0, false, false, ratio, 1, 2} : GgufPlace{b + "ssm_alpha.weight"};
+        case Role::LinConv: return GgufPlace{b + "ssm_conv1d.weight"};
+        case Role::LinDtBias: return GgufPlace{b + "ssm_dt.bias"};
+        case Role::LinSsmA: return GgufPlace{b + "ssm_a"};
+        case Role::LinNorm: return GgufPlace{b + "ssm_norm.weight"};
+        default: return std::nullopt;
+    }
+}
+
 
 }  // namespace
 
@@ -34,6 +59,8 @@ std::optional<Family> family_from_gguf_architecture(const std::string& arch) {
 }
 
 std::optional<GgufPlace> gguf_place(Family family, const format::HyperParams& hp, const schema::TensorSpec& spec) {
+    if (family == Family::Qwen3Next || family == Family::Qwen35Moe)
+        if (std::optional<GgufPlace> p = hybrid_place(family, hp, spec)) return p;
     const std::string b = "blk." + std::to_string(spec.layer) + ".";
     const bool llama = family == Family::Mixtral;
     const auto whole = [](std::string name) { return GgufPlace{std::move(name) + ".weight"}; };
@@ -81,6 +108,8 @@ std::optional<GgufPlace> gguf_place(Family family, const format::HyperParams& hp
         case Role::DenseGate: return whole(b + "ffn_gate");
         case Role::DenseUp: return whole(b + "ffn_up");
         case Role::DenseDown: return whole(b + "ffn_down");
+        case Role::QGate: case Role::LinQkv: case Role::LinZ: case Role::LinBeta: case Role::LinAlpha: case Role::LinConv:
+        case Role::LinDtBias: case Role::LinSsmA: case Role::LinNorm: break;  // the hybrids' (hybrid_place)
     }
     return std::nullopt;
 }

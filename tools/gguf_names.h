@@ -17,10 +17,13 @@ struct GgufPlace {
     uint32_t permute_heads = 0;  // > 0: llama.cpp interleaves each of these heads' rotary halves in the rows (llama q/k)
     bool as_row = false;         // 1-d in the GGUF, a [1, n] matrix in the schema (qwen2moe's shared expert gate)
     bool flattened = false;      // 3-d [heads, rows, cols] in the GGUF, [heads·rows, cols] in the schema (MLA's k_b, v_b)
+    // > 0: the GGUF tensor's rows alternate in blocks of row_block between `parts` schema tensors and this is part
+    // `part` of them (llama.cpp keeps Qwen3-Next's query with its output gate per head, and b with a per key head).
+    uint32_t row_block = 0, part = 0, parts = 1;
 };
 
 // llama.cpp's architecture name of a family ("llama" for Mixtral, "qwen2moe", "olmoe", "qwen3moe", "gpt-oss",
-// "deepseek2" for deepseek_v3 and glm4_moe_lite, "glm4moe", "minimax-m2"), or nullptr.
+// "deepseek2" for deepseek_v3 and glm4_moe_lite, "glm4moe", "minimax-m2", "qwen3next", "qwen35moe"), or nullptr.
 const char* gguf_architecture(format::Family family);
 // The family of a llama.cpp architecture name, or none.
 std::optional<format::Family> family_from_gguf_architecture(const std::string& arch);

@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "safetensors.h"
 
 #include <sys/mman.h>
@@ -26,37 +28,43 @@ uint64_t SourceTensor::elements() const {
     return n;
 }
 
-uint64_t view_index(const SourceTensor::View& v, uint64_t cols, uint64_t i) {
-    const uint64_t r = i / cols, c = i % cols;
-    const uint64_t per = v.rows_per_block ? v.rows_per_block : UINT64_MAX;
-    return v.offset + (r / per) * v.block_stride + (r % per) * v.row_stride + c * v.col_stride;
+uint64_t source_index(const SourceTensor& t, uint64_t i) {
+    const uint64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+    if (t.viewed) {
+        const SourceTensor::View& v = t.view;
+        const uint64_t r = i / cols, c = i % cols;
+        const uint64_t per = v.rows_per_block ? v.rows_per_block : UINT64_MAX;
+        return v.offset + (r / per) * v.block_stride + (r % per) * v.row_stride + c * v.col_stride;
+    }
+    if (t.row_order.empty() && t.col_order.empty()) return i;
+    const uint64_t r = t.row_order.empty() ? i / cols : t.row_order[i / cols];
+    return r * cols + (t.col_order.empty() ? i % cols : t.col_order[i % cols]);
 }
 
 float source_element(const SourceTensor& t, uint64_t i) {
-    if (t.viewed) {
-        i = view_index(t.view, t.shape.size() == 2 ? t.shape[1] : 1, i);
-    } else if (!t.row_order.empty()) {
-        const uint64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
-        i = uint64_t(t.row_order[i / cols]) * cols + i % cols;
-    }
+    i = source_index(t, i);
+    float f = 0.0f;
     switch (t.dtype) {
-        case SourceDType::F32: {
-            float f;
-            std::memcpy(&f, t.data + i * 4, 4);
-            return f;
-        }
+        case SourceDType::F32: std::memcpy(&f, t.data + i * 4, 4); break;
         case SourceDType::F16: {
             uint16_t h;
             std::memcpy(&h, t.data + i * 2, 2);
-            return kernels::f16_to_f32(h);
+            f = kernels::f16_to_f32(h);
+            break;
         }
         case SourceDType::BF16: {
             uint16_t h;
             std::memcpy(&h, t.data + i * 2, 2);
-            return kernels::bf16_to_f32(h);
+            f = kernels::bf16_to_f32(h);
+            break;
         }
     }
-    return 0.0f;
+    switch (t.value_map) {
+        case SourceTensor::ValueMap::Same: return f;
+        case SourceTensor::ValueMap::PlusOne: return f + 1.0f;
+        case SourceTensor::ValueMap::NegExp: return -std::exp(f);
+    }
+    return f;
 }
 
 namespace {

@@ -36,6 +36,12 @@ struct SourceTensor {
     };
     bool viewed = false;
     View view;
+    // Source column of each output column (with row_order, not with a view); empty = identity.
+    std::vector<uint32_t> col_order;
+    // What each element becomes: Qwen3-Next's zero-centred norms x̂·(1 + w) are stored as 1 + w, its A_log as
+    // A = −exp(A_log), both as transformers computes them in f32.
+    enum class ValueMap : uint8_t { Same, PlusOne, NegExp };
+    ValueMap value_map = ValueMap::Same;
     uint64_t elements() const;
 };
 
@@ -70,8 +76,9 @@ void release_source_pages(const SourceTensor& t);
 
 // Element i (row-major, after row_order or through the view) of a source tensor as f32.
 float source_element(const SourceTensor& t, uint64_t i);
-// Element i (row-major over the view's [rows, cols]) of a view: its index in the viewed tensor.
-uint64_t view_index(const SourceTensor::View& v, uint64_t cols, uint64_t i);
+// Element i (row-major over t's shape) of a source tensor: its index in the data (through the view or the row and
+// column orders).
+uint64_t source_index(const SourceTensor& t, uint64_t i);
 
 }  // namespace colibri::tools
 

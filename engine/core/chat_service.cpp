@@ -197,7 +197,10 @@ Result<TurnResult> ChatService::run(std::span<const int32_t> prompt, Sampler& sa
     size_t common = 0;
     while (reuse_prefix_ && common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
     if (common == prompt.size()) --common;
-    session_.truncate(static_cast<uint32_t>(common));
+    if (Status s = session_.truncate(static_cast<uint32_t>(common)); !s) {  // a hybrid's re-evaluation failed: reset
+        cached_.clear();
+        return s;
+    }
     cached_.resize(common);
     if (observer) observer->on_started(static_cast<uint32_t>(common));
 

@@ -202,6 +202,15 @@ const TensorView** Model::slot(const schema::TensorSpec& spec) {
         case Role::DenseGate: return &w->dense.gate;
         case Role::DenseUp: return &w->dense.up;
         case Role::DenseDown: return &w->dense.down;
+        case Role::QGate: return &w->q_gate;
+        case Role::LinQkv: return &w->lin_qkv;
+        case Role::LinZ: return &w->lin_z;
+        case Role::LinBeta: return &w->lin_beta;
+        case Role::LinAlpha: return &w->lin_alpha;
+        case Role::LinConv: return &w->lin_conv;
+        case Role::LinDtBias: return &w->lin_dt_bias;
+        case Role::LinSsmA: return &w->lin_ssm_a;
+        case Role::LinNorm: return &w->lin_norm;
         default: return nullptr;
     }
 }
@@ -227,6 +236,8 @@ void Model::decide_rules() {
     a.q_lora_rank = hp.q_lora_rank;
     a.kv_lora_rank = hp.kv_lora_rank;
     a.v_head_dim = hp.v_head_dim;
+    a.output_gate = (hp.flags & kAttentionOutputGate) != 0;
+    a.linear_tiled = (hp.flags & kLinearValueTiled) != 0;
     rules_.shared_expert_gated = (hp.flags & kSharedExpert) && !(hp.flags & kSharedExpertUngated);
     rules_.swiglu_limit = hp.swiglu_limit;
 }
@@ -282,7 +293,10 @@ Status Model::bind() {
     }
     if (hp.flags & kTiedEmbeddings) lm_head_ = embed_;
     decide_rules();
-    for (LayerWeights& w : layers_) w.mixer = rules_.attention.mla ? TokenMixer::LatentAttention : TokenMixer::Attention;
+    for (uint32_t l = 0; l < hp.n_layers; ++l)
+        layers_[l].mixer = schema::is_linear_layer(hp, l) ? TokenMixer::GatedDeltaNet
+                           : rules_.attention.mla         ? TokenMixer::LatentAttention
+                                                          : TokenMixer::Attention;
 
     rope_ = rope_table(hp, rules_.attention.rotary_dim);
 

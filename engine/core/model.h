@@ -31,12 +31,15 @@ struct AttentionRules {
     bool sinks = false;             // a learned logit per head joins every softmax (gpt_oss)
     bool mla = false;               // multi-head latent attention (deepseek_v3)
     uint32_t q_lora_rank = 0, kv_lora_rank = 0, v_head_dim = 0;  // MLA
+    bool output_gate = false;       // the output times sigmoid(q_gate · x) before o (qwen3_next, qwen3_5_moe)
+    bool linear_tiled = false;      // Gated DeltaNet value head j reads key head j % key heads (else j / ratio)
 };
 
 // What a layer mixes its positions with, decided at load per layer (LayerWeights::mixer): softmax attention over
 // a KV cache, or DeepSeek's multi-head latent attention over a cache of latents. Session::mix_tokens runs it and
-// Session's cache plan gives it its state; a recurrent mixer (linear attention) would be one more kind there.
-enum class TokenMixer : uint8_t { Attention, LatentAttention };
+// Session's cache plan gives it its state; Gated DeltaNet (Qwen3-Next's linear attention) keeps a conv state and a
+// recurrent state per value head instead of a cache.
+enum class TokenMixer : uint8_t { Attention, LatentAttention, GatedDeltaNet };
 
 // Everything the forward pass does differently per family, decided at load (Model::rules()).
 struct ModelRules {
@@ -68,6 +71,17 @@ struct LayerWeights {
     const TensorView* kv_a_norm = nullptr;
     const TensorView* k_b = nullptr;
     const TensorView* v_b = nullptr;
+    const TensorView* q_gate = nullptr;  // qwen3_next: the attention output gate
+    // Gated DeltaNet (session_deltanet.cpp): the q|k|v, z, beta (b) and alpha (a) projections, the conv1d [channels,
+    // kernel], dt_bias, A = −exp(A_log) per value head, the gated norm's weight [value dim]; o is out_proj.
+    const TensorView* lin_qkv = nullptr;
+    const TensorView* lin_z = nullptr;
+    const TensorView* lin_beta = nullptr;
+    const TensorView* lin_alpha = nullptr;
+    const TensorView* lin_conv = nullptr;
+    const TensorView* lin_dt_bias = nullptr;
+    const TensorView* lin_ssm_a = nullptr;
+    const TensorView* lin_norm = nullptr;
     const TensorView* ffn_norm = nullptr;
     bool is_moe = false;
     const TensorView* router = nullptr;

@@ -71,7 +71,7 @@ void Session::plan_caches() {
     const size_t C = capacity_;
     const size_t context_slots = (size_t(context_) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
     caches_.resize(hp.n_layers);
-    size_t k_total = 0, v_total = 0;
+    size_t k_total = 0, v_total = 0, linear_total = 0;
     for (uint32_t l = 0; l < hp.n_layers; ++l) {
         LayerCache& c = caches_[l];
         const LayerWeights& w = model_.layers()[l];
@@ -84,6 +84,10 @@ void Session::plan_caches() {
                 c.heads = 1;
                 c.key_dim = ar.kv_lora_rank + ar.rotary_dim;
                 c.value_dim = ar.kv_lora_rank;
+                break;
+            case TokenMixer::GatedDeltaNet:  // no KV cache: a conv state and a recurrent state (linear_state_)
+                c.state_offset = linear_total;
+                linear_total += linear_state_floats(hp);
                 break;
         }
         c.held = static_cast<uint32_t>(context_slots);
@@ -102,6 +106,9 @@ void Session::plan_caches() {
     // with the context it may reach.
     k_cache_ = ZeroPageBuffer<float>(std::max<size_t>(k_total, 1), options_.huge_pages);
     v_cache_ = ZeroPageBuffer<float>(std::max<size_t>(v_total, 1), options_.huge_pages);
+    linear_state_.assign(linear_total, 0.0f);
+    recurrent_ = linear_total != 0;
+    if (recurrent_) history_.reserve(context_);
 }
 
 void Session::size_buffers() {
@@ -124,7 +131,9 @@ void Session::size_buffers() {
     sized(q_low_, C * std::max<size_t>(ar.q_lora_rank, 1));
     sized(k_, C * k_dim);
     sized(v_, C * kv_dim);
-    sized(att_, C * att_dim);
+    sized(att_, C * std::max<size_t>(att_dim, size_t(hp.linear_value_heads) * hp.linear_value_dim));
+    if (ar.output_gate) sized(attn_gate_, C * q_dim);
+    if (hp.linear_key_heads != 0) size_linear_buffers();
     sized(proj_, C * H);
     sized(rope_cos_, C * std::max<size_t>(model_.rope().inv_freq.size(), 1));
     sized(rope_sin_, rope_cos_.size());
@@ -221,9 +230,12 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
     if (Status s = check_input(tokens); !s) return s;
     // Counters are sampled per token: with a counting observer, chunks are single tokens.
     const size_t chunk = observer_ && observer_->counters() ? 1 : capacity_;
-    for (size_t i = 0; i < tokens.size(); i += chunk) {
-        const uint32_t n = static_cast<uint32_t>(std::min(chunk, tokens.size() - i));
-        if (Status s = eval_chunk(tokens.data() + i, n, i + n == tokens.size()); !s) return s;
+    for (size_t i = 0; i < tokens.size();) {
+        const uint32_t n = chunk_limit(static_cast<uint32_t>(std::min(chunk, tokens.size() - i)));
+        const bool last = i + n == tokens.size();
+        if (Status s = eval_chunk(tokens.data() + i, n, last); !s) return s;
+        after_chunk(tokens.data() + i, n, last && tokens.size() > 1);
+        i += n;
     }
     return std::span<const float>(logits_);
 }
@@ -314,6 +326,7 @@ void Session::mix_tokens(std::span<const Part> parts, uint32_t layer, const Laye
         switch (w.mixer) {
             case TokenMixer::Attention: s.attention(layer, w, p.count); break;
             case TokenMixer::LatentAttention: s.latent_attention(layer, w, p.count); break;
+            case TokenMixer::GatedDeltaNet: s.gated_deltanet(layer, w, p.count); break;
         }
         if (&s != this) std::copy_n(s.proj_.data(), size_t(p.count) * H, proj_.data() + size_t(p.row) * H);
     }
@@ -384,6 +397,7 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         Session& s = *p.session;
         const uint32_t first = s.position_;
         s.position_ += p.count;
+        s.after_chunk(parts[&p - rows.data()].tokens.data(), p.count, p.count > 1);
         const uint64_t head_t0 = s.observer_ ? now_ns() : 0;
         lead.logits_of(p.row + p.count - 1, s);
         if (s.observer_) report_token_timing(*s.observer_, first, p.count, body, now_ns() - head_t0);

@@ -35,6 +35,12 @@ struct SessionOptions {
     // the predictions to the observer (on_prediction), as the expert cache's prefetch does for itself.
     bool predict_experts = false;
 
+    // Gated DeltaNet hybrids: snapshots of the recurrent and conv states that truncate() restores (at most this many,
+    // the oldest dropped first), taken at the end of each multi-token eval (a prompt) and every checkpoint_interval
+    // positions. Each costs the model's linear-attention state (Qwen3.5-35B-A3B: about 60 MB).
+    uint32_t state_checkpoints = 4;
+    uint32_t checkpoint_interval = 1024;
+
     static constexpr uint32_t kMaxChunk = 256;
     // Defaults, overridden by COLIBRI_PREFETCH=0|1 and COLIBRI_HUGEPAGE=0|1 (huge pages default to the
     // COLIBRI_USE_HUGEPAGE build option).
@@ -69,9 +75,12 @@ public:
     std::span<const float> logits() const { return logits_; }
     uint32_t chunk_capacity() const { return capacity_; }
 
-    void reset() { position_ = 0; }
-    // Drops everything after n tokens (regenerate from an earlier point).
-    void truncate(uint32_t n) { if (n < position_) position_ = n; }
+    void reset();
+    // Drops everything after n tokens (regenerate from an earlier point). A KV cache is cut back at once; a Gated
+    // DeltaNet hybrid's recurrent state cannot be, so the latest state checkpoint at or before n is restored and the
+    // tokens from there to n evaluated again (position 0 when none is left). On an error (an expert the cache could
+    // not read) the session is reset and the error returned.
+    Status truncate(uint32_t n);
     uint32_t position() const { return position_; }
     const Model& model() const { return model_; }
     uint32_t context() const { return context_; }
@@ -148,6 +157,20 @@ private:
     void project_latent(const LayerWeights& w, uint32_t n);
     void prepare_latent(const LatentShape& m, const LayerWeights& w, uint32_t n);
     void attend_latent(const LatentShape& m, const LayerWeights& w, uint32_t n);
+    // qwen3_next's gated attention: att_ times sigmoid(q_gate · h) per element.
+    void gate_attention_output(const LayerWeights& w, uint32_t n);
+    // Gated DeltaNet (session_deltanet.cpp): the q|k|v, z, b, a projections of the chunk; the causal conv1d over
+    // the layer's conv state and the chunk, SiLU; q and k L2-normalised; each value head's recurrence through the
+    // chunk's tokens in order (heads split among the pool's parts); the gated RMSNorm; the output projection.
+    void gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n);
+    void size_linear_buffers();
+    // After a chunk of n tokens (session_checkpoints.cpp): the hybrid's token history, and a state checkpoint at a
+    // multiple of checkpoint_interval or at the end of a prompt.
+    void after_chunk(const int32_t* tokens, uint32_t n, bool prompt_end);
+    void save_checkpoint();
+    // Tokens a chunk starting now may take so that it ends at the next checkpoint position.
+    uint32_t chunk_limit(uint32_t n) const;
+    static size_t linear_state_floats(const format::HyperParams& hp);
     // att_ through the output projection (and its bias) into proj_; the router's weights asked for meanwhile.
     void output_projection(const LayerWeights& w, uint32_t n);
 
@@ -232,6 +255,7 @@ private:
         uint32_t heads = 0, key_dim = 0, value_dim = 0;
         uint32_t held = 0;                  // positions held (a multiple of kKeyBlock)
         uint32_t window = 0;                // 0: all positions; else the last `window` positions are attended
+        size_t state_offset = 0;            // Gated DeltaNet: floats into linear_state_ (conv state, then recurrent state)
     };
     std::vector<LayerCache> caches_;
     uint32_t max_slots_ = 0;  // the longest score row
@@ -244,6 +268,21 @@ private:
     ActivationBuffer<float> rope_cos_, rope_sin_;  // [chunk token][rotary_dim / 2]: the chunk's rotations, once per eval
     ActivationBuffer<float> values_;   // [pool part][window][value_dim]: a sliding layer's values in position order
     ActivationBuffer<float> latent_q_, latent_out_;  // MLA: [token][head][kv_lora + rope], [token][head][kv_lora]
+    ActivationBuffer<float> attn_gate_;  // [token][q_dim]: qwen3_next's attention output gate
+    // Gated DeltaNet: [conv kernel - 1 + token][channels] the conv's inputs (the state's rows, then the chunk's
+    // projections), [token][channels] its output, [token][value dims] z, [token][value head] b and a (then β and
+    // the decay), [pool part][value dim] the recurrence's scratch.
+    ActivationBuffer<float> lin_window_, lin_conv_, lin_z_, lin_b_, lin_a_, lin_scratch_;
+    // Per Gated DeltaNet layer (LayerCache::state_offset): the conv state [kernel - 1][channels] (the last inputs)
+    // and the recurrent state [value head][key dim][value dim]; zeroed when a chunk starts at position 0.
+    std::vector<float> linear_state_;
+    bool recurrent_ = false;        // the model has Gated DeltaNet layers
+    std::vector<int32_t> history_;  // hybrids: the token at each position [0, position_), for re-evaluation
+    struct StateCheckpoint {
+        uint32_t position;
+        std::vector<float> state;  // linear_state_ at that position
+    };
+    std::vector<StateCheckpoint> checkpoints_;  // ascending positions
     ActivationBuffer<float> selection_;  // [token][k] the values experts were selected by
     std::vector<uint32_t> groups_;       // [token][topk_group] the groups selection was limited to
     std::vector<int32_t> selected_;  // [token][k]

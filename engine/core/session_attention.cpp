@@ -214,7 +214,14 @@ void Session::attention(uint32_t layer, const LayerWeights& w, uint32_t n) {
         prepare_qkv(a, n, 0, a.n_kv);
         attend_chunk(a, n);
     }
+    if (rules.output_gate) gate_attention_output(w, n);
     output_projection(w, n);
+}
+
+void Session::gate_attention_output(const LayerWeights& w, uint32_t n) {
+    const size_t count = size_t(n) * model_.hparams().n_heads * model_.hparams().head_dim;
+    matmul(*w.q_gate, h_.data(), n, attn_gate_.data());
+    for (size_t i = 0; i < count; ++i) att_[i] *= 1.0f / (1.0f + std::exp(-attn_gate_[i]));
 }
 
 void Session::attention_by_kv_heads(const AttentionShape& a, uint32_t n) {

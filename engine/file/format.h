@@ -13,7 +13,8 @@ namespace colibri::format {
 
 inline constexpr char kMagic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', '\x1a'};
 inline constexpr uint16_t kVersionMajor = 2;
-inline constexpr uint16_t kVersionMinor = 1;  // 2.1: the hyper-parameters of qwen3_moe, gpt_oss, deepseek_v3, glm4_moe
+inline constexpr uint16_t kVersionMinor = 2;  // 2.1: the hyper-parameters of qwen3_moe, gpt_oss, deepseek_v3, glm4_moe;
+                                              // 2.2: Gated DeltaNet hybrids (HyperParams' linear-attention fields)
 // Format 1 differs from 2 only in the order of q4_K's codes (ggml's; 2 interleaves them, kernels/types.h), so a
 // 1.x file without q4_K tensors reads as it is, and one with them is refused (q4_k_needs_reconversion).
 inline constexpr uint16_t kOldestReadableMajor = 1;
@@ -27,7 +28,7 @@ inline constexpr uint32_t kNone = 0xFFFFFFFFu;
 inline constexpr size_t kTensorNameBytes = 64;
 
 enum class Family : uint32_t { Mixtral = 1, Qwen2Moe = 2, Olmoe = 3, Qwen3Moe = 4, GptOss = 5, DeepseekV3 = 6, Glm4Moe = 7,
-                             MinimaxM2 = 10, Glm4MoeLite = 11 };  // 8, 9: kept for qwen3_next, qwen3_5_moe
+                             Qwen3Next = 8, Qwen35Moe = 9, MinimaxM2 = 10, Glm4MoeLite = 11 };
 
 // Weight type of a tensor (declared with the kernels); the engine computes in f32 whatever the storage type.
 using colibri::WeightType;
@@ -63,6 +64,10 @@ enum HyperFlag : uint32_t {
     kRopePairs = 1u << 11,          // RoPE rotates adjacent pairs (DeepSeek's rope_interleave), not halves
     kYarnTruncate = 1u << 12,       // YaRN's correction range rounded to whole dims (transformers' truncate)
     kSharedExpertUngated = 1u << 13,  // with bit 4: the shared expert has no gate, its output is added as it is
+    // Format 2.2:
+    kAttentionOutputGate = 1u << 14,  // attn.q_gate: the attention output times sigmoid(q_gate · x) per head (qwen3_next)
+    kLinearValueTiled = 1u << 15,     // Gated DeltaNet value head j reads key head j % key_heads (llama.cpp's order for
+                                      //   Qwen3.5), else j / (value_heads / key_heads) (Hugging Face's)
 };
 
 // Bits of LayerEntry::is_moe (format 2.1 gives it a second bit).
@@ -75,6 +80,15 @@ enum LayerFlag : uint32_t {
 enum class RopeScaling : uint8_t { None = 0, Yarn = 1 };
 
 struct HyperParams {
+    // Format 2.2: Gated DeltaNet hybrids (qwen3_next, qwen3_5_moe). These 40 bytes were FileHeader's reserved
+    // bytes (zero in older files: no linear-attention layers), so the fields below keep their offsets.
+    uint32_t linear_key_heads;         // Gated DeltaNet key (and query) heads; 0 = no linear-attention layers
+    uint32_t linear_value_heads;       // value heads (a multiple of the key heads: value head j reads key head j / ratio)
+    uint32_t linear_key_dim;           // dims per key head
+    uint32_t linear_value_dim;         // dims per value head
+    uint32_t linear_conv_kernel;       // the causal conv1d's kernel
+    uint32_t full_attention_interval;  // every interval-th layer (l + 1 = k·interval) is softmax attention, the others linear
+    uint8_t reserved_hparams[16];      // zero
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;
@@ -112,7 +126,7 @@ struct HyperParams {
     float yarn_mscale;            // YaRN: 0 = none
     float yarn_mscale_all_dim;    // YaRN: 0 = none
 };
-static_assert(sizeof(HyperParams) == 128);
+static_assert(sizeof(HyperParams) == 168);
 
 struct FileHeader {
     char magic[8];
@@ -130,10 +144,10 @@ struct FileHeader {
     uint32_t layer_count;
     uint32_t expert_count;        // entries in the expert table (sum over MoE layers)
     uint64_t expert_table_offset;
-    uint8_t reserved[40];
-    HyperParams hparams;
+    HyperParams hparams;  // its first 40 bytes were reserved before format 2.2
 };
 static_assert(sizeof(FileHeader) == 256);
+static_assert(offsetof(FileHeader, hparams) + offsetof(HyperParams, vocab_size) == 128);  // 2.1's place
 
 struct SectionEntry {
     uint32_t kind;     // SectionKind

@@ -27,11 +27,13 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::GptOss, "gpt_oss"},
     {Family::DeepseekV3, "deepseek_v3"},
     {Family::Glm4Moe, "glm4_moe"},
+    {Family::Qwen3Next, "qwen3_next"},
+    {Family::Qwen35Moe, "qwen3_5_moe"},
     {Family::MinimaxM2, "minimax_m2"},
     {Family::Glm4MoeLite, "glm4_moe_lite"},
 };
 
-constexpr uint32_t kKnownFlags = (kSharedExpertUngated << 1) - 1;
+constexpr uint32_t kKnownFlags = (kLinearValueTiled << 1) - 1;
 
 
 // Appends specs in layout order; names follow docs/FORMAT.md.
@@ -54,6 +56,46 @@ public:
         matrix(prefix + ".down", Role(uint8_t(gate) + 2), hidden, ffn, s, layer, expert);
     }
 };
+
+// Format 2.2's Gated DeltaNet fields: all set for the hybrid families, all zero for the others.
+std::string linear_attention_problem(uint32_t family, const HyperParams& hp) {
+    const bool hybrid = family == uint32_t(Family::Qwen3Next) || family == uint32_t(Family::Qwen35Moe);
+    for (uint8_t b : hp.reserved_hparams)
+        if (b != 0) return "reserved hyper-parameter bytes are not zero";
+    const bool any = hp.linear_key_heads || hp.linear_value_heads || hp.linear_key_dim || hp.linear_value_dim ||
+                     hp.linear_conv_kernel || hp.full_attention_interval;
+    if (!hybrid) return any ? "linear-attention fields are set but only qwen3_next and qwen3_5_moe have Gated DeltaNet layers" : "";
+    if (!hp.linear_key_heads || !hp.linear_value_heads || !hp.linear_key_dim || !hp.linear_value_dim || !hp.linear_conv_kernel ||
+        !hp.full_attention_interval)
+        return "a Gated DeltaNet hybrid needs linear key/value heads and dims, a conv kernel and full_attention_interval";
+    if (hp.linear_value_heads % hp.linear_key_heads != 0)
+        return "linear value heads " + std::to_string(hp.linear_value_heads) + " are not a multiple of linear key heads " +
+               std::to_string(hp.linear_key_heads);
+    if (hp.linear_key_heads > 4096 || hp.linear_value_heads > 4096 || hp.linear_key_dim > 4096 || hp.linear_value_dim > 4096 ||
+        hp.linear_conv_kernel > 64 || hp.full_attention_interval > 4096)
+        return "linear-attention sizes out of range (heads and dims up to 4096, conv kernel up to 64)";
+    return "";
+}
+
+// A softmax-attention layer's output projection and what the flags add to it: biases, q/k norms, sinks.
+void attention_extras(Builder& b, const HyperParams& hp, uint32_t l, uint64_t att_dim) {
+    auto name = [l](std::string_view what) { return tensor_names::layer(l, what); };
+    const SectionKind attn = SectionKind::Attention;
+    const uint64_t H = hp.hidden_size, q_dim = uint64_t(hp.n_heads) * hp.head_dim, kv_dim = uint64_t(hp.n_kv_heads) * hp.head_dim;
+    const bool per_head_norm = hp.flags & kQkNormPerHead;
+    b.matrix(name("attn.o"), Role::O, H, att_dim, attn, l);
+    if (hp.flags & kQkvBias) {
+        b.vector(name("attn.q_bias"), Role::QBias, q_dim, attn, l);
+        b.vector(name("attn.k_bias"), Role::KBias, kv_dim, attn, l);
+        b.vector(name("attn.v_bias"), Role::VBias, kv_dim, attn, l);
+    }
+    if (hp.flags & kOutputBias) b.vector(name("attn.o_bias"), Role::OBias, H, attn, l);
+    if (hp.flags & kQkNorm) {  // olmoe: over the whole projection; qwen3_moe, glm4_moe: per head
+        b.vector(name("attn.q_norm"), Role::QNorm, per_head_norm ? hp.head_dim : q_dim, attn, l);
+        b.vector(name("attn.k_norm"), Role::KNorm, per_head_norm ? hp.head_dim : kv_dim, attn, l);
+    }
+    if (hp.flags & kAttentionSinks) b.vector(name("attn.sinks"), Role::Sinks, hp.n_heads, attn, l);
+}
 
 }  // namespace
 
@@ -131,6 +173,7 @@ std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams&
     if (hp.n_group > 1 && (hp.n_experts % hp.n_group != 0 || hp.topk_group == 0 || hp.topk_group > hp.n_group))
         p.push_back("n_group " + std::to_string(hp.n_group) + " / topk_group " + std::to_string(hp.topk_group) + " do not fit " +
                     std::to_string(hp.n_experts) + " experts");
+    if (std::string linear = linear_attention_problem(family, hp); !linear.empty()) p.push_back(std::move(linear));
     if (layer_is_moe.size() != hp.n_layers)
         p.push_back("the layer table has " + std::to_string(layer_is_moe.size()) + " entries for n_layers " + std::to_string(hp.n_layers));
     bool any_dense = false;
@@ -160,13 +203,23 @@ std::vector<TensorSpec> tensors(Family family, const HyperParams& hp, const std:
     const bool mla = hp.kv_lora_rank != 0;
     const uint64_t rotary = hp.rotary_dim ? hp.rotary_dim : hp.head_dim;
     const uint64_t att_dim = mla ? uint64_t(hp.n_heads) * hp.v_head_dim : q_dim;  // rows into the output projection
-    const bool per_head_norm = hp.flags & kQkNormPerHead;
     b.matrix("embed", Role::Embed, hp.vocab_size, H, SectionKind::Embedding);
     for (uint32_t l = 0; l < layer_is_moe.size(); ++l) {
         auto name = [l](std::string_view what) { return tensor_names::layer(l, what); };
         const SectionKind attn = SectionKind::Attention;
         b.vector(name("attn_norm"), Role::AttnNorm, H, attn, l);
-        if (mla) {
+        if (is_linear_layer(hp, l)) {  // Gated DeltaNet: projections, conv1d, decay and gates, gated norm, output
+            const uint64_t nv = hp.linear_value_heads, v_dim = nv * hp.linear_value_dim;
+            b.matrix(name("linear.qkv"), Role::LinQkv, linear_conv_channels(hp), H, attn, l);
+            b.matrix(name("linear.z"), Role::LinZ, v_dim, H, attn, l);
+            b.matrix(name("linear.beta"), Role::LinBeta, nv, H, attn, l);
+            b.matrix(name("linear.alpha"), Role::LinAlpha, nv, H, attn, l);
+            b.matrix(name("linear.conv"), Role::LinConv, linear_conv_channels(hp), hp.linear_conv_kernel, attn, l, kNone, Kind::ExactMatrix);
+            b.vector(name("linear.dt_bias"), Role::LinDtBias, nv, attn, l);
+            b.vector(name("linear.ssm_a"), Role::LinSsmA, nv, attn, l);
+            b.vector(name("linear.norm"), Role::LinNorm, hp.linear_value_dim, attn, l);
+            b.matrix(name("linear.out"), Role::O, H, v_dim, attn, l);
+        } else if (mla) {
             // Latent attention: q (through a low-rank path when q_lora_rank is set); the kv latent with the
             // shared rope key; k_b takes each head's query into the latent space ([heads·kv_lora, nope], each
             // head's block transposed), v_b each head's output out of it ([heads·v_head_dim, kv_lora]).
@@ -183,19 +236,9 @@ std::vector<TensorSpec> tensors(Family family, const HyperParams& hp, const std:
             b.matrix(name("attn.q"), Role::Q, q_dim, H, attn, l);
             b.matrix(name("attn.k"), Role::K, kv_dim, H, attn, l);
             b.matrix(name("attn.v"), Role::V, kv_dim, H, attn, l);
+            if (hp.flags & kAttentionOutputGate) b.matrix(name("attn.q_gate"), Role::QGate, q_dim, H, attn, l);
         }
-        b.matrix(name("attn.o"), Role::O, H, att_dim, attn, l);
-        if (hp.flags & kQkvBias) {
-            b.vector(name("attn.q_bias"), Role::QBias, q_dim, attn, l);
-            b.vector(name("attn.k_bias"), Role::KBias, kv_dim, attn, l);
-            b.vector(name("attn.v_bias"), Role::VBias, kv_dim, attn, l);
-        }
-        if (hp.flags & kOutputBias) b.vector(name("attn.o_bias"), Role::OBias, H, attn, l);
-        if (hp.flags & kQkNorm) {  // olmoe: over the whole projection; qwen3_moe, glm4_moe: per head
-            b.vector(name("attn.q_norm"), Role::QNorm, per_head_norm ? hp.head_dim : q_dim, attn, l);
-            b.vector(name("attn.k_norm"), Role::KNorm, per_head_norm ? hp.head_dim : kv_dim, attn, l);
-        }
-        if (hp.flags & kAttentionSinks) b.vector(name("attn.sinks"), Role::Sinks, hp.n_heads, attn, l);
+        if (!is_linear_layer(hp, l)) attention_extras(b, hp, l, att_dim);
         b.vector(name("ffn_norm"), Role::FfnNorm, H, attn, l);
         if (!layer_is_moe[l]) {
             b.ffn(name("mlp"), Role::DenseGate, H, hp.dense_ffn, SectionKind::DenseMlp, l);

@@ -55,6 +55,8 @@ enum class Role : uint8_t {
     ExpertGate, ExpertUp, ExpertDown, ExpertGateBias, ExpertUpBias, ExpertDownBias,
     SharedGate, SharedUp, SharedDown,
     DenseGate, DenseUp, DenseDown,
+    QGate,  // qwen3_next's attention output gate
+    LinQkv, LinZ, LinBeta, LinAlpha, LinConv, LinDtBias, LinSsmA, LinNorm,  // Gated DeltaNet (linear attention)
 };
 
 enum class Kind : uint8_t {
@@ -73,7 +75,18 @@ struct TensorSpec {
     uint32_t layer = format::kNone;
     uint32_t expert = format::kNone;
     uint32_t n_dims() const { return kind == Kind::Vector ? 1 : 2; }
+    std::vector<uint64_t> shape() const { return kind == Kind::Vector ? std::vector<uint64_t>{rows} : std::vector<uint64_t>{rows, cols}; }
 };
+
+// Whether layer l is a Gated DeltaNet (linear-attention) layer: the hybrids' layers but every
+// full_attention_interval-th.
+inline bool is_linear_layer(const format::HyperParams& hp, uint32_t l) {
+    return hp.linear_key_heads != 0 && hp.full_attention_interval != 0 && (l + 1) % hp.full_attention_interval != 0;
+}
+// Channels of a Gated DeltaNet layer's conv1d: q and k of every key head, v of every value head.
+inline uint64_t linear_conv_channels(const format::HyperParams& hp) {
+    return 2 * uint64_t(hp.linear_key_heads) * hp.linear_key_dim + uint64_t(hp.linear_value_heads) * hp.linear_value_dim;
+}
 
 // Why the hyper-parameters (with which layers are MoE) are unusable for the family, one line each without a
 // prefix; empty when the engine can bind a model with them.

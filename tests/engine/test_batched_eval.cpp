@@ -109,7 +109,7 @@ private slots:
         QTest::addColumn<QString>("type");
         // The newer families too: gpt_oss's sliding layers keep a ring of their window plus a chunk, which wraps
         // differently for each chunk size; deepseek_v3's latent attention caches latents.
-        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
+        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_moe"})
             for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_k", "q4_0"})
                 QTest::newRow(qPrintable(QString("%1-%2").arg(family, type))) << QString(family) << QString(type);
     }
@@ -149,7 +149,7 @@ private slots:
     void sequences_batched_equal_each_alone_data() {
         QTest::addColumn<QString>("family");
         QTest::addColumn<QString>("type");
-        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
+        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_moe"})
             for (const char* type : {"f32", "q4_k"})
                 QTest::newRow(qPrintable(QString("%1-%2").arg(family, type))) << QString(family) << QString(type);
     }
@@ -256,7 +256,7 @@ private slots:
         QVERIFY(s.eval(std::span<const int32_t>(ids.data(), 20)).is_ok());
         const std::vector<int32_t> detour{5, 6, 7, 8, 9, 10, 11, 12, 13};
         QVERIFY(s.eval(std::span<const int32_t>(detour)).is_ok());
-        s.truncate(20);
+        QVERIFY(s.truncate(20).is_ok());
         auto r = s.eval(std::span<const int32_t>(ids.data() + 20, ids.size() - 20));
         QVERIFY(r.is_ok());
         QVERIFY(std::memcmp(r->data(), want.logits.data(), want.logits.size() * sizeof(float)) == 0);

@@ -22,6 +22,8 @@ constexpr const char* kLateFamilies[] = {"minimax_m2", "glm4_moe_lite"};
 struct Tolerance {
     double logits;   // max |Δlogit|
     double weights;  // max |Δ routing weight|
+    // Greedy ids are compared up to the first step whose reference top-1/top-2 gap is below this (0: all of them).
+    double greedy_margin = 0.0;
 };
 
 class TestReferenceParity : public QObject {
@@ -33,7 +35,7 @@ private:
     // The reference model directory, or for "<family>/hub" a copy whose config.json is config.hub_style.json.
     QString model_dir(const QString& variant) {
         const QString family = variant.section('/', 0, 0);
-        if (!variant.endsWith("/hub")) return reference("hf/" + family + "/model");
+        if (!variant.endsWith("/hub")) return reference("hf/" + family + "/model");  // (and /gguf: see convert)
         const QString d = dir_.filePath(family + "-hub");
         if (!QFile::exists(d + "/config.json")) {
             QDir().mkpath(d);
@@ -45,10 +47,17 @@ private:
         return d;
     }
 
+    // "<family>/gguf": the f32 conversion exported to GGUF (as llama.cpp's converter would write it) and imported back.
     QString convert(const QString& variant, const QString& type) {
         const QString out = dir_.filePath(QString(variant).replace('/', '-') + "-" + type + ".bin");
         if (QFile::exists(out)) return out;
-        const CliResult r = run_cli({"convert", model_dir(variant), "-o", out, "--type", type, "-q"});
+        QString source = model_dir(variant);
+        if (variant.endsWith("/gguf")) {
+            const QString bin = convert(variant.section('/', 0, 0), "f32");
+            source = dir_.filePath(QString(variant).replace('/', '-') + ".gguf");
+            if (bin.isEmpty() || run_cli({"export", bin, "-o", source}).exit_code != 0) return QString();
+        }
+        const CliResult r = run_cli({"convert", source, "-o", out, "--type", type, "-q"});
         if (r.crashed || r.exit_code != 0) qWarning("convert failed: %s", r.err.constData());
         return r.exit_code == 0 ? out : QString();
     }
@@ -116,8 +125,19 @@ private:
         r = run_cli({"generate", "-m", model, "--tokens", ids, "-n", "16", "--greedy", "--json"});
         QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
         const QJsonArray new_ids = QJsonDocument::fromJson(r.out).object()["new_ids"].toArray();
-        const QJsonArray want_ids = read_json(reference("hf/" + family + "/ref/generate.json")).object()["new_ids"].toArray();
-        QCOMPARE(new_ids, want_ids);
+        const QJsonObject want_gen = read_json(reference("hf/" + family + "/ref/generate.json")).object();
+        QJsonArray want_ids = want_gen["new_ids"].toArray();
+        const QJsonArray gaps = want_gen["top1_top2_logit_gap"].toArray();
+        QJsonArray got_ids = new_ids;
+        for (int i = 0; i < gaps.size() && i < want_ids.size(); ++i)
+            if (gaps[i].toDouble() < tol.greedy_margin) {
+                qInfo("%s %s: greedy ids compared up to step %d (reference gap %.3g)", qPrintable(family), qPrintable(type), i,
+                      gaps[i].toDouble());
+                while (want_ids.size() > i) want_ids.removeLast();
+                while (got_ids.size() > i) got_ids.removeLast();
+                break;
+            }
+        QCOMPARE(got_ids, want_ids);
     }
 
 private slots:
@@ -128,13 +148,22 @@ private slots:
         QTest::addColumn<QString>("type");
         QTest::addColumn<double>("logit_tol");
         QTest::addColumn<double>("weight_tol");
+        QTest::addColumn<double>("greedy_margin");
         // f32: the reference README's bounds. f16: weights rounded to 11-bit mantissas (relative error
         // <= 2^-11 = 4.9e-4 each); over the ~7 chained projections to logits of magnitude ~4 that allows
         // ~7 * 4.9e-4 * 4 = 1.4e-2 in the worst case; measured 3.5e-3..4.9e-3, bound 1e-2.
-        for (const char* fam : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe",
-                                "qwen3_moe/hub", "gpt_oss/hub", "deepseek_v3/hub", "glm4_moe/hub"}) {
-            QTest::newRow(qPrintable(QString(fam) + "/f32")) << QString(fam) << "f32" << 1e-3 << 1e-4;
-            QTest::newRow(qPrintable(QString(fam) + "/f16")) << QString(fam) << "f16" << 1e-2 << 1e-3;
+        for (const char* fam : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next",
+                                "qwen3_5_moe", "qwen3_moe/hub", "gpt_oss/hub", "deepseek_v3/hub", "glm4_moe/hub", "qwen3_next/hub",
+                                "qwen3_5_moe/hub", "qwen3_next/gguf", "qwen3_5_moe/gguf"}) {
+            QTest::newRow(qPrintable(QString(fam) + "/f32")) << QString(fam) << "f32" << 1e-3 << 1e-4 << 0.0;
+            // The Gated DeltaNet hybrids chain more f16 products per layer (q|k|v, z, b and a into a recurrent state
+            // whose decay is exp(−exp(A_log)·softplus(a + dt_bias))) over four layers: measured 1.4e-2 (qwen3_next) and
+            // 1.0e-2 (qwen3_5_moe), bound 2.5e-2; routing weights 1.4e-3 and 1.2e-3 (the same experts), bound 3e-3. Their
+            // f16 state drifts further over a generation: greedy ids are compared up to the first step whose reference
+            // margin is below 0.1 (qwen3_next's step 9, a gap of 0.084, flips in f16).
+            const bool hybrid = QString(fam).startsWith("qwen3_next") || QString(fam).startsWith("qwen3_5_moe");
+            QTest::newRow(qPrintable(QString(fam) + "/f16")) << QString(fam) << "f16" << (hybrid ? 2.5e-2 : 1e-2) << (hybrid ? 3e-3 : 1e-3)
+                                                             << (hybrid ? 0.1 : 0.0);
         }
         for (const char* late : kLateFamilies)
             for (const QString fam : {QString(late), QString(late) + "/hub"}) {
@@ -148,13 +177,14 @@ private slots:
         QFETCH(QString, type);
         QFETCH(double, logit_tol);
         QFETCH(double, weight_tol);
-        check_family(family, type, Tolerance{logit_tol, weight_tol});
+        QFETCH(double, greedy_margin);
+        check_family(family, type, Tolerance{logit_tol, weight_tol, greedy_margin});
     }
 
     // Both config spellings of a family describe the same model: the two conversions are the same bytes.
     void config_spellings_agree_data() {
         QTest::addColumn<QString>("family");
-        for (const char* fam : {"qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"}) QTest::newRow(fam) << QString(fam);
+        for (const char* fam : {"qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_moe"}) QTest::newRow(fam) << QString(fam);
         for (const char* fam : kLateFamilies) QTest::newRow(fam) << QString(fam);
     }
 
@@ -208,7 +238,7 @@ private slots:
     void determinism_data() {
         QTest::addColumn<QString>("family");
         QTest::addColumn<QString>("type");
-        for (const char* fam : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe"})
+        for (const char* fam : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_moe"})
             for (const char* type : {"f32", "f16", "bf16", "q8_0"})
                 QTest::newRow(qPrintable(QString(fam) + "/" + type)) << QString(fam) << QString(type);
         for (const char* fam : kLateFamilies)

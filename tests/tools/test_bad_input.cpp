@@ -224,6 +224,51 @@ private slots:
         QVERIFY(!QFile::exists(dir_.filePath("x.bin")));
     }
 
+    // The Gated DeltaNet hybrids' configs and header fields: each inconsistency is one clear error, nothing written.
+    void hybrid_config_and_header_problems() {
+        auto hybrid = [](const QString& family, const std::function<void(QJsonObject&)>& edit) {
+            QJsonObject cfg = read_json(reference("hf/" + family + "/model/config.json")).object();
+            edit(cfg);
+            return QJsonDocument(cfg).toJson();
+        };
+        const QString out = dir_.filePath("hybrid.bin");
+        const struct {
+            const char* name;
+            QByteArray config;
+            const char* error;
+        } cases[] = {
+            {"gdn-ratio", hybrid("qwen3_next", [](QJsonObject& c) { c["linear_num_value_heads"] = 3; }),
+             "linear value heads 3 are not a multiple of linear key heads 2"},
+            {"gdn-missing", hybrid("qwen3_next", [](QJsonObject& c) { c.remove("linear_key_head_dim"); }), "missing field 'linear_key_head_dim'"},
+            {"gdn-types", hybrid("qwen3_next", [](QJsonObject& c) { c["full_attention_interval"] = 2; }),
+             "layer_types[1] is \"linear_attention\", not what full_attention_interval 2 says"},
+            {"gdn-text", hybrid("qwen3_5_moe", [](QJsonObject& c) {
+                 c["model_type"] = "qwen3_5_moe";
+                 c["text_config"] = 5;
+             }), "field 'text_config' must be an object with model_type qwen3_5_moe_text"},
+        };
+        for (const auto& c : cases) {
+            const QString e = expect_failure({"convert", hf_copy(c.name, c.config), "-o", out});
+            QVERIFY2(e.contains(c.error), qPrintable(e));
+            QVERIFY(!QFile::exists(out));
+        }
+        // A file of another family with linear-attention fields, or with the reserved bytes set, is refused.
+        QByteArray b = good_bytes_;
+        FileHeader h = header_of(b);
+        h.hparams.linear_key_heads = 2;
+        std::memcpy(b.data(), &h, sizeof(h));
+        reseal(b);
+        QString e = expect_failure({"logits", "-m", write_variant("linear.bin", b), "--tokens", "1,2"});
+        QVERIFY2(e.contains("only qwen3_next and qwen3_5_moe have Gated DeltaNet layers"), qPrintable(e));
+        b = good_bytes_;
+        h = header_of(b);
+        h.hparams.reserved_hparams[3] = 1;
+        std::memcpy(b.data(), &h, sizeof(h));
+        reseal(b);
+        e = expect_failure({"logits", "-m", write_variant("reserved.bin", b), "--tokens", "1"});
+        QVERIFY2(e.contains("reserved hyper-parameter bytes are not zero"), qPrintable(e));
+    }
+
     void safetensors_header_lies() {
         const QByteArray st = read_all(reference("hf/qwen2_moe/model/model.safetensors"));
         uint64_t len;

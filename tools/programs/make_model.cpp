@@ -447,8 +447,9 @@ int main(int argc, char** argv) {
             tensors.push_back(std::move(t));
             continue;
         }
-        // A view of a stacked tensor: its values go where the converter's view reads them from.
-        auto geometry = tools::source_view_geometry(name, plan.hp);
+        // A view of a stacked (or reordered, or value-mapped) tensor: its values go where the converter's view
+        // reads them from.
+        auto geometry = tools::source_view_geometry(name, plan.hp, spec.shape());
         if (!geometry) {
             std::fprintf(stderr, "colibri-make-model: %s\n", geometry.message().c_str());
             return 1;
@@ -460,9 +461,12 @@ int main(int argc, char** argv) {
             for (uint64_t d : view.base_shape) n *= d;
             tensors.push_back(tools::OutputTensor{view.base_name, view.base_shape, std::vector<float>(n)});
         }
+        tools::SourceTensor placed{};
+        view.apply(placed);
         std::vector<float>& base = tensors[at->second].values;
-        const uint64_t cols = view.shape.size() == 2 ? view.shape[1] : 1;
-        for (uint64_t e = 0; e < values.size(); ++e) base[tools::view_index(view.view, cols, e)] = values[e];
+        // A zero-centred norm is stored as w for 1 + w; a decay as A_log for -exp(A_log): any drawn value is one.
+        const float shift = view.value_map == tools::SourceTensor::ValueMap::PlusOne ? 1.0f : 0.0f;
+        for (uint64_t e = 0; e < values.size(); ++e) base[tools::source_index(placed, e)] = values[e] - shift;
     }
 
     json gen{{"bos_token_id", 1}, {"eos_token_id", 2}};
