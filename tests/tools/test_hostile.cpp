@@ -689,6 +689,7 @@ private slots:
             {"minimax_m2", "mm-rotary-odd", [](QJsonObject& c) { c["rotary_dim"] = 15; }, "rotary_dim"},
             {"minimax_m2", "mm-rotary-over", [](QJsonObject& c) { c["rotary_dim"] = 64; }, "rotary_dim"},
             {"minimax_m2", "mm-rotary-factor-disagree", [](QJsonObject& c) { c["partial_rotary_factor"] = 0.25; }, "disagree"},
+            {"minimax_m2", "mm-rotary-factor-1e30", [](QJsonObject& c) { c["partial_rotary_factor"] = 1e30; }, "partial_rotary_factor"},
             {"minimax_m2", "mm-lightning", [](QJsonObject& c) { c["attn_type_list"] = QJsonArray{0, 1}; }, "attn_type_list"},
             {"minimax_m2", "mm-attn-types-not-list", [](QJsonObject& c) { c["attn_type_list"] = 1; }, "attn_type_list"},
             {"minimax_m2", "mm-shared-expert", [](QJsonObject& c) { c["shared_intermediate_size"] = 32; }, "shared expert"},
