@@ -397,6 +397,8 @@ Status read_minimax_rotary_dim(Config& cfg, HyperParams& hp, double* partial_rot
     if (!cfg.status()) return cfg.status();
     if (rotary > hp.head_dim || rotary % 2 != 0)
         return error("config.json: rotary_dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(hp.head_dim));
+    if (*partial_rotary != 1.0 && !(*partial_rotary > 0.0 && *partial_rotary < 1.0))
+        return error("config.json: partial_rotary_factor must lie in (0, 1]");
     if (*partial_rotary != 1.0 && static_cast<uint32_t>(hp.head_dim * *partial_rotary) != rotary)
         return error("config.json: rotary_dim " + std::to_string(rotary) + " and partial_rotary_factor " + std::to_string(*partial_rotary) +
                      " disagree");

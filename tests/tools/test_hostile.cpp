@@ -422,6 +422,30 @@ private slots:
         QCOMPARE(run_cli({"logits", "-m", out, "--tokens", "1,2"}).exit_code, 0);
     }
 
+    // GLM-4.7-Flash as llama.cpp writes it (deepseek2) counts its multi-token-prediction layers in block_count and
+    // says how many with nextn_predict_layers: they are not run, so a file that names one more block than it has
+    // runs as the reference; a count that leaves no layer is refused.
+    void gguf_deepseek2_nextn_layers_are_not_run() {
+        const QByteArray file = read_all(QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/glm4_moe_lite-f32.gguf"));
+        auto u32 = [](uint32_t v) { return QByteArray(reinterpret_cast<const char*>(&v), 4); };
+        const QString plain = dir_.filePath("lite.bin"), mtp = dir_.filePath("lite-mtp.bin");
+        QCOMPARE(run_cli({"convert", write_all(dir_.filePath("lite.gguf"), file), "-o", plain, "-q"}).exit_code, 0);
+        GgufEdit e;
+        e.raw("deepseek2.block_count", 4, u32(4));
+        e.raw("deepseek2.nextn_predict_layers", 4, u32(1));
+        CliResult r = run_cli({"convert", write_all(dir_.filePath("lite-mtp.gguf"), e.apply(file)), "-o", mtp, "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(run_cli({"logits", "-m", plain, "--tokens", "1,2,3", "--out", plain + ".f32"}).exit_code, 0);
+        QCOMPARE(run_cli({"logits", "-m", mtp, "--tokens", "1,2,3", "--out", mtp + ".f32"}).exit_code, 0);
+        QVERIFY(read_all(plain + ".f32") == read_all(mtp + ".f32"));
+        GgufEdit all;
+        all.raw("deepseek2.nextn_predict_layers", 4, u32(3));
+        const QString none = dir_.filePath("lite-none.bin");
+        const QString err = expect_failure({"convert", write_all(dir_.filePath("lite-none.gguf"), all.apply(file)), "-o", none});
+        QVERIFY2(err.contains("nextn_predict_layers"), qPrintable(err));
+        QVERIFY(!QFile::exists(none));
+    }
+
     // ---------------------------------------------------------------- 4. output paths
     void device_and_symlink_targets_are_not_replaced() {
         const QString link = dir_.filePath("to-null.bin");
@@ -689,6 +713,7 @@ private slots:
             {"minimax_m2", "mm-rotary-odd", [](QJsonObject& c) { c["rotary_dim"] = 15; }, "rotary_dim"},
             {"minimax_m2", "mm-rotary-over", [](QJsonObject& c) { c["rotary_dim"] = 64; }, "rotary_dim"},
             {"minimax_m2", "mm-rotary-factor-disagree", [](QJsonObject& c) { c["partial_rotary_factor"] = 0.25; }, "disagree"},
+            {"minimax_m2", "mm-rotary-factor-1e30", [](QJsonObject& c) { c["partial_rotary_factor"] = 1e30; }, "partial_rotary_factor"},
             {"minimax_m2", "mm-lightning", [](QJsonObject& c) { c["attn_type_list"] = QJsonArray{0, 1}; }, "attn_type_list"},
             {"minimax_m2", "mm-attn-types-not-list", [](QJsonObject& c) { c["attn_type_list"] = 1; }, "attn_type_list"},
             {"minimax_m2", "mm-shared-expert", [](QJsonObject& c) { c["shared_intermediate_size"] = 32; }, "shared expert"},
