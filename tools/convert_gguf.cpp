@@ -315,16 +315,16 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     const Family fam = info.family;
     const bool deepseek = fam == Family::DeepseekV3, glm4 = fam == Family::Glm4Moe, gpt_oss = fam == Family::GptOss;
     const bool minimax = fam == Family::MinimaxM2;
+    const bool hybrid = fam == Family::Qwen3Next || fam == Family::Qwen35Moe;
     const auto has_tensor = [&](const std::string& name) { return file.tensors().count(name) != 0; };
     Meta meta(md, arch);
     json cfg;
     cfg["model_type"] = fam == Family::Qwen35Moe ? "qwen3_5_moe_text" : format::family_name(fam);
-    const bool hybrid = fam == Family::Qwen3Next || fam == Family::Qwen35Moe;
     const uint64_t hidden = meta.count("embedding_length"), heads = meta.count("attention.head_count");
     uint64_t layers = meta.count("block_count");
-    // GLM-4.5's and GLM-4.7-Flash's (deepseek2) files count the multi-token-prediction layers (the last ones) in
-    // block_count; they are not run.
-    if ((glm4 || deepseek) && meta.has("nextn_predict_layers")) {
+    // GLM-4.5's, GLM-4.7-Flash's (deepseek2), Qwen3-Next's and Qwen3.5's files count the multi-token-prediction layers
+    // (the last ones) in block_count; they are not run.
+    if ((glm4 || deepseek || hybrid) && meta.has("nextn_predict_layers")) {
         const uint64_t nextn = meta.count_or_zero("nextn_predict_layers");
         if (meta.status() && nextn >= layers) meta.fail(meta.name("nextn_predict_layers") + " is not below the block count");
         layers -= std::min(nextn, layers);

@@ -1,3 +1,4 @@
+#include "engine/file/schema.h"
 #include "tools/model_summary.h"
 
 #include <map>
@@ -57,6 +58,21 @@ json model_info_json(const Model& m) {
         j["latent_attention"] = json{{"q_lora_rank", rules.attention.q_lora_rank}, {"kv_lora_rank", rules.attention.kv_lora_rank},
                                      {"v_head_dim", rules.attention.v_head_dim}};
     if (rules.swiglu_limit > 0.0f) j["swiglu_limit"] = rules.swiglu_limit;
+    if (rules.attention.output_gate) j["attention_output_gate"] = true;
+    if (hp.linear_key_heads) {  // Gated DeltaNet hybrids: the linear-attention layers and the state each one keeps
+        json layers = json::array();
+        for (uint32_t l = 0; l < hp.n_layers; ++l)
+            if (schema::is_linear_layer(hp, l)) layers.push_back(l);
+        const uint64_t state = uint64_t(hp.linear_value_heads) * hp.linear_key_dim * hp.linear_value_dim;
+        j["linear_attention"] = json{{"layers", layers},
+                                     {"key_heads", hp.linear_key_heads},
+                                     {"value_heads", hp.linear_value_heads},
+                                     {"key_dim", hp.linear_key_dim},
+                                     {"value_dim", hp.linear_value_dim},
+                                     {"conv_kernel", hp.linear_conv_kernel},
+                                     {"value_heads_tiled", rules.attention.linear_tiled},
+                                     {"state_bytes_per_layer", 4 * (state + (hp.linear_conv_kernel - 1) * schema::linear_conv_channels(hp))}};
+    }
     std::map<std::string, uint64_t> types;
     for (const TensorView& t : m.file().tensors()) types[format::weight_type_name(t.type)] += t.size;
     j["weight_bytes_by_type"] = types;

@@ -36,8 +36,9 @@ struct SessionOptions {
     bool predict_experts = false;
 
     // Gated DeltaNet hybrids: snapshots of the recurrent and conv states that truncate() restores (at most this many,
-    // the oldest dropped first), taken at the end of each multi-token eval (a prompt) and every checkpoint_interval
-    // positions. Each costs the model's linear-attention state (Qwen3.5-35B-A3B: about 60 MB).
+    // the oldest dropped first), taken at the end of each multi-token eval (a prompt; in eval_batch each part of more
+    // than one token) and at every multiple of checkpoint_interval that a chunk ends on (eval cuts its chunks there).
+    // Each costs the model's linear-attention state (Qwen3.5-35B-A3B: about 60 MB; `colibri info` says per layer).
     uint32_t state_checkpoints = 4;
     uint32_t checkpoint_interval = 1024;
 

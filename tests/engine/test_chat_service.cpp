@@ -1,6 +1,7 @@
 // The chat service (engine/core/chat_service.h): ReplyStream driven with chosen logits (UTF-8 never split, stop
 // strings cut and never shown in part, end-of-turn ids, max_tokens, log-probabilities), and ChatService on the
 // demo model (prefix reuse gives the tokens a fresh evaluation gives, a refused turn keeps the cache, cancel).
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <cmath>
@@ -241,6 +242,53 @@ private slots:
         }
         QCOMPARE(replies[1], replies[0]);
         QVERIFY(reused_second_turn > 10);
+    }
+
+    // A Gated DeltaNet hybrid (qwen3_next): turns that extend the conversation, a regenerated reply (the same prompt
+    // again) and an edited earlier turn (a prompt that leaves the conversation early) give with prefix reuse
+    // (truncate: a state checkpoint and re-evaluation) the tokens a session that re-reads every prompt gives.
+    void hybrid_rewinds_give_what_a_fresh_evaluation_gives() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("qwen3_next.bin");
+        QCOMPARE(run_cli({"convert", reference("hf/qwen3_next/model"), "-o", path, "-q"}).exit_code, 0);
+        auto m = Model::load(path.toStdString());
+        QVERIFY2(m, m.message().c_str());
+        const Model& model = *m.value();
+        std::vector<std::vector<int32_t>> replies[2];
+        uint32_t reused[3] = {};
+        for (int reuse = 0; reuse < 2; ++reuse) {
+            Session session(model, *pool_, 512);
+            ChatService chat(model, session);
+            chat.set_reuse_prefix(reuse == 1);
+            std::vector<int32_t> conversation;
+            auto turn = [&](const std::vector<int32_t>& prompt) -> uint32_t {
+                Sampler sampler(greedy());
+                TurnOptions o;
+                o.reply.max_tokens = 12;
+                auto r = chat.run(prompt, sampler, o);
+                if (!r) {
+                    QTest::qFail(r.message().c_str(), __FILE__, __LINE__);
+                    return 0;
+                }
+                replies[reuse].push_back(r->tokens);
+                conversation = prompt;
+                conversation.insert(conversation.end(), r->tokens.begin(), r->tokens.end());
+                return r->reused;
+            };
+            std::vector<int32_t> first(70);
+            for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int32_t>(1 + (37 * i) % 4000);
+            turn(first);
+            std::vector<int32_t> second = conversation;
+            for (int32_t t : {5, 17, 29, 41, 53}) second.push_back(t);
+            const uint32_t r2 = turn(second);
+            const uint32_t r3 = turn(second);  // regenerate
+            std::vector<int32_t> edited(first.begin(), first.begin() + 40);  // an earlier turn edited
+            for (int32_t t : {7, 8, 9}) edited.push_back(t);
+            const uint32_t r4 = turn(edited);
+            if (reuse == 1) reused[0] = r2, reused[1] = r3, reused[2] = r4;
+        }
+        QCOMPARE(replies[1], replies[0]);
+        QVERIFY(reused[0] > 70 && reused[1] > 70 && reused[2] == 40);
     }
 
     void a_refused_turn_keeps_the_cache() {

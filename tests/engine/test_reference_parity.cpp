@@ -195,6 +195,28 @@ private slots:
         QVERIFY2(read_all(a) == read_all(b), "the two spellings gave different files");
     }
 
+    // `colibri info` of a hybrid names its linear-attention layers (layer_types: three of four), their sizes and state.
+    void hybrid_info_describes_linear_attention_data() {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<bool>("tiled");
+        QTest::newRow("qwen3_next") << "qwen3_next" << false;
+        QTest::newRow("qwen3_5_moe") << "qwen3_5_moe" << true;
+    }
+    void hybrid_info_describes_linear_attention() {
+        QFETCH(QString, family);
+        QFETCH(bool, tiled);
+        const CliResult r = run_cli({"info", convert(family, "f32"), "--json"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+        QVERIFY(j["attention_output_gate"].toBool());
+        const QJsonObject lin = j["linear_attention"].toObject();
+        QCOMPARE(lin["layers"].toArray(), (QJsonArray{0, 1, 2}));
+        QCOMPARE(lin["key_heads"].toInt(), 2);
+        QCOMPARE(lin["value_heads"].toInt(), 4);
+        QCOMPARE(lin["value_heads_tiled"].toBool(), tiled);
+        QCOMPARE(lin["state_bytes_per_layer"].toInt(), 4 * (4 * 16 * 16 + 3 * 128));  // recurrent state + 3 conv rows
+    }
+
     // q8_0 against the f32 reference, teacher-forced at each of the 16 positions (colibri compare): top-1
     // agreement and mean KL(ref || q8_0). q8_0 matrices run on the integer path, so the activations are
     // quantised to 8 bits per block of 32 as in llama.cpp (kernels/canonical.h). Measured with that: mixtral

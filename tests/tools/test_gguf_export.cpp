@@ -32,6 +32,49 @@ std::vector<uint64_t> without_trailing_ones(std::vector<uint64_t> ne) {
     return ne;
 }
 
+// A GGUF with one u32 key added (before the tensor infos; the data moves to the next 32-byte boundary, its offsets
+// are relative) and the u32 key `patch` set to `patched`: llama.cpp's layout, parsed as far as that needs.
+QByteArray with_u32_keys(const QByteArray& in, const std::string& added, uint32_t value, const std::string& patch, uint32_t patched) {
+    QByteArray b = in;
+    size_t at = 24;
+    auto u32 = [&](size_t o) { uint32_t v; std::memcpy(&v, b.constData() + o, 4); return v; };
+    auto u64 = [&](size_t o) { uint64_t v; std::memcpy(&v, b.constData() + o, 8); return v; };
+    auto skip_value = [&](auto&& self, uint32_t type) -> void {
+        static const size_t sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+        if (type == 8) at += 8 + u64(at);
+        else if (type == 9) {
+            const uint32_t elem = u32(at);
+            const uint64_t n = u64(at + 4);
+            at += 12;
+            for (uint64_t i = 0; i < n; ++i) self(self, elem);
+        } else at += sizes[type];
+    };
+    const uint64_t tensors = u64(8), kvs = u64(16);
+    for (uint64_t k = 0; k < kvs; ++k) {
+        const std::string key(b.constData() + at + 8, u64(at));
+        at += 8 + key.size();
+        const uint32_t type = u32(at);
+        at += 4;
+        if (key == patch && type == 4) std::memcpy(b.data() + at, &patched, 4);
+        skip_value(skip_value, type);
+    }
+    const size_t kv_end = at;
+    for (uint64_t t = 0; t < tensors; ++t) {
+        at += 8 + u64(at);
+        at += 4 + 8 * u32(at) + 4 + 8;
+    }
+    const size_t data = (at + 31) / 32 * 32;
+    QByteArray kv;
+    const uint64_t len = added.size(), count = kvs + 1;
+    const uint32_t type = 4;
+    kv.append(reinterpret_cast<const char*>(&len), 8).append(added.data(), qsizetype(len));
+    kv.append(reinterpret_cast<const char*>(&type), 4).append(reinterpret_cast<const char*>(&value), 4);
+    QByteArray out = b.left(qsizetype(kv_end)) + kv + b.mid(qsizetype(kv_end), qsizetype(at - kv_end));
+    std::memcpy(out.data() + 16, &count, 8);
+    out.append(QByteArray((32 - out.size() % 32) % 32, '\0'));
+    return out + b.mid(qsizetype(data));
+}
+
 }  // namespace
 
 class TestGgufExport : public QObject {
@@ -47,6 +90,30 @@ private slots:
             QTest::newRow(f) << QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/%1.gguf").arg(f);
         QTest::newRow("mixtral-f32 (shared)") << reference("gguf/mixtral-f32.gguf");
     }
+    // llama.cpp's Qwen3-Next / Qwen3.5 files count the multi-token-prediction layer in block_count and say so in
+    // nextn_predict_layers: the import runs the layers before it (and gives the same logits).
+    void hybrid_nextn_layers_are_not_run() {
+        const QString bin = dir_.filePath("qwen3_next.bin"), gguf = dir_.filePath("qwen3_next.gguf");
+        QCOMPARE(run_cli({"convert", reference("hf/qwen3_next/model"), "-o", bin, "-q"}).exit_code, 0);
+        QCOMPARE(run_cli({"export", bin, "-o", gguf}).exit_code, 0);
+        const QString mtp = dir_.filePath("qwen3_next-mtp.gguf");
+        QFile f(mtp);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(with_u32_keys(read_all(gguf), "qwen3next.nextn_predict_layers", 1, "qwen3next.block_count", 5));
+        f.close();
+        auto opened = tools::GgufFile::open(mtp.toStdString());
+        QVERIFY2(opened, opened.message().c_str());
+        QCOMPARE(opened.value()->metadata()["qwen3next.block_count"].get<int>(), 5);
+        const QString again = dir_.filePath("qwen3_next-mtp.bin");
+        CliResult r = run_cli({"convert", mtp, "-o", again, "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        for (const QString& m : {bin, again}) {
+            r = run_cli({"logits", "-m", m, "--tokens", "1,2,3", "--out", m + ".f32"});
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+        }
+        QCOMPARE(read_all(again + ".f32"), read_all(bin + ".f32"));
+    }
+
     void round_trip() {
         QFETCH(QString, gguf);
         const QString bin = dir_.filePath(QFileInfo(gguf).baseName() + ".bin"), back = bin + ".gguf";
