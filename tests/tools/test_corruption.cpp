@@ -141,7 +141,7 @@ std::set<uint64_t> metadata_boundaries(const FileHeader& h) {
                        offsetof(FileHeader, section_count), offsetof(FileHeader, tensor_count),
                        offsetof(FileHeader, tensor_table_offset), offsetof(FileHeader, layer_table_offset),
                        offsetof(FileHeader, layer_count), offsetof(FileHeader, expert_count),
-                       offsetof(FileHeader, expert_table_offset), offsetof(FileHeader, reserved), offsetof(FileHeader, hparams)})
+                       offsetof(FileHeader, expert_table_offset), offsetof(FileHeader, hparams)})
         b.insert(f);
     for (uint64_t f = 0; f < sizeof(HyperParams); f += 4) b.insert(offsetof(FileHeader, hparams) + f);
     b.insert(sizeof(FileHeader));

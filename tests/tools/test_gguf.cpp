@@ -113,7 +113,7 @@ private slots:
         QTest::addColumn<QString>("message");
         const QByteArray f32_as_q4_1("\x03\0\0\0", 4), u32_as_f32("\x06\0\0\0", 4), ne_32("\x20\0\0\0\0\0\0\0", 8);
         QTest::newRow("unknown architecture") << "olmoe-f32.gguf" << QByteArray("olmoe") << -1 << QByteArray("olmox")
-                                              << "GGUF architecture 'olmox' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe, minimax-m2)";
+                                              << "GGUF architecture 'olmox' is not supported (llama with experts, qwen2moe, olmoe, qwen3moe, gpt-oss, deepseek2, glm4moe, minimax-m2, qwen3next, qwen35moe)";
         QTest::newRow("missing key") << "olmoe-f32.gguf" << QByteArray("olmoe.expert_used_count") << -1
                                      << QByteArray("olmoe.expert_used_counX") << "GGUF metadata: missing olmoe.expert_used_count";
         QTest::newRow("key of the wrong type") << "qwen2moe-f32.gguf" << QByteArray("qwen2moe.block_count") << 0 << u32_as_f32
