@@ -167,8 +167,8 @@ private slots:
         }
         for (const char* late : kLateFamilies)
             for (const QString fam : {QString(late), QString(late) + "/hub"}) {
-                QTest::newRow(qPrintable(fam + "/f32")) << fam << "f32" << 1e-3 << 1e-4;
-                QTest::newRow(qPrintable(fam + "/f16")) << fam << "f16" << 1e-2 << 1e-3;
+                QTest::newRow(qPrintable(fam + "/f32")) << fam << "f32" << 1e-3 << 1e-4 << 0.0;
+                QTest::newRow(qPrintable(fam + "/f16")) << fam << "f16" << 1e-2 << 1e-3 << 0.0;
             }
     }
 
