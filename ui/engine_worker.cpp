@@ -185,7 +185,7 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     open.path = path.toStdString();
     open.context = options.context;
     open.threads = options.threads;
-    if (options.has_ram_budget()) {
+    if (options.ram_budget.is_set()) {
         ExpertCacheRequest cache;
         cache.budget = options.ram_budget;
         cache.policy = options.cache_policy;
@@ -194,7 +194,7 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
         open.cache = std::move(cache);
     }
     // With a budget the session predicts each MoE layer's experts, so the cache view can replay LRU with prediction.
-    open.session.predict_experts = options.has_ram_budget();
+    open.session.predict_experts = options.ram_budget.is_set();
     OpenFailure failure = OpenFailure::File;
     auto opened = open_model(open, &failure);
     if (!opened) {

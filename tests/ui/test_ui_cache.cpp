@@ -388,7 +388,7 @@ private slots:
     void a_share_of_the_file_is_a_budget() {
         LoadOptions half;
         half.ram_budget.file_share = 0.5;
-        QVERIFY(half.has_ram_budget());
+        QVERIFY(half.ram_budget.is_set());
         const Run r = generate(kDemo, half, prompt_, 24);
         QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
         QCOMPARE(r.generated, plain_.generated);

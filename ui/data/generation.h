@@ -52,10 +52,10 @@ struct LoadOptions {
     unsigned threads = 0;   // 0: all cores
     uint32_t context = 0;   // 0: min(model, 4096)
     // Models larger than RAM (engine/cache/expert_cache.h): with a budget (bytes, or a share of the model file as
-    // --ram-budget 50% gives it) the routed experts live in slots within it. Pinned learns its hot set from hot_trace (colibri route --json). With a budget the session also
-    // predicts each MoE layer's experts one layer ahead, so the cache view can replay LRU with prediction.
-    RamBudget ram_budget;  // none: zero bytes and no share
-    bool has_ram_budget() const { return ram_budget.is_set(); }
+    // --ram-budget 50% gives it) the routed experts live in slots within it. Pinned learns its hot set from
+    // hot_trace (colibri route --json). With a budget the session also predicts each MoE layer's experts one layer
+    // ahead, so the cache view can replay LRU with prediction.
+    RamBudget ram_budget;  // none: zero bytes and no share (is_set)
     CachePolicy cache_policy = CachePolicy::Lru;
     QString hot_trace;
     bool cache_prefetch = false;

@@ -468,7 +468,7 @@ void MainWindow::on_load_failed(const QString& path, const QString& error, LoadF
     } else if (failure == LoadFailure::Options) {
         // A good file and settings it cannot run with (a RAM budget too small): nothing to show in the validator.
         QList<Banner::Action> actions;
-        if (loading_options_.has_ram_budget() && path == loading_)
+        if (loading_options_.ram_budget.is_set() && path == loading_)
             actions.push_back({tr("Change the budget…"), [this, path, options = loading_options_] {
                                    BudgetDialog dialog(path, options, this);
                                    if (dialog.exec() == QDialog::Accepted) open_model(path, dialog.options());
