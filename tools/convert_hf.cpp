@@ -450,6 +450,19 @@ Status read_mlp_layer_types(Config& cfg, uint32_t n_layers, std::vector<bool>& m
     return Status::ok();
 }
 
+// qwen2_moe's MLP layout, which Qwen3-Next keeps: a layer is MoE when it is not in mlp_only_layers and its 1-based
+// index is a multiple of decoder_sparse_step; a step of 0 makes every layer dense (as transformers reads it).
+Status read_sparse_step_layers(Config& cfg, uint32_t n_layers, std::vector<bool>& moe_layer) {
+    const uint32_t step = cfg.u32("decoder_sparse_step", 1);
+    auto mlp_only = layer_list(cfg, "mlp_only_layers", n_layers);
+    if (!mlp_only) return mlp_only.status();
+    for (uint32_t l = 0; l < n_layers; ++l) {
+        const bool listed = std::find(mlp_only->begin(), mlp_only->end(), l) != mlp_only->end();
+        moe_layer[l] = !listed && step > 0 && (l + 1) % step == 0;
+    }
+    return Status::ok();
+}
+
 // Qwen3-Next and Qwen3.5-MoE: Gated DeltaNet layers but every full_attention_interval-th (layer_types, when given,
 // must say the same), gated attention with per-head q/k norms, a gated shared expert; Qwen3-Next's MLP layout as
 // qwen2_moe's (decoder_sparse_step, mlp_only_layers, norm_topk_prob), Qwen3.5's every layer MoE, renormalised.
@@ -461,13 +474,8 @@ Status read_gated_deltanet(Config& cfg, Family fam, HyperParams& hp, std::vector
     if (fam == Family::Qwen35Moe) hp.flags |= kLinearValueTiled;  // stored in llama.cpp's order (hybrid_source_name)
     if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias | kOutputBias;
     if (fam == Family::Qwen35Moe || cfg.boolean("norm_topk_prob", true)) hp.flags |= kNormTopkProb;
-    if (fam == Family::Qwen3Next) {
-        const uint32_t step = cfg.u32("decoder_sparse_step", 1);
-        auto mlp_only = layer_list(cfg, "mlp_only_layers", hp.n_layers);
-        if (!mlp_only) return mlp_only.status();
-        for (uint32_t l = 0; l < hp.n_layers; ++l)
-            moe_layer[l] = std::find(mlp_only->begin(), mlp_only->end(), l) == mlp_only->end() && (l + 1) % step == 0;
-    }
+    if (fam == Family::Qwen3Next)
+        if (Status st = read_sparse_step_layers(cfg, hp.n_layers, moe_layer); !st) return st;
     hp.linear_key_heads = cfg.u32("linear_num_key_heads");
     hp.linear_value_heads = cfg.u32("linear_num_value_heads");
     hp.linear_key_dim = cfg.u32("linear_key_head_dim");
@@ -575,13 +583,7 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
             if (cfg.boolean("attention_bias", false)) hp.flags |= kQkvBias | kOutputBias;
         }
         if (cfg.boolean("norm_topk_prob", false)) hp.flags |= kNormTopkProb;
-        const uint32_t step = cfg.u32("decoder_sparse_step", 1);
-        auto mlp_only = layer_list(cfg, "mlp_only_layers", hp.n_layers);
-        if (!mlp_only) return mlp_only.status();
-        for (uint32_t l = 0; l < hp.n_layers; ++l) {
-            const bool listed = std::find(mlp_only->begin(), mlp_only->end(), l) != mlp_only->end();
-            moe_layer[l] = !listed && step > 0 && (l + 1) % step == 0;
-        }
+        if (Status st = read_sparse_step_layers(cfg, hp.n_layers, moe_layer); !st) return st;
     } else if (fam == Family::Qwen3Next || fam == Family::Qwen35Moe) {
         if (Status st = read_gated_deltanet(cfg, fam, hp, moe_layer); !st) return st;
     } else if (fam == Family::Olmoe) {

@@ -242,6 +242,9 @@ private slots:
             {"gdn-missing", hybrid("qwen3_next", [](QJsonObject& c) { c.remove("linear_key_head_dim"); }), "missing field 'linear_key_head_dim'"},
             {"gdn-types", hybrid("qwen3_next", [](QJsonObject& c) { c["full_attention_interval"] = 2; }),
              "layer_types[1] is \"linear_attention\", not what full_attention_interval 2 says"},
+            // Found by fuzz_config: a step of 0 was read before the config's errors were, a division by zero.
+            {"gdn-step", hybrid("qwen3_next", [](QJsonObject& c) { c["decoder_sparse_step"] = 0; }),
+             "field 'decoder_sparse_step' must be a positive integer"},
             {"gdn-text", hybrid("qwen3_5_moe", [](QJsonObject& c) {
                  c["model_type"] = "qwen3_5_moe";
                  c["text_config"] = 5;
