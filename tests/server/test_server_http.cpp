@@ -511,6 +511,64 @@ private slots:
         }
     }
 
+    // A Gated DeltaNet hybrid (qwen3_next) behind the server: a slot whose KV cache and recurrent states are reused
+    // (a prompt that extends the last one, the same prompt again as a regenerate does, an edited earlier turn that
+    // rewinds to a state checkpoint) replies token for token as a fresh server that reads the whole prompt does.
+    void hybrid_slot_reuse_gives_what_a_fresh_server_gives() {
+        const QString model = dir_.filePath("qwen3_next.bin");
+        const CliResult converted = run_cli({"convert", reference("hf/qwen3_next/model"), "-o", model, "-q"});
+        QVERIFY2(converted.exit_code == 0, converted.err.constData());
+        const QStringList args{"-m", model, "--slots", "1", "-c", "512", "-t", "1", "--quiet"};
+        struct Turn {
+            QList<int> tokens;
+            int cached = -1;
+        };
+        // Greedy, 12 tokens; the ids come from the stream's "colibri" extension (this model has no tokenizer).
+        auto ask = [](const ServerProcess& s, const QList<int>& prompt) {
+            QStringList ids;
+            for (int t : prompt) ids << QString::number(t);
+            const QByteArray body = QStringLiteral(R"({"model":"qwen3_next","prompt":[%1],"max_tokens":12,"temperature":0,"ignore_eos":true,)"
+                                                   R"("stream":true,"stream_options":{"include_usage":true},"colibri":{"trace":true}})")
+                                        .arg(ids.join(',')).toUtf8();
+            const Reply r = curl(s.url() + "/v1/completions", {}, body);
+            Turn turn;
+            if (r.status != 200) return turn;
+            for (const QByteArray& e : events(r.body)) {
+                if (e == "[DONE]") continue;
+                const QJsonObject chunk = QJsonDocument::fromJson(e).object();
+                if (chunk.contains("colibri")) turn.tokens << chunk["colibri"].toObject()["token"].toInt(-1);
+                if (chunk.contains("usage")) turn.cached = chunk["usage"].toObject()["prompt_tokens_details"].toObject()["cached_tokens"].toInt(-1);
+            }
+            return turn;
+        };
+        QList<int> first;
+        for (int i = 0; i < 70; ++i) first << 1 + (37 * i) % 4000;  // longer than one prefill chunk of 64
+        ServerProcess reused;
+        QVERIFY2(reused.start(args), qPrintable(reused.error()));
+        const Turn t1 = ask(reused, first);
+        QCOMPARE(t1.tokens.size(), 12);
+        const QList<int> second = first + t1.tokens + QList<int>{5, 17, 29, 41, 53};
+        const QList<int> edited = first.mid(0, 40) + QList<int>{7, 8, 9};
+        const Turn t2 = ask(reused, second), t3 = ask(reused, second), t4 = ask(reused, edited);
+        QCOMPARE(reused.stop(), 0);
+        // What the slot reused: the first turn but its last token (sampled, never evaluated), all of the regenerated
+        // prompt but the token that gives the first logits, and the edited turn's 40 unchanged tokens.
+        QCOMPARE(t1.cached, 0);
+        QCOMPARE(t2.cached, int(first.size()) + 11);
+        QCOMPARE(t3.cached, int(second.size()) - 1);
+        QCOMPARE(t4.cached, 40);
+        QCOMPARE(t3.tokens, t2.tokens);
+        for (const auto& [prompt, got] : {std::pair{second, t2}, std::pair{edited, t4}}) {
+            ServerProcess fresh;
+            QVERIFY2(fresh.start(args), qPrintable(fresh.error()));
+            const Turn expected = ask(fresh, prompt);
+            QCOMPARE(fresh.stop(), 0);
+            QCOMPARE(expected.cached, 0);
+            QCOMPARE(expected.tokens.size(), 12);
+            QCOMPARE(got.tokens, expected.tokens);
+        }
+    }
+
     void dropped_stream_is_cancelled_and_the_server_goes_on() {
         // A long stream whose client leaves after the first chunks: the job is cancelled (metrics), and the next
         // requests are served.
