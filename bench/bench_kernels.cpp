@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
     for (Op op : {Op::Matvec, Op::Matmul}) {
         for (WeightType t : types) {
             for (Variant v : supported_variants()) {
-                for (auto [rows, cols] : shapes) {
+                for (const auto& shape : shapes) {
+                    const size_t rows = shape.first, cols = shape.second;  // named copies: clang 14 cannot capture bindings
                     if (cols % weight_type_info(t).block_values) continue;
                     for (unsigned threads : {1u, 2u}) {
                         const size_t n = op == Op::Matvec ? 1 : 16;
@@ -170,8 +171,9 @@ int main(int argc, char** argv) {
                 ->UseRealTime()
                 ->Unit(benchmark::kMicrosecond);
         }
-    for (auto [label, split] : {std::pair{"equal", ThreadPool::Split::Equal}, std::pair{"balanced", ThreadPool::Split::Balanced}}) {
+    for (const auto& [label, split_kind] : {std::pair{"equal", ThreadPool::Split::Equal}, std::pair{"balanced", ThreadPool::Split::Balanced}}) {
         const std::string name = std::string("pool_handoff/") + label + "/t2";
+        const ThreadPool::Split split = split_kind;  // a named copy: clang 14 cannot capture a structured binding
         benchmark::RegisterBenchmark(name.c_str(), [split](benchmark::State& s) { run_handoff(s, split, 2); })
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);

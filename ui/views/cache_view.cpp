@@ -335,7 +335,7 @@ void CacheView::show_curves(const CacheCurves& curves) {
         s->setName(curves.curves[i].policy);
         for (size_t j = 0; j < curves.slot_counts.size() && j < curves.curves[i].rate.size(); ++j)
             s->append(curves.slot_counts[j], curves.curves[i].rate[j] * 100.0);
-        QPen pen(QColor(QLatin1String(kCurveColors[i % 5])));
+        QPen pen{QColor(QLatin1String(kCurveColors[i % 5]))};  // braces: clang reads the parenthesised form as a declaration
         pen.setWidthF(curves.curves[i].policy == QLatin1String("Belady") ? 2.5 : 1.8);
         if (curves.curves[i].policy == QLatin1String("Belady")) pen.setStyle(Qt::DashLine);
         s->setPen(pen);
