@@ -34,8 +34,8 @@ const char* const kGpt4oRegex =
 const char* const kDeepSeek3Regexes[] = {
     R"(\p{N}{1,3})",
     "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+",  // [一-龥぀-ゟ゠-ヿ]+: CJK, kana
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|"
-    "\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+    ("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|"
+     "\\s*[\r\n]+|\\s+(?!\\S)|\\s+"),  // one element: the parentheses tell clang the concatenation is meant
 };
 
 struct GgufVocab {
