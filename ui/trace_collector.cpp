@@ -100,6 +100,13 @@ void TraceCollector::on_prediction(const PredictionRecord& p) {
     t->predictions.push_back(LayerPrediction{static_cast<int>(p.layer), std::vector<int32_t>(p.experts.begin(), p.experts.end())});
 }
 
+void TraceCollector::on_linear_state(const LinearStateRecord& s) {
+    TokenTrace* t = trace(s.position);
+    if (t == nullptr) return;
+    t->linear_states.push_back(LayerLinearState{static_cast<int>(s.layer), {s.state_norms.begin(), s.state_norms.end()},
+                                                {s.betas.begin(), s.betas.end()}, {s.decays.begin(), s.decays.end()}});
+}
+
 void TraceCollector::start(unsigned slot) {
     const uint64_t t0 = now_ns();
     counters_->start(slot);

@@ -32,6 +32,13 @@ float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// √Σx², accumulated in double: what the Studio shows of a head's state, not part of the computation.
+float frobenius_norm(const float* x, size_t n) {
+    double ss = 0.0;
+    for (size_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+    return static_cast<float>(std::sqrt(ss));
+}
+
 }  // namespace
 
 size_t Session::linear_state_floats(const HyperParams& hp) {
@@ -53,6 +60,14 @@ void Session::size_linear_buffers() {
     sized(lin_b_, C * nv);
     sized(lin_a_, C * nv);
     sized(lin_scratch_, size_t(pool_.size()) * hp.linear_value_dim);
+    sized(lin_norms_, C * nv);
+}
+
+std::span<const float> Session::linear_recurrent_state(uint32_t layer) const {
+    if (layer >= caches_.size() || model_.layers()[layer].mixer != TokenMixer::GatedDeltaNet) return {};
+    const HyperParams& hp = model_.hparams();
+    const size_t conv = (size_t(hp.linear_conv_kernel) - 1) * schema::linear_conv_channels(hp);
+    return {linear_state_.data() + caches_[layer].state_offset + conv, size_t(hp.linear_value_heads) * hp.linear_key_dim * hp.linear_value_dim};
 }
 
 void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) {
@@ -96,6 +111,7 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
     // The recurrence: each value head's tokens in order on one part; value head j reads key head j / ratio (Hugging
     // Face's grouped order) or j % nk (tiled, as llama.cpp stores Qwen3.5).
     const bool tiled = model_.rules().attention.linear_tiled;
+    const bool observed = observer_ != nullptr;  // the state is only read: the logits stay the same
     const size_t parts = std::min<size_t>(pool_.size(), nv);
     pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
         for (size_t part = part_begin; part < part_end; ++part) {
@@ -114,10 +130,17 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
                     rmsnorm(out, f32(w.lin_norm), hp.rms_eps, dv, out);
                     const float* z = lin_z_.data() + size_t(t) * nv * dv + j * dv;
                     for (size_t d = 0; d < dv; ++d) out[d] *= z[d] * sigmoid(z[d]);
+                    if (observed) lin_norms_[size_t(t) * nv + j] = frobenius_norm(state, dk * dv);
                 }
             }
         }
     });
+    if (observed)
+        for (uint32_t t = 0; t < n; ++t) {
+            const size_t row = size_t(t) * nv;
+            observer_->on_linear_state(LinearStateRecord{layer, position_ + t, {lin_norms_.data() + row, nv}, {lin_b_.data() + row, nv},
+                                                         {lin_a_.data() + row, nv}});
+        }
     output_projection(w, n);
 }
 

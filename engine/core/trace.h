@@ -79,6 +79,17 @@ struct PredictionRecord {
     std::span<const int32_t> experts;  // top-k, by descending weight
 };
 
+// A Gated DeltaNet layer after one token: per value head the Frobenius norm of its recurrent state matrix (dk × dv)
+// once the token is written, the write strength β = σ(b) and the decay g = exp(A·softplus(a + dt_bias)) applied to
+// the state before the write. Spans are valid during the call only.
+struct LinearStateRecord {
+    uint32_t layer;
+    uint32_t position;
+    std::span<const float> state_norms;  // per value head
+    std::span<const float> betas;        // per value head, in (0, 1)
+    std::span<const float> decays;       // per value head, in (0, 1]
+};
+
 class TraceObserver {
 public:
     virtual ~TraceObserver() = default;
@@ -86,6 +97,7 @@ public:
     virtual void on_layer_timing(const LayerTiming&) {}
     virtual void on_cache(const CacheRecord&) {}
     virtual void on_prediction(const PredictionRecord&) {}
+    virtual void on_linear_state(const LinearStateRecord&) {}
     // Non-null asks for on_counters() per layer and per routed expert; null (the default) costs nothing.
     virtual CounterSource* counters() { return nullptr; }
     // With counters(): whether each routed expert is also counted on its own (one expert at a time instead of

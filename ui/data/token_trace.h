@@ -61,6 +61,13 @@ struct LayerPrediction {
     std::vector<int32_t> experts;
 };
 
+// A Gated DeltaNet layer after this token, per value head: the recurrent state's Frobenius norm, the write
+// strength β and the decay the state was multiplied by before the write.
+struct LayerLinearState {
+    int layer = 0;
+    std::vector<float> norms, betas, decays;
+};
+
 struct CacheSnapshot;  // ui/cache_state.h
 
 struct ExpertCounters {
@@ -86,10 +93,16 @@ struct TokenTrace {
     std::vector<TokenAlternative> alternatives;  // generated tokens: the top 5 where it was sampled
     std::vector<LayerCacheStep> cache;             // with a RAM budget
     std::vector<LayerPrediction> predictions;      // with a RAM budget: MoE layers after the first
+    std::vector<LayerLinearState> linear_states;   // Gated DeltaNet layers, ascending
     // With a RAM budget, on the last position of each evaluation: every layer's slots after it (immutable, shared).
     std::shared_ptr<const CacheSnapshot> cache_state;
     TokenTime time() const;
 
+    const LayerLinearState* linear_state_at(int layer) const {
+        for (const LayerLinearState& s : linear_states)
+            if (s.layer == layer) return &s;
+        return nullptr;
+    }
     const LayerRouting* routing_at(int layer) const {
         for (const LayerRouting& r : routing)
             if (r.layer == layer) return &r;

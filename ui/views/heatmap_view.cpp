@@ -1,6 +1,7 @@
 #include "ui/views/heatmap_view.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -20,7 +21,7 @@
 
 namespace colibri::studio {
 
-void HeatLegend::set_max(int max) {
+void HeatLegend::set_max(double max) {
     max_ = max;
     update();
 }
@@ -33,7 +34,7 @@ void HeatLegend::paintEvent(QPaintEvent*) {
     p.fillRect(bar, g);
     p.setPen(palette().color(QPalette::WindowText));
     p.drawRect(bar);
-    p.drawText(QPoint(bar.right() + 6, bar.top() + 10), QString::number(max_));
+    p.drawText(QPoint(bar.right() + 6, bar.top() + 10), QString::number(max_, 'g', 4));
     p.drawText(QPoint(bar.right() + 6, (bar.top() + bar.bottom()) / 2 + 4), QString::number(max_ / 2.0, 'g', 3));
     p.drawText(QPoint(bar.right() + 6, bar.bottom()), QStringLiteral("0"));
 }
@@ -46,6 +47,11 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     to_->setValue(-1);
     to_->setSpecialValueText(tr("end"));
     generated_only_ = new QCheckBox(tr("generated tokens only"));
+    bin_ = new QComboBox;
+    bin_->addItem(tr("fit width"), 0);
+    for (int b = 1; b <= 64; b *= 2) bin_->addItem(b == 1 ? tr("1 expert") : tr("%1 experts").arg(b), b);
+    bin_->setToolTip(tr("experts per column: neighbouring experts summed, so hundreds of experts fit"));
+    connect(bin_, &QComboBox::currentIndexChanged, this, &HeatmapView::apply_bin);
     auto* whole = new QPushButton(tr("Whole conversation"));
     auto* png = new QPushButton(tr("Export PNG…"));
     auto* csv = new QPushButton(tr("Export CSV…"));
@@ -63,13 +69,15 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     controls->addWidget(to_);
     controls->addWidget(generated_only_);
     controls->addWidget(whole);
+    controls->addWidget(new QLabel(tr("per column")));
+    controls->addWidget(bin_);
     controls->addStretch();
     controls->addWidget(png);
     controls->addWidget(csv);
 
     table_ = new QTableView;
     table_->setModel(&heatmap_);
-    table_->horizontalHeader()->setDefaultSectionSize(34);
+    table_->horizontalHeader()->setDefaultSectionSize(kCellWidth);
     table_->horizontalHeader()->setMinimumSectionSize(20);
     table_->verticalHeader()->setDefaultSectionSize(24);
     table_->setShowGrid(false);
@@ -112,7 +120,37 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
 
 void HeatmapView::set_model(const ModelSummary& model) {
     experts_ = model.experts;
+    heatmap_.set_linear_layers(model.linear_layer_ids);
     refresh();
+}
+
+void HeatmapView::set_bin(int experts) {
+    const int i = bin_->findData(experts);
+    if (i >= 0) bin_->setCurrentIndex(i);
+    apply_bin();
+}
+
+void HeatmapView::resizeEvent(QResizeEvent* e) {
+    QWidget::resizeEvent(e);
+    apply_bin();
+}
+
+void HeatmapView::apply_bin() {
+    int bin = bin_->currentData().toInt();
+    int section = kCellWidth;
+    if (bin == 0) {  // fit: the fewest experts per column whose columns fit the table's width, widened to fill it
+        const int width = std::max(table_->viewport()->width(), 1);
+        bin = 1;
+        while (bin < 64 && (experts_ + bin - 1) / bin * kCellWidth > width) bin *= 2;
+        if (bin > 1) section = std::clamp(width / std::max((experts_ + bin - 1) / bin, 1), kCellWidth, 2 * kCellWidth);
+    }
+    // Bin labels ("504–511") in a smaller face so that they fit their columns.
+    QFont header = table_->font();
+    if (bin > 1) header.setPixelSize(10);
+    table_->horizontalHeader()->setFont(header);
+    table_->horizontalHeader()->setDefaultSectionSize(section);
+    heatmap_.set_bin(bin);
+    legend_->set_max(heatmap_.max_cell());
 }
 
 void HeatmapView::set_span(const TokenSpan& span) {
@@ -133,7 +171,7 @@ void HeatmapView::refresh() {
     const ExpertUsage usage = expert_usage(*conversation_, span(), experts_);
     heatmap_.set_usage(usage);
     balance_.set_usage(usage);
-    legend_->set_max(usage.max_count());
+    apply_bin();
     double ratio = 0.0;
     for (size_t r = 0; r < usage.layers.size(); ++r) ratio += usage.balance(r).entropy_ratio;
     summary_->setText(usage.layers.empty() ? tr("No routed tokens in this span yet.")
@@ -143,7 +181,7 @@ void HeatmapView::refresh() {
 
 QImage HeatmapView::render_image(int cell) const {
     const ExpertUsage& u = heatmap_.usage();
-    const int rows = static_cast<int>(u.layers.size()), cols = u.experts;
+    const int rows = heatmap_.rowCount(), cols = heatmap_.columnCount();
     const int left = 70, top = 30, legend = 80;
     QImage img(left + std::max(cols, 1) * cell + legend, top + std::max(rows, 1) * cell + 20, QImage::Format_RGB32);
     img.fill(Qt::white);
@@ -151,13 +189,18 @@ QImage HeatmapView::render_image(int cell) const {
     QFont f = p.font();
     f.setPixelSize(std::max(9, cell / 3));
     p.setFont(f);
-    const int max = std::max(u.max_count(), 1);
-    for (int c = 0; c < cols; ++c) p.drawText(QRect(left + c * cell, 4, cell, top - 6), Qt::AlignCenter, QStringLiteral("E%1").arg(c));
+    const int max = std::max(heatmap_.max_cell(), 1);
+    // Column labels where they fit: every column, or every 2nd, 4th... for long bin labels.
+    const int label = p.fontMetrics().horizontalAdvance(heatmap_.headerData(cols - 1, Qt::Horizontal).toString()) + 4;
+    int every = 1;
+    while (every * cell < label) every *= 2;
+    for (int c = 0; c < cols; c += every)
+        p.drawText(QRect(left + c * cell, 4, cell * every, top - 6), Qt::AlignLeft | Qt::AlignVCenter, heatmap_.headerData(c, Qt::Horizontal).toString());
     for (int r = 0; r < rows; ++r) {
         p.setPen(Qt::black);
         p.drawText(QRect(0, top + r * cell, left - 6, cell), Qt::AlignRight | Qt::AlignVCenter, tr("layer %1").arg(u.layers[static_cast<size_t>(r)]));
         for (int c = 0; c < cols; ++c) {
-            const int v = u.counts[static_cast<size_t>(r)][static_cast<size_t>(c)];
+            const int v = heatmap_.count(r, c);
             const QColor bg = heat_color(static_cast<double>(v) / max);
             const QRect cellRect(left + c * cell, top + r * cell, cell, cell);
             p.fillRect(cellRect, bg);
@@ -170,7 +213,7 @@ QImage HeatmapView::render_image(int cell) const {
     for (int i = 0; i <= 10; ++i) g.setColorAt(i / 10.0, heat_color(i / 10.0));
     p.fillRect(bar, g);
     p.setPen(Qt::black);
-    p.drawText(QPoint(bar.right() + 4, bar.top() + 10), QString::number(u.max_count()));
+    p.drawText(QPoint(bar.right() + 4, bar.top() + 10), QString::number(heatmap_.max_cell()));
     p.drawText(QPoint(bar.right() + 4, bar.bottom()), QStringLiteral("0"));
     return img;
 }

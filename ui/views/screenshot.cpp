@@ -19,6 +19,7 @@
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"
 #include "ui/views/routing_view.h"
+#include "ui/views/state_view.h"
 #include "ui/views/validator_view.h"
 
 namespace colibri::studio {
@@ -160,6 +161,7 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     w.profiler_view()->refresh();
     w.analysis_view()->refresh();
     w.cache_view()->refresh();
+    w.state_view()->refresh();
     {
         SignalWaiter replayed(w.cache_view(), &CacheView::replayFinished);
         w.cache_view()->replay();
@@ -181,7 +183,7 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
         if (d->objectName() != QLatin1String("settings")) d->hide();
     COLIBRI_TRY(shot(&w, QStringLiteral("chat")));
     for (QDockWidget* d : docks) d->hide();
-    const std::pair<QWidget*, const char*> views[] = {{w.routing_view(), "routing"}, {w.heatmap_view(), "heatmap"},
+    const std::pair<QWidget*, const char*> views[] = {{w.routing_view(), "routing"}, {w.heatmap_view(), "heatmap"}, {w.state_view(), "state"},
                                                       {w.analysis_view(), "analyses"}, {w.cache_view(), "cache"}, {w.profiler_view(), "profiler"},
                                                       {w.kernels_view(), "kernels"}, {w.validator_view(), "validator"}};
     const QSize view_size(o.geometry.width(), std::max(400, o.geometry.height() * 3 / 4));
