@@ -64,6 +64,26 @@ private slots:
         }
     }
 
+    // A Gated DeltaNet hybrid (the reference Qwen3-Next) adds the window with its recurrent states and the state view.
+    void hybrid_adds_the_state_view() {
+        const QString model = dir_.filePath(QStringLiteral("qwen3_next.bin"));
+        QCOMPARE(run_cli({"convert", reference(QStringLiteral("hf/qwen3_next/model")), "-o", model, "-q"}).exit_code, 0);
+        const QString shots = dir_.filePath(QStringLiteral("hybrid"));
+        const Run r = studio({"--screenshot", shots, "--geometry", "1280x720", model});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QStringList written;
+        for (const char* v : {"main", "main-state", "chat", "routing", "heatmap", "state", "analyses", "cache", "profiler", "kernels", "validator", "convert"})
+            written << QDir(shots).filePath(QString::fromLatin1(v) + QStringLiteral(".png"));
+        QCOMPARE(QString::fromUtf8(r.out).split('\n', Qt::SkipEmptyParts), written);
+        QCOMPARE(QImage(written[1]).size(), QSize(1280, 720));
+        // The state view is drawn: the heat scale's many colours.
+        const QImage state(written[5]);
+        QSet<QRgb> colours;
+        for (int y = 0; y < state.height(); y += 2)
+            for (int x = 0; x < state.width(); x += 2) colours.insert(state.pixel(x, y));
+        QVERIFY2(colours.size() >= 64, qPrintable(QString::number(colours.size())));
+    }
+
     // The reference Mixtral has no tokenizer: the conversation is token ids. At 1920x1080 the window is that big.
     void any_model_at_any_geometry() {
         const QString model = dir_.filePath(QStringLiteral("mixtral.bin"));

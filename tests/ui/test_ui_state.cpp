@@ -11,11 +11,13 @@
 
 #include "engine/core/model.h"
 #include "engine/core/session.h"
+#include "ui/views/cache_view.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/main_window.h"
 #include "ui/views/routing_view.h"
 #include "ui/views/state_view.h"
 #include "ui_test_support.h"
+#include "../expert_cache_budget.h"
 
 using namespace colibri;
 using namespace colibri::studio;
@@ -195,10 +197,17 @@ private slots:
         view->set_bin(0);
         const int width = view->table()->viewport()->width(), section = view->table()->horizontalHeader()->defaultSectionSize();
         const auto columns = [](int bin) { return (256 + bin - 1) / bin; };
-        QVERIFY2(columns(m->bin()) * HeatmapView::kCellWidth <= width, qPrintable(QString("bin %1, width %2").arg(m->bin()).arg(width)));
-        QVERIFY(m->bin() == 1 || columns(m->bin() / 2) * HeatmapView::kCellWidth > width);
         QVERIFY(m->bin() > 1);  // 256 columns of 34 pixels fit no screen
-        QVERIFY(section >= HeatmapView::kCellWidth && m->columnCount() * section <= width);
+        QCOMPARE(m->columnCount(), columns(m->bin()));
+        QVERIFY2(section >= view->min_section(m->bin()) && m->columnCount() * section <= width,
+                 qPrintable(QString("bin %1, section %2, width %3").arg(m->bin()).arg(section).arg(width)));
+        QVERIFY(columns(m->bin() / 2) * view->min_section(m->bin() / 2) > width);  // the fewest per column that fit
+        // Every column is wide enough for its label in the header's face.
+        const QFontMetrics metrics(view->table()->horizontalHeader()->font());
+        for (int c = 0; c < m->columnCount(); ++c) QVERIFY(metrics.horizontalAdvance(m->headerData(c, Qt::Horizontal).toString()) + 8 <= section);
+        // A narrower table fits more experts per column.
+        QCOMPARE(view->fit(256 * HeatmapView::kCellWidth).first, 1);
+        QVERIFY(view->fit(width / 2).first > m->bin());
 
         RoutingView* routing = window_->routing_view();
         window_->conversation()->select(3);
@@ -217,6 +226,31 @@ private slots:
         QCOMPARE(names[0], QStringLiteral("E%1").arg(r->experts.front()));
         QVERIFY(routing->legend_text().count(QStringLiteral("<span")) <= RoutingView::kLegendExperts);
         QVERIFY(routing->legend_text().contains(QStringLiteral("of 256 experts come first here")));
+
+        // With a RAM budget the cache map wraps each layer's 256 experts into rows that fit: every cell is the
+        // snapshot's cell of (layer, row offset + column), and the rows say their offsets.
+        LoadOptions budgeted;
+        budgeted.ram_budget.bytes = budget_for(path.toStdString(), 64);
+        QSignalSpy loaded(window_.get(), &MainWindow::modelLoaded);
+        window_->open_model(path, budgeted);
+        QVERIFY(wait_for(loaded, 1));
+        QVERIFY(send_and_wait(*window_, QStringLiteral("1, 2, 3, 4, 5, 6, 7, 8, 9, 10"), 12));
+        CacheView* cache = window_->cache_view();
+        window_->dock_of(cache)->raise();
+        QTest::qWait(20);
+        cache->refresh();
+        CacheMapModel* map = cache->map_model();
+        QVERIFY(map->state() != nullptr);
+        const int wrap = map->wrap();
+        QVERIFY2(wrap == 16 || wrap == 32 || wrap == 64, qPrintable(QString::number(wrap)));
+        QCOMPARE(map->columnCount(), wrap);
+        QCOMPARE(map->rowCount(), 2 * 256 / wrap);
+        QCOMPARE(map->headerData(1, Qt::Vertical).toString(), QStringLiteral("+%1").arg(wrap));
+        for (int r = 0; r < map->rowCount(); ++r)
+            for (int c = 0; c < wrap; ++c) {
+                const int li = r / (256 / wrap), e = (r % (256 / wrap)) * wrap + c;
+                QCOMPARE(map->index(r, c).data(CacheMapModel::CellRole).toInt(), int(map->state()->cell[map->state()->index(li, e)]));
+            }
     }
 };
 

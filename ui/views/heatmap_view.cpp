@@ -2,6 +2,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QEvent>
 #include <QFile>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -15,6 +16,7 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <tuple>
 
 #include "ui/colors.h"
 #include "ui/file_output.h"
@@ -82,6 +84,7 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     table_->verticalHeader()->setDefaultSectionSize(24);
     table_->setShowGrid(false);
     table_->setSelectionMode(QAbstractItemView::NoSelection);
+    table_->viewport()->installEventFilter(this);
     legend_ = new HeatLegend;
     summary_ = new QLabel;
     summary_->setObjectName(QStringLiteral("heatmap_summary"));
@@ -130,24 +133,37 @@ void HeatmapView::set_bin(int experts) {
     apply_bin();
 }
 
-void HeatmapView::resizeEvent(QResizeEvent* e) {
-    QWidget::resizeEvent(e);
-    apply_bin();
+bool HeatmapView::eventFilter(QObject* watched, QEvent* e) {
+    // The table's viewport has its new width only once the layout has run: fit then.
+    if (watched == table_->viewport() && e->type() == QEvent::Resize && bin_->currentData().toInt() == 0) QTimer::singleShot(0, this, &HeatmapView::apply_bin);
+    return QWidget::eventFilter(watched, e);
+}
+
+QFont HeatmapView::header_font(int bin) const {
+    // Bin labels ("504–511") in a smaller face.
+    QFont f = table_->font();
+    if (bin > 1) f.setPixelSize(10);
+    return f;
+}
+
+int HeatmapView::min_section(int bin) const {
+    if (bin <= 1) return kCellWidth;
+    const int last = experts_ - 1, first = last / bin * bin;
+    return std::max(kCellWidth, QFontMetrics(header_font(bin)).horizontalAdvance(QStringLiteral("%1–%2").arg(first).arg(last)) + 8);
+}
+
+std::pair<int, int> HeatmapView::fit(int width) const {
+    const auto columns = [this](int bin) { return std::max((experts_ + bin - 1) / bin, 1); };
+    int bin = 1;
+    while (bin < 64 && columns(bin) * min_section(bin) > width) bin *= 2;
+    return {bin, std::clamp(width / columns(bin), min_section(bin), std::max(min_section(bin), 2 * kCellWidth))};
 }
 
 void HeatmapView::apply_bin() {
-    int bin = bin_->currentData().toInt();
-    int section = kCellWidth;
-    if (bin == 0) {  // fit: the fewest experts per column whose columns fit the table's width, widened to fill it
-        const int width = std::max(table_->viewport()->width(), 1);
-        bin = 1;
-        while (bin < 64 && (experts_ + bin - 1) / bin * kCellWidth > width) bin *= 2;
-        if (bin > 1) section = std::clamp(width / std::max((experts_ + bin - 1) / bin, 1), kCellWidth, 2 * kCellWidth);
-    }
-    // Bin labels ("504–511") in a smaller face so that they fit their columns.
-    QFont header = table_->font();
-    if (bin > 1) header.setPixelSize(10);
-    table_->horizontalHeader()->setFont(header);
+    int bin = bin_->currentData().toInt(), section = min_section(bin);
+    // Fit: the fewest experts per column (a power of two) whose columns fit the table's width, widened to fill it.
+    if (bin == 0) std::tie(bin, section) = fit(std::max(table_->viewport()->width(), 1));
+    table_->horizontalHeader()->setFont(header_font(bin));
     table_->horizontalHeader()->setDefaultSectionSize(section);
     heatmap_.set_bin(bin);
     legend_->set_max(heatmap_.max_cell());

@@ -57,11 +57,17 @@ public:
     QComboBox* bin_box() const { return bin_; }
     static constexpr int kCellWidth = 34;  // pixels per column (wider when fitting binned experts)
 
+    // "Fit width" for a table `width` pixels wide: experts per column and the columns' width.
+    std::pair<int, int> fit(int width) const;
+    // The narrowest column that shows its label with `bin` experts per column.
+    int min_section(int bin) const;
+
 protected:
-    void resizeEvent(QResizeEvent* e) override;
+    bool eventFilter(QObject* watched, QEvent* e) override;
 
 private:
     void apply_bin();
+    QFont header_font(int bin) const;
     void schedule();
     void export_png_dialog();
     void export_csv_dialog();
