@@ -248,6 +248,7 @@ private:
     bool observed_ = false;       // some row has an observer
     std::vector<Part> parts_;  // eval_batch's, reserved for capacity_ parts
     uint64_t router_ns_ = 0;  // router time of the current layer, for LayerTiming
+    uint64_t deltanet_ns_[kDeltaNetSteps] = {};  // a Gated DeltaNet layer's steps (observed), for LayerTiming
     std::unique_ptr<ExpertPrefetcher> prefetcher_;
 
     static constexpr uint32_t kKvMinStep = 256;

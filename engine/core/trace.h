@@ -1,6 +1,7 @@
 // Trace records a Session emits to an observer while it computes. With no observer attached the cost is a
 // branch per stage.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -20,12 +21,19 @@ struct RoutingRecord {
     std::span<const uint32_t> groups;     // the expert groups selection was limited to (ascending); empty without groups
 };
 
+// A Gated DeltaNet layer's token mixer in its steps, in the order they run (LayerTiming::deltanet_ns).
+enum class DeltaNetStep : uint8_t { InProjections, Conv, Gates, DeltaRule, GatedNorm, OutProjection };
+constexpr size_t kDeltaNetSteps = 6;
+
 struct LayerTiming {
     uint32_t layer;
     uint32_t position;
-    uint64_t attention_ns;
+    uint64_t attention_ns;  // the token mixer: softmax attention, MLA or Gated DeltaNet
     uint64_t router_ns;
     uint64_t experts_ns;    // routed experts, shared expert or dense MLP
+    // Gated DeltaNet layers: attention_ns in its steps (by DeltaNetStep; the rest of attention_ns is bookkeeping);
+    // zeros for every other layer.
+    uint64_t deltanet_ns[kDeltaNetSteps] = {};
 };
 
 // The whole of one token's evaluation, so that nothing is left unaccounted: total_ns is the token's share of

@@ -271,6 +271,8 @@ private slots:
         const size_t nv = model.hparams().linear_value_heads, cells = model.hparams().linear_key_dim * model.hparams().linear_value_dim;
         struct StateLog : TraceObserver {
             std::map<std::pair<uint32_t, uint32_t>, std::vector<float>> norms, betas, decays;  // (layer, position)
+            std::vector<LayerTiming> timings;
+            void on_layer_timing(const LayerTiming& t) override { timings.push_back(t); }
             void on_linear_state(const LinearStateRecord& r) override {
                 QVERIFY(norms.emplace(std::pair{r.layer, r.position}, std::vector<float>(r.state_norms.begin(), r.state_norms.end())).second);
                 betas[{r.layer, r.position}].assign(r.betas.begin(), r.betas.end());
@@ -321,6 +323,17 @@ private slots:
             }
         }
         QVERIFY(largest > 0.0);  // the states were written
+        // The profiler's split of a linear layer: every step timed, within the mixer's time; none for full attention.
+        QCOMPARE(log.timings.size(), model.layers().size() * seq.size());
+        for (const LayerTiming& t : log.timings) {
+            const bool is_linear = std::find(linear.begin(), linear.end(), t.layer) != linear.end();
+            uint64_t sum = 0;
+            for (size_t s = 0; s < kDeltaNetSteps; ++s) {
+                QVERIFY2((t.deltanet_ns[s] > 0) == is_linear, qPrintable(QString("layer %1 step %2: %3 ns").arg(t.layer).arg(s).arg(t.deltanet_ns[s])));
+                sum += t.deltanet_ns[s];
+            }
+            QVERIFY2(sum <= t.attention_ns, qPrintable(QString("layer %1: steps %2 ns, mixer %3 ns").arg(t.layer).arg(sum).arg(t.attention_ns)));
+        }
         QVERIFY(stepwise.linear_recurrent_state(0).empty() == (model.layers()[0].mixer != TokenMixer::GatedDeltaNet));
     }
 

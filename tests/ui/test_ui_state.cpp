@@ -14,6 +14,7 @@
 #include "ui/views/cache_view.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/main_window.h"
+#include "ui/views/profiler_view.h"
 #include "ui/views/routing_view.h"
 #include "ui/views/state_view.h"
 #include "ui_test_support.h"
@@ -143,6 +144,34 @@ private slots:
         QVERIFY(m->columnCount() > before);
         QCOMPARE(reset.count(), 0);
         QVERIFY(inserted.count() >= 1);
+    }
+
+    // The profiler splits each linear layer's mixer into its steps: every step timed, together within the layer's
+    // token-mixer time; full-attention rows blank; a plain model has no step columns.
+    void profiler_splits_linear_layers() {
+        QVERIFY(open(hybrid_));
+        QVERIFY(send_and_wait(*window_, QStringLiteral("1, 2, 3, 4, 5, 6, 7, 8"), 6));
+        ProfilerView* profiler = window_->profiler_view();
+        profiler->refresh();
+        LayerProfileModel* layers = profiler->layer_model();
+        const int first = layers->first_step_column();
+        QCOMPARE(layers->columnCount(), first + int(kDeltaNetSteps));
+        QCOMPARE(layers->headerData(first + 3, Qt::Horizontal).toString(), QStringLiteral("delta rule µs"));
+        const ModelSummary& summary = window_->chat()->model();
+        QCOMPARE(layers->rowCount(), summary.layers);
+        for (int r = 0; r < layers->rowCount(); ++r) {
+            const int layer = layers->totals().layers[size_t(r)];
+            double sum = 0;
+            for (size_t s = 0; s < kDeltaNetSteps; ++s) {
+                const double us = layers->mean_step_us(r, DeltaNetStep(s));
+                QVERIFY2((us > 0) == summary.is_linear(layer), qPrintable(QString("layer %1 step %2: %3 µs").arg(layer).arg(s).arg(us)));
+                QCOMPARE(layers->index(r, first + int(s)).data().isValid(), summary.is_linear(layer));
+                sum += us;
+            }
+            QVERIFY(sum <= layers->mean_us(r, LayerProfileModel::Attention) + 1e-3);
+        }
+        QVERIFY(open(QStringLiteral(COLIBRI_UI_TEST_MODEL)));
+        QCOMPARE(layers->columnCount(), layers->first_step_column());
     }
 
     // A model without linear layers: the note, no strip, no rows; the heatmap's rows name no kind.

@@ -3,12 +3,15 @@
 // from the engine thread to the UI thread by copy in queued signals.
 #pragma once
 #include <QMetaType>
+#include <array>
 #include <QString>
 #include <QStringList>
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "engine/core/trace.h"
 
 namespace colibri::studio {
 
@@ -26,6 +29,7 @@ struct LayerProfile {
     uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;  // experts_ns without the counter reads inside it
     uint64_t counter_ns = 0;         // reading the counters at this layer: the profiler's own cost
     std::vector<uint64_t> counters;  // empty when counters were off; else in CounterSet::names order
+    std::array<uint64_t, kDeltaNetSteps> deltanet_ns{};  // a Gated DeltaNet layer's attention_ns in its steps
 };
 
 // One of the most likely tokens where a generated token was sampled: the model's distribution (softmax of
