@@ -37,7 +37,7 @@ QString LayerKindStrip::legend_text(bool linear) const {
 int LayerKindStrip::legend_width() const {
     const QFontMetrics m(font());
     return 16 + m.horizontalAdvance(legend_text(true)) + 12 + 16 + m.horizontalAdvance(legend_text(false)) + 12 +
-           (model_.moe_layer_ids.isEmpty() ? 0 : 16 + m.horizontalAdvance(tr("MoE")));
+           (model_.moe_layer_ids.isEmpty() ? 0 : 16 + m.horizontalAdvance(tr("MoE"))) + 8;
 }
 
 QRect LayerKindStrip::strip_rect() const {
