@@ -207,6 +207,10 @@ void CacheView::fit_cells() {
     const int w = std::clamp((map_table_->width() - label - 4 - bar) / cols, 12, 44);
     const int h = std::clamp(avail_h / rows, 12, std::max(w, 18));
     map_table_->horizontalHeader()->setDefaultSectionSize(w);
+    // Two- and three-digit expert numbers over narrow cells: a face small enough that they do not run together.
+    QFont numbers = map_table_->font();
+    if (w < 20 && map_.columnCount() > 10) numbers.setPixelSize(w < 16 ? 7 : 9);
+    map_table_->horizontalHeader()->setFont(numbers);
     map_table_->verticalHeader()->setDefaultSectionSize(h);
 }
 
