@@ -1,6 +1,8 @@
 #include "ui/trace_collector.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 
 namespace colibri::studio {
 
@@ -58,6 +60,7 @@ void TraceCollector::on_layer_timing(const LayerTiming& lt) {
     LayerProfile& p = profile(*t, static_cast<int>(lt.layer));
     p.attention_ns = lt.attention_ns;
     p.router_ns = lt.router_ns;
+    std::copy(std::begin(lt.deltanet_ns), std::end(lt.deltanet_ns), p.deltanet_ns.begin());
     // The per-expert counter reads ran inside the experts' stage: they are the profiler's cost, not the experts'.
     p.experts_ns = lt.experts_ns > expert_read_ns_ ? lt.experts_ns - expert_read_ns_ : 0;
     p.counter_ns += expert_read_ns_;
@@ -98,6 +101,13 @@ void TraceCollector::on_prediction(const PredictionRecord& p) {
     TokenTrace* t = trace(p.position);
     if (t == nullptr) return;
     t->predictions.push_back(LayerPrediction{static_cast<int>(p.layer), std::vector<int32_t>(p.experts.begin(), p.experts.end())});
+}
+
+void TraceCollector::on_linear_state(const LinearStateRecord& s) {
+    TokenTrace* t = trace(s.position);
+    if (t == nullptr) return;
+    t->linear_states.push_back(LayerLinearState{static_cast<int>(s.layer), {s.state_norms.begin(), s.state_norms.end()},
+                                                {s.betas.begin(), s.betas.end()}, {s.decays.begin(), s.decays.end()}});
 }
 
 void TraceCollector::start(unsigned slot) {

@@ -36,6 +36,7 @@ public:
     void on_token_timing(const TokenTiming& t) override;
     void on_cache(const CacheRecord& c) override;
     void on_prediction(const PredictionRecord& p) override;
+    void on_linear_state(const LinearStateRecord& s) override;
 
 private:
     // CounterSource: the PerfCounters, timed.

@@ -73,6 +73,7 @@ ProfileTotals profile_totals(const Conversation& c, const TokenSpan& span, int c
             s.router_ns += l.router_ns;
             s.experts_ns += l.experts_ns;
             s.counter_ns += l.counter_ns;
+            for (size_t i = 0; i < kDeltaNetSteps; ++i) s.deltanet_ns[i] += l.deltanet_ns[i];
             add(s.counters, l.counters);
         }
         // Activations come from the routing, counters from the per-expert records when they were sampled.

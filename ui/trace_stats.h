@@ -41,6 +41,7 @@ struct StageTotals {
     uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;
     uint64_t counter_ns = 0;  // reading the counters (the profiler's own cost, outside the three stages)
     std::vector<uint64_t> counters;  // sums
+    std::array<uint64_t, kDeltaNetSteps> deltanet_ns{};  // Gated DeltaNet layers: attention_ns in its steps
 };
 
 struct ExpertTotals {

@@ -293,6 +293,7 @@ Status Session::layers(std::span<const Part> parts, uint32_t n) {
         if (counters) counters->start(0);
         const uint64_t t0 = observed_ ? now_ns() : 0;
         norm_rows(*w.attn_norm, n, h_.data());
+        std::fill_n(deltanet_ns_, kDeltaNetSteps, 0);
         mix_tokens(parts, l, w);
         add_residual(proj_.data(), n);
         const uint64_t t1 = observed_ ? now_ns() : 0;
@@ -326,7 +327,13 @@ void Session::mix_tokens(std::span<const Part> parts, uint32_t layer, const Laye
         switch (w.mixer) {
             case TokenMixer::Attention: s.attention(layer, w, p.count); break;
             case TokenMixer::LatentAttention: s.latent_attention(layer, w, p.count); break;
-            case TokenMixer::GatedDeltaNet: s.gated_deltanet(layer, w, p.count); break;
+            case TokenMixer::GatedDeltaNet:
+                if (&s != this) std::fill_n(s.deltanet_ns_, kDeltaNetSteps, 0);
+                s.gated_deltanet(layer, w, p.count);
+                // The parts' steps together, split evenly among the chunk's rows like the stages' times.
+                if (&s != this)
+                    for (size_t i = 0; i < kDeltaNetSteps; ++i) deltanet_ns_[i] += s.deltanet_ns_[i];
+                break;
         }
         if (&s != this) std::copy_n(s.proj_.data(), size_t(p.count) * H, proj_.data() + size_t(p.row) * H);
     }
@@ -343,7 +350,9 @@ void Session::report_layer(uint32_t layer, uint32_t n, uint64_t t0, uint64_t t1,
     const uint64_t t2 = now_ns();
     for (uint32_t i = 0; i < n; ++i)
         if (rows_[i].observer)
-            rows_[i].observer->on_layer_timing(LayerTiming{layer, rows_[i].position, (t1 - t0) / n, router_ns_ / n, (t2 - t1 - router_ns_) / n});
+            rows_[i].observer->on_layer_timing(LayerTiming{layer, rows_[i].position, (t1 - t0) / n, router_ns_ / n, (t2 - t1 - router_ns_) / n,
+                                                           {deltanet_ns_[0] / n, deltanet_ns_[1] / n, deltanet_ns_[2] / n,
+                                                            deltanet_ns_[3] / n, deltanet_ns_[4] / n, deltanet_ns_[5] / n}});
     if (counters) observer_->on_counters(CounterRecord{layer, position_, -1, counters->stop(0)});  // [counters]
 }
 

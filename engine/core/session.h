@@ -95,6 +95,10 @@ public:
     // gets a TokenTiming.
     void set_observer(TraceObserver* observer) { observer_ = observer; }
 
+    // A Gated DeltaNet layer's recurrent state, [value head][key dim][value dim] (empty for any other layer): for
+    // inspection and tests, valid until the next eval.
+    std::span<const float> linear_recurrent_state(uint32_t layer) const;
+
     // Positions per block of the KV cache's transposed keys.
     static constexpr uint32_t kKeyBlock = 64;
 
@@ -244,6 +248,7 @@ private:
     bool observed_ = false;       // some row has an observer
     std::vector<Part> parts_;  // eval_batch's, reserved for capacity_ parts
     uint64_t router_ns_ = 0;  // router time of the current layer, for LayerTiming
+    uint64_t deltanet_ns_[kDeltaNetSteps] = {};  // a Gated DeltaNet layer's steps (observed), for LayerTiming
     std::unique_ptr<ExpertPrefetcher> prefetcher_;
 
     static constexpr uint32_t kKvMinStep = 256;
@@ -272,8 +277,8 @@ private:
     ActivationBuffer<float> attn_gate_;  // [token][q_dim]: qwen3_next's attention output gate
     // Gated DeltaNet: [conv kernel - 1 + token][channels] the conv's inputs (the state's rows, then the chunk's
     // projections), [token][channels] its output, [token][value dims] z, [token][value head] b and a (then β and
-    // the decay), [pool part][value dim] the recurrence's scratch.
-    ActivationBuffer<float> lin_window_, lin_conv_, lin_z_, lin_b_, lin_a_, lin_scratch_;
+    // the decay), [pool part][value dim] the recurrence's scratch, [token][value head] the state's norms (observed).
+    ActivationBuffer<float> lin_window_, lin_conv_, lin_z_, lin_b_, lin_a_, lin_scratch_, lin_norms_;
     // Per Gated DeltaNet layer (LayerCache::state_offset): the conv state [kernel - 1][channels] (the last inputs)
     // and the recurrent state [value head][key dim][value dim]; zeroed when a chunk starts at position 0.
     std::vector<float> linear_state_;

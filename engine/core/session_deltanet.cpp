@@ -32,6 +32,13 @@ float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// √Σx², accumulated in double: what the Studio shows of a head's state, not part of the computation.
+float frobenius_norm(const float* x, size_t n) {
+    double ss = 0.0;
+    for (size_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+    return static_cast<float>(std::sqrt(ss));
+}
+
 }  // namespace
 
 size_t Session::linear_state_floats(const HyperParams& hp) {
@@ -53,6 +60,14 @@ void Session::size_linear_buffers() {
     sized(lin_b_, C * nv);
     sized(lin_a_, C * nv);
     sized(lin_scratch_, size_t(pool_.size()) * hp.linear_value_dim);
+    sized(lin_norms_, C * nv);
+}
+
+std::span<const float> Session::linear_recurrent_state(uint32_t layer) const {
+    if (layer >= caches_.size() || model_.layers()[layer].mixer != TokenMixer::GatedDeltaNet) return {};
+    const HyperParams& hp = model_.hparams();
+    const size_t conv = (size_t(hp.linear_conv_kernel) - 1) * schema::linear_conv_channels(hp);
+    return {linear_state_.data() + caches_[layer].state_offset + conv, size_t(hp.linear_value_heads) * hp.linear_key_dim * hp.linear_value_dim};
 }
 
 void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) {
@@ -62,6 +77,15 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
     float* conv_state = linear_state_.data() + caches_[layer].state_offset;  // [K - 1][channels]
     float* recurrent = conv_state + (K - 1) * channels;                      // [value head][dk][dv]
     if (position_ == 0) std::fill_n(conv_state, linear_state_floats(hp), 0.0f);
+    // Observed: each step's time (LayerTiming::deltanet_ns) and each head's state norm (LinearStateRecord).
+    const bool observed = observer_ != nullptr;  // the state is only read: the logits stay the same
+    uint64_t t_step = observed ? now_ns() : 0;
+    const auto step_done = [&](DeltaNetStep step) {
+        if (!observed) return;
+        const uint64_t t = now_ns();
+        deltanet_ns_[static_cast<size_t>(step)] += t - t_step;
+        t_step = t;
+    };
 
     // The projections, the chunk's q|k|v rows after the conv state's in the conv's window.
     float* window = lin_window_.data();
@@ -72,12 +96,10 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
                                {w.lin_alpha, h_.data(), n, lin_a_.data()}};
     run_matmuls(pool_, jobs);
     std::copy_n(window + size_t(n) * channels, (K - 1) * channels, conv_state);  // the last K - 1 inputs
+    step_done(DeltaNetStep::InProjections);
 
-    // Per token: conv + SiLU; q and k of each key head L2-normalised (q scaled by dk^-1/2); β = σ(b) and the decay
-    // exp(A·softplus(a + dt_bias)) of each value head (A = −exp(A_log), stored so).
+    // Per token: conv + SiLU; q and k of each key head L2-normalised (q scaled by dk^-1/2).
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-    const float* ssm_a = f32(w.lin_ssm_a);
-    const float* dt_bias = f32(w.lin_dt_bias);
     for (uint32_t t = 0; t < n; ++t) {
         float* x = lin_conv_.data() + size_t(t) * channels;
         kernels::causal_conv_silu(window + size_t(t) * channels, f32(w.lin_conv), channels, K, x);
@@ -85,13 +107,17 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
             l2_normalise(x + h * dk, dk, q_scale);
             l2_normalise(x + (nk + h) * dk, dk, 1.0f);
         }
-        for (size_t j = 0; j < nv; ++j) {
-            float& b = lin_b_[size_t(t) * nv + j];
-            float& a = lin_a_[size_t(t) * nv + j];
-            b = sigmoid(b);
-            a = std::exp(ssm_a[j] * softplus(a + dt_bias[j]));
-        }
     }
+    step_done(DeltaNetStep::Conv);
+    // β = σ(b) and the decay exp(A·softplus(a + dt_bias)) of each value head (A = −exp(A_log), stored so).
+    const float* ssm_a = f32(w.lin_ssm_a);
+    const float* dt_bias = f32(w.lin_dt_bias);
+    for (size_t i = 0; i < size_t(n) * nv; ++i) {
+        const size_t j = i % nv;
+        lin_b_[i] = sigmoid(lin_b_[i]);
+        lin_a_[i] = std::exp(ssm_a[j] * softplus(lin_a_[i] + dt_bias[j]));
+    }
+    step_done(DeltaNetStep::Gates);
 
     // The recurrence: each value head's tokens in order on one part; value head j reads key head j / ratio (Hugging
     // Face's grouped order) or j % nk (tiled, as llama.cpp stores Qwen3.5).
@@ -110,15 +136,32 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
                     const float* v = x + 2 * nk * dk + j * dv;
                     float* out = att_.data() + size_t(t) * nv * dv + j * dv;
                     kernels::gated_delta_step(state, q, k, v, lin_a_[size_t(t) * nv + j], lin_b_[size_t(t) * nv + j], dk, dv, out, scratch);
-                    // The gated norm: RMSNorm over the head's dv values (plain weight), then × SiLU(z).
-                    rmsnorm(out, f32(w.lin_norm), hp.rms_eps, dv, out);
-                    const float* z = lin_z_.data() + size_t(t) * nv * dv + j * dv;
-                    for (size_t d = 0; d < dv; ++d) out[d] *= z[d] * sigmoid(z[d]);
+                    if (observed) lin_norms_[size_t(t) * nv + j] = frobenius_norm(state, dk * dv);
                 }
             }
         }
     });
+    step_done(DeltaNetStep::DeltaRule);
+    // The gated norm of every (token, value head): RMSNorm over the head's dv values (plain weight), then × SiLU(z).
+    const size_t rows = size_t(n) * nv, norm_parts = std::min<size_t>(pool_.size(), rows);
+    pool_.parallel_for(norm_parts, 1, [&](size_t part_begin, size_t part_end) {
+        for (size_t r = rows * part_begin / norm_parts; r < rows * part_end / norm_parts; ++r) {
+            float* out = att_.data() + r * dv;
+            const float* z = lin_z_.data() + r * dv;
+            rmsnorm(out, f32(w.lin_norm), hp.rms_eps, dv, out);
+            for (size_t d = 0; d < dv; ++d) out[d] *= z[d] * sigmoid(z[d]);
+        }
+    });
+    step_done(DeltaNetStep::GatedNorm);
+    if (observed)
+        for (uint32_t t = 0; t < n; ++t) {
+            const size_t row = size_t(t) * nv;
+            observer_->on_linear_state(LinearStateRecord{layer, position_ + t, {lin_norms_.data() + row, nv}, {lin_b_.data() + row, nv},
+                                                         {lin_a_.data() + row, nv}});
+        }
+    t_step = observed ? now_ns() : 0;  // the records above are the observer's time, not a step's
     output_projection(w, n);
+    step_done(DeltaNetStep::OutProjection);
 }
 
 }  // namespace colibri

@@ -1,6 +1,7 @@
 // Trace records a Session emits to an observer while it computes. With no observer attached the cost is a
 // branch per stage.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -20,12 +21,19 @@ struct RoutingRecord {
     std::span<const uint32_t> groups;     // the expert groups selection was limited to (ascending); empty without groups
 };
 
+// A Gated DeltaNet layer's token mixer in its steps, in the order they run (LayerTiming::deltanet_ns).
+enum class DeltaNetStep : uint8_t { InProjections, Conv, Gates, DeltaRule, GatedNorm, OutProjection };
+constexpr size_t kDeltaNetSteps = 6;
+
 struct LayerTiming {
     uint32_t layer;
     uint32_t position;
-    uint64_t attention_ns;
+    uint64_t attention_ns;  // the token mixer: softmax attention, MLA or Gated DeltaNet
     uint64_t router_ns;
     uint64_t experts_ns;    // routed experts, shared expert or dense MLP
+    // Gated DeltaNet layers: attention_ns in its steps (by DeltaNetStep; the rest of attention_ns is bookkeeping);
+    // zeros for every other layer.
+    uint64_t deltanet_ns[kDeltaNetSteps] = {};
 };
 
 // The whole of one token's evaluation, so that nothing is left unaccounted: total_ns is the token's share of
@@ -79,6 +87,17 @@ struct PredictionRecord {
     std::span<const int32_t> experts;  // top-k, by descending weight
 };
 
+// A Gated DeltaNet layer after one token: per value head the Frobenius norm of its recurrent state matrix (dk × dv)
+// once the token is written, the write strength β = σ(b) and the decay g = exp(A·softplus(a + dt_bias)) applied to
+// the state before the write. Spans are valid during the call only.
+struct LinearStateRecord {
+    uint32_t layer;
+    uint32_t position;
+    std::span<const float> state_norms;  // per value head
+    std::span<const float> betas;        // per value head, in (0, 1)
+    std::span<const float> decays;       // per value head, in (0, 1]
+};
+
 class TraceObserver {
 public:
     virtual ~TraceObserver() = default;
@@ -86,6 +105,7 @@ public:
     virtual void on_layer_timing(const LayerTiming&) {}
     virtual void on_cache(const CacheRecord&) {}
     virtual void on_prediction(const PredictionRecord&) {}
+    virtual void on_linear_state(const LinearStateRecord&) {}
     // Non-null asks for on_counters() per layer and per routed expert; null (the default) costs nothing.
     virtual CounterSource* counters() { return nullptr; }
     // With counters(): whether each routed expert is also counted on its own (one expert at a time instead of

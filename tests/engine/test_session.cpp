@@ -3,6 +3,7 @@
 #include <QTemporaryDir>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 #include <QtTest>
@@ -252,6 +253,88 @@ private slots:
         auto b = chunked.eval(std::span<const int32_t>(seq));
         QVERIFY(b.is_ok());
         QVERIFY(std::equal(a->begin(), a->end(), b->begin()));
+    }
+
+    // The Studio's state trace (on_linear_state): tracing a hybrid changes no logit bit, a prompt chunk and single
+    // tokens alike; every Gated DeltaNet layer reports each position once, β in (0, 1), the decay in (0, 1], and the
+    // norms equal the Frobenius norms of the state read back after each token of an untraced token-by-token run.
+    void gated_deltanet_state_trace_data() {
+        QTest::addColumn<QString>("family");
+        QTest::newRow("qwen3_next") << "qwen3_next";
+        QTest::newRow("qwen3_5_moe") << "qwen3_5_moe";
+    }
+    void gated_deltanet_state_trace() {
+        QFETCH(QString, family);
+        auto m = load_reference(family);
+        QVERIFY(m != nullptr);
+        const Model& model = *m;
+        const size_t nv = model.hparams().linear_value_heads, cells = model.hparams().linear_key_dim * model.hparams().linear_value_dim;
+        struct StateLog : TraceObserver {
+            std::map<std::pair<uint32_t, uint32_t>, std::vector<float>> norms, betas, decays;  // (layer, position)
+            std::vector<LayerTiming> timings;
+            void on_layer_timing(const LayerTiming& t) override { timings.push_back(t); }
+            void on_linear_state(const LinearStateRecord& r) override {
+                QVERIFY(norms.emplace(std::pair{r.layer, r.position}, std::vector<float>(r.state_norms.begin(), r.state_norms.end())).second);
+                betas[{r.layer, r.position}].assign(r.betas.begin(), r.betas.end());
+                decays[{r.layer, r.position}].assign(r.decays.begin(), r.decays.end());
+            }
+        } log;
+        std::vector<int32_t> seq(140);
+        for (size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<int32_t>((29 + 37 * i) % model.hparams().vocab_size);
+        const size_t prompt = 130;  // three chunks of 64, then single tokens
+        ThreadPool pool(2);
+        Session plain(model, pool), traced(model, pool), stepwise(model, pool);
+        traced.set_observer(&log);
+        auto a = plain.eval(std::span<const int32_t>(seq.data(), prompt));
+        auto b = traced.eval(std::span<const int32_t>(seq.data(), prompt));
+        QVERIFY(a.is_ok() && b.is_ok());
+        QVERIFY2(std::equal(a->begin(), a->end(), b->begin()), "tracing changed the prompt's logits");
+        for (size_t i = prompt; i < seq.size(); ++i) {
+            auto c = plain.eval(seq[i]);
+            auto d = traced.eval(seq[i]);
+            QVERIFY(c.is_ok() && d.is_ok());
+            QVERIFY2(std::equal(c->begin(), c->end(), d->begin()), qPrintable(QString("tracing changed the logits at %1").arg(i)));
+        }
+        std::vector<uint32_t> linear;
+        for (uint32_t l = 0; l < model.layers().size(); ++l)
+            if (model.layers()[l].mixer == TokenMixer::GatedDeltaNet) linear.push_back(l);
+        QVERIFY(!linear.empty() && linear.size() < model.layers().size());
+        QCOMPARE(log.norms.size(), linear.size() * seq.size());
+        double largest = 0.0;
+        for (uint32_t p = 0; p < seq.size(); ++p) {
+            QVERIFY(stepwise.eval(seq[p]).is_ok());
+            for (const uint32_t l : linear) {
+                const auto it = log.norms.find({l, p});
+                QVERIFY2(it != log.norms.end(), qPrintable(QString("no record of layer %1 at %2").arg(l).arg(p)));
+                QCOMPARE(it->second.size(), nv);
+                const std::span<const float> state = stepwise.linear_recurrent_state(l);
+                QCOMPARE(state.size(), nv * cells);
+                for (size_t j = 0; j < nv; ++j) {
+                    double ss = 0.0;
+                    for (size_t i = 0; i < cells; ++i) ss += double(state[j * cells + i]) * state[j * cells + i];
+                    const double want = std::sqrt(ss);
+                    largest = std::max(largest, want);
+                    QVERIFY2(std::abs(it->second[j] - want) <= 1e-5 * std::max(want, 1.0),
+                             qPrintable(QString("layer %1 head %2 at %3: %4, read back %5").arg(l).arg(j).arg(p).arg(it->second[j]).arg(want)));
+                    const float beta = log.betas[{l, p}][j], decay = log.decays[{l, p}][j];
+                    QVERIFY2(beta > 0.0f && beta < 1.0f, qPrintable(QString("beta %1").arg(beta)));
+                    QVERIFY2(decay > 0.0f && decay <= 1.0f, qPrintable(QString("decay %1").arg(decay)));
+                }
+            }
+        }
+        QVERIFY(largest > 0.0);  // the states were written
+        // The profiler's split of a linear layer: every step timed, within the mixer's time; none for full attention.
+        QCOMPARE(log.timings.size(), model.layers().size() * seq.size());
+        for (const LayerTiming& t : log.timings) {
+            const bool is_linear = std::find(linear.begin(), linear.end(), t.layer) != linear.end();
+            uint64_t sum = 0;
+            for (size_t s = 0; s < kDeltaNetSteps; ++s) {
+                QVERIFY2((t.deltanet_ns[s] > 0) == is_linear, qPrintable(QString("layer %1 step %2: %3 ns").arg(t.layer).arg(s).arg(t.deltanet_ns[s])));
+                sum += t.deltanet_ns[s];
+            }
+            QVERIFY2(sum <= t.attention_ns, qPrintable(QString("layer %1: steps %2 ns, mixer %3 ns").arg(t.layer).arg(sum).arg(t.attention_ns)));
+        }
+        QVERIFY(stepwise.linear_recurrent_state(0).empty() == (model.layers()[0].mixer != TokenMixer::GatedDeltaNet));
     }
 
     // Rewinding a hybrid (truncate to any earlier position, reset) must give what a fresh session gives: its

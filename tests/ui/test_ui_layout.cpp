@@ -100,7 +100,7 @@ private slots:
         QVERIFY2(QRect(QPoint(0, 0), w.size()).contains(bar), qPrintable(QStringLiteral("status bar at y %1..%2").arg(bar.top()).arg(bar.bottom())));
         QVERIFY(bar.height() >= status->fontMetrics().height());
         // Every dock's title.
-        QCOMPARE(w.docks().size(), 9);
+        QCOMPARE(w.docks().size(), 10);
         for (QDockWidget* d : w.docks()) {
             const QString problem = title_problem(w, d);
             QVERIFY2(problem.isEmpty(), qPrintable(problem));

@@ -11,6 +11,14 @@ using namespace colibri::test;
 
 namespace {
 
+// Distinct colours among every third pixel of every third row, counted up to 64.
+int sampled_colours(const QImage& image) {
+    QSet<QRgb> colours;
+    for (int y = 0; y < image.height() && colours.size() < 64; y += 3)
+        for (int x = 0; x < image.width() && colours.size() < 64; x += 3) colours.insert(image.pixel(x, y));
+    return static_cast<int>(colours.size());
+}
+
 struct Run {
     int exit_code = -1;
     QByteArray out, err;
@@ -57,11 +65,25 @@ private slots:
             QVERIFY2(!image.isNull(), qPrintable(path));
             QVERIFY2(image.width() >= 400 && image.height() >= 200, qPrintable(path));
             // A drawn view has text, tables and charts: many colours. A flat or blank grab has one or two.
-            QSet<QRgb> colours;
-            for (int y = 0; y < image.height() && colours.size() < 64; y += 3)
-                for (int x = 0; x < image.width() && colours.size() < 64; x += 3) colours.insert(image.pixel(x, y));
-            QVERIFY2(colours.size() >= 64, qPrintable(QStringLiteral("%1: only %2 colours").arg(path).arg(colours.size())));
+            const int colours = sampled_colours(image);
+            QVERIFY2(colours >= 64, qPrintable(QStringLiteral("%1: only %2 colours").arg(path).arg(colours)));
         }
+    }
+
+    // A Gated DeltaNet hybrid (the reference Qwen3-Next) adds the window with its recurrent states and the state view.
+    void hybrid_adds_the_state_view() {
+        const QString model = dir_.filePath(QStringLiteral("qwen3_next.bin"));
+        QCOMPARE(run_cli({"convert", reference(QStringLiteral("hf/qwen3_next/model")), "-o", model, "-q"}).exit_code, 0);
+        const QString shots = dir_.filePath(QStringLiteral("hybrid"));
+        const Run r = studio({"--screenshot", shots, "--geometry", "1280x720", model});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QStringList written;
+        for (const char* v : {"main", "main-state", "chat", "routing", "heatmap", "state", "analyses", "cache", "profiler", "kernels", "validator", "convert"})
+            written << QDir(shots).filePath(QString::fromLatin1(v) + QStringLiteral(".png"));
+        QCOMPARE(QString::fromUtf8(r.out).split('\n', Qt::SkipEmptyParts), written);
+        QCOMPARE(QImage(written[1]).size(), QSize(1280, 720));
+        // The state view is drawn: the heat scale's many colours.
+        QVERIFY2(sampled_colours(QImage(written[5])) >= 64, qPrintable(written[5]));
     }
 
     // The reference Mixtral has no tokenizer: the conversation is token ids. At 1920x1080 the window is that big.

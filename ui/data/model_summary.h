@@ -18,6 +18,11 @@ struct ModelSummary {
     int layers = 0;
     int moe_layers = 0;
     QVector<int> moe_layer_ids;  // the layers that route, ascending
+    // Gated DeltaNet hybrids: the linear-attention layers (ascending; the others are full attention) and their
+    // value heads, each with a recurrent state. Empty for every other family.
+    QVector<int> linear_layer_ids;
+    int linear_heads = 0;
+    bool is_linear(int layer) const { return linear_layer_ids.contains(layer); }
     int experts = 0;
     int active_experts = 0;
     int hidden_size = 0;

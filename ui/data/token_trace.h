@@ -3,12 +3,15 @@
 // from the engine thread to the UI thread by copy in queued signals.
 #pragma once
 #include <QMetaType>
+#include <array>
 #include <QString>
 #include <QStringList>
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "engine/core/trace.h"
 
 namespace colibri::studio {
 
@@ -26,6 +29,7 @@ struct LayerProfile {
     uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;  // experts_ns without the counter reads inside it
     uint64_t counter_ns = 0;         // reading the counters at this layer: the profiler's own cost
     std::vector<uint64_t> counters;  // empty when counters were off; else in CounterSet::names order
+    std::array<uint64_t, kDeltaNetSteps> deltanet_ns{};  // a Gated DeltaNet layer's attention_ns in its steps
 };
 
 // One of the most likely tokens where a generated token was sampled: the model's distribution (softmax of
@@ -61,6 +65,13 @@ struct LayerPrediction {
     std::vector<int32_t> experts;
 };
 
+// A Gated DeltaNet layer after this token, per value head: the recurrent state's Frobenius norm, the write
+// strength β and the decay the state was multiplied by before the write.
+struct LayerLinearState {
+    int layer = 0;
+    std::vector<float> norms, betas, decays;
+};
+
 struct CacheSnapshot;  // ui/cache_state.h
 
 struct ExpertCounters {
@@ -86,10 +97,16 @@ struct TokenTrace {
     std::vector<TokenAlternative> alternatives;  // generated tokens: the top 5 where it was sampled
     std::vector<LayerCacheStep> cache;             // with a RAM budget
     std::vector<LayerPrediction> predictions;      // with a RAM budget: MoE layers after the first
+    std::vector<LayerLinearState> linear_states;   // Gated DeltaNet layers, ascending
     // With a RAM budget, on the last position of each evaluation: every layer's slots after it (immutable, shared).
     std::shared_ptr<const CacheSnapshot> cache_state;
     TokenTime time() const;
 
+    const LayerLinearState* linear_state_at(int layer) const {
+        for (const LayerLinearState& s : linear_states)
+            if (s.layer == layer) return &s;
+        return nullptr;
+    }
     const LayerRouting* routing_at(int layer) const {
         for (const LayerRouting& r : routing)
             if (r.layer == layer) return &r;

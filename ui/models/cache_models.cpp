@@ -53,15 +53,33 @@ void CacheMapModel::set_state(std::shared_ptr<const CacheSnapshot> state, const 
     endResetModel();
 }
 
-int CacheMapModel::rowCount(const QModelIndex& parent) const {
-    return parent.isValid() || !state_ ? 0 : static_cast<int>(state_->layers.size());
+void CacheMapModel::set_wrap(int experts) {
+    experts = std::max(experts, 0);
+    if (experts == wrap_) return;
+    beginResetModel();
+    wrap_ = experts;
+    endResetModel();
 }
 
-int CacheMapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() || !state_ ? 0 : state_->n_experts; }
+int CacheMapModel::rows_per_layer() const { return wrap_ > 0 && state_ ? (state_->n_experts + wrap_ - 1) / wrap_ : 1; }
+
+std::pair<int, int> CacheMapModel::cell_at(int row, int column) const {
+    const int per = rows_per_layer(), e = (row % per) * (wrap_ > 0 ? wrap_ : 0) + column;
+    return {row / per, state_ && e < state_->n_experts ? e : -1};
+}
+
+int CacheMapModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() || !state_ ? 0 : static_cast<int>(state_->layers.size()) * rows_per_layer();
+}
+
+int CacheMapModel::columnCount(const QModelIndex& parent) const {
+    return parent.isValid() || !state_ ? 0 : wrap_ > 0 ? std::min(wrap_, state_->n_experts) : state_->n_experts;
+}
 
 QVariant CacheMapModel::data(const QModelIndex& index, int role) const {
     if (!state_ || !index.isValid()) return {};
-    const int li = index.row(), e = index.column();
+    const auto [li, e] = cell_at(index.row(), index.column());
+    if (e < 0) return {};
     const size_t i = state_->index(li, e);
     const CacheCell cell = state_->cell[i];
     const float max = state_->max_heat(li);
@@ -90,7 +108,11 @@ QVariant CacheMapModel::data(const QModelIndex& index, int role) const {
 QVariant CacheMapModel::headerData(int section, Qt::Orientation o, int role) const {
     if (role != Qt::DisplayRole || !state_) return {};
     if (o == Qt::Horizontal) return section;
-    return tr("L%1").arg(state_->layers[static_cast<size_t>(section)]);
+    // A wrapped layer: its number on its first row, the experts' offset on every row ("L3 +0", "+64").
+    const auto [li, first] = cell_at(section, 0);
+    const QString layer = tr("L%1").arg(state_->layers[static_cast<size_t>(li)]);
+    if (wrap_ == 0) return layer;
+    return first == 0 ? layer + QStringLiteral(" +0") : QStringLiteral("+%1").arg(first);
 }
 
 void CacheLayerTotals::add(const LayerCacheStep& s) {

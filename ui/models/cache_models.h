@@ -30,6 +30,12 @@ public:
     // trace: the token whose experts are marked (may be null).
     void set_state(std::shared_ptr<const CacheSnapshot> state, const TokenTrace* trace);
     const CacheSnapshot* state() const { return state_.get(); }
+    // Hundreds of experts: each layer's experts in rows of `experts` (0: one row per layer); row r of a wrapped
+    // layer holds experts r·experts + column.
+    void set_wrap(int experts);
+    int wrap() const { return wrap_; }
+    // The layer index (into the snapshot's layers) and expert of a cell; expert -1 past the last expert.
+    std::pair<int, int> cell_at(int row, int column) const;
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -38,7 +44,9 @@ public:
 
 private:
     std::shared_ptr<const CacheSnapshot> state_;
+    int rows_per_layer() const;
     std::vector<uint8_t> chosen_;  // [layer index * n_experts + expert]
+    int wrap_ = 0;
 };
 
 // What the cache did at each MoE layer over the conversation (sums of the traces' LayerCacheSteps).

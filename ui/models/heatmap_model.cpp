@@ -4,17 +4,50 @@
 
 namespace colibri::studio {
 
+namespace {
+QString expert_label(int first, int last) {
+    return first == last ? QObject::tr("expert %1").arg(first) : QObject::tr("experts %1–%2").arg(first).arg(last);
+}
+}  // namespace
+
 void HeatmapModel::set_usage(const ExpertUsage& usage) {
     // Same shape: update in place so views keep their selection and scroll position.
     const bool same_shape = usage.layers == usage_.layers && usage.experts == usage_.experts;
     if (!same_shape) beginResetModel();
     usage_ = usage;
-    max_ = usage_.max_count();
+    update_max();
     if (!same_shape) {
         endResetModel();
     } else if (rowCount() > 0 && columnCount() > 0) {
         emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
     }
+}
+
+void HeatmapModel::set_bin(int experts) {
+    experts = std::max(experts, 1);
+    if (experts == bin_) return;
+    beginResetModel();
+    bin_ = experts;
+    update_max();
+    endResetModel();
+}
+
+void HeatmapModel::set_linear_layers(const QVector<int>& layers) {
+    linear_ = layers;
+    if (rowCount() > 0) emit headerDataChanged(Qt::Vertical, 0, rowCount() - 1);
+}
+
+int HeatmapModel::count(int row, int column) const {
+    const std::vector<int>& counts = usage_.counts[static_cast<size_t>(row)];
+    int sum = 0;
+    for (int e = first_expert(column); e <= last_expert(column); ++e) sum += counts[static_cast<size_t>(e)];
+    return sum;
+}
+
+void HeatmapModel::update_max() {
+    max_ = 0;
+    for (int r = 0; r < rowCount(); ++r)
+        for (int c = 0; c < columnCount(); ++c) max_ = std::max(max_, count(r, c));
 }
 
 QString HeatmapModel::to_csv() const {
@@ -30,12 +63,12 @@ QString HeatmapModel::to_csv() const {
 }
 
 int HeatmapModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(usage_.layers.size()); }
-int HeatmapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : usage_.experts; }
+int HeatmapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : (usage_.experts + bin_ - 1) / bin_; }
 
 QVariant HeatmapModel::data(const QModelIndex& index, int role) const {
     if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
     const size_t row = static_cast<size_t>(index.row());
-    const int count = usage_.counts[row][static_cast<size_t>(index.column())];
+    const int count = this->count(index.row(), index.column());
     const LayerBalance b = usage_.balance(row);
     const double share = b.selections > 0 ? static_cast<double>(count) / b.selections : 0.0;
     const double intensity = max_ > 0 ? static_cast<double>(count) / max_ : 0.0;
@@ -48,16 +81,28 @@ QVariant HeatmapModel::data(const QModelIndex& index, int role) const {
     case Qt::ForegroundRole: return text_color_on(heat_color(intensity));
     case Qt::TextAlignmentRole: return int(Qt::AlignCenter);
     case Qt::ToolTipRole:
-        return tr("layer %1, expert %2: %3 of %4 selections (%5%) over %6 tokens")
-            .arg(usage_.layers[row]).arg(index.column()).arg(count).arg(b.selections).arg(share * 100.0, 0, 'f', 1).arg(usage_.tokens);
+        return tr("layer %1, %2: %3 of %4 selections (%5%) over %6 tokens")
+            .arg(usage_.layers[row]).arg(expert_label(first_expert(index.column()), last_expert(index.column())))
+            .arg(count).arg(b.selections).arg(share * 100.0, 0, 'f', 1).arg(usage_.tokens);
     default: return {};
     }
 }
 
 QVariant HeatmapModel::headerData(int section, Qt::Orientation o, int role) const {
-    if (role != Qt::DisplayRole) return {};
-    if (o == Qt::Horizontal) return QStringLiteral("E%1").arg(section);
-    return section >= 0 && section < rowCount() ? QVariant(tr("layer %1").arg(usage_.layers[static_cast<size_t>(section)])) : QVariant();
+    if (o == Qt::Horizontal) {
+        if (section < 0 || section >= columnCount()) return {};
+        const int first = first_expert(section), last = last_expert(section);
+        if (role == Qt::DisplayRole) return first == last ? QStringLiteral("E%1").arg(first) : QStringLiteral("%1–%2").arg(first).arg(last);
+        if (role == Qt::ToolTipRole) return expert_label(first, last);
+        return {};
+    }
+    if (section < 0 || section >= rowCount()) return {};
+    const int layer = usage_.layers[static_cast<size_t>(section)];
+    if (role == Qt::DisplayRole)
+        return linear_.isEmpty() ? tr("layer %1").arg(layer) : tr("layer %1 %2").arg(layer).arg(linear_.contains(layer) ? tr("linear") : tr("full"));
+    if (role == Qt::ToolTipRole && !linear_.isEmpty())
+        return linear_.contains(layer) ? tr("layer %1: Gated DeltaNet linear attention").arg(layer) : tr("layer %1: full attention").arg(layer);
+    return {};
 }
 
 BalanceModel::BalanceModel(QObject* parent) : TableModel(parent) {

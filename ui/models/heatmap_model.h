@@ -1,7 +1,10 @@
 // Layers × experts activation counts over a span (HeatmapModel), and per layer the load-balance figures
-// (BalanceModel): both views of one ExpertUsage, with CSV for export.
+// (BalanceModel): both views of one ExpertUsage, with CSV for export. With hundreds of experts the heatmap's
+// columns can each sum a bin of neighbouring experts, so that a layer's whole row fits on screen.
 #pragma once
 #include <QAbstractTableModel>
+#include <QVector>
+#include <algorithm>
 
 #include "ui/models/table_model.h"
 #include "ui/trace_stats.h"
@@ -16,6 +19,18 @@ public:
     using QAbstractTableModel::QAbstractTableModel;
     void set_usage(const ExpertUsage& usage);
     const ExpertUsage& usage() const { return usage_; }
+    // Experts per column (1: one column per expert); the last bin may hold fewer.
+    void set_bin(int experts);
+    int bin() const { return bin_; }
+    // The experts of a column: [first, last].
+    int first_expert(int column) const { return column * bin_; }
+    int last_expert(int column) const { return std::min((column + 1) * bin_, usage_.experts) - 1; }
+    // A column's count at a row: its experts' counts summed.
+    int count(int row, int column) const;
+    // The largest cell (the colour scale's top).
+    int max_cell() const { return max_; }
+    // Hybrids: the Gated DeltaNet layers, so each row says which kind of token mixer its layer has.
+    void set_linear_layers(const QVector<int>& layers);
     // "layer,E0,E1,..." then one row of counts per MoE layer.
     QString to_csv() const;
 
@@ -25,8 +40,11 @@ public:
     QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
 
 private:
+    void update_max();
     ExpertUsage usage_;
+    int bin_ = 1;
     int max_ = 0;
+    QVector<int> linear_;
 };
 
 class BalanceModel : public TableModel {

@@ -15,6 +15,9 @@ void ModelSummaryModel::set_summary(const ModelSummary& s) {
     rows_.push_back({tr("file"), QFileInfo(s.path).fileName()});
     rows_.push_back({tr("family"), s.family});
     rows_.push_back({tr("layers"), QStringLiteral("%1 (%2 MoE)").arg(s.layers).arg(s.moe_layers)});
+    if (!s.linear_layer_ids.isEmpty())
+        rows_.push_back({tr("token mixers"), tr("%1 Gated DeltaNet (%2 heads), %3 full attention")
+                                                 .arg(s.linear_layer_ids.size()).arg(s.linear_heads).arg(s.layers - s.linear_layer_ids.size())});
     rows_.push_back({tr("experts"), QString::number(s.experts)});
     rows_.push_back({tr("active experts"), QString::number(s.active_experts)});
     rows_.push_back({tr("hidden size"), QString::number(s.hidden_size)});

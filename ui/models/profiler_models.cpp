@@ -1,5 +1,6 @@
 #include "ui/models/profiler_models.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace colibri::studio {
@@ -25,7 +26,36 @@ void LayerProfileModel::declare_columns() {
                                 stage(tr("counter reads µs"), CounterReads)};
     for (int i = 0; i < counters_.size(); ++i)
         columns.push_back(number(tr("%1 / token").arg(counters_[i]), [this, i](int row) { return mean_counter(row, i); }, 0, compact_number));
+    if (steps_) {
+        const char* names[kDeltaNetSteps] = {QT_TR_NOOP("in proj µs"), QT_TR_NOOP("conv µs"), QT_TR_NOOP("gates µs"),
+                                              QT_TR_NOOP("delta rule µs"), QT_TR_NOOP("gated norm µs"), QT_TR_NOOP("out proj µs")};
+        for (size_t i = 0; i < kDeltaNetSteps; ++i) {
+            const auto step = static_cast<DeltaNetStep>(i);
+            // Blank for a full-attention layer: it has no such step.
+            const auto linear = [this](int row) {
+                const auto& ns = totals_.per_layer[static_cast<size_t>(row)].deltanet_ns;
+                return std::any_of(ns.begin(), ns.end(), [](uint64_t v) { return v > 0; });
+            };
+            columns.push_back({tr(names[i]),
+                               [this, step, linear](int row) { return linear(row) ? QVariant(QString::number(mean_step_us(row, step), 'f', 1)) : QVariant(); },
+                               [this, step](int row) { return QVariant(mean_step_us(row, step)); }});
+        }
+    }
     set_columns(std::move(columns));
+}
+
+void LayerProfileModel::set_deltanet_steps(bool on) {
+    if (on == steps_) return;
+    beginResetModel();
+    steps_ = on;
+    declare_columns();
+    endResetModel();
+}
+
+double LayerProfileModel::mean_step_us(int row, DeltaNetStep step) const {
+    if (row < 0 || row >= rowCount()) return 0.0;
+    const StageTotals& s = totals_.per_layer[static_cast<size_t>(row)];
+    return s.tokens > 0 ? static_cast<double>(s.deltanet_ns[static_cast<size_t>(step)]) / s.tokens / 1e3 : 0.0;
 }
 
 void LayerProfileModel::set_counter_names(const QStringList& names) {

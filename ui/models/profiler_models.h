@@ -1,7 +1,8 @@
 // The profiler's tables: per layer the mean time per token in attention, router and experts, what reading the
 // counters cost there, and the mean counter deltas per token (LayerProfileModel); per activated expert the
 // activations and the mean counter deltas per activation (ExpertCounterModel); per token where its time went
-// (TokenTimeModel). Counter columns follow the loaded model's CounterSet.
+// (TokenTimeModel). Counter columns follow the loaded model's CounterSet; a Gated DeltaNet hybrid's layer table ends
+// with the linear layers' mixer in its steps (input projections, conv, gates, delta rule, gated norm, output projection).
 #pragma once
 #include <QStringList>
 
@@ -17,6 +18,11 @@ public:
 
     explicit LayerProfileModel(QObject* parent = nullptr);
     void set_counter_names(const QStringList& names);
+    // Whether the step columns follow the counters (a hybrid model); they come after FirstCounter + the counters.
+    void set_deltanet_steps(bool on);
+    int first_step_column() const { return FirstCounter + static_cast<int>(counters_.size()); }
+    // Mean microseconds per token of a Gated DeltaNet step in a row (0 for another layer).
+    double mean_step_us(int row, DeltaNetStep step) const;
     void set_totals(const ProfileTotals& totals);
     // Mean microseconds per token of a stage column (Attention, Router, Experts, Total, CounterReads) in a row.
     double mean_us(int row, int column) const;
@@ -28,6 +34,7 @@ private:
     int rows() const override { return static_cast<int>(totals_.layers.size()); }
     void declare_columns();
     QStringList counters_;
+    bool steps_ = false;
     ProfileTotals totals_;
 };
 

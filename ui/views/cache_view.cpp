@@ -186,7 +186,19 @@ void CacheView::set_model(const ModelSummary& model) {
 }
 
 void CacheView::fit_cells() {
-    // Cells as large as the view allows (square-ish, 12 to 44 pixels); a model with many experts scrolls.
+    // Hundreds of experts: each layer wraps into rows of the most experts (a power of two, 16 to 64) that fit at
+    // 12 pixels, so the map scrolls down by layer instead of sideways.
+    const int experts = map_.state() ? map_.state()->n_experts : 0;
+    if (experts > kWrapAbove) {
+        const int room = map_table_->width() - map_table_->verticalHeader()->width() - 8 -
+                         map_table_->style()->pixelMetric(QStyle::PM_ScrollBarExtent);
+        int wrap = 64;
+        while (wrap > 16 && wrap * 12 > room) wrap /= 2;
+        map_.set_wrap(wrap);
+    } else {
+        map_.set_wrap(0);
+    }
+    // Cells as large as the view allows (square-ish, 12 to 44 pixels).
     const int cols = std::max(map_.columnCount(), 1), rows = std::max(map_.rowCount(), 1);
     const int label = map_table_->verticalHeader()->width() + 4;
     const int avail_h = map_table_->height() - map_table_->horizontalHeader()->height() - 4;
@@ -195,6 +207,10 @@ void CacheView::fit_cells() {
     const int w = std::clamp((map_table_->width() - label - 4 - bar) / cols, 12, 44);
     const int h = std::clamp(avail_h / rows, 12, std::max(w, 18));
     map_table_->horizontalHeader()->setDefaultSectionSize(w);
+    // Two- and three-digit expert numbers over narrow cells: a face small enough that they do not run together.
+    QFont numbers = map_table_->font();
+    if (w < 20 && map_.columnCount() > 10) numbers.setPixelSize(w < 16 ? 7 : 9);
+    map_table_->horizontalHeader()->setFont(numbers);
     map_table_->verticalHeader()->setDefaultSectionSize(h);
 }
 

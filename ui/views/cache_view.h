@@ -37,6 +37,7 @@ public:
     void set_model(const ModelSummary& model);
 
     CacheMapModel* map_model() { return &map_; }
+    static constexpr int kWrapAbove = 64;  // experts per layer beyond which the map wraps each layer into rows
     CacheLayersModel* layers_model() { return &layers_; }
     QLabel* summary_label() const { return summary_; }
     QTableView* map_table() const { return map_table_; }

@@ -1,6 +1,7 @@
 // The expert heatmap: layers × experts activation counts over the conversation or a span of it, on a colour
 // scale with its legend, tooltips with counts and shares, load-balance figures per layer (entropy,
-// max/mean), and export as PNG and CSV.
+// max/mean), and export as PNG and CSV. Hundreds of experts are binned (experts per column, by default as few as
+// fit the width) so a layer's row reads at a glance; one column per expert scrolls.
 #pragma once
 #include <QImage>
 #include <QTimer>
@@ -10,6 +11,7 @@
 #include "ui/data/model_summary.h"
 
 class QCheckBox;
+class QComboBox;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -21,14 +23,14 @@ class HeatLegend : public QWidget {
     Q_OBJECT
 public:
     using QWidget::QWidget;
-    void set_max(int max);
+    void set_max(double max);
     QSize sizeHint() const override { return {70, 160}; }
 
 protected:
     void paintEvent(QPaintEvent*) override;
 
 private:
-    int max_ = 0;
+    double max_ = 0;
 };
 
 class HeatmapView : public QWidget {
@@ -50,8 +52,22 @@ public:
     Status export_csv(const QString& path) const;
     // Recomputes now (it is otherwise batched while tokens stream in).
     void refresh();
+    // Experts per column; 0 fits the width (the fewest per column, a power of two, that need no scrolling).
+    void set_bin(int experts);
+    QComboBox* bin_box() const { return bin_; }
+    static constexpr int kCellWidth = 34;  // pixels per column (wider when fitting binned experts)
+
+    // "Fit width" for a table `width` pixels wide: experts per column and the columns' width.
+    std::pair<int, int> fit(int width) const;
+    // The narrowest column that shows its label with `bin` experts per column.
+    int min_section(int bin) const;
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* e) override;
 
 private:
+    void apply_bin();
+    QFont header_font(int bin) const;
     void schedule();
     void export_png_dialog();
     void export_csv_dialog();
@@ -62,6 +78,7 @@ private:
     int experts_ = 0;
     QSpinBox *from_ = nullptr, *to_ = nullptr;
     QCheckBox* generated_only_ = nullptr;
+    QComboBox* bin_ = nullptr;
     QTableView* table_ = nullptr;
     QTableView* balance_table_ = nullptr;
     HeatLegend* legend_ = nullptr;

@@ -38,6 +38,7 @@
 #include "ui/views/convert_dialog.h"
 #include "ui/views/elided_label.h"
 #include "ui/views/heatmap_view.h"
+#include "ui/views/state_view.h"
 #include "ui/views/kernels_view.h"
 #include "ui/views/profiler_view.h"
 #include "ui/views/routing_view.h"
@@ -50,7 +51,7 @@ constexpr int kRecentFiles = 8;
 // Files up to this size are verified as soon as they load (well under a second of hashing, pages mostly cached).
 constexpr quint64 kAutoVerifyBytes = quint64(1) << 30;
 // saveState()'s version: layouts saved by an older arrangement of the docks are not restored.
-constexpr int kLayoutVersion = 3;
+constexpr int kLayoutVersion = 4;  // 4: the Recurrent state dock
 }  // namespace
 
 bool is_model_file(const QString& path) {
@@ -105,6 +106,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     validator_view_ = new ValidatorView;
     analysis_view_ = new AnalysisView(&conversation_);
     cache_view_ = new CacheView(&conversation_);
+    state_view_ = new StateView(&conversation_);
 
     QDockWidget* model = add_dock(summary_view_, tr("Model"), QStringLiteral("model"), Qt::LeftDockWidgetArea);
     QDockWidget* settings = add_dock(chat_view_->settings_panel(), tr("Chat settings"), QStringLiteral("settings"), Qt::LeftDockWidgetArea);
@@ -117,7 +119,9 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     QDockWidget* kern = add_dock(kernels_view_, tr("Kernels"), QStringLiteral("kernels"), Qt::BottomDockWidgetArea);
     QDockWidget* valid = add_dock(validator_view_, tr("Validator"), QStringLiteral("validator"), Qt::BottomDockWidgetArea);
     QDockWidget* cache = add_dock(cache_view_, tr("Expert cache"), QStringLiteral("cache"), Qt::BottomDockWidgetArea);
-    tabifyDockWidget(heat, analysis);
+    QDockWidget* state = add_dock(state_view_, tr("Recurrent state"), QStringLiteral("state"), Qt::BottomDockWidgetArea);
+    tabifyDockWidget(heat, state);
+    tabifyDockWidget(state, analysis);
     tabifyDockWidget(analysis, cache);
     tabifyDockWidget(cache, prof);
     tabifyDockWidget(prof, kern);
@@ -394,6 +398,7 @@ void MainWindow::on_loaded(const ModelSummary& summary, const CounterSet& counte
     profiler_view_->set_model(summary, counters);
     analysis_view_->set_model(summary);
     cache_view_->set_model(summary);
+    state_view_->set_model(summary);
     kernels_view_->set_model_loaded(!summary.remote);
     chat_view_->model_changed();
     loaded_path_ = summary.path;

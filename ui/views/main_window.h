@@ -1,7 +1,7 @@
 // The main window: the chat in the middle (with a banner above it for what needs the user's attention), every
-// other view in a dock (model and chat settings on the left, routing on the right, heatmap, profiler, kernels,
-// validator and routing analyses tabbed below); File, Chat and View menus with keyboard shortcuts; drag and
-// drop of model files. The layout fits 1280×720 and scales up: no text widens the window, View ▸ Reset layout
+// other view in a dock (model and chat settings on the left, routing on the right, heatmap, recurrent state,
+// profiler, kernels, validator and routing analyses tabbed below); File, Chat and View menus with keyboard
+// shortcuts; drag and drop of model files. The layout fits 1280×720 and scales up: no text widens the window, View ▸ Reset layout
 // restores the default, and a saved layout that does not fit the screen is repaired when it is restored.
 #pragma once
 #include <QByteArray>
@@ -34,6 +34,7 @@ class HeatmapView;
 class KernelsView;
 class ProfilerView;
 class RoutingView;
+class StateView;
 class ThemeManager;
 class ValidatorView;
 
@@ -77,6 +78,7 @@ public:
     ValidatorView* validator_view() const { return validator_view_; }
     AnalysisView* analysis_view() const { return analysis_view_; }
     CacheView* cache_view() const { return cache_view_; }
+    StateView* state_view() const { return state_view_; }
     Banner* banner() const { return banner_; }
     ThemeManager* theme() const { return theme_; }
     QLabel* model_label() const;
@@ -154,6 +156,7 @@ private:
     ValidatorView* validator_view_ = nullptr;
     AnalysisView* analysis_view_ = nullptr;
     CacheView* cache_view_ = nullptr;
+    StateView* state_view_ = nullptr;
     QTableView* summary_view_ = nullptr;
     ConvertDialog* convert_ = nullptr;
     bool open_after_convert_ = false;

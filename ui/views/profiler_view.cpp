@@ -167,8 +167,9 @@ void ProfilerView::set_counting(Counting mode) {
     if (i >= 0 && i != counting_->currentIndex()) counting_->setCurrentIndex(i);
 }
 
-void ProfilerView::set_model(const ModelSummary&, const CounterSet& counters) {
+void ProfilerView::set_model(const ModelSummary& model, const CounterSet& counters) {
     counter_set_ = counters;
+    layers_.set_deltanet_steps(!model.linear_layer_ids.isEmpty());
     layers_.set_counter_names(counters.names);
     counter_->blockSignals(true);
     counter_->clear();

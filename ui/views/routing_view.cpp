@@ -12,6 +12,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <numeric>
 
 #include "ui/colors.h"
 #include "ui/views/bar_chart.h"
@@ -41,7 +42,8 @@ void DistributionDelegate::paint(QPainter* painter, const QStyleOptionViewItem& 
 
 QSize DistributionDelegate::sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const {
     const int n = static_cast<int>(index.data(RoutingTableModel::ProbsRole).value<QList<float>>().size());
-    return QSize(std::max(120, n * 6), std::max(QStyledItemDelegate::sizeHint(option, index).height(), 26));
+    // Six pixels per expert up to 64 experts; more squeeze into 384 (a sparkline: the chart below has the detail).
+    return QSize(std::clamp(n * 6, 120, 384), std::max(QStyledItemDelegate::sizeHint(option, index).height(), 26));
 }
 
 RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
@@ -139,11 +141,7 @@ void RoutingView::set_model(const ModelSummary& model) {
     layer_->clear();
     for (int l : model.moe_layer_ids) layer_->addItem(tr("layer %1").arg(l), l);
     layer_->blockSignals(false);
-    QStringList chips;
-    for (int e = 0; e < model.experts; ++e)
-        chips << QStringLiteral("<span style='background:%1; color:%2'>&nbsp;E%3&nbsp;</span>")
-                     .arg(expert_color(e).name(), text_color_on(expert_color(e)).name()).arg(e);
-    legend_->setText(chips.join(QLatin1Char(' ')));
+    update_legend();
 
     show_distribution(-1);
     show_selected();
@@ -168,7 +166,16 @@ void RoutingView::show_distribution(int row) {
     QStringList categories;
     BarChart::Series s;
     double top = 0.0;
-    for (int e = 0; e < model_.experts; ++e) {
+    // Hundreds of experts do not fit as bars: the most likely ones, by descending probability, are charted instead.
+    std::vector<int> order(static_cast<size_t>(std::max(model_.experts, 0)));
+    std::iota(order.begin(), order.end(), 0);
+    const bool ranked = model_.experts > kChartAllExperts;
+    if (ranked) {
+        auto prob = [r](int e) { return r && static_cast<size_t>(e) < r->probs.size() ? r->probs[static_cast<size_t>(e)] : 0.0f; };
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob(a) > prob(b); });
+        order.resize(kChartedExperts);
+    }
+    for (const int e : order) {
         categories << QStringLiteral("E%1").arg(e);
         const double p = r && static_cast<size_t>(e) < r->probs.size() ? r->probs[static_cast<size_t>(e)] : 0.0;
         const bool chosen = r && std::find(r->experts.begin(), r->experts.end(), e) != r->experts.end();
@@ -177,7 +184,10 @@ void RoutingView::show_distribution(int row) {
         top = std::max(top, p);
     }
     chart_->set_fixed_range(0.0, top > 0 ? std::min(1.0, top * 1.2) : 1.0);
-    chart_->set_title(r ? tr("Router distribution at layer %1 (chosen in colour)").arg(r->layer) : tr("Router distribution"));
+    chart_->set_title(!r ? tr("Router distribution")
+                      : ranked ? tr("Router distribution at layer %1: the %2 most likely of %3 experts (chosen in colour)")
+                                     .arg(r->layer).arg(kChartedExperts).arg(model_.experts)
+                               : tr("Router distribution at layer %1 (chosen in colour)").arg(r->layer));
     chart_->set_data(categories, r ? QVector<BarChart::Series>{s} : QVector<BarChart::Series>{});
 }
 
@@ -187,6 +197,10 @@ QList<qreal> RoutingView::chart_values() const {
     for (double x : chart_->series().front().values) v << x;
     return v;
 }
+
+QStringList RoutingView::chart_categories() const { return chart_->categories(); }
+
+QString RoutingView::legend_text() const { return legend_->text(); }
 
 int RoutingView::text_layer() const { return layer_->currentIndex() >= 0 ? layer_->currentData().toInt() : -1; }
 
@@ -244,6 +258,36 @@ void RoutingView::append_text() {
         c.insertText(t.trace.text, f);
     }
     c.endEditBlock();
+    if (model_.experts > kChartAllExperts) update_legend();
+}
+
+namespace {
+QString expert_chip(int e, const QString& suffix = {}) {
+    return QStringLiteral("<span style='background:%1; color:%2'>&nbsp;E%3%4&nbsp;</span>")
+        .arg(expert_color(e).name(), text_color_on(expert_color(e)).name()).arg(e).arg(suffix);
+}
+}  // namespace
+
+void RoutingView::update_legend() {
+    QStringList chips;
+    if (model_.experts <= kChartAllExperts) {
+        for (int e = 0; e < model_.experts; ++e) chips << expert_chip(e);
+        legend_->setText(chips.join(QLatin1Char(' ')));
+        return;
+    }
+    // Hundreds of experts would fill the view with chips: the text's first experts at the layer, most frequent first.
+    std::vector<std::pair<int, int>> counts(static_cast<size_t>(model_.experts));  // (-count, expert)
+    for (int e = 0; e < model_.experts; ++e) counts[static_cast<size_t>(e)] = {0, e};
+    int distinct = 0;
+    for (const ConversationToken& t : conversation_->tokens())
+        if (const LayerRouting* r = t.trace.routing_at(text_layer()); r && !r->experts.empty() && r->experts.front() < model_.experts)
+            distinct += counts[static_cast<size_t>(r->experts.front())].first-- == 0;
+    std::sort(counts.begin(), counts.end());
+    for (size_t i = 0; i < counts.size() && i < size_t(kLegendExperts) && counts[i].first < 0; ++i)
+        chips << expert_chip(counts[i].second, QStringLiteral(" ×%1").arg(-counts[i].first));
+    legend_->setText(distinct == 0 ? tr("No routed tokens at this layer yet.")
+                                   : tr("%1 of %2 experts come first here; the most frequent: %3")
+                                         .arg(distinct).arg(model_.experts).arg(chips.join(QLatin1Char(' '))));
 }
 
 QColor RoutingView::text_background(int position) const {

@@ -48,8 +48,14 @@ public:
     // The layer the text is coloured by, -1 before a model is loaded.
     int text_layer() const;
     void set_text_layer(int layer);
-    // Router probabilities the chart shows (chosen and other experts together), in expert order.
+    // Router probabilities the chart shows (chosen and other experts together), in expert order; beyond
+    // kChartAllExperts experts the kChartedExperts most likely, by descending probability.
     QList<qreal> chart_values() const;
+    QStringList chart_categories() const;
+    static constexpr int kChartAllExperts = 64, kChartedExperts = 32;
+    // Beyond kChartAllExperts the legend lists the text's most frequent first experts only, at most this many.
+    static constexpr int kLegendExperts = 24;
+    QString legend_text() const;
     // Background of the token at position in the coloured text; invalid when it has none.
     QColor text_background(int position) const;
     // Renders pending changes now (they are otherwise batched while tokens stream in).
@@ -60,6 +66,7 @@ private:
     void show_distribution(int row);
     void render_text();  // the whole text again
     void append_text();  // positions evaluated since the last call
+    void update_legend();  // the expert colours (with many experts: those the text shows)
     void on_anchor(const QUrl& url);
 
     Conversation* conversation_;

@@ -19,6 +19,7 @@
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"
 #include "ui/views/routing_view.h"
+#include "ui/views/state_view.h"
 #include "ui/views/validator_view.h"
 
 namespace colibri::studio {
@@ -160,6 +161,7 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     w.profiler_view()->refresh();
     w.analysis_view()->refresh();
     w.cache_view()->refresh();
+    w.state_view()->refresh();
     {
         SignalWaiter replayed(w.cache_view(), &CacheView::replayFinished);
         w.cache_view()->replay();
@@ -175,15 +177,23 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
         return Status::ok();
     };
     COLIBRI_TRY(shot(&w, QStringLiteral("main")));
+    // A hybrid: the whole window again with its recurrent states in the bottom dock.
+    if (w.state_view()->hybrid()) {
+        w.dock_of(w.state_view())->raise();
+        COLIBRI_TRY(shot(&w, QStringLiteral("main-state")));
+        w.dock_of(w.heatmap_view())->raise();
+    }
     // Each docked view alone, floated to a readable size; the chat with the docks out of the way.
     const QList<QDockWidget*> docks = w.findChildren<QDockWidget*>();
     for (QDockWidget* d : docks)
         if (d->objectName() != QLatin1String("settings")) d->hide();
     COLIBRI_TRY(shot(&w, QStringLiteral("chat")));
     for (QDockWidget* d : docks) d->hide();
-    const std::pair<QWidget*, const char*> views[] = {{w.routing_view(), "routing"}, {w.heatmap_view(), "heatmap"},
-                                                      {w.analysis_view(), "analyses"}, {w.cache_view(), "cache"}, {w.profiler_view(), "profiler"},
-                                                      {w.kernels_view(), "kernels"}, {w.validator_view(), "validator"}};
+    // The recurrent states only where the model has them (elsewhere the view is a note).
+    std::vector<std::pair<QWidget*, const char*>> views = {{w.routing_view(), "routing"}, {w.heatmap_view(), "heatmap"},
+                                                           {w.analysis_view(), "analyses"}, {w.cache_view(), "cache"}, {w.profiler_view(), "profiler"},
+                                                           {w.kernels_view(), "kernels"}, {w.validator_view(), "validator"}};
+    if (w.state_view()->hybrid()) views.insert(views.begin() + 2, {w.state_view(), "state"});
     const QSize view_size(o.geometry.width(), std::max(400, o.geometry.height() * 3 / 4));
     for (const auto& [view, name] : views) {
         QDockWidget* d = w.dock_of(view);
