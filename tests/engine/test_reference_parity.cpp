@@ -6,6 +6,7 @@
 #include <QtTest>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "../test_support.h"
 #include "engine/core/model.h"
@@ -17,6 +18,16 @@ using namespace colibri::test;
 namespace {
 // The families of transformers 5.2's third reference set that run on softmax or latent attention.
 constexpr const char* kLateFamilies[] = {"minimax_m2", "glm4_moe_lite"};
+
+// The sanitized tree looks for memory errors, which do not depend on the numbers: there it skips the rows that only
+// repeat a path with other numbers (a hub spelling's f16 file, bit-identity over more weight types and repeated
+// runs), which the release tree checks in full. They were 5 of this suite's 9 minutes under ASan on the 2-core VM,
+// the suite the sanitized ctest waited on longest.
+#ifdef COLIBRI_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
 }  // namespace
 
 struct Tolerance {
@@ -162,13 +173,14 @@ private slots:
             // f16 state drifts further over a generation: greedy ids are compared up to the first step whose reference
             // margin is below 0.1 (qwen3_next's step 9, a gap of 0.084, flips in f16).
             const bool hybrid = QString(fam).startsWith("qwen3_next") || QString(fam).startsWith("qwen3_5_moe");
+            if (kSanitized && QString(fam).endsWith("/hub")) continue;  // the same f16 path as the family's own row
             QTest::newRow(qPrintable(QString(fam) + "/f16")) << QString(fam) << "f16" << (hybrid ? 2.5e-2 : 1e-2) << (hybrid ? 3e-3 : 1e-3)
                                                              << (hybrid ? 0.1 : 0.0);
         }
         for (const char* late : kLateFamilies)
-            for (const QString fam : {QString(late), QString(late) + "/hub"}) {
+            for (const QString& fam : {QString(late), QString(late) + "/hub"}) {
                 QTest::newRow(qPrintable(fam + "/f32")) << fam << "f32" << 1e-3 << 1e-4 << 0.0;
-                QTest::newRow(qPrintable(fam + "/f16")) << fam << "f16" << 1e-2 << 1e-3 << 0.0;
+                if (!(kSanitized && fam.endsWith("/hub"))) QTest::newRow(qPrintable(fam + "/f16")) << fam << "f16" << 1e-2 << 1e-3 << 0.0;
             }
     }
 
@@ -262,7 +274,8 @@ private slots:
         QTest::addColumn<QString>("type");
         for (const char* fam : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_moe"})
             for (const char* type : {"f32", "f16", "bf16", "q8_0"})
-                QTest::newRow(qPrintable(QString(fam) + "/" + type)) << QString(fam) << QString(type);
+                if (!kSanitized || type == std::string_view("f32") || type == std::string_view("q8_0"))  // float and integer paths
+                    QTest::newRow(qPrintable(QString(fam) + "/" + type)) << QString(fam) << QString(type);
         for (const char* fam : kLateFamilies)
             for (const char* type : {"f32", "q8_0"}) QTest::newRow(qPrintable(QString(fam) + "/" + type)) << QString(fam) << QString(type);
     }
@@ -276,6 +289,7 @@ private slots:
         QByteArray first;
         int run = 0;
         for (const char* threads : {"1", "2", "2", "1"}) {
+            if (kSanitized && run == 2) break;  // -t 1 against -t 2 once
             const QString out = dir_.filePath(QString("det-%1-%2-%3.f32").arg(family, type).arg(run++));
             const CliResult r = run_cli({"logits", "-m", model, "--tokens", ids, "-t", threads, "--out", out});
             QVERIFY2(r.exit_code == 0, r.err.constData());
