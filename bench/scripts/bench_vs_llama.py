@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """colibri bench vs llama-bench on the benchmark model (docs/PERFORMANCE.md), side by side in one session.
 
-usage: bench/scripts/bench_vs_llama.py COLIBRI LLAMA_BENCH MODEL_DIR [--threads 2] [--rounds 2] [--reps 5] [--depth 0]
-                              [--types f16,q8_0,q4_k] [--ttft N]
+usage: bench/scripts/bench_vs_llama.py COLIBRI LLAMA_BENCH MODEL_DIR [--ik-bench IK_LLAMA_BENCH] [--threads 2]
+                              [--rounds 2] [--reps 5] [--depth 0] [--types f16,q8_0,q4_k] [--ttft N]
 
 MODEL_DIR holds bench-<type>.bin and bench-<type>.gguf (bench/scripts/make-bench-models.sh). For every type the two
-programs run alternately, `rounds` times each, with -p 128 -n 128 -d DEPTH and `reps` repetitions per run (both
-time the prompt and the decode from a context of DEPTH tokens, llama-bench's -d; 0 = an empty context); every
+programs run alternately, `rounds` times each (with --ik-bench, ik_llama.cpp's llama-bench as well, twice: `-fmoe 1`
+and `-fmoe 1 -rtr 1`, its fused MoE with and without its run-time repacking into row-interleaved blocks), with -p 128 -n 128 -d DEPTH and `reps` repetitions per run (both
+time the prompt and the decode from a context of DEPTH tokens, llama-bench's -d; 0 = an empty context; ik_llama.cpp's llama-bench has no -d: its decode at a depth is
+`-gp DEPTH,N`, and its prompt is timed from an empty context); every
 repetition's tokens/s is kept (llama-bench's samples_ts, colibri's "samples") and the table shows medians over
 all of them; a second table has each one's best repetition. The roofline uses colibri's bandwidth measurement of the same run and colibri's count of
 bytes per decoded token (the GGUF files hold the same tensors in the same types). colibri's fraction of the
@@ -15,7 +17,8 @@ of it (`colibri bench`'s roofline_fraction_samples); llama.cpp's, which has no b
 repetitions, is its median decode against the median of colibri's runs' bandwidth, and the third table gives
 colibri's by the same pooled method for comparison.
 
-Every run's peak resident set (the child's ru_maxrss) is kept: the last table gives each program's largest. With
+Every run's peak resident set (the child's ru_maxrss) is kept: the last table gives each program's largest, over
+the --ttft starts when there are any (`colibri bench` also holds its bandwidth probe's buffer). With
 --ttft N both also run N times (alternately) as a user would start them, and the table gives the median wall
 time from process start to the first generated token of a prompt of --prompt random ids, with the file in the
 page cache (loading, llama.cpp's repacking of weights, the prompt, one decode step):
@@ -67,11 +70,34 @@ def run_json(cmd, rss=None):
     return json.loads(out)
 
 
+PROGRAMS_HELP = "llama.cpp, and with --ik-bench ik_llama.cpp -fmoe and ik_llama.cpp -fmoe -rtr"
+
+
+def other_programs(a):
+    """The llama-bench runs compared with colibri: (name, command before the per-type arguments, takes -d)."""
+    progs = [("llama.cpp", [a.llama_bench], True)]
+    if a.ik_bench:
+        progs.append(("ik_llama.cpp -fmoe", [a.ik_bench, "-fmoe", "1"], False))
+        progs.append(("ik_llama.cpp -fmoe -rtr", [a.ik_bench, "-fmoe", "1", "-rtr", "1"], False))
+    return progs
+
+
+def llama_bench_cmd(prog, gguf, a):
+    name, base, has_depth = prog
+    cmd = base + ["-m", gguf, "-t", str(a.threads), "-r", str(a.reps), "-o", "json"]
+    if has_depth:
+        return cmd + ["-p", str(a.prompt), "-n", str(a.decode), "-d", str(a.depth)]
+    if a.depth == 0:
+        return cmd + ["-p", str(a.prompt), "-n", str(a.decode)]
+    return cmd + ["-p", str(a.prompt), "-n", "0", "-gp", f"{a.depth},{a.decode}"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("colibri")
     ap.add_argument("llama_bench")
     ap.add_argument("model_dir")
+    ap.add_argument("--ik-bench", default="", help="ik_llama.cpp's llama-bench: also run it with -fmoe, and -fmoe -rtr")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
@@ -83,28 +109,31 @@ def main():
     ap.add_argument("--prewarm", action="store_true",
                     help="read each program's file into the page cache before each of its runs (untimed)")
     a = ap.parse_args()
+    progs = other_programs(a)
+    names = [p[0] for p in progs]
 
     rows = []
     for t in a.types.split(","):
         binf, gguf = f"{a.model_dir}/bench-{t}.bin", f"{a.model_dir}/bench-{t}.gguf"
-        s = {"c_pp": [], "c_tg": [], "l_pp": [], "l_tg": [], "bw": [], "c_frac": [], "c_pair": [], "bytes": None,
-             "c_rss": [], "l_rss": [], "c_ttft": [], "l_ttft": []}
+        s = {"c_pp": [], "c_tg": [], "bw": [], "c_frac": [], "c_pair": [], "bytes": None, "c_rss": [], "c_ttft": [],
+             "c_rss_start": []}
+        o = {n: {"pp": [], "tg": [], "rss": [], "ttft": [], "rss_start": []} for n in names}
         for r in range(a.rounds):
-            lcmd = [a.llama_bench, "-m", gguf, "-t", str(a.threads), "-p", str(a.prompt), "-n", str(a.decode),
-                    "-d", str(a.depth), "-r", str(a.reps), "-o", "json"]
             ccmd = [a.colibri, "bench", "-m", binf, "-t", str(a.threads), "-p", str(a.prompt), "-n", str(a.decode),
                     "--depth", str(a.depth), "--reps", str(a.reps), "--json"]
-            # Alternate which one goes first, so drift in the machine's load hits both alike.
-            for cmd in ([lcmd, ccmd] if r % 2 == 0 else [ccmd, lcmd]):
+            runs = [(p[0], llama_bench_cmd(p, gguf, a)) for p in progs] + [("colibri", ccmd)]
+            # Rotate the order every round, so drift in the machine's load hits every program alike.
+            k = r % len(runs)
+            for name, cmd in runs[k:] + runs[:k]:
                 print(" ".join(cmd), file=sys.stderr, flush=True)
                 if a.prewarm:
-                    prewarm(gguf if cmd is lcmd else binf)
-                j = run_json(cmd, s["l_rss"] if cmd is lcmd else s["c_rss"])
-                if cmd is lcmd:
-                    for test in j:
-                        key = "l_pp" if test["n_prompt"] > 0 else "l_tg"
-                        s[key] += test["samples_ts"]
+                    prewarm(binf if name == "colibri" else gguf)
+                if name != "colibri":
+                    for test in run_json(cmd, o[name]["rss"]):
+                        # A decode test generates (n_gen > 0; -gp's also has its depth in n_prompt); a prompt test not.
+                        o[name]["tg" if test["n_gen"] > 0 else "pp"] += test["samples_ts"]
                 else:
+                    j = run_json(cmd, s["c_rss"])
                     for key, field in (("c_pp", "prompt_tokens_per_s"), ("c_tg", "decode_tokens_per_s")):
                         s[key] += j[field]["samples"]
                     s["bw"].append(j["bandwidth_gb_per_s"]["median"])
@@ -113,53 +142,83 @@ def main():
                     s["bytes"] = j["bytes_per_token"]
         ids = ",".join(str(1 + (i * 7919) % 1000) for i in range(a.prompt))
         for r in range(a.ttft):
-            lcmd = [a.llama_bench, "-m", gguf, "-t", str(a.threads), "-p", "0", "-n", "0", "-pg", f"{a.prompt},1",
-                    "-r", "1", "--no-warmup", "-o", "json"]
-            ccmd = [a.colibri, "generate", "-m", binf, "-t", str(a.threads), "--tokens", ids, "-n", "1"]
-            for cmd in ([lcmd, ccmd] if r % 2 == 0 else [ccmd, lcmd]):
+            runs = [(p[0], p[1] + ["-m", gguf, "-t", str(a.threads), "-p", "0", "-n", "0", "-pg", f"{a.prompt},1",
+                                   "-r", "1", "--no-warmup", "-o", "json"]) for p in progs]
+            runs.append(("colibri", [a.colibri, "generate", "-m", binf, "-t", str(a.threads), "--tokens", ids, "-n", "1"]))
+            k = r % len(runs)
+            for name, cmd in runs[k:] + runs[:k]:
                 print(" ".join(c if len(c) < 100 else "<ids>" for c in cmd), file=sys.stderr, flush=True)
                 if a.prewarm:
-                    prewarm(gguf if cmd is lcmd else binf)
+                    prewarm(binf if name == "colibri" else gguf)
                 _, wall, peak = run_measured(cmd)
-                s["l_ttft" if cmd is lcmd else "c_ttft"].append(wall)
-                s["l_rss" if cmd is lcmd else "c_rss"].append(peak)
+                (s["c_ttft"] if name == "colibri" else o[name]["ttft"]).append(wall)
+                (s["c_rss_start"] if name == "colibri" else o[name]["rss_start"]).append(peak)
         med = {k: statistics.median(v) for k, v in s.items() if isinstance(v, list) and v}
         best = {k: max(v) for k, v in s.items() if isinstance(v, list) and v}
+        omed = {n: {k: statistics.median(v) for k, v in d.items() if v} for n, d in o.items()}
+        obest = {n: {k: max(v) for k, v in d.items() if v} for n, d in o.items()}
         roof = med["bw"] * 1e9 / s["bytes"]
-        rows.append((t, med, roof, s, best))
+        rows.append((t, med, roof, s, best, omed, obest, o))
 
-    print(f"| type | colibri decode tok/s | llama.cpp decode tok/s | decode ratio | colibri prompt tok/s | "
-          f"llama.cpp prompt tok/s | prompt ratio | MB/token | bandwidth GB/s | roofline tok/s | colibri % roofline | "
-          f"llama.cpp % roofline |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for t, m, roof, s, _ in rows:
-        print(f"| {t} | {m['c_tg']:.2f} | {m['l_tg']:.2f} | {m['c_tg'] / m['l_tg']:.2f}x | {m['c_pp']:.2f} | "
-              f"{m['l_pp']:.2f} | {m['c_pp'] / m['l_pp']:.2f}x | {s['bytes'] / 1e6:.1f} | {m['bw']:.2f} | {roof:.1f} | "
-              f"{100 * m['c_pair']:.1f}% | {100 * m['l_tg'] / roof:.1f}% |")
+    def ratio(x, y):
+        return f"{x / y:.2f}x" if y else "-"
+
+    depth = f" at depth {a.depth}" if a.depth else ""
+    print(f"Decode{depth}, tokens/s (medians over every repetition; the ratio is colibri's over each program's):")
+    print("| type | colibri | " + " | ".join(names) + " | " + " | ".join(f"vs {n}" for n in names) + " |")
+    print("|---|---|" + "---|" * (2 * len(names)))
+    for t, m, _, _, _, om, _, _ in rows:
+        print(f"| {t} | {m['c_tg']:.2f} | " + " | ".join(f"{om[n]['tg']:.2f}" for n in names) + " | " +
+              " | ".join(ratio(m["c_tg"], om[n]["tg"]) for n in names) + " |")
+    print()
+    print("Prompt, tokens/s" + (" (ik_llama.cpp's from an empty context: its llama-bench has no -d)" if a.ik_bench and a.depth else "") + ":")
+    print("| type | colibri | " + " | ".join(names) + " | " + " | ".join(f"vs {n}" for n in names) + " |")
+    print("|---|---|" + "---|" * (2 * len(names)))
+    for t, m, _, _, _, om, _, _ in rows:
+        print(f"| {t} | {m['c_pp']:.2f} | " + " | ".join(f"{om[n]['pp']:.2f}" for n in names) + " | " +
+              " | ".join(ratio(m["c_pp"], om[n]["pp"]) for n in names) + " |")
+    # The roofline: colibri's bandwidth measurement of the same run over colibri's bytes per decoded token (the GGUF
+    # files hold the same tensors in the same types); the other programs' fraction is their median decode against it.
+    print()
+    print("| type | MB/token | bandwidth GB/s | roofline tok/s | colibri % roofline | " +
+          " | ".join(f"{n} % roofline" for n in names) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(names))
+    for t, m, roof, s, _, om, _, _ in rows:
+        print(f"| {t} | {s['bytes'] / 1e6:.1f} | {m['bw']:.2f} | {roof:.1f} | {100 * m['c_pair']:.1f}% | " +
+              " | ".join(f"{100 * om[n]['tg'] / roof:.1f}%" for n in names) + " |")
     # The best repetition of each: on a shared machine, the closest to what an idle one would give.
     print()
-    print("| type | best colibri decode | best llama.cpp decode | ratio | best colibri prompt | best llama.cpp prompt | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for t, _, _, _, b in rows:
-        print(f"| {t} | {b['c_tg']:.2f} | {b['l_tg']:.2f} | {b['c_tg'] / b['l_tg']:.2f}x | {b['c_pp']:.2f} | {b['l_pp']:.2f} | "
-              f"{b['c_pp'] / b['l_pp']:.2f}x |")
+    print("Best repetition, decode / prompt tokens/s:")
+    print("| type | colibri | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for t, _, _, _, b, _, ob, _ in rows:
+        print(f"| {t} | {b['c_tg']:.2f} / {b['c_pp']:.2f} | " +
+              " | ".join(f"{ob[n]['tg']:.2f} / {ob[n]['pp']:.2f}" for n in names) + " |")
     # Each colibri run on its own (the fraction `colibri bench` reports: the median of its repetitions, each
     # against the bandwidth measured either side of it): shows a run that fell into a slow stretch of the host.
-    # The last column pools first, as llama.cpp's fraction must: all decode samples' median against the median
-    # of the runs' bandwidths.
+    # The last column pools first, as the other programs' fraction must: all decode samples' median against the
+    # median of the runs' bandwidths.
     print()
     print("| type | colibri runs: bandwidth GB/s | colibri runs: % roofline | colibri % roofline, pooled |")
     print("|---|---|---|---|")
-    for t, m, roof, s, _ in rows:
+    for t, m, roof, s, _, _, _, _ in rows:
         print(f"| {t} | {' / '.join(f'{b:.1f}' for b in s['bw'])} | {' / '.join(f'{100 * f:.1f}%' for f in s['c_frac'])} | "
               f"{100 * m['c_tg'] / roof:.1f}% |")
+    # Peak RSS of the runs as a user starts them (--ttft) where there are any: `colibri bench` also holds its
+    # bandwidth probe's buffer, which says nothing about what running the model takes.
+    starts = a.ttft > 0
     print()
-    print("| type | colibri peak RSS GB | llama.cpp peak RSS GB | colibri first token s | llama.cpp first token s |")
-    print("|---|---|---|---|---|")
-    for t, m, _, s, b in rows:
-        ttft = (f"{m['c_ttft']:.2f} | {m['l_ttft']:.2f}" if s["c_ttft"] else "- | -")
-        print(f"| {t} | {b['c_rss'] / 1e9:.2f} | {b['l_rss'] / 1e9:.2f} | {ttft} |")
-    print(json.dumps({t: {k: v for k, v in s.items()} for t, _, _, s, _ in rows}), file=sys.stderr)
+    print("Peak RSS GB (largest " + ("start to the first token" if starts else "benchmark run") + ")" +
+          (" and first token s (median of --ttft starts)" if starts else "") + ":")
+    print("| type | colibri | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for t, m, _, s, b, om, ob, _ in rows:
+        def cell(rss, ttft):
+            return f"{rss / 1e9:.2f} GB" + (f", {ttft:.2f} s" if starts else "")
+        c_key, o_key = ("c_rss_start", "rss_start") if starts else ("c_rss", "rss")
+        print(f"| {t} | {cell(b[c_key], m.get('c_ttft'))} | " +
+              " | ".join(cell(ob[n][o_key], om[n].get("ttft")) for n in names) + " |")
+    print(json.dumps({t: {"colibri": s, **o} for t, _, _, s, _, _, _, o in rows}), file=sys.stderr)
 
 
 if __name__ == "__main__":
