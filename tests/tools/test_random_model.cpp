@@ -55,6 +55,13 @@ private slots:
         QTest::addColumn<qulonglong>("parameters");
         QTest::newRow("qwen3-30b-a3b") << "qwen3-30b-a3b" << qulonglong(30532122624ull);
         QTest::newRow("gpt-oss-20b") << "gpt-oss-20b" << qulonglong(20914757184ull);
+        // The hybrids' text models, summed module by module from transformers' Qwen3Next / Qwen3_5Moe code (embedding and
+        // head 2·V·H; per linear-attention layer q|k|v|z, b, a, conv1d, dt_bias, A_log, the gated norm and out_proj; per
+        // full layer the gated q, k, v, o and the q/k norms; per layer the router, the experts, the shared expert and
+        // its gate). The published totals add what the presets leave out: Qwen3-Next-80B-A3B's 81.3 B its MTP layer
+        // (1.6 B), Qwen3.5-35B-A3B's 36 B its MTP layer (0.8 B) and vision tower.
+        QTest::newRow("qwen3.5-35b-a3b") << "qwen3.5-35b-a3b" << qulonglong(34660610688ull);
+        QTest::newRow("qwen3-next-80b-a3b") << "qwen3-next-80b-a3b" << qulonglong(79674391296ull);
     }
     void presets_have_the_real_shapes() {
         QFETCH(QString, preset);
@@ -128,17 +135,28 @@ private slots:
         json cfg = preset_config(preset);
         QVERIFY(cfg.is_object());
         const bool gpt_oss = preset == "gpt-oss-20b";
-        cfg["num_hidden_layers"] = 2;
-        cfg["hidden_size"] = 256;
-        cfg["vocab_size"] = 1024;
+        const bool hybrid = preset.startsWith("qwen3.5") || preset.startsWith("qwen3-next");
+        json& text = cfg.contains("text_config") ? cfg["text_config"] : cfg;  // Qwen3.5's hub config nests the text model
+        // Hybrids keep four layers: three Gated DeltaNet and the full-attention one.
+        text["num_hidden_layers"] = hybrid ? 4 : 2;
+        text["hidden_size"] = 256;
+        text["vocab_size"] = 1024;
         // The special token ids move into the smaller vocabulary (a converter refuses ids past vocab_size).
-        for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
-            if (cfg.contains(key)) cfg[key] = 1000;
-        cfg["num_attention_heads"] = 4;
-        cfg["num_key_value_heads"] = 2;
-        cfg[gpt_oss ? "num_local_experts" : "num_experts"] = 8;
-        cfg[gpt_oss ? "intermediate_size" : "moe_intermediate_size"] = 256;
-        if (gpt_oss) cfg["layer_types"] = json::array({"sliding_attention", "full_attention"});
+        for (json* c : {&cfg, &text})
+            for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+                if (c->contains(key)) (*c)[key] = 1000;
+        text["num_attention_heads"] = 4;
+        text["num_key_value_heads"] = 2;
+        text[gpt_oss ? "num_local_experts" : "num_experts"] = 8;
+        text[gpt_oss ? "intermediate_size" : "moe_intermediate_size"] = 256;
+        if (gpt_oss) text["layer_types"] = json::array({"sliding_attention", "full_attention"});
+        if (hybrid) {
+            text["num_experts_per_tok"] = 4;
+            text["linear_num_key_heads"] = 2;
+            text["linear_num_value_heads"] = 4;
+            if (text.contains("layer_types"))
+                text["layer_types"] = json::array({"linear_attention", "linear_attention", "linear_attention", "full_attention"});
+        }
         tools::RandomModelOptions options;
         options.matrix_type = gpt_oss ? WeightType::Q8_0 : WeightType::Q4_K;
         if (gpt_oss) options.expert_type = WeightType::MXFP4;
@@ -152,7 +170,11 @@ private slots:
         QVERIFY2(model, model.message().c_str());
         for (const TensorView& t : model.value()->tensors()) {
             const bool expert = t.name.find(".experts.") != std::string::npos && t.n_dims == 2;
-            const bool exact = t.n_dims == 1 || t.name.find("router") != std::string::npos;
+            // Vectors, routers, the shared expert's one-row gate and a Gated DeltaNet's conv kernel (four taps per
+            // channel, no row to quantise) stay f32.
+            const bool exact = t.n_dims == 1 || t.name.find("router") != std::string::npos ||
+                               t.name.find("shared_expert_gate") != std::string::npos ||
+                               t.name.find(".linear.conv") != std::string::npos;
             const WeightType want = exact ? WeightType::F32 : expert && gpt_oss ? WeightType::MXFP4 : options.matrix_type;
             QVERIFY2(t.type == want, (t.name + " is " + weight_type_info(t.type).name).c_str());
         }

@@ -62,6 +62,43 @@ json gpt_oss_20b_config() {
                 {"vocab_size", 201088}};
 }
 
+// Qwen3-Next-80B-A3B (Qwen/Qwen3-Next-80B-A3B-Instruct's config.json): 48 layers, three of every four Gated DeltaNet
+// (16 key / 32 value heads of 128), every fourth gated attention (16 / 2 heads of 256, a quarter rotary), 512
+// experts top-10 of 512 with a gated shared expert of 512. The multi-token-prediction layer is not part of the preset.
+json qwen3_next_80b_a3b_config() {
+    return json{{"architectures", {"Qwen3NextForCausalLM"}}, {"model_type", "qwen3_next"}, {"attention_bias", false},
+                {"bos_token_id", 151643}, {"eos_token_id", 151645}, {"decoder_sparse_step", 1},
+                {"full_attention_interval", 4}, {"head_dim", 256}, {"hidden_act", "silu"}, {"hidden_size", 2048},
+                {"intermediate_size", 5120}, {"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 128},
+                {"linear_num_key_heads", 16}, {"linear_num_value_heads", 32}, {"linear_value_head_dim", 128},
+                {"max_position_embeddings", 262144}, {"mlp_only_layers", json::array()}, {"moe_intermediate_size", 512},
+                {"norm_topk_prob", true}, {"num_attention_heads", 16}, {"num_experts", 512}, {"num_experts_per_tok", 10},
+                {"num_hidden_layers", 48}, {"num_key_value_heads", 2}, {"partial_rotary_factor", 0.25},
+                {"rms_norm_eps", 1e-6}, {"rope_scaling", nullptr}, {"rope_theta", 10000000.0},
+                {"shared_expert_intermediate_size", 512}, {"tie_word_embeddings", false}, {"vocab_size", 151936}};
+}
+
+// Qwen3.5-35B-A3B's text model in the hub's spelling (Qwen/Qwen3.5-35B-A3B: the multimodal config's text_config):
+// 40 layers as Qwen3-Next's with Qwen3.5's separate projections and interleaved MRoPE, 256 experts top-8 of 512
+// with a shared expert of 512, Qwen3.5's 248,320-token vocabulary. Vision tower and MTP layer not included.
+json qwen3_5_35b_a3b_config() {
+    json layer_types = json::array();
+    for (int l = 0; l < 40; ++l) layer_types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+    const json text{{"model_type", "qwen3_5_moe_text"}, {"attention_bias", false}, {"attn_output_gate", true},
+                    {"eos_token_id", 248046}, {"full_attention_interval", 4}, {"head_dim", 256}, {"hidden_act", "silu"},
+                    {"hidden_size", 2048}, {"layer_types", layer_types}, {"linear_conv_kernel_dim", 4},
+                    {"linear_key_head_dim", 128}, {"linear_num_key_heads", 16}, {"linear_num_value_heads", 32},
+                    {"linear_value_head_dim", 128}, {"max_position_embeddings", 262144}, {"moe_intermediate_size", 512},
+                    {"num_attention_heads", 16}, {"num_experts", 256}, {"num_experts_per_tok", 8},
+                    {"num_hidden_layers", 40}, {"num_key_value_heads", 2}, {"partial_rotary_factor", 0.25},
+                    {"rms_norm_eps", 1e-6},
+                    {"rope_parameters", {{"mrope_interleaved", true}, {"mrope_section", {11, 11, 10}},
+                                         {"partial_rotary_factor", 0.25}, {"rope_theta", 10000000.0}, {"rope_type", "default"}}},
+                    {"shared_expert_intermediate_size", 512}, {"tie_word_embeddings", false}, {"vocab_size", 248320}};
+    return json{{"architectures", {"Qwen3_5MoeForConditionalGeneration"}}, {"model_type", "qwen3_5_moe"},
+                {"text_config", text}, {"tie_word_embeddings", false}};
+}
+
 constexpr const char* kFamilyList =
     "mixtral, qwen2_moe, olmoe, qwen3_moe, gpt_oss, deepseek_v3, glm4_moe, glm4_moe_lite or minimax_m2";
 
@@ -306,15 +343,20 @@ int main(int argc, char** argv) {
                    "expert ffn 2816, vocab 32000), an HF directory; kimi-k2-shape: Kimi-K2's layout (deepseek_v3, 384 "
                    "experts top-8, 64 heads, one expert group, scaling 2.827, its YaRN) at hidden 64, 2 layers, an HF "
                    "directory; qwen3-30b-a3b (every matrix q4_k, 17.3 GB) or "
-                   "gpt-oss-20b (experts mxfp4, the other matrices q8_0, 12.8 GB): the real shapes, written straight "
-                   "into a .bin (-o model.bin)");
+                   "gpt-oss-20b (experts mxfp4, the other matrices q8_0, 12.8 GB), qwen3.5-35b-a3b and "
+                   "qwen3-next-80b-a3b (the Gated DeltaNet hybrids' text models, matrices q4_k, 19.6 and 45.0 GB): the "
+                   "real shapes, written straight into a .bin (-o model.bin)");
     std::string type_name;
     app.add_option("--type", type_name, "real-size presets: the matrices' weight type instead of the preset's");
     app.add_flag("--config-only", config_only, "write config.json and generation_config.json only, no weights");
     CLI11_PARSE(app, argc, argv);
-    if (preset == "qwen3-30b-a3b" || preset == "gpt-oss-20b") {
-        const bool qwen3 = preset == "qwen3-30b-a3b";
-        const json cfg = qwen3 ? qwen3_30b_a3b_config() : gpt_oss_20b_config();
+    const std::map<std::string, json (*)()> real_size = {{"qwen3-30b-a3b", qwen3_30b_a3b_config},
+                                                         {"gpt-oss-20b", gpt_oss_20b_config},
+                                                         {"qwen3.5-35b-a3b", qwen3_5_35b_a3b_config},
+                                                         {"qwen3-next-80b-a3b", qwen3_next_80b_a3b_config}};
+    if (real_size.count(preset)) {
+        const bool qwen3 = preset != "gpt-oss-20b";  // every matrix q4_k; gpt-oss: experts mxfp4, the rest q8_0
+        const json cfg = real_size.at(preset)();
         if (config_only) {
             std::error_code mk;
             fs::create_directories(out_dir, mk);
@@ -351,7 +393,8 @@ int main(int argc, char** argv) {
     }
     if (!preset.empty()) {
         if (preset != "bench" && preset != "kimi-k2-shape") {
-            std::fprintf(stderr, "colibri-make-model: --preset: unknown preset '%s' (bench, kimi-k2-shape, qwen3-30b-a3b, gpt-oss-20b)\n",
+            std::fprintf(stderr, "colibri-make-model: --preset: unknown preset '%s' (bench, kimi-k2-shape, qwen3-30b-a3b, gpt-oss-20b, "
+                         "qwen3.5-35b-a3b, qwen3-next-80b-a3b)\n",
                          preset.c_str());
             return 1;
         }
