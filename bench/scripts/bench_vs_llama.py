@@ -163,20 +163,21 @@ def main():
     def ratio(x, y):
         return f"{x / y:.2f}x" if y else "-"
 
+    def speed_table(title, c_key, o_key):
+        """colibri's medians beside each program's, and colibri's ratio over each."""
+        print(title)
+        print("| type | colibri | " + " | ".join(names) + " | " + " | ".join(f"vs {n}" for n in names) + " |")
+        print("|---|---|" + "---|" * (2 * len(names)))
+        for t, m, _, _, _, om, _, _ in rows:
+            print(f"| {t} | {m[c_key]:.2f} | " + " | ".join(f"{om[n][o_key]:.2f}" for n in names) + " | " +
+                  " | ".join(ratio(m[c_key], om[n][o_key]) for n in names) + " |")
+
     depth = f" at depth {a.depth}" if a.depth else ""
-    print(f"Decode{depth}, tokens/s (medians over every repetition; the ratio is colibri's over each program's):")
-    print("| type | colibri | " + " | ".join(names) + " | " + " | ".join(f"vs {n}" for n in names) + " |")
-    print("|---|---|" + "---|" * (2 * len(names)))
-    for t, m, _, _, _, om, _, _ in rows:
-        print(f"| {t} | {m['c_tg']:.2f} | " + " | ".join(f"{om[n]['tg']:.2f}" for n in names) + " | " +
-              " | ".join(ratio(m["c_tg"], om[n]["tg"]) for n in names) + " |")
+    speed_table(f"Decode{depth}, tokens/s (medians over every repetition; the ratio is colibri's over each program's):",
+                "c_tg", "tg")
     print()
-    print("Prompt, tokens/s" + (" (ik_llama.cpp's from an empty context: its llama-bench has no -d)" if a.ik_bench and a.depth else "") + ":")
-    print("| type | colibri | " + " | ".join(names) + " | " + " | ".join(f"vs {n}" for n in names) + " |")
-    print("|---|---|" + "---|" * (2 * len(names)))
-    for t, m, _, _, _, om, _, _ in rows:
-        print(f"| {t} | {m['c_pp']:.2f} | " + " | ".join(f"{om[n]['pp']:.2f}" for n in names) + " | " +
-              " | ".join(ratio(m["c_pp"], om[n]["pp"]) for n in names) + " |")
+    no_depth = " (ik_llama.cpp's from an empty context: its llama-bench has no -d)" if a.ik_bench and a.depth else ""
+    speed_table(f"Prompt, tokens/s{no_depth}:", "c_pp", "pp")
     # The roofline: colibri's bandwidth measurement of the same run over colibri's bytes per decoded token (the GGUF
     # files hold the same tensors in the same types); the other programs' fraction is their median decode against it.
     print()
