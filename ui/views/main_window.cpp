@@ -287,7 +287,7 @@ void MainWindow::float_dock(QDockWidget* dock) {
 
 bool MainWindow::fit_window_to_screen() {
     QScreen* s = screen() ? screen() : QGuiApplication::primaryScreen();
-    if (s == nullptr || isMaximized() || isFullScreen()) return false;
+    if (s == nullptr || isMaximized() || isFullScreen() || !options_.keep_on_screen) return false;
     const QRect avail = s->availableGeometry();
     bool changed = false;
     const QMargins frame(geometry().left() - frameGeometry().left(), geometry().top() - frameGeometry().top(),

@@ -47,6 +47,7 @@ enum class DiscardAnswer { Save, Discard, Cancel };
 
 struct MainWindowOptions {
     bool persist_settings = true;  // off for --screenshot and tests: they neither read nor write QSettings
+    bool keep_on_screen = true;    // off for --screenshot: its pictures have the size asked for, whatever the screen
     LoadOptions load;
     QString demo_model;            // File ▸ Open the demo model (when the file is there)
 };
