@@ -17,6 +17,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
+#include <QStatusBar>
 #include <QTabBar>
 #include <QTabWidget>
 #include <QTableView>
@@ -108,6 +109,66 @@ private slots:
         QVERIFY2(screen_.size() == QSize(1280, 720) || screen_.size() == QSize(1920, 1080),
                  "runs on tests/ui/offscreen-1280x720.json or offscreen-1920x1080.json");
         qInfo("screen %dx%d", screen_.width(), screen_.height());
+    }
+
+    // In a real window with a window manager (tests/ui/real_window.sh: Xvfb and openbox): the window, its title bar
+    // included, within the available area at --geometry equal to the screen; maximised, the docks resize and the
+    // raised ones show their whole view, every layer of the heatmap among them.
+    void real_window_fits_and_docks_show_after_maximise() {
+        if (QGuiApplication::platformName() != QLatin1String("xcb"))
+            QSKIP("needs an X display with a window manager: ctest's test_ui_real_window runs it under Xvfb and openbox");
+        MainWindowOptions options;
+        options.persist_settings = false;
+        MainWindow w(options);
+        w.set_window_size(screen_.size());  // --geometry equal to the screen
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        // The window manager's frame arrives after the window is mapped; then the window is fitted to it.
+        QTRY_VERIFY_WITH_TIMEOUT(w.frameGeometry().height() > w.geometry().height(), 15000);
+        QTRY_VERIFY2_WITH_TIMEOUT(screen_.contains(w.frameGeometry()),
+                                  qPrintable(QStringLiteral("frame %1x%2 at %3,%4 on %5x%6").arg(w.frameGeometry().width()).arg(w.frameGeometry().height())
+                                                 .arg(w.frameGeometry().x()).arg(w.frameGeometry().y()).arg(screen_.width()).arg(screen_.height())),
+                                  5000);
+        qInfo("window %dx%d, frame %dx%d at %d,%d", w.width(), w.height(), w.frameGeometry().width(), w.frameGeometry().height(),
+              w.frameGeometry().x(), w.frameGeometry().y());
+        QVERIFY(open(w, QStringLiteral(COLIBRI_DEMO_MODEL)));
+        QVERIFY(send_and_wait(w, QStringLiteral("What is 23 plus 45?"), 12));
+        w.conversation()->select(w.conversation()->size() - 2);
+        w.showMaximized();
+        QTRY_VERIFY_WITH_TIMEOUT(w.isMaximized(), 5000);
+        QTest::qWait(500);
+        // Maximised, the window manager places the frame (openbox puts its 1-px border beyond the edges): the
+        // window's own area and its status bar are what must be on screen.
+        const QRect status(w.statusBar()->mapToGlobal(QPoint(0, 0)), w.statusBar()->size());
+        QVERIFY2(screen_.contains(status) && screen_.contains(w.geometry()),
+                 qPrintable(QStringLiteral("maximised: window %1x%2 at %3,%4, status bar at y %5..%6").arg(w.width()).arg(w.height())
+                                .arg(w.geometry().x()).arg(w.geometry().y()).arg(status.top()).arg(status.bottom())));
+        QVERIFY(w.centralWidget()->width() <= w.width() / 3);
+        w.heatmap_view()->refresh();
+        QTest::qWait(100);
+        // The docks on screen (tabs behind the raised one are parked outside the window) show their whole view.
+        const QRect window(QPoint(0, 0), w.size());
+        int shown = 0;
+        for (QDockWidget* d : w.docks()) {
+            if (!d->isVisible() || !window.contains(in_window(&w, d))) continue;
+            ++shown;
+            auto* scroll = qobject_cast<QScrollArea*>(d->widget());
+            QVERIFY2(!scroll->horizontalScrollBar()->isVisible() && !scroll->verticalScrollBar()->isVisible(),
+                     qPrintable(QStringLiteral("%1 scrolls: view needs %2x%3, dock gives %4x%5").arg(d->windowTitle())
+                                    .arg(scroll->widget()->minimumSizeHint().width()).arg(scroll->widget()->minimumSizeHint().height())
+                                    .arg(scroll->viewport()->width()).arg(scroll->viewport()->height())));
+        }
+        QVERIFY(shown >= 3);  // heatmap, routing, model
+        QTableView* map = w.heatmap_view()->table();
+        const int rows = w.heatmap_view()->heatmap_model()->rowCount();
+        QCOMPARE(rows, 4);
+        QVERIFY(map->rowViewportPosition(rows - 1) + map->rowHeight(rows - 1) <= map->viewport()->height());
+        BarChart* chart = w.routing_view()->chart();
+        chart->grab();
+        QCOMPARE(chart->drawn_categories(), chart->categories());
+        w.showNormal();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.isMaximized(), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(screen_.contains(w.frameGeometry()), 5000);
     }
 
     // The workspace layout at this screen's size: the analyses large, the chat narrow, every layer and expert shown.
