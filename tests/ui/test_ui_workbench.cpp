@@ -223,6 +223,14 @@ private slots:
         chart->grab();
         QCOMPARE(chart->categories().size(), 16);
         QCOMPARE(chart->drawn_categories(), chart->categories());
+        // The chat layout's heatmap strip shows every layer too (it showed 2½ of 4 at 24 px a row).
+        w->set_layout_mode(LayoutMode::Chat);
+        QTest::qWait(100);
+        for (int r = 0; r < model->rowCount(); ++r)
+            QVERIFY2(map->rowViewportPosition(r) + map->rowHeight(r) <= map->viewport()->height(),
+                     qPrintable(QStringLiteral("chat layout: layer row %1 ends at %2 of %3 px").arg(r).arg(map->rowViewportPosition(r) + map->rowHeight(r)).arg(map->viewport()->height())));
+        w->set_layout_mode(LayoutMode::Workspace);
+        QTest::qWait(50);
         // No header clipped: heatmap, balance, routing table and every analysis table.
         QList<QTableView*> tables{map, w->routing_view()->table()};
         tables << w->heatmap_view()->findChildren<QTableView*>() << w->analysis_view()->findChildren<QTableView*>();

@@ -103,8 +103,12 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     controls->addWidget(generated_only_);
     controls->addWidget(whole);
     controls->addStretch();
-    // A second row, so the view fits a narrow column without scrolling sideways.
-    auto* controls2 = new QHBoxLayout;
+    // The binning and export controls: at the end of the first row where the view is wide enough, else a second
+    // row (a narrow workspace column fits without scrolling sideways, a wide strip keeps its height for the map).
+    controls_ = controls;
+    more_controls_ = new QWidget;
+    auto* controls2 = new QHBoxLayout(more_controls_);
+    controls2->setContentsMargins(0, 0, 0, 0);
     controls2->addWidget(new QLabel(tr("per column")));
     controls2->addWidget(bin_);
     controls2->addStretch();
@@ -131,6 +135,7 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     balance_table_->setModel(&balance_);
     balance_table_->verticalHeader()->hide();
     balance_table_->horizontalHeader()->setStretchLastSection(true);
+    balance_table_->setMinimumHeight(2 * balance_table_->fontMetrics().height() + 12);
 
     auto* map = new QWidget;
     auto* map_layout = new QHBoxLayout(map);
@@ -146,13 +151,13 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     auto* splitter = new QSplitter(Qt::Vertical);
     splitter->addWidget(map);
     splitter->addWidget(bottom);
-    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(0, 3);  // the map first: every layer should show
     splitter->setStretchFactor(1, 1);
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(controls);
-    layout->addLayout(controls2);
+    layout->addWidget(more_controls_);
     layout->addWidget(splitter, 1);
 
     timer_.setSingleShot(true);
@@ -166,6 +171,24 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     });
     show_marked();
 }
+
+void HeatmapView::resizeEvent(QResizeEvent* e) {
+    QWidget::resizeEvent(e);
+    // The width both rows need side by side (the first row's hint holds the second already when they are one).
+    const int need = controls_->sizeHint().width() + (controls_in_one_row() ? 0 : more_controls_->sizeHint().width() + controls_->spacing()) + 8;
+    const bool one_row = width() >= need;
+    if (one_row == controls_in_one_row()) return;
+    auto* outer = static_cast<QVBoxLayout*>(layout());
+    if (one_row) {
+        outer->removeWidget(more_controls_);
+        controls_->addWidget(more_controls_);
+    } else {
+        controls_->removeWidget(more_controls_);
+        outer->insertWidget(outer->indexOf(controls_) + 1, more_controls_);
+    }
+}
+
+bool HeatmapView::controls_in_one_row() const { return controls_->indexOf(more_controls_) >= 0; }
 
 void HeatmapView::show_marked() {
     const ConversationToken* t = conversation_->token(conversation_->selected());
@@ -214,6 +237,9 @@ int HeatmapView::header_margins() const {
 void HeatmapView::fit_rows() {
     // Every layer on screen: the rows share the map's height (scrolling only below kMinRow pixels a row).
     const int rows = std::max(heatmap_.rowCount(), 1);
+    // The splitter gives the map at least room for a few layers at the smallest row height; the balance table
+    // below gives way first.
+    table_->setMinimumHeight(table_->horizontalHeader()->sizeHint().height() + std::min(rows, 8) * kMinRow + 2 * table_->frameWidth() + 2);
     table_->verticalHeader()->setDefaultSectionSize(std::clamp(table_->viewport()->height() / rows, int(kMinRow), int(kMaxRow)));
 }
 

@@ -13,6 +13,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -73,8 +74,12 @@ public:
     // The narrowest column that shows its label with `bin` experts per column.
     int min_section(int bin) const;
 
+    // The binning and export controls beside the span controls (wide) or below them (narrow).
+    bool controls_in_one_row() const;
+
 protected:
     bool eventFilter(QObject* watched, QEvent* e) override;
+    void resizeEvent(QResizeEvent* e) override;
 
 private:
     void apply_bin();
@@ -98,6 +103,8 @@ private:
     HeatLegend* legend_ = nullptr;
     QLabel* summary_ = nullptr;
     QLabel* mark_note_ = nullptr;
+    QHBoxLayout* controls_ = nullptr;
+    QWidget* more_controls_ = nullptr;
     QTimer timer_;
 };
 

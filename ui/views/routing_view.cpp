@@ -55,7 +55,8 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->verticalHeader()->hide();
-    table_->horizontalHeader()->setStretchLastSection(true);
+    // Columns as wide as their contents and headers: a narrow dock scrolls rather than clipping "router probability".
+    table_->horizontalHeader()->setStretchLastSection(false);
     connect(&table_model_, &QAbstractItemModel::modelReset, this, [this] {
         // The distribution column moves with the model's top-k.
         table_->setItemDelegateForColumn(delegate_column_, nullptr);
