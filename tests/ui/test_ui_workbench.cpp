@@ -321,6 +321,13 @@ private slots:
         QVERIFY(w.centralWidget()->width() <= w.width() / 3);
         w.showNormal();
         QTRY_VERIFY(!w.isMaximized());
+        // Resized by hand to much larger (a window manager's drag, not a maximise): the same.
+        w.resize(960, 640);
+        QTest::qWait(100);
+        w.resize(screen_.size());
+        QTest::qWait(100);
+        QVERIFY2(w.centralWidget()->width() <= w.width() / 3,
+                 qPrintable(QStringLiteral("chat %1 of %2 px after a resize").arg(w.centralWidget()->width()).arg(w.width())));
         // --geometry equal to the screen, or larger: within the available area, frame included.
         w.set_window_size(screen_.size() + QSize(200, 100));
         QTest::qWait(50);

@@ -213,6 +213,7 @@ QDockWidget* MainWindow::dock_of(QWidget* view) const {
 QList<QDockWidget*> MainWindow::docks() const { return findChildren<QDockWidget*>(); }
 
 void MainWindow::apply_default_dock_sizes() {
+    sized_for_ = size();
     const int w = std::max(width(), 800), h = std::max(height(), 600);
     if (mode_ == LayoutMode::Workspace) {
         // The chat a narrow column at the left; the heatmap and analyses take what the routing inspector leaves.
@@ -326,10 +327,15 @@ void MainWindow::moveEvent(QMoveEvent* e) {
 void MainWindow::resizeEvent(QResizeEvent* e) {
     QMainWindow::resizeEvent(e);
     if (QDateTime::currentMSecsSinceEpoch() < fit_until_ms_) QTimer::singleShot(0, this, [this] { fit_window_to_screen(); });
-    // Maximised or restored: the docks share the new size as the default layout does, not the chat alone.
+    // Maximised, restored or much resized: the docks share the new size as the default layout does, not the chat
+    // alone (QMainWindow gives the central widget all of it).
     const bool maximized = isMaximized() || isFullScreen();
-    if (maximized != sized_for_maximized_) {
+    const QSize size = e->size();
+    const bool much = std::abs(size.width() - sized_for_.width()) * 5 > sized_for_.width() ||
+                      std::abs(size.height() - sized_for_.height()) * 5 > sized_for_.height();
+    if (maximized != sized_for_maximized_ || (isVisible() && much)) {
         sized_for_maximized_ = maximized;
+        sized_for_ = size;
         QTimer::singleShot(0, this, &MainWindow::apply_default_dock_sizes);
     }
 }

@@ -194,6 +194,7 @@ private:
     bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: the Recurrent state dock shows
     QList<QAction*> mode_actions_;
     bool sized_for_maximized_ = false;
+    QSize sized_for_{1280, 720};  // the size the docks were last sized for
     qint64 fit_until_ms_ = 0;  // shortly after showing, the window manager's frame arrives: fit the window again
 };
 
