@@ -83,14 +83,21 @@ class TestWorkbench : public QObject {
         return wait_for(loaded, 1);
     }
 
-    // A window at the screen's available size in its default (workspace) layout, the demo model open, one reply.
-    std::unique_ptr<MainWindow> chatted_window() {
+    // A window of this size (as --geometry gives it), shown; null when it was not exposed.
+    static std::unique_ptr<MainWindow> shown_window(const QSize& size, bool persist = false) {
         MainWindowOptions options;
-        options.persist_settings = false;
+        options.persist_settings = persist;
         auto w = std::make_unique<MainWindow>(options);
-        w->set_window_size(screen_.size());
+        w->set_window_size(size);
         w->show();
         if (!QTest::qWaitForWindowExposed(w.get())) return nullptr;
+        return w;
+    }
+
+    // A window at the screen's available size in its default (workspace) layout, the demo model open, one reply.
+    std::unique_ptr<MainWindow> chatted_window() {
+        auto w = shown_window(screen_.size());
+        if (w == nullptr) return nullptr;
         w->reset_layout();
         if (!open(*w, QStringLiteral(COLIBRI_DEMO_MODEL))) return nullptr;
         if (!send_and_wait(*w, QStringLiteral("What is 23 plus 45?"), 12)) return nullptr;
@@ -117,12 +124,9 @@ private slots:
     void real_window_fits_and_docks_show_after_maximise() {
         if (QGuiApplication::platformName() != QLatin1String("xcb"))
             QSKIP("needs an X display with a window manager: ctest's test_ui_real_window runs it under Xvfb and openbox");
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.set_window_size(screen_.size());  // --geometry equal to the screen
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto shown = shown_window(screen_.size());  // --geometry equal to the screen
+        QVERIFY(shown != nullptr);
+        MainWindow& w = *shown;
         // The window manager's frame arrives after the window is mapped; then the window is fitted to it.
         QTRY_VERIFY_WITH_TIMEOUT(w.frameGeometry().height() > w.geometry().height(), 15000);
         QTRY_VERIFY2_WITH_TIMEOUT(screen_.contains(w.frameGeometry()),
@@ -148,17 +152,17 @@ private slots:
         QTest::qWait(100);
         // The docks on screen (tabs behind the raised one are parked outside the window) show their whole view.
         const QRect window(QPoint(0, 0), w.size());
-        int shown = 0;
+        int on_screen = 0;
         for (QDockWidget* d : w.docks()) {
             if (!d->isVisible() || !window.contains(in_window(&w, d))) continue;
-            ++shown;
+            ++on_screen;
             auto* scroll = qobject_cast<QScrollArea*>(d->widget());
             QVERIFY2(!scroll->horizontalScrollBar()->isVisible() && !scroll->verticalScrollBar()->isVisible(),
                      qPrintable(QStringLiteral("%1 scrolls: view needs %2x%3, dock gives %4x%5").arg(d->windowTitle())
                                     .arg(scroll->widget()->minimumSizeHint().width()).arg(scroll->widget()->minimumSizeHint().height())
                                     .arg(scroll->viewport()->width()).arg(scroll->viewport()->height())));
         }
-        QVERIFY(shown >= 3);  // heatmap, routing, model
+        QVERIFY(on_screen >= 3);  // heatmap, routing, model
         QTableView* map = w.heatmap_view()->table();
         const int rows = w.heatmap_view()->heatmap_model()->rowCount();
         QCOMPARE(rows, 4);
@@ -245,12 +249,9 @@ private slots:
         QSettings().clear();
         QSize workspace_chat;
         {
-            MainWindowOptions options;
-            options.persist_settings = true;
-            MainWindow w(options);
-            w.set_window_size(screen_.size());
-            w.show();
-            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            auto shown = shown_window(screen_.size(), true);
+            QVERIFY(shown != nullptr);
+            MainWindow& w = *shown;
             QCOMPARE(w.layout_mode(), LayoutMode::Workspace);
             QTest::qWait(50);
             workspace_chat = w.centralWidget()->size();
@@ -301,12 +302,9 @@ private slots:
     // Maximised, the docks share the room as the default layout does; set_window_size (--geometry) the same, and
     // a size beyond the screen is brought within its available area.
     void docks_size_themselves_on_maximise_and_geometry() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.set_window_size(QSize(960, 640));
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto shown = shown_window(QSize(960, 640));
+        QVERIFY(shown != nullptr);
+        MainWindow& w = *shown;
         QTest::qWait(50);
         QDockWidget* heat = w.dock_of(w.heatmap_view());
         const int small_heat = heat->width(), small_chat = w.centralWidget()->width();
@@ -338,12 +336,9 @@ private slots:
 
     // A drag does not tear a dock off; View ▸ Detach into a window does, and docking it again makes it fixed again.
     void docks_float_only_on_purpose() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.set_window_size(screen_.size());
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto shown = shown_window(screen_.size());
+        QVERIFY(shown != nullptr);
+        MainWindow& w = *shown;
         for (QDockWidget* d : w.docks()) {
             QVERIFY2(!(d->features() & QDockWidget::DockWidgetFloatable), qPrintable(d->windowTitle()));
             QVERIFY(d->features() & QDockWidget::DockWidgetMovable);

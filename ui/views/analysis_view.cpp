@@ -45,6 +45,18 @@ QTableView* table_for(QAbstractItemModel* m, bool sortable = true) {
     return t;
 }
 
+// A tab's page: its controls, a line of text under them, and the body taking the rest.
+QWidget* page(QLayout* controls, QWidget* line, QWidget* body) {
+    auto* w = new QWidget;
+    auto* l = new QVBoxLayout(w);
+    l->setContentsMargins(0, 0, 0, 0);
+    l->setSpacing(3);
+    l->addLayout(controls);
+    l->addWidget(line);
+    l->addWidget(body, 1);
+    return w;
+}
+
 // A note that wraps onto as many lines as it needs rather than ending in "…".
 QLabel* note(const QString& text = {}) {
     auto* l = new QLabel(text);
@@ -141,14 +153,9 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
     co_grid->addLayout(legend_column, 1, 2);
     co_grid->setColumnStretch(1, 1);
     co_grid->setRowStretch(1, 1);
-    auto* co_page = new QWidget;
-    auto* co_layout = new QVBoxLayout(co_page);
-    co_layout->setContentsMargins(0, 0, 0, 0);
-    co_layout->setSpacing(3);
-    co_layout->addLayout(co_top);
-    co_layout->addWidget(co_summary_);
-    co_layout->addLayout(co_grid, 1);
-    tabs_->addTab(co_page, tr("Co-activation"));
+    auto* co_matrix = new QWidget;
+    co_matrix->setLayout(co_grid);
+    tabs_->addTab(page(co_top, co_summary_, co_matrix), tr("Co-activation"));
 
     // Top tokens per expert.
     top_layer_ = new QComboBox;
@@ -229,14 +236,7 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
     cmp_split->addWidget(comparison_chart_);
     divergence_table_ = table_for(&divergence_);
     cmp_split->addWidget(divergence_table_);
-    auto* cmp_page = new QWidget;
-    auto* cmp_layout = new QVBoxLayout(cmp_page);
-    cmp_layout->setContentsMargins(0, 0, 0, 0);
-    cmp_layout->setSpacing(3);
-    cmp_layout->addLayout(cmp_top);
-    cmp_layout->addWidget(compare_status_);
-    cmp_layout->addWidget(cmp_split, 1);
-    tabs_->addTab(cmp_page, tr("Compare"));
+    tabs_->addTab(page(cmp_top, compare_status_, cmp_split), tr("Compare"));
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
