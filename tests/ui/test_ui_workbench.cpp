@@ -320,8 +320,9 @@ private slots:
         w.showNormal();
         QTRY_VERIFY(!w.isMaximized());
         // Resized by hand to much larger (a window manager's drag, not a maximise): the same.
+        QTest::qWait(300);  // the restore's own sizing done
         w.resize(960, 640);
-        QTest::qWait(100);
+        QTest::qWait(300);
         w.resize(screen_.size());
         QTest::qWait(100);
         QVERIFY2(w.centralWidget()->width() <= w.width() / 3,
