@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     }
     MainWindowOptions options;
     options.persist_settings = !cli.isSet(screenshot);
+    options.keep_on_screen = !cli.isSet(screenshot);
     options.load.threads = cli.value(threads).toUInt();
     if (cli.isSet(ram_budget)) {
         auto budget = tools::parse_ram_budget(cli.value(ram_budget).toStdString());
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
     }
 
     for (const QString& report : cli.values(tune_report)) window.import_tune_report(report);
-    if (cli.isSet(geometry)) window.resize(size);
+    // Within the screen's available area, frame included, with the docks sized for it.
+    if (cli.isSet(geometry)) window.set_window_size(size);
     window.show();
     if (!args.isEmpty()) window.open_model(args.front());
     else window.show_welcome();

@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libedit-dev libxxhash-dev libzstd-dev libpcre2-dev libutf8proc-dev libpfm4-dev
-  qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb openbox x11-utils
   clang libclang-rt-14-dev
   libsimde-dev libbenchmark-dev g++-aarch64-linux-gnu qemu-user
   dpkg-dev appstream desktop-file-utils shared-mime-info

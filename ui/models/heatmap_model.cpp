@@ -65,6 +65,20 @@ QString HeatmapModel::to_csv() const {
 int HeatmapModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(usage_.layers.size()); }
 int HeatmapModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : (usage_.experts + bin_ - 1) / bin_; }
 
+void HeatmapModel::set_marked(const QHash<int, QVector<int>>& experts) {
+    if (experts == marked_) return;
+    marked_ = experts;
+    if (rowCount() > 0 && columnCount() > 0) emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1), {MarkedRole});
+}
+
+bool HeatmapModel::is_marked(int row, int column) const {
+    if (row < 0 || row >= rowCount()) return false;
+    const auto it = marked_.constFind(usage_.layers[static_cast<size_t>(row)]);
+    if (it == marked_.constEnd()) return false;
+    const int first = first_expert(column), last = last_expert(column);
+    return std::any_of(it->begin(), it->end(), [&](int e) { return e >= first && e <= last; });
+}
+
 QVariant HeatmapModel::data(const QModelIndex& index, int role) const {
     if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
     const size_t row = static_cast<size_t>(index.row());
@@ -80,10 +94,12 @@ QVariant HeatmapModel::data(const QModelIndex& index, int role) const {
     case Qt::BackgroundRole: return heat_color(intensity);
     case Qt::ForegroundRole: return text_color_on(heat_color(intensity));
     case Qt::TextAlignmentRole: return int(Qt::AlignCenter);
+    case MarkedRole: return is_marked(index.row(), index.column());
     case Qt::ToolTipRole:
-        return tr("layer %1, %2: %3 of %4 selections (%5%) over %6 tokens")
+        return tr("layer %1, %2: %3 of %4 selections (%5%) over %6 tokens%7")
             .arg(usage_.layers[row]).arg(expert_label(first_expert(index.column()), last_expert(index.column())))
-            .arg(count).arg(b.selections).arg(share * 100.0, 0, 'f', 1).arg(usage_.tokens);
+            .arg(count).arg(b.selections).arg(share * 100.0, 0, 'f', 1).arg(usage_.tokens)
+            .arg(is_marked(index.row(), index.column()) ? tr("; chosen for the selected token") : QString());
     default: return {};
     }
 }

@@ -3,6 +3,7 @@
 // columns can each sum a bin of neighbouring experts, so that a layer's whole row fits on screen.
 #pragma once
 #include <QAbstractTableModel>
+#include <QHash>
 #include <QVector>
 #include <algorithm>
 
@@ -14,7 +15,7 @@ namespace colibri::studio {
 class HeatmapModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Role { CountRole = Qt::UserRole + 1, ShareRole, IntensityRole };
+    enum Role { CountRole = Qt::UserRole + 1, ShareRole, IntensityRole, MarkedRole };
 
     using QAbstractTableModel::QAbstractTableModel;
     void set_usage(const ExpertUsage& usage);
@@ -31,6 +32,10 @@ public:
     int max_cell() const { return max_; }
     // Hybrids: the Gated DeltaNet layers, so each row says which kind of token mixer its layer has.
     void set_linear_layers(const QVector<int>& layers);
+    // The selected token's experts per layer (layer → experts), framed on the map (MarkedRole); empty: none.
+    void set_marked(const QHash<int, QVector<int>>& experts);
+    const QHash<int, QVector<int>>& marked() const { return marked_; }
+    bool is_marked(int row, int column) const;
     // "layer,E0,E1,..." then one row of counts per MoE layer.
     QString to_csv() const;
 
@@ -45,6 +50,7 @@ private:
     int bin_ = 1;
     int max_ = 0;
     QVector<int> linear_;
+    QHash<int, QVector<int>> marked_;
 };
 
 class BalanceModel : public TableModel {

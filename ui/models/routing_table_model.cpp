@@ -69,8 +69,8 @@ QVariant RoutingTableModel::headerData(int section, Qt::Orientation o, int role)
     if (role != Qt::DisplayRole) return {};
     if (o == Qt::Vertical) return section + 1;
     if (section == 0) return tr("layer");
-    if (section == distribution_column()) return tr("router distribution");
-    return tr("expert %1").arg(section);
+    if (section == distribution_column()) return tr("router probability");
+    return tr("#%1 expert, weight").arg(section);
 }
 
 }  // namespace colibri::studio

@@ -1,8 +1,19 @@
 #include "ui/models/stats_table_model.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "ui/colors.h"
 
 namespace colibri::studio {
+
+QString significant(double v, int digits) {
+    if (v == 0.0 || !std::isfinite(v)) return QString::number(v);
+    const double a = std::fabs(v);
+    if (a < 1e-4) return QString::number(v, 'e', digits - 1);
+    const int decimals = std::max(0, digits - 1 - static_cast<int>(std::floor(std::log10(a))));
+    return QString::number(v, 'f', decimals);
+}
 
 void StatsTableModel::set_table(const QStringList& headers, const QVector<Format>& formats, const QVector<QVector<Cell>>& rows,
                                 const QStringList& row_headers) {
@@ -26,6 +37,7 @@ QString StatsTableModel::text(int row, int column) const {
     case Format::Integer: return QString::number(v.toLongLong());
     case Format::Percent: return QString::number(v.toDouble() * 100.0, 'f', 1) + QStringLiteral(" %");
     case Format::Decimal3: return QString::number(v.toDouble(), 'f', 3);
+    case Format::Significant3: return significant(v.toDouble(), 3);
     case Format::Text: break;
     }
     return v.toString();

@@ -10,10 +10,14 @@
 
 namespace colibri::studio {
 
+// v with `digits` significant digits in fixed notation ("0.00312", "0.25", "12.5", "0"); below 1e-4, scientific.
+QString significant(double v, int digits = 3);
+
 class StatsTableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum class Format { Text, Integer, Percent, Decimal3 };
+    // Significant3: three significant digits however small (a divergence of 0.00312 bits is not "0.003").
+    enum class Format { Text, Integer, Percent, Decimal3, Significant3 };
     struct Cell {
         Cell() = default;
         Cell(QVariant v, QColor background_ = {}, QString tooltip_ = {})

@@ -4,10 +4,12 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QJsonDocument>
 #include <QLabel>
+#include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSplitter>
@@ -15,10 +17,13 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "ui/colors.h"
 #include "ui/views/bar_chart.h"
 #include "ui/views/elided_label.h"
+#include "ui/views/heatmap_view.h"
 
 namespace colibri::studio {
 
@@ -35,8 +40,50 @@ QTableView* table_for(QAbstractItemModel* m, bool sortable = true) {
     t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + 6);
     t->horizontalHeader()->setStretchLastSection(true);
     t->setMinimumSize(120, 60);
+    // Columns as wide as their header and contents (a narrow pane scrolls rather than clipping "same first choice").
+    QObject::connect(m, &QAbstractItemModel::modelReset, t, [t] { t->resizeColumnsToContents(); });
     return t;
 }
+
+// A tab's page: its controls, a line of text under them, and the body taking the rest.
+QWidget* page(QLayout* controls, QWidget* line, QWidget* body) {
+    auto* w = new QWidget;
+    auto* l = new QVBoxLayout(w);
+    l->setContentsMargins(0, 0, 0, 0);
+    l->setSpacing(3);
+    l->addLayout(controls);
+    l->addWidget(line);
+    l->addWidget(body, 1);
+    return w;
+}
+
+// A note that wraps onto as many lines as it needs rather than ending in "…".
+QLabel* note(const QString& text = {}) {
+    auto* l = new QLabel(text);
+    l->setWordWrap(true);
+    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    return l;
+}
+
+// An axis title written bottom to top beside a table's rows.
+class VerticalTitle : public QWidget {
+public:
+    explicit VerticalTitle(const QString& text) : text_(text) { setToolTip(text); }
+    const QString& text() const { return text_; }
+    QSize sizeHint() const override { return {fontMetrics().height() + 4, fontMetrics().horizontalAdvance(text_) + 8}; }
+    QSize minimumSizeHint() const override { return {fontMetrics().height() + 4, 20}; }
+
+protected:
+    void paintEvent(QPaintEvent*) override {
+        QPainter p(this);
+        p.translate(0, height());
+        p.rotate(-90);
+        p.drawText(QRect(0, 0, height(), width()), Qt::AlignCenter, fontMetrics().elidedText(text_, Qt::ElideRight, height()));
+    }
+
+private:
+    QString text_;
+};
 
 QWidget* column(std::initializer_list<QWidget*> widgets, QLayout* top = nullptr) {
     auto* w = new QWidget;
@@ -77,13 +124,38 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
     co_table_ = table_for(&coactivation_, false);
     co_table_->horizontalHeader()->setStretchLastSection(false);
     co_table_->horizontalHeader()->setDefaultSectionSize(46);
-    co_summary_ = new ElidedLabel;
+    co_summary_ = note();
+    co_legend_ = new HeatLegend;
+    co_legend_->setObjectName(QStringLiteral("coactivation_legend"));
+    co_legend_caption_ = note();
+    co_legend_caption_->setObjectName(QStringLiteral("coactivation_legend_caption"));
+    co_legend_caption_->setMaximumWidth(110);
+    co_x_title_ = new QLabel(tr("column: the expert chosen with it"));
+    co_x_title_->setObjectName(QStringLiteral("coactivation_x_title"));
+    co_x_title_->setAlignment(Qt::AlignCenter);
+    auto* co_y_title = new VerticalTitle(tr("row: the expert chosen"));
+    co_y_title->setObjectName(QStringLiteral("coactivation_y_title"));
+    co_y_title_ = tr("row: the expert chosen");
     auto* co_top = new QHBoxLayout;
     co_top->addWidget(new QLabel(tr("layer")));
     co_top->addWidget(co_layer_);
     co_top->addWidget(co_mode_);
-    co_top->addWidget(co_summary_, 1);
-    tabs_->addTab(column({co_table_}, co_top), tr("Co-activation"));
+    co_top->addStretch();
+    auto* co_grid = new QGridLayout;
+    co_grid->setContentsMargins(0, 0, 0, 0);
+    co_grid->setSpacing(2);
+    co_grid->addWidget(co_x_title_, 0, 1);
+    co_grid->addWidget(co_y_title, 1, 0);
+    co_grid->addWidget(co_table_, 1, 1);
+    auto* legend_column = new QVBoxLayout;
+    legend_column->addWidget(co_legend_caption_);
+    legend_column->addWidget(co_legend_, 1);
+    co_grid->addLayout(legend_column, 1, 2);
+    co_grid->setColumnStretch(1, 1);
+    co_grid->setRowStretch(1, 1);
+    auto* co_matrix = new QWidget;
+    co_matrix->setLayout(co_grid);
+    tabs_->addTab(page(co_top, co_summary_, co_matrix), tr("Co-activation"));
 
     // Top tokens per expert.
     top_layer_ = new QComboBox;
@@ -92,15 +164,16 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
     auto* top_top = new QHBoxLayout;
     top_top->addWidget(new QLabel(tr("layer")));
     top_top->addWidget(top_layer_);
-    top_top->addWidget(new QLabel(tr("the tokens each expert receives most (any of its top-k), and the share of that token's occurrences")), 1);
+    top_top->addWidget(note(tr("the tokens each expert receives most (any of its top-k), and the share of that token's occurrences")), 1);
     tabs_->addTab(column({table_for(&top_tokens_)}, top_top), tr("Top tokens"));
 
     // Consecutive tokens.
     repetition_chart_ = new BarChart;
     repetition_chart_->setObjectName(QStringLiteral("repetition_chart"));
     repetition_chart_->set_axis_title(tr("% of consecutive token pairs"));
+    repetition_chart_->set_x_axis_title(tr("layer"));
     repetition_chart_->set_value_format([](double v) { return QString::number(v, 'f', 1); });
-    repetition_note_ = new ElidedLabel;
+    repetition_note_ = note();
     auto* rep_split = new QSplitter(Qt::Horizontal);
     rep_split->addWidget(table_for(&repetition_));
     rep_split->addWidget(repetition_chart_);
@@ -110,11 +183,12 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
     predictability_chart_ = new BarChart;
     predictability_chart_->setObjectName(QStringLiteral("predictability_chart"));
     predictability_chart_->set_axis_title(tr("% of tokens"));
+    predictability_chart_->set_x_axis_title(tr("layer → next layer"));
     predictability_chart_->set_value_format([](double v) { return QString::number(v, 'f', 1); });
     auto* pred_split = new QSplitter(Qt::Horizontal);
     pred_split->addWidget(table_for(&predictability_));
     pred_split->addWidget(predictability_chart_);
-    auto* pred_note = new ElidedLabel(tr("Guess: the most frequent successor of this layer's first choice (fitted on these tokens); "
+    auto* pred_note = note(tr("Guess: the most frequent successor of this layer's first choice (fitted on these tokens); "
                                          "baseline: always the next layer's most frequent expert."));
     tabs_->addTab(column({pred_note, pred_split}), tr("Next layer"));
 
@@ -129,7 +203,7 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
     compare_progress_->setMaximumWidth(120);
     compare_progress_->setRange(0, 1);
     compare_progress_->setValue(0);
-    compare_status_ = new ElidedLabel(tr("Compare this conversation's routing with another model's on the same tokens, or with another conversation."));
+    compare_status_ = note(tr("Compare this conversation's routing with another model's on the same tokens, or with another conversation."));
     compare_status_->setObjectName(QStringLiteral("comparison_status"));
     connect(compare_model_, &QPushButton::clicked, this, [this] {
         const QString path = QFileDialog::getOpenFileName(this, tr("Compare with another model"), QString(), tr("Colibri models (*.bin *.bin.zst)"));
@@ -149,18 +223,20 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
     comparison_chart_ = new BarChart;
     comparison_chart_->setObjectName(QStringLiteral("comparison_chart"));
     comparison_chart_->set_axis_title(tr("% of positions"));
+    comparison_chart_->set_x_axis_title(tr("layer"));
     comparison_chart_->set_value_format([](double v) { return QString::number(v, 'f', 1); });
     auto* cmp_top = new QHBoxLayout;
     cmp_top->addWidget(compare_model_);
     cmp_top->addWidget(compare_conversation_);
     cmp_top->addWidget(compare_cancel_);
     cmp_top->addWidget(compare_progress_);
-    cmp_top->addWidget(compare_status_, 1);
+    cmp_top->addStretch();
     auto* cmp_split = new QSplitter(Qt::Horizontal);
     cmp_split->addWidget(table_for(&agreement_));
     cmp_split->addWidget(comparison_chart_);
-    cmp_split->addWidget(table_for(&divergence_));
-    tabs_->addTab(column({cmp_split}, cmp_top), tr("Compare"));
+    divergence_table_ = table_for(&divergence_);
+    cmp_split->addWidget(divergence_table_);
+    tabs_->addTab(page(cmp_top, compare_status_, cmp_split), tr("Compare"));
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -175,6 +251,10 @@ AnalysisView::AnalysisView(Conversation* conversation, QWidget* parent) : QWidge
 }
 
 QLabel* AnalysisView::comparison_status() const { return compare_status_; }
+
+QString AnalysisView::coactivation_legend_caption() const { return co_legend_caption_->text(); }
+
+QString AnalysisView::coactivation_axis_title(Qt::Orientation o) const { return o == Qt::Horizontal ? co_x_title_->text() : co_y_title_; }
 
 void AnalysisView::schedule() {
     if (!timer_.isActive()) timer_.start();
@@ -260,13 +340,17 @@ void AnalysisView::show_coactivation() {
     const std::vector<CoActivation> all = co_activation(traces_, model_.experts);
     const int layer = co_layer_->currentData().isValid() ? co_layer_->currentData().toInt() : -1;
     const auto it = std::find_if(all.begin(), all.end(), [layer](const CoActivation& c) { return c.layer == layer; });
+    const bool conditional = co_mode_->currentIndex() == 1;
+    co_legend_caption_->setText(conditional ? tr("colour: % of the row's tokens that also chose the column")
+                                            : tr("colour: tokens that chose both"));
+    co_x_title_->setText(conditional ? tr("column: the expert also chosen (%)") : tr("column: the expert chosen with it"));
     if (it == all.end()) {
         coactivation_.clear();
+        co_legend_->set_max(0);
         co_summary_->setText(tr("No routed tokens yet."));
         return;
     }
     const CoActivation& c = *it;
-    const bool conditional = co_mode_->currentIndex() == 1;
     double top = 0;
     for (int i = 0; i < c.experts; ++i)
         for (int j = 0; j < c.experts; ++j)
@@ -301,6 +385,10 @@ void AnalysisView::show_coactivation() {
     }
     coactivation_.set_table(headers, formats, rows, row_headers);
     co_table_->resizeColumnsToContents();
+    // The diagonal (an expert's own count) is uncoloured: the scale is the off-diagonal cells'.
+    co_legend_->set_format(conditional ? std::function<QString(double)>([](double v) { return QStringLiteral("%1 %").arg(v * 100, 0, 'f', 0); })
+                                       : std::function<QString(double)>([](double v) { return QString::number(std::round(v)); }));
+    co_legend_->set_max(top);
     co_summary_->setText(best_i < 0 ? QString()
                                     : tr("%1 tokens; the most frequent pair E%2 + E%3 (%4 tokens)").arg(c.tokens).arg(best_i).arg(best_j).arg(c.at(best_i, best_j)));
 }
@@ -373,24 +461,30 @@ void AnalysisView::show_comparison(const ReplayResult& other) {
     for (size_t i = 0; i < comparison_.usage.size(); ++i) {
         const UsageDivergence& u = comparison_.usage[i];
         QVector<Cell> row{{u.layer}};
-        if (comparison_.same_tokens && i < comparison_.layers.size()) {
-            const LayerAgreement& g = comparison_.layers[i];
+        // Other tokens: only the usage compares, so the agreement columns are left out rather than left empty.
+        if (comparison_.same_tokens) {
+            const LayerAgreement g = i < comparison_.layers.size() ? comparison_.layers[i] : LayerAgreement{};
             row << Cell{g.same_first} << Cell{g.same_set} << Cell{g.jaccard};
-            categories << tr("L%1").arg(g.layer);
+            categories << tr("L%1").arg(u.layer);
             first.values << g.same_first * 100;
             set.values << g.same_set * 100;
-        } else {
-            row << Cell{} << Cell{} << Cell{};
         }
         row << Cell{u.js_bits};
         rows << row;
     }
-    agreement_.set_table({tr("layer"), tr("same first choice"), tr("same top-k set"), tr("mean Jaccard"), tr("usage JS divergence (bits)")},
-                         {Format::Integer, Format::Percent, Format::Percent, Format::Decimal3, Format::Decimal3}, rows);
+    const QString js_header = tr("usage JS divergence (bits)");
+    if (comparison_.same_tokens)
+        agreement_.set_table({tr("layer"), tr("same first choice"), tr("same top-k set"), tr("mean Jaccard"), js_header},
+                             {Format::Integer, Format::Percent, Format::Percent, Format::Decimal3, Format::Significant3}, rows);
+    else
+        agreement_.set_table({tr("layer"), js_header}, {Format::Integer, Format::Significant3}, rows);
+    // The positions that differ exist only for the same tokens.
+    divergence_table_->setVisible(comparison_.same_tokens);
     if (comparison_.same_tokens) {
         comparison_chart_->set_title(tr("Routing agreement with %1").arg(other_label_));
         comparison_chart_->set_fixed_range(0, 100);
         comparison_chart_->set_axis_title(tr("% of positions"));
+        comparison_chart_->set_value_format([](double v) { return QString::number(v, 'f', 1); });
         comparison_chart_->set_data(categories, {first, set});
     } else {
         // Different tokens: only the usage can be compared.
@@ -399,9 +493,10 @@ void AnalysisView::show_comparison(const ReplayResult& other) {
             categories << tr("L%1").arg(u.layer);
             js.values << u.js_bits;
         }
-        comparison_chart_->set_title(tr("Expert usage against %1 (0 = the same shares)").arg(other_label_));
-        comparison_chart_->set_fixed_range(0, 1);
+        comparison_chart_->set_title(tr("Expert usage against %1 (0 = the same shares, 1 = disjoint)").arg(other_label_));
+        comparison_chart_->set_fixed_range(0, 0);  // automatic: divergences of 0.003 bits stay visible
         comparison_chart_->set_axis_title(tr("Jensen-Shannon divergence, bits"));
+        comparison_chart_->set_value_format([](double v) { return significant(v, 3); });
         comparison_chart_->set_data(categories, {js});
     }
     QVector<QVector<Cell>> div;

@@ -23,7 +23,7 @@ class QTableView;
 namespace colibri::studio {
 
 class BarChart;
-class ElidedLabel;
+class HeatLegend;
 
 class AnalysisView : public QWidget {
     Q_OBJECT
@@ -37,6 +37,12 @@ public:
     StatsTableModel* coactivation_model() { return &coactivation_; }
     QComboBox* coactivation_layer() const { return co_layer_; }
     QComboBox* coactivation_mode() const { return co_mode_; }
+    QTableView* coactivation_table() const { return co_table_; }
+    // The matrix's colour scale, what it measures, and its axes' titles (columns above, rows beside).
+    HeatLegend* coactivation_legend() const { return co_legend_; }
+    QString coactivation_legend_caption() const;
+    QString coactivation_axis_title(Qt::Orientation o) const;
+    QTableView* divergence_table() const { return divergence_table_; }
     StatsTableModel* top_tokens_model() { return &top_tokens_; }
     QComboBox* top_tokens_layer() const { return top_layer_; }
     StatsTableModel* repetition_model() { return &repetition_; }
@@ -80,12 +86,17 @@ private:
     QTabWidget* tabs_ = nullptr;
     QComboBox *co_layer_ = nullptr, *co_mode_ = nullptr, *top_layer_ = nullptr;
     QTableView* co_table_ = nullptr;
-    ElidedLabel* co_summary_ = nullptr;
+    QLabel* co_summary_ = nullptr;
+    HeatLegend* co_legend_ = nullptr;
+    QLabel* co_legend_caption_ = nullptr;
+    QLabel* co_x_title_ = nullptr;
+    QString co_y_title_;
+    QTableView* divergence_table_ = nullptr;
     BarChart* repetition_chart_ = nullptr;
-    ElidedLabel* repetition_note_ = nullptr;
+    QLabel* repetition_note_ = nullptr;
     BarChart* predictability_chart_ = nullptr;
     BarChart* comparison_chart_ = nullptr;
-    ElidedLabel* compare_status_ = nullptr;
+    QLabel* compare_status_ = nullptr;
     QProgressBar* compare_progress_ = nullptr;
     QPushButton *compare_model_ = nullptr, *compare_conversation_ = nullptr, *compare_cancel_ = nullptr;
 };

@@ -44,6 +44,26 @@ void BarChart::set_axis_title(const QString& title) {
     axis_title_ = title;
     update();
 }
+void BarChart::set_x_axis_title(const QString& title) {
+    x_axis_title_ = title;
+    update();
+}
+void BarChart::set_legend_entries(const QVector<LegendEntry>& entries) {
+    legend_entries_ = entries;
+    update();
+}
+QVector<BarChart::LegendEntry> BarChart::legend_entries() const {
+    if (!legend_entries_.isEmpty()) return legend_entries_;
+    QVector<LegendEntry> out;
+    if (legend_ && (series_.size() > 1 || (series_.size() == 1 && !series_[0].name.isEmpty())))
+        for (const Series& s : series_) out.push_back({s.name, s.color});
+    return out;
+}
+QStringList BarChart::legend_names() const {
+    QStringList names;
+    for (const LegendEntry& e : legend_entries()) names << e.name;
+    return names;
+}
 void BarChart::set_log_scale(bool on) {
     log_ = on;
     update();
@@ -113,10 +133,10 @@ BarChart::Layout BarChart::layout(const QFontMetrics& fm) const {
     Layout l;
     double top = 4;
     if (!title_.isEmpty()) top += fm.height() + 2;
-    if (legend_ && (series_.size() > 1 || (series_.size() == 1 && !series_[0].name.isEmpty()))) {
+    if (const QVector<LegendEntry> entries = legend_entries(); !entries.isEmpty()) {
         double x = 0;
         l.legend_lines = 1;
-        for (const Series& s : series_) {
+        for (const LegendEntry& s : entries) {
             const double w = 16 + fm.horizontalAdvance(s.name) + 12;
             if (x > 0 && x + w > width() - 8) {
                 ++l.legend_lines;
@@ -133,11 +153,48 @@ BarChart::Layout BarChart::layout(const QFontMetrics& fm) const {
     int left = fm.horizontalAdvance(tick_label(hi));
     left = std::max(left, fm.horizontalAdvance(tick_label(lo)));
     left = std::max(left, fm.horizontalAdvance(tick_label((lo + hi) / 2)));
-    l.plot = QRectF(left + 8, top, std::max(10, width() - left - 16), std::max(10.0, height() - top - fm.height() - 6));
+    const double plot_width = std::max(10, width() - left - 16);
     const int n = std::max<int>(1, static_cast<int>(categories_.size()));
-    l.group_width = l.plot.width() / n;
+    l.group_width = plot_width / n;
+    // Category labels: side by side when they fit; else written upwards when that labels more of them; else every
+    // 2nd, 5th, 10th... (a step that reads as a scale).
+    const auto step_for = [&](int extent) {
+        const int need = std::max(1, static_cast<int>(std::ceil(extent / std::max(1.0, l.group_width))));
+        int step = 1;
+        while (step < need) step = step == 1 ? 2 : static_cast<int>(nice_step(step + 1));
+        return step;
+    };
+    const auto place = [&](const QFontMetrics& m) {
+        int widest = 0;
+        for (const QString& c : categories_) widest = std::max(widest, m.horizontalAdvance(c));
+        const int flat = step_for(widest + 3), upright = step_for(m.height() + 1);
+        l.rotated = flat > 1 && upright < flat;
+        l.label_step = l.rotated ? upright : flat;
+        return l.rotated ? widest + 4 : m.height();
+    };
+    double labels = place(fm);
+    // A size smaller where that labels every category.
+    if (l.label_step > 1) {
+        const Layout normal = l;
+        const QFontMetrics small(label_font());
+        const double small_labels = place(small);
+        if (l.label_step == 1) {
+            l.small = true;
+            labels = small_labels;
+        } else {
+            l = normal;
+        }
+    }
+    const double bottom = labels + 6 + (x_axis_title_.isEmpty() ? 0 : fm.height());
+    l.plot = QRectF(left + 8, top, plot_width, std::max(10.0, height() - top - bottom));
     l.bar_width = l.group_width * 0.84 / std::max<int>(1, static_cast<int>(series_.size()));
     return l;
+}
+
+QFont BarChart::label_font() const {
+    QFont f = font();
+    f.setPointSizeF(std::max(6.5, f.pointSizeF() * 0.8));
+    return f;
 }
 
 QRectF BarChart::bar_rect(int s, int c) const {
@@ -172,7 +229,7 @@ void BarChart::paintEvent(QPaintEvent*) {
     }
     if (l.legend_lines > 0) {
         double x = 8;
-        for (const Series& s : series_) {
+        for (const LegendEntry& s : legend_entries()) {
             const double w = 16 + fm.horizontalAdvance(s.name) + 12;
             if (x > 8 && x + w > width() - 8) {
                 x = 8;
@@ -189,6 +246,12 @@ void BarChart::paintEvent(QPaintEvent*) {
         p.setPen(blend(text, base, 0.35));
         p.drawText(QPointF(4, y + fm.ascent()), axis_title_ + (log_ ? tr(" (log scale)") : QString()));
     }
+    if (!x_axis_title_.isEmpty()) {
+        p.setPen(blend(text, base, 0.35));
+        p.drawText(QRectF(l.plot.left(), height() - fm.height() - 2, l.plot.width(), fm.height()), Qt::AlignHCenter | Qt::AlignVCenter,
+                   fm.elidedText(x_axis_title_, Qt::ElideRight, static_cast<int>(l.plot.width())));
+    }
+    drawn_categories_.clear();
     if (categories_.isEmpty() || series_.isEmpty()) {
         p.setPen(blend(text, base, 0.45));
         p.drawText(l.plot, Qt::AlignCenter | Qt::TextWordWrap, tr("Nothing measured yet"));
@@ -253,15 +316,25 @@ void BarChart::paintEvent(QPaintEvent*) {
                 drawn_labels_ << label;
             }
         }
-    // Category labels, thinned out when they would overlap.
-    int widest = 0;
-    for (const QString& c : categories_) widest = std::max(widest, fm.horizontalAdvance(c));
-    const int step = std::max(1, static_cast<int>(std::ceil((widest + 6) / std::max(1.0, l.group_width))));
+    // Category labels as layout() placed them.
     p.setPen(text);
-    for (int c = 0; c < categories_.size(); c += step) {
-        const QRectF box(l.plot.left() + c * l.group_width - (step - 1) * l.group_width / 2, l.plot.bottom() + 2, l.group_width * step, fm.height());
-        p.drawText(box, Qt::AlignHCenter | Qt::AlignTop, fm.elidedText(categories_[c], Qt::ElideRight, static_cast<int>(box.width())));
+    if (l.small) p.setFont(label_font());
+    const QFontMetrics lfm = p.fontMetrics();
+    for (int c = 0; c < categories_.size(); c += l.label_step) {
+        const double x = l.plot.left() + (c + 0.5) * l.group_width;
+        if (l.rotated) {
+            p.save();
+            p.translate(x + lfm.ascent() / 2.0 - 1, l.plot.bottom() + 3 + lfm.horizontalAdvance(categories_[c]));
+            p.rotate(-90);
+            p.drawText(QPointF(0, 0), categories_[c]);
+            p.restore();
+        } else {
+            const int w = lfm.horizontalAdvance(categories_[c]) + 3;
+            p.drawText(QRectF(x - w / 2.0, l.plot.bottom() + 2, w, lfm.height()), Qt::AlignHCenter | Qt::AlignTop, categories_[c]);
+        }
+        drawn_categories_ << categories_[c];
     }
+    p.setFont(font());
 }
 
 std::pair<int, int> BarChart::hit(const QPoint& pt) const {

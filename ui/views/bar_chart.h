@@ -24,6 +24,13 @@ public:
     explicit BarChart(QWidget* parent = nullptr);
     void set_title(const QString& title);
     void set_axis_title(const QString& title);  // the unit, shown with the axis
+    void set_x_axis_title(const QString& title);  // what the categories are, under their labels
+    // Legend entries in place of the series' names (a single series coloured per bar: what the colours mean).
+    struct LegendEntry {
+        QString name;
+        QColor color;
+    };
+    void set_legend_entries(const QVector<LegendEntry>& entries);
     void set_log_scale(bool on);
     void set_value_labels(bool on);
     void set_legend_visible(bool on);
@@ -43,6 +50,13 @@ public:
     // The value labels the last paint wrote (text per bar drawn with a label).
     QStringList drawn_labels() const { return drawn_labels_; }
     QString format_value(double v) const;
+    // The category labels the last paint wrote: every category, or every 2nd, 5th, 10th... when they would overlap.
+    QStringList drawn_categories() const { return drawn_categories_; }
+    bool categories_rotated() const { return layout(fontMetrics()).rotated; }
+    const QString& axis_title() const { return axis_title_; }
+    const QString& x_axis_title() const { return x_axis_title_; }
+    // The legend as drawn (names), from the series or set_legend_entries.
+    QStringList legend_names() const;
     QSize minimumSizeHint() const override { return {160, 110}; }
     QSize sizeHint() const override { return {420, 240}; }
 
@@ -55,18 +69,25 @@ private:
         QRectF plot;
         double group_width = 0, bar_width = 0;
         int legend_lines = 0;
+        int label_step = 1;    // every label_step-th category labelled
+        bool rotated = false;  // labels written upwards (they fit that way where side by side they would not)
+        bool small = false;    // labels in label_font() (every one fits that way, not at the normal size)
     };
+    QFont label_font() const;
     Layout layout(const QFontMetrics& fm) const;
     double y_of(double v, const QRectF& plot) const;
     std::pair<int, int> hit(const QPoint& p) const;
 
-    QString title_, axis_title_;
+    QVector<LegendEntry> legend_entries() const;
+
+    QString title_, axis_title_, x_axis_title_;
+    QVector<LegendEntry> legend_entries_;
     bool log_ = false, labels_ = true, legend_ = true;
     double fixed_lo_ = 0, fixed_hi_ = 0;
     std::function<QString(double)> format_;
     QStringList categories_;
     QVector<Series> series_;
-    mutable QStringList drawn_labels_;
+    mutable QStringList drawn_labels_, drawn_categories_;
 };
 
 }  // namespace colibri::studio

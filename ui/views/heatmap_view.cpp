@@ -14,6 +14,8 @@
 #include <QBuffer>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QStyle>
+#include <QStyledItemDelegate>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <tuple>
@@ -23,9 +25,37 @@
 
 namespace colibri::studio {
 
+namespace {
+// Cells as the table draws them, plus a frame around the selected token's experts (MarkedRole).
+class MarkDelegate : public QStyledItemDelegate {
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+    void paint(QPainter* p, const QStyleOptionViewItem& option, const QModelIndex& index) const override {
+        QStyledItemDelegate::paint(p, option, index);
+        if (!index.data(HeatmapModel::MarkedRole).toBool()) return;
+        const QColor bg = index.data(Qt::BackgroundRole).value<QColor>();
+        p->save();
+        p->setPen(QPen(text_color_on(bg), 3));
+        p->setBrush(Qt::NoBrush);
+        p->drawRect(QRectF(option.rect).adjusted(1.5, 1.5, -1.5, -1.5));
+        p->restore();
+    }
+};
+}  // namespace
+
 void HeatLegend::set_max(double max) {
     max_ = max;
     update();
+}
+
+void HeatLegend::set_format(std::function<QString(double)> format) {
+    format_ = std::move(format);
+    update();
+}
+
+QStringList HeatLegend::labels() const {
+    if (format_) return {format_(max_), format_(max_ / 2.0), format_(0.0)};
+    return {QString::number(max_, 'g', 4), QString::number(max_ / 2.0, 'g', 3), QStringLiteral("0")};
 }
 
 void HeatLegend::paintEvent(QPaintEvent*) {
@@ -36,9 +66,10 @@ void HeatLegend::paintEvent(QPaintEvent*) {
     p.fillRect(bar, g);
     p.setPen(palette().color(QPalette::WindowText));
     p.drawRect(bar);
-    p.drawText(QPoint(bar.right() + 6, bar.top() + 10), QString::number(max_, 'g', 4));
-    p.drawText(QPoint(bar.right() + 6, (bar.top() + bar.bottom()) / 2 + 4), QString::number(max_ / 2.0, 'g', 3));
-    p.drawText(QPoint(bar.right() + 6, bar.bottom()), QStringLiteral("0"));
+    const QStringList text = labels();
+    p.drawText(QPoint(bar.right() + 6, bar.top() + 10), text[0]);
+    p.drawText(QPoint(bar.right() + 6, (bar.top() + bar.bottom()) / 2 + 4), text[1]);
+    p.drawText(QPoint(bar.right() + 6, bar.bottom()), text[2]);
 }
 
 HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
@@ -71,27 +102,40 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     controls->addWidget(to_);
     controls->addWidget(generated_only_);
     controls->addWidget(whole);
-    controls->addWidget(new QLabel(tr("per column")));
-    controls->addWidget(bin_);
     controls->addStretch();
-    controls->addWidget(png);
-    controls->addWidget(csv);
+    // The binning and export controls: at the end of the first row where the view is wide enough, else a second
+    // row (a narrow workspace column fits without scrolling sideways, a wide strip keeps its height for the map).
+    controls_ = controls;
+    more_controls_ = new QWidget;
+    auto* controls2 = new QHBoxLayout(more_controls_);
+    controls2->setContentsMargins(0, 0, 0, 0);
+    controls2->addWidget(new QLabel(tr("per column")));
+    controls2->addWidget(bin_);
+    controls2->addStretch();
+    controls2->addWidget(png);
+    controls2->addWidget(csv);
 
     table_ = new QTableView;
     table_->setModel(&heatmap_);
     table_->horizontalHeader()->setDefaultSectionSize(kCellWidth);
     table_->horizontalHeader()->setMinimumSectionSize(20);
     table_->verticalHeader()->setDefaultSectionSize(24);
+    table_->verticalHeader()->setMinimumSectionSize(kMinRow);
+    table_->setItemDelegate(new MarkDelegate(table_));
     table_->setShowGrid(false);
     table_->setSelectionMode(QAbstractItemView::NoSelection);
     table_->viewport()->installEventFilter(this);
     legend_ = new HeatLegend;
     summary_ = new QLabel;
     summary_->setObjectName(QStringLiteral("heatmap_summary"));
+    mark_note_ = new QLabel;
+    mark_note_->setObjectName(QStringLiteral("heatmap_mark_note"));
+    mark_note_->setWordWrap(true);
     balance_table_ = new QTableView;
     balance_table_->setModel(&balance_);
     balance_table_->verticalHeader()->hide();
     balance_table_->horizontalHeader()->setStretchLastSection(true);
+    balance_table_->setMinimumHeight(2 * balance_table_->fontMetrics().height() + 12);
 
     auto* map = new QWidget;
     auto* map_layout = new QHBoxLayout(map);
@@ -101,17 +145,19 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     auto* bottom = new QWidget;
     auto* bottom_layout = new QVBoxLayout(bottom);
     bottom_layout->setContentsMargins(0, 0, 0, 0);
+    bottom_layout->addWidget(mark_note_);
     bottom_layout->addWidget(summary_);
     bottom_layout->addWidget(balance_table_, 1);
     auto* splitter = new QSplitter(Qt::Vertical);
     splitter->addWidget(map);
     splitter->addWidget(bottom);
-    splitter->setStretchFactor(0, 2);
+    splitter->setStretchFactor(0, 3);  // the map first: every layer should show
     splitter->setStretchFactor(1, 1);
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(controls);
+    layout->addWidget(more_controls_);
     layout->addWidget(splitter, 1);
 
     timer_.setSingleShot(true);
@@ -119,6 +165,40 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     connect(&timer_, &QTimer::timeout, this, &HeatmapView::refresh);
     connect(conversation_, &Conversation::traceUpdated, this, &HeatmapView::schedule);
     connect(conversation_, &Conversation::tokensChanged, this, &HeatmapView::schedule);
+    connect(conversation_, &Conversation::selectionChanged, this, &HeatmapView::show_marked);
+    connect(conversation_, &Conversation::traceUpdated, this, [this](int position) {
+        if (position == conversation_->selected()) show_marked();
+    });
+    show_marked();
+}
+
+void HeatmapView::resizeEvent(QResizeEvent* e) {
+    QWidget::resizeEvent(e);
+    // The width both rows need side by side (the first row's hint holds the second already when they are one).
+    const int need = controls_->sizeHint().width() + (controls_in_one_row() ? 0 : more_controls_->sizeHint().width() + controls_->spacing()) + 8;
+    const bool one_row = width() >= need;
+    if (one_row == controls_in_one_row()) return;
+    auto* outer = static_cast<QVBoxLayout*>(layout());
+    if (one_row) {
+        outer->removeWidget(more_controls_);
+        controls_->addWidget(more_controls_);
+    } else {
+        controls_->removeWidget(more_controls_);
+        outer->insertWidget(outer->indexOf(controls_) + 1, more_controls_);
+    }
+}
+
+bool HeatmapView::controls_in_one_row() const { return controls_->indexOf(more_controls_) >= 0; }
+
+void HeatmapView::show_marked() {
+    const ConversationToken* t = conversation_->token(conversation_->selected());
+    QHash<int, QVector<int>> marked;
+    if (t != nullptr && t->evaluated)
+        for (const LayerRouting& r : t->trace.routing) marked.insert(r.layer, QVector<int>(r.experts.begin(), r.experts.end()));
+    heatmap_.set_marked(marked);
+    mark_note_->setText(marked.isEmpty() ? tr("Select a token in the chat or the routing view: its experts are framed on the map.")
+                                         : tr("Framed: the experts chosen for the selected token, position %1 “%2”.")
+                                               .arg(t->trace.position).arg(t->trace.text.trimmed().toHtmlEscaped()));
 }
 
 void HeatmapView::set_model(const ModelSummary& model) {
@@ -135,21 +215,41 @@ void HeatmapView::set_bin(int experts) {
 
 bool HeatmapView::eventFilter(QObject* watched, QEvent* e) {
     // The table's viewport has its new width only once the layout has run: fit then.
-    if (watched == table_->viewport() && e->type() == QEvent::Resize && bin_->currentData().toInt() == 0) QTimer::singleShot(0, this, &HeatmapView::apply_bin);
+    if (watched == table_->viewport() && e->type() == QEvent::Resize) {
+        if (bin_->currentData().toInt() == 0) QTimer::singleShot(0, this, &HeatmapView::apply_bin);
+        QTimer::singleShot(0, this, &HeatmapView::fit_rows);
+    }
     return QWidget::eventFilter(watched, e);
 }
 
 QFont HeatmapView::header_font(int bin) const {
-    // Bin labels ("504–511") in a smaller face.
+    // Bin labels ("504–511") and two-digit experts ("E15") in a smaller face: 16 experts fit a column of the workspace.
     QFont f = table_->font();
-    if (bin > 1) f.setPixelSize(10);
+    if (bin > 1 || experts_ > 10) f.setPixelSize(10);
     return f;
 }
 
+int HeatmapView::header_margins() const {
+    // The header style's margin on either side of a section's text, and a pixel to spare.
+    return 2 * table_->horizontalHeader()->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, table_->horizontalHeader()) + 1;
+}
+
+void HeatmapView::fit_rows() {
+    // Every layer on screen: the rows share the map's height (scrolling only below kMinRow pixels a row).
+    const int rows = std::max(heatmap_.rowCount(), 1);
+    // The splitter gives the map at least room for a few layers at the smallest row height; the balance table
+    // below gives way first.
+    table_->setMinimumHeight(table_->horizontalHeader()->sizeHint().height() + std::min(rows, 8) * kMinRow + 2 * table_->frameWidth() + 2);
+    table_->verticalHeader()->setDefaultSectionSize(std::clamp(table_->viewport()->height() / rows, int(kMinRow), int(kMaxRow)));
+}
+
 int HeatmapView::min_section(int bin) const {
-    if (bin <= 1) return kCellWidth;
+    // One expert a column: as wide as its label ("E15") and a three-digit count.
+    if (bin <= 1)
+        return std::max({QFontMetrics(header_font(1)).horizontalAdvance(QStringLiteral("E%1").arg(std::max(experts_ - 1, 0))) + header_margins(),
+                         table_->fontMetrics().horizontalAdvance(QStringLiteral("999")) + 4, 24});
     const int last = experts_ - 1, first = last / bin * bin;
-    return std::max(kCellWidth, QFontMetrics(header_font(bin)).horizontalAdvance(QStringLiteral("%1–%2").arg(first).arg(last)) + 8);
+    return std::max(kCellWidth, QFontMetrics(header_font(bin)).horizontalAdvance(QStringLiteral("%1–%2").arg(first).arg(last)) + header_margins());
 }
 
 std::pair<int, int> HeatmapView::fit(int width) const {
@@ -167,6 +267,7 @@ void HeatmapView::apply_bin() {
     table_->horizontalHeader()->setDefaultSectionSize(section);
     heatmap_.set_bin(bin);
     legend_->set_max(heatmap_.max_cell());
+    fit_rows();
 }
 
 void HeatmapView::set_span(const TokenSpan& span) {

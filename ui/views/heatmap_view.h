@@ -6,12 +6,14 @@
 #include <QImage>
 #include <QTimer>
 #include <QWidget>
+#include <functional>
 
 #include "ui/models/heatmap_model.h"
 #include "ui/data/model_summary.h"
 
 class QCheckBox;
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -24,13 +26,19 @@ class HeatLegend : public QWidget {
 public:
     using QWidget::QWidget;
     void set_max(double max);
+    // How the scale's numbers are written (by default up to four significant digits).
+    void set_format(std::function<QString(double)> format);
+    // The numbers as drawn: top, middle, zero.
+    QStringList labels() const;
     QSize sizeHint() const override { return {70, 160}; }
+    QSize minimumSizeHint() const override { return {70, 60}; }
 
 protected:
     void paintEvent(QPaintEvent*) override;
 
 private:
     double max_ = 0;
+    std::function<QString(double)> format_;
 };
 
 class HeatmapView : public QWidget {
@@ -45,6 +53,10 @@ public:
     BalanceModel* balance_model() { return &balance_; }
     QTableView* table() const { return table_; }
     QLabel* summary_label() const { return summary_; }
+    // What the frames on the map are: the selected token's experts (or how to get them).
+    QLabel* mark_note() const { return mark_note_; }
+    // Rows' height: as tall as the map's height allows for every layer to show (kMinRow..kMaxRow pixels).
+    static constexpr int kMinRow = 14, kMaxRow = 64;
 
     // The heatmap as a picture (grid, labels, legend), as exported. Cells are cell × cell pixels.
     QImage render_image(int cell = 28) const;
@@ -62,12 +74,19 @@ public:
     // The narrowest column that shows its label with `bin` experts per column.
     int min_section(int bin) const;
 
+    // The binning and export controls beside the span controls (wide) or below them (narrow).
+    bool controls_in_one_row() const;
+
 protected:
     bool eventFilter(QObject* watched, QEvent* e) override;
+    void resizeEvent(QResizeEvent* e) override;
 
 private:
     void apply_bin();
+    void fit_rows();
+    void show_marked();  // the selected token's experts, framed
     QFont header_font(int bin) const;
+    int header_margins() const;
     void schedule();
     void export_png_dialog();
     void export_csv_dialog();
@@ -83,6 +102,9 @@ private:
     QTableView* balance_table_ = nullptr;
     HeatLegend* legend_ = nullptr;
     QLabel* summary_ = nullptr;
+    QLabel* mark_note_ = nullptr;
+    QHBoxLayout* controls_ = nullptr;
+    QWidget* more_controls_ = nullptr;
     QTimer timer_;
 };
 

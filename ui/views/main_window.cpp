@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
+#include <QDateTime>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -26,6 +27,7 @@
 #include <QSettings>
 #include <QStatusBar>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "ui/file_output.h"
@@ -51,7 +53,9 @@ constexpr int kRecentFiles = 8;
 // Files up to this size are verified as soon as they load (well under a second of hashing, pages mostly cached).
 constexpr quint64 kAutoVerifyBytes = quint64(1) << 30;
 // saveState()'s version: layouts saved by an older arrangement of the docks are not restored.
-constexpr int kLayoutVersion = 4;  // 4: the Recurrent state dock
+constexpr int kLayoutVersion = 5;  // 4: the Recurrent state dock; 5: workspace and chat modes
+// How long after showing the window's frame may still change (a window manager decorating it).
+constexpr qint64 kFitAfterShowMs = 3000;
 }  // namespace
 
 bool is_model_file(const QString& path) {
@@ -164,6 +168,9 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     build_menus();
     resize(1280, 720);
     default_state_ = saveState(kLayoutVersion);
+    arrange_docks(LayoutMode::Workspace);
+    workspace_state_ = saveState(kLayoutVersion);
+    dock_of(state_view_)->hide();  // until a hybrid is loaded
     apply_default_dock_sizes();
     if (options_.persist_settings) restore_settings();
 }
@@ -185,6 +192,12 @@ QDockWidget* MainWindow::add_dock(QWidget* view, const QString& title, const QSt
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setMinimumSize(120, 80);
     dock->setWidget(scroll);
+    // Not floatable by dragging: a slight drag of the title moves the dock between areas at most. View ▸ Detach
+    // floats it on purpose (float_dock).
+    dock->setFeatures(QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetMovable);
+    connect(dock, &QDockWidget::topLevelChanged, this, [dock](bool floating) {
+        if (!floating) dock->setFeatures(dock->features() & ~QDockWidget::DockWidgetFloatable);
+    });
     addDockWidget(area, dock);
     return dock;
 }
@@ -200,10 +213,38 @@ QDockWidget* MainWindow::dock_of(QWidget* view) const {
 QList<QDockWidget*> MainWindow::docks() const { return findChildren<QDockWidget*>(); }
 
 void MainWindow::apply_default_dock_sizes() {
+    sized_for_ = size();
     const int w = std::max(width(), 800), h = std::max(height(), 600);
+    if (mode_ == LayoutMode::Workspace) {
+        // The chat a narrow column at the left; the heatmap and analyses take what the routing inspector leaves.
+        // The chat's own minimum counts: the docks get what it leaves, not a share it would take back.
+        const int chat = std::max(std::clamp(w * 24 / 100, 300, 520), centralWidget()->minimumSizeHint().width());
+        const int routing = std::clamp(w * 23 / 100, 296, 520);
+        resizeDocks({dock_of(heatmap_view_), dock_of(routing_view_)}, {std::max(w - chat - routing, 300), routing}, Qt::Horizontal);
+        resizeDocks({dock_of(summary_view_)}, {h * 30 / 100}, Qt::Vertical);
+        return;
+    }
     resizeDocks({dock_of(summary_view_)}, {std::clamp(w * 18 / 100, 200, 320)}, Qt::Horizontal);
     resizeDocks({dock_of(routing_view_)}, {std::clamp(w * 30 / 100, 320, 560)}, Qt::Horizontal);
     resizeDocks({dock_of(heatmap_view_)}, {std::clamp(h * 36 / 100, 200, 440)}, Qt::Vertical);
+}
+
+void MainWindow::arrange_docks(LayoutMode mode) {
+    // Built once from the chat arrangement: the tabbed views and the routing inspector side by side on the right,
+    // the model and chat settings under the chat.
+    QDockWidget *heat = dock_of(heatmap_view_), *routing = dock_of(routing_view_), *model = dock_of(summary_view_),
+                *settings = dock_of(chat_view_->settings_panel());
+    if (mode == LayoutMode::Workspace) {
+        addDockWidget(Qt::RightDockWidgetArea, heat);
+        splitDockWidget(heat, routing, Qt::Horizontal);
+        for (QWidget* v : std::initializer_list<QWidget*>{state_view_, analysis_view_, cache_view_, profiler_view_, kernels_view_, validator_view_})
+            tabifyDockWidget(heat, dock_of(v));
+        // Under the chat (the bottom area ends where the right one begins).
+        addDockWidget(Qt::BottomDockWidgetArea, model);
+        tabifyDockWidget(model, settings);
+    }
+    model->raise();
+    heat->raise();
 }
 
 void MainWindow::reset_layout() {
@@ -211,11 +252,104 @@ void MainWindow::reset_layout() {
         d->setFloating(false);
         d->show();
     }
-    restoreState(default_state_, kLayoutVersion);
+    restoreState(mode_ == LayoutMode::Workspace ? workspace_state_ : default_state_, kLayoutVersion);
     for (QDockWidget* d : docks()) d->show();
+    // The recurrent state exists only in hybrids: without one its tab would only take room (View shows it).
+    dock_of(state_view_)->setVisible(hybrid_);
     dock_of(summary_view_)->raise();
     dock_of(heatmap_view_)->raise();
     apply_default_dock_sizes();
+}
+
+void MainWindow::set_layout_mode(LayoutMode mode) {
+    for (QAction* a : mode_actions_) a->setChecked(a->data().toInt() == static_cast<int>(mode));
+    if (mode == mode_) return;
+    mode_ = mode;
+    reset_layout();
+}
+
+void MainWindow::set_window_size(const QSize& size) {
+    if (isMaximized() || isFullScreen()) showNormal();
+    resize(size);
+    fit_window_to_screen();
+    apply_default_dock_sizes();
+}
+
+void MainWindow::float_dock(QDockWidget* dock) {
+    dock->setFeatures(dock->features() | QDockWidget::DockWidgetFloatable);
+    dock->show();
+    dock->setFloating(true);
+    // Beside the window's centre, within the screen.
+    const QRect avail = (screen() ? screen() : QGuiApplication::primaryScreen())->availableGeometry();
+    QRect g(QPoint(0, 0), dock->size().boundedTo(avail.size() * 3 / 4).expandedTo(QSize(320, 240)));
+    g.moveCenter(frameGeometry().center());
+    dock->setGeometry(g.intersected(avail));
+}
+
+bool MainWindow::fit_window_to_screen() {
+    QScreen* s = screen() ? screen() : QGuiApplication::primaryScreen();
+    if (s == nullptr || isMaximized() || isFullScreen() || !options_.keep_on_screen) return false;
+    const QRect avail = s->availableGeometry();
+    bool changed = false;
+    const QMargins frame(geometry().left() - frameGeometry().left(), geometry().top() - frameGeometry().top(),
+                         frameGeometry().right() - geometry().right(), frameGeometry().bottom() - geometry().bottom());
+    const QSize max_size(avail.width() - frame.left() - frame.right(), avail.height() - frame.top() - frame.bottom());
+    if (width() > max_size.width() || height() > max_size.height()) {
+        resize(std::min(width(), max_size.width()), std::min(height(), max_size.height()));
+        apply_default_dock_sizes();
+        changed = true;
+    }
+    if (!avail.contains(frameGeometry())) {
+        QRect g = frameGeometry();
+        g.setSize(QSize(width() + frame.left() + frame.right(), height() + frame.top() + frame.bottom()));
+        g.moveLeft(std::clamp(g.left(), avail.left(), std::max(avail.left(), avail.right() - g.width() + 1)));
+        g.moveTop(std::clamp(g.top(), avail.top(), std::max(avail.top(), avail.bottom() - g.height() + 1)));
+        if (g.topLeft() != frameGeometry().topLeft()) {
+            move(g.topLeft());
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+void MainWindow::showEvent(QShowEvent* e) {
+    QMainWindow::showEvent(e);
+    fit_until_ms_ = QDateTime::currentMSecsSinceEpoch() + kFitAfterShowMs;
+    QTimer::singleShot(0, this, [this] { fit_window_to_screen(); });
+}
+
+void MainWindow::moveEvent(QMoveEvent* e) {
+    QMainWindow::moveEvent(e);
+    // The window manager's frame (and with it the frame geometry) is known only after it has decorated the window.
+    if (QDateTime::currentMSecsSinceEpoch() < fit_until_ms_) QTimer::singleShot(0, this, [this] { fit_window_to_screen(); });
+}
+
+void MainWindow::resizeEvent(QResizeEvent* e) {
+    QMainWindow::resizeEvent(e);
+    if (QDateTime::currentMSecsSinceEpoch() < fit_until_ms_) QTimer::singleShot(0, this, [this] { fit_window_to_screen(); });
+    // Maximised, restored or much resized: the docks share the new size as the default layout does, not the chat
+    // alone (QMainWindow gives the central widget all of it).
+    const bool maximized = isMaximized() || isFullScreen();
+    const QSize size = e->size();
+    const bool much = std::abs(size.width() - sized_for_.width()) * 5 > sized_for_.width() ||
+                      std::abs(size.height() - sized_for_.height()) * 5 > sized_for_.height();
+    if (maximized != sized_for_maximized_ || (isVisible() && much)) {
+        sized_for_maximized_ = maximized;
+        sized_for_ = size;
+        QTimer::singleShot(0, this, &MainWindow::apply_default_dock_sizes);
+    }
+}
+
+void MainWindow::changeEvent(QEvent* e) {
+    QMainWindow::changeEvent(e);
+    if (e->type() != QEvent::WindowStateChange) return;
+    const bool maximized = isMaximized() || isFullScreen();
+    if (maximized != sized_for_maximized_) {
+        sized_for_maximized_ = maximized;
+        // After the layout has the new size (the resize may arrive after the state change).
+        QTimer::singleShot(0, this, &MainWindow::apply_default_dock_sizes);
+        QTimer::singleShot(100, this, &MainWindow::apply_default_dock_sizes);
+    }
 }
 
 bool MainWindow::fit_to_screen() {
@@ -235,23 +369,7 @@ bool MainWindow::fit_to_screen() {
             changed = true;
         }
     // The window itself: within the screen, frame included.
-    const QMargins frame(geometry().left() - frameGeometry().left(), geometry().top() - frameGeometry().top(),
-                         frameGeometry().right() - geometry().right(), frameGeometry().bottom() - geometry().bottom());
-    const QSize max_size(avail.width() - frame.left() - frame.right(), avail.height() - frame.top() - frame.bottom());
-    if (isMaximized() || isFullScreen()) return changed;
-    if (width() > max_size.width() || height() > max_size.height()) {
-        resize(std::min(width(), max_size.width()), std::min(height(), max_size.height()));
-        apply_default_dock_sizes();
-        changed = true;
-    }
-    if (!avail.contains(frameGeometry())) {
-        QRect g = frameGeometry();
-        g.moveLeft(std::clamp(g.left(), avail.left(), std::max(avail.left(), avail.right() - g.width() + 1)));
-        g.moveTop(std::clamp(g.top(), avail.top(), std::max(avail.top(), avail.bottom() - g.height() + 1)));
-        move(g.topLeft());
-        changed = true;
-    }
-    return changed;
+    return fit_window_to_screen() || changed;
 }
 
 void MainWindow::build_menus() {
@@ -280,7 +398,26 @@ void MainWindow::build_menus() {
     chat->addAction(tr("&Load conversation…"), this, &MainWindow::load_conversation_dialog);
 
     view_menu_ = menuBar()->addMenu(tr("&View"));
+    const std::tuple<QString, LayoutMode, QKeySequence, QString> modes[] = {
+        {tr("&Workspace layout (analyses large)"), LayoutMode::Workspace, QKeySequence(Qt::CTRL | Qt::Key_1), QStringLiteral("workspace_layout")},
+        {tr("C&hat layout (chat in the middle)"), LayoutMode::Chat, QKeySequence(Qt::CTRL | Qt::Key_2), QStringLiteral("chat_layout")}};
+    auto* mode_group = new QActionGroup(this);
+    for (const auto& [label, mode, key, name] : modes) {
+        QAction* a = view_menu_->addAction(label);
+        a->setObjectName(name);
+        a->setShortcut(key);
+        a->setCheckable(true);
+        a->setChecked(mode == mode_);
+        a->setData(static_cast<int>(mode));
+        mode_group->addAction(a);
+        mode_actions_ << a;
+        connect(a, &QAction::triggered, this, [this, mode = mode] { set_layout_mode(mode); });
+    }
+    view_menu_->addSeparator();
     for (QDockWidget* d : docks()) view_menu_->addAction(d->toggleViewAction());
+    QMenu* detach = view_menu_->addMenu(tr("&Detach into a window"));
+    detach->setObjectName(QStringLiteral("detach_menu"));
+    for (QDockWidget* d : docks()) detach->addAction(d->windowTitle(), this, [this, d] { float_dock(d); });
     view_menu_->addSeparator();
     QAction* reset = view_menu_->addAction(tr("&Reset layout"), this, &MainWindow::reset_layout);
     reset->setObjectName(QStringLiteral("reset_layout"));
@@ -399,6 +536,10 @@ void MainWindow::on_loaded(const ModelSummary& summary, const CounterSet& counte
     analysis_view_->set_model(summary);
     cache_view_->set_model(summary);
     state_view_->set_model(summary);
+    if (hybrid_ != !summary.linear_layer_ids.isEmpty()) {
+        hybrid_ = !summary.linear_layer_ids.isEmpty();
+        dock_of(state_view_)->setVisible(hybrid_);
+    }
     kernels_view_->set_model_loaded(!summary.remote);
     chat_view_->model_changed();
     loaded_path_ = summary.path;
@@ -647,7 +788,11 @@ void MainWindow::load_conversation_dialog() {
 void MainWindow::restore_settings() {
     QSettings s;
     restoreGeometry(s.value("window/geometry").toByteArray());
-    if (!restoreState(s.value("window/state").toByteArray(), kLayoutVersion)) apply_default_dock_sizes();
+    const auto mode = static_cast<LayoutMode>(std::clamp(s.value("view/layout_mode", 0).toInt(), 0, 1));
+    set_layout_mode(mode);
+    if (!restoreState(s.value("window/state").toByteArray(), kLayoutVersion)) reset_layout();
+    for (QDockWidget* d : docks())  // a dock detached on purpose stays floatable until it is docked again
+        if (d->isFloating()) d->setFeatures(d->features() | QDockWidget::DockWidgetFloatable);
     fit_to_screen();
     recent_ = s.value("recent").toStringList();
     rebuild_recent_menu();
@@ -657,13 +802,14 @@ void MainWindow::restore_settings() {
     const int scheme = std::clamp(s.value("view/color_scheme", 0).toInt(), 0, 2);
     if (qEnvironmentVariableIsEmpty("COLIBRI_COLOR_SCHEME")) theme_->set_scheme(static_cast<ColorScheme>(scheme));
     for (QAction* a : findChildren<QAction*>())
-        if (a->isCheckable() && a->data().isValid() && a->actionGroup() != nullptr) a->setChecked(a->data().toInt() == static_cast<int>(theme_->scheme()));
+        if (a->isCheckable() && a->data().isValid() && a->actionGroup() != nullptr && !mode_actions_.contains(a)) a->setChecked(a->data().toInt() == static_cast<int>(theme_->scheme()));
 }
 
 void MainWindow::save_settings() const {
     QSettings s;
     s.setValue("window/geometry", saveGeometry());
     s.setValue("window/state", saveState(kLayoutVersion));
+    s.setValue("view/layout_mode", static_cast<int>(mode_));
     s.setValue("recent", recent_);
     chat_view_->save_settings(s);
     kernels_view_->save_settings(s);

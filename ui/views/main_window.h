@@ -38,11 +38,16 @@ class StateView;
 class ThemeManager;
 class ValidatorView;
 
+// Workspace: the analyses large (heatmap and analyses beside the routing inspector), the chat narrow at the
+// left. Chat: the chat in the middle, the views in docks around it.
+enum class LayoutMode { Workspace, Chat };
+
 // The answer to "this action ends a conversation that is not saved": save it first, discard it, or do nothing.
 enum class DiscardAnswer { Save, Discard, Cancel };
 
 struct MainWindowOptions {
     bool persist_settings = true;  // off for --screenshot and tests: they neither read nor write QSettings
+    bool keep_on_screen = true;    // off for --screenshot: its pictures have the size asked for, whatever the screen
     LoadOptions load;
     QString demo_model;            // File ▸ Open the demo model (when the file is there)
 };
@@ -96,8 +101,15 @@ public:
     // window. Tests answer it here.
     void set_discard_question(std::function<DiscardAnswer(const QString& action)> ask) { ask_discard_ = std::move(ask); }
 
-    // The default arrangement of the docks, sized for the window as it is now.
+    // The default arrangement of the docks for the current mode, sized for the window as it is now.
     void reset_layout();
+    // View ▸ Workspace layout (Ctrl+1) / Chat layout (Ctrl+2): arranges the docks for the mode; remembered.
+    void set_layout_mode(LayoutMode mode);
+    LayoutMode layout_mode() const { return mode_; }
+    // Resizes the window (within the screen's available area, frame included) and sizes the docks for it.
+    void set_window_size(const QSize& size);
+    // Explicitly detaches a dock into a window of its own (docks are not torn off by dragging).
+    void float_dock(QDockWidget* dock);
     // With nothing open: a banner that says how to start (open a model, drop one, or the demo model).
     void show_welcome();
     // Makes a restored layout fit the screen: a window larger than the screen shrinks into it, and dock
@@ -112,6 +124,10 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* e) override;
+    void showEvent(QShowEvent* e) override;
+    void resizeEvent(QResizeEvent* e) override;
+    void moveEvent(QMoveEvent* e) override;
+    void changeEvent(QEvent* e) override;
     void dragEnterEvent(QDragEnterEvent* e) override;
     void dropEvent(QDropEvent* e) override;
 
@@ -139,6 +155,9 @@ private:
     void load_conversation_dialog();
     void export_markdown_dialog();
     void apply_default_dock_sizes();
+    // The window within the screen's available area, frame included (a window manager's title bar counts).
+    bool fit_window_to_screen();
+    void arrange_docks(LayoutMode mode);
 
     MainWindowOptions options_;
     EngineWorker* worker_;
@@ -169,7 +188,14 @@ private:
     bool unsaved_ = false;
     std::function<DiscardAnswer(const QString&)> ask_discard_;
     QString loaded_path_;   // the model the chat runs on
-    QByteArray default_state_;
+    QByteArray default_state_;    // the chat mode's arrangement
+    QByteArray workspace_state_;  // the workspace mode's
+    LayoutMode mode_ = LayoutMode::Workspace;
+    bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: the Recurrent state dock shows
+    QList<QAction*> mode_actions_;
+    bool sized_for_maximized_ = false;
+    QSize sized_for_{1280, 720};  // the size the docks were last sized for
+    qint64 fit_until_ms_ = 0;  // shortly after showing, the window manager's frame arrives: fit the window again
 };
 
 // Whether a path names something the Studio opens as a model.

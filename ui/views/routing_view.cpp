@@ -55,7 +55,8 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->verticalHeader()->hide();
-    table_->horizontalHeader()->setStretchLastSection(true);
+    // Columns as wide as their contents and headers: a narrow dock scrolls rather than clipping "router probability".
+    table_->horizontalHeader()->setStretchLastSection(false);
     connect(&table_model_, &QAbstractItemModel::modelReset, this, [this] {
         // The distribution column moves with the model's top-k.
         table_->setItemDelegateForColumn(delegate_column_, nullptr);
@@ -70,8 +71,8 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
 
     chart_ = new BarChart;
     chart_->setObjectName(QStringLiteral("router_chart"));
-    chart_->set_legend_visible(false);
-    chart_->set_axis_title(tr("router probability"));
+    chart_->set_axis_title(tr("router probability (all experts)"));
+    chart_->set_x_axis_title(tr("expert"));
     chart_->set_value_format([](double v) { return QString::number(v, 'f', 2); });
     chart_->setMinimumHeight(120);
 
@@ -88,6 +89,12 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     auto* top_layout = new QVBoxLayout(top);
     top_layout->setContentsMargins(0, 0, 0, 0);
     top_layout->addWidget(title_);
+    // The table's weight and the chart's probability differ for the same expert (0.876 against 0.60): say which is which.
+    weights_note_ = new QLabel(tr("Table: the chosen experts' <b>weights</b> (their router probabilities renormalised over the top-k: "
+                                  "what scales each expert's output). Chart: every expert's <b>router probability</b>."));
+    weights_note_->setObjectName(QStringLiteral("routing_weights_note"));
+    weights_note_->setWordWrap(true);
+    top_layout->addWidget(weights_note_);
     // Table above chart: the dock is tall and narrow, and the chart needs the width for one bar per expert.
     auto* table_and_chart = new QSplitter(Qt::Vertical);
     table_and_chart->addWidget(table_);
@@ -100,9 +107,10 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     auto* bottom_layout = new QVBoxLayout(bottom);
     bottom_layout->setContentsMargins(0, 0, 0, 0);
     auto* selector = new QHBoxLayout;
-    selector->addWidget(new QLabel(tr("Text coloured by the first expert at")));
+    auto* selector_label = new QLabel(tr("Text coloured by the first expert at"));
+    selector_label->setWordWrap(true);  // a narrow dock wraps it rather than scrolling sideways
+    selector->addWidget(selector_label, 1);
     selector->addWidget(layer_);
-    selector->addStretch();
     bottom_layout->addLayout(selector);
     bottom_layout->addWidget(legend_);
     bottom_layout->addWidget(text_, 1);
@@ -176,7 +184,8 @@ void RoutingView::show_distribution(int row) {
         order.resize(kChartedExperts);
     }
     for (const int e : order) {
-        categories << QStringLiteral("E%1").arg(e);
+        // Expert numbers under the bars, the axis titled "expert": narrow enough that every one is written.
+        categories << (ranked ? QStringLiteral("E%1").arg(e) : QString::number(e));
         const double p = r && static_cast<size_t>(e) < r->probs.size() ? r->probs[static_cast<size_t>(e)] : 0.0;
         const bool chosen = r && std::find(r->experts.begin(), r->experts.end(), e) != r->experts.end();
         s.values << p;
@@ -184,10 +193,15 @@ void RoutingView::show_distribution(int row) {
         top = std::max(top, p);
     }
     chart_->set_fixed_range(0.0, top > 0 ? std::min(1.0, top * 1.2) : 1.0);
-    chart_->set_title(!r ? tr("Router distribution")
-                      : ranked ? tr("Router distribution at layer %1: the %2 most likely of %3 experts (chosen in colour)")
+    chart_->set_title(!r ? tr("Router probability")
+                      : ranked ? tr("Router probability at layer %1: the %2 most likely of %3 experts")
                                      .arg(r->layer).arg(kChartedExperts).arg(model_.experts)
-                               : tr("Router distribution at layer %1 (chosen in colour)").arg(r->layer));
+                               : tr("Router probability at layer %1").arg(r->layer));
+    chart_->set_x_axis_title(ranked ? tr("expert, most likely first") : tr("expert"));
+    chart_->set_legend_entries({{tr("chosen (top-%1), in the expert's colour").arg(model_.active_experts), r && !r->experts.empty()
+                                                                                                              ? expert_color(r->experts.front())
+                                                                                                              : expert_color(0)},
+                                {tr("not chosen"), QColor(160, 160, 160)}});
     chart_->set_data(categories, r ? QVector<BarChart::Series>{s} : QVector<BarChart::Series>{});
 }
 

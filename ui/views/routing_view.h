@@ -45,6 +45,8 @@ public:
     QTextBrowser* text() const { return text_; }
     QComboBox* layer_selector() const { return layer_; }
     BarChart* chart() const { return chart_; }
+    // Says that the table shows renormalised weights and the chart router probabilities.
+    QLabel* weights_note() const { return weights_note_; }
     // The layer the text is coloured by, -1 before a model is loaded.
     int text_layer() const;
     void set_text_layer(int layer);
@@ -73,6 +75,7 @@ private:
     RoutingTableModel table_model_;
     ModelSummary model_;
     ElidedLabel* title_ = nullptr;
+    QLabel* weights_note_ = nullptr;
     QTableView* table_ = nullptr;
     DistributionDelegate* delegate_ = nullptr;
     int delegate_column_ = 0;
