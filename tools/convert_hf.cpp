@@ -519,7 +519,7 @@ Status read_mtp_layers(Config& cfg, Family fam, HyperParams& hp) {
     if (key == nullptr || !cfg.find(key) || !schema::family_has_mtp(uint32_t(fam))) return Status::ok();
     const json& v = *cfg.find(key);
     if (v.is_null()) return Status::ok();
-    if (!v.is_number_unsigned() || v.get<uint64_t>() > (qwen ? 1 : schema::kMaxMtpLayers))
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<uint64_t>() > (qwen ? 1 : schema::kMaxMtpLayers))
         return error(std::string("config.json: field '") + key + "' must be a count from 0 to " + std::to_string(qwen ? 1 : schema::kMaxMtpLayers));
     hp.mtp_layers = v.get<uint32_t>();
     return Status::ok();
