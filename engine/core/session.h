@@ -103,6 +103,7 @@ public:
     // The multi-token-prediction head (session_mtp.cpp), on when SessionOptions::mtp asked for it and the model has one.
     // Its layer lags the model by one position: its row q joins the model's hidden state at q with the token at q + 1,
     // so each eval fills the rows its tokens complete, and truncate/reset cut them back with the KV cache.
+    // eval_batch does not feed the head: a session evaluated in a batch turns it off until reset().
     bool mtp_enabled() const { return mtp_; }
     // The model's final hidden state at `position` (after its output norm, as the lm head reads it), for position <
     // position(); empty without the head.

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "../bin_bytes.h"
 #include "../test_support.h"
 #include "engine/core/model.h"
 #include "engine/core/mtp_drafter.h"
@@ -484,25 +485,22 @@ private slots:
             std::function<void(Safetensors&, json&)> edit;
             const char* message;
         };
+        // Renames a tensor in the header to a name of the same length: the checkpoint no longer has it.
+        const auto hide = [](Safetensors& s, const std::string& name) {
+            json t = s.header[name];
+            s.header.erase(name);
+            s.header[name.substr(0, name.size() - 7) + "X.weigh"] = t;
+        };
         const Case cases[] = {
-            {"missing eh_proj",
-             [](Safetensors& s, json&) {
-                 json t = s.header["model.layers.2.eh_proj.weight"];
-                 s.header.erase("model.layers.2.eh_proj.weight");
-                 s.header["model.layers.2.eh_projX.weigh"] = t;
-             },
+            {"missing eh_proj", [&](Safetensors& s, json&) { hide(s, "model.layers.2.eh_proj.weight"); },
              "model.layers.2.eh_proj.weight is missing"},
             {"misshaped eh_proj",
              [](Safetensors& s, json&) { s.header["model.layers.2.eh_proj.weight"]["shape"] = {128, 64}; },
              "model.layers.2.eh_proj.weight has shape [128, 64]"},
-            {"missing enorm",
-             [](Safetensors& s, json&) {
-                 json t = s.header["model.layers.2.enorm.weight"];
-                 s.header.erase("model.layers.2.enorm.weight");
-                 s.header["model.layers.2.enormX.weigh"] = t;
-             },
+            {"missing enorm", [&](Safetensors& s, json&) { hide(s, "model.layers.2.enorm.weight"); },
              "model.layers.2.enorm.weight is missing"},
             {"hostile count", [](Safetensors&, json& c) { c["num_nextn_predict_layers"] = 4000000000u; }, "num_nextn_predict_layers"},
+            {"negative count", [](Safetensors&, json& c) { c["num_nextn_predict_layers"] = -1; }, "num_nextn_predict_layers"},
         };
         for (const Case& c : cases) {
             const QString hf = dir_.filePath(QString("bad-") + c.what).replace(' ', '-');
@@ -517,6 +515,42 @@ private slots:
             QVERIFY2(r.exit_code != 0 && !r.crashed, c.what);
             QVERIFY2(r.err.contains(c.message) && r.err.count('\n') == 1, qPrintable(QString(c.what) + ": " + r.err));
             QVERIFY(!QFile::exists(out));
+        }
+        // A .bin whose header counts too many head layers, or whose head misses a tensor, is refused at load in one line;
+        // a 2.2 file (no head: the field was reserved, zero) loads as it did.
+        const QByteArray good = read_all(glm_bin_);
+        {
+            BinBytes b(good);
+            FileHeader h = b.header();
+            h.hparams.mtp_layers = 5;
+            b.set_header(h);
+            b.reseal();
+            auto m = Model::load(write_all(dir_.filePath("five.bin"), b.bytes()).toStdString());
+            QVERIFY(!m);
+            QVERIFY2(m.message().find("MTP layers") != std::string::npos && m.message().find('\n') == std::string::npos, m.message().c_str());
+        }
+        {
+            BinBytes b(good);
+            const int i = b.tensor_index("layers.2.mtp.eh_proj");
+            QVERIFY(i >= 0);
+            TensorEntry t = b.tensor(uint32_t(i));
+            t.name[19] = 'X';
+            b.set_tensor(uint32_t(i), t);
+            b.reseal();
+            auto m = Model::load(write_all(dir_.filePath("no-eh.bin"), b.bytes()).toStdString());
+            QVERIFY2(!m && m.message().find("layers.2.mtp.eh_proj") != std::string::npos, m ? "loaded" : m.message().c_str());
+        }
+        {
+            const QString plain = dir_.filePath("plain.bin");
+            QCOMPARE(run_cli({"convert", reference("hf/glm4_moe/model"), "-o", plain, "-q"}).exit_code, 0);
+            BinBytes b(read_all(plain));
+            FileHeader h = b.header();
+            h.version_minor = 2;
+            b.set_header(h);
+            b.reseal();
+            auto m = Model::load(write_all(dir_.filePath("v22.bin"), b.bytes()).toStdString());
+            QVERIFY2(m, m ? "" : m.message().c_str());
+            QVERIFY(m.value()->mtp_layers().empty());
         }
         // --mtp-layers on a family without a head.
         QVERIFY(!make_model(dir_.filePath("no-head"), {"--family", "mixtral", "--mtp-layers", "1"}));
