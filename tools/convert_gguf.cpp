@@ -323,11 +323,13 @@ Result<json> config_from_metadata(const GgufFile& file, const std::string& arch,
     const uint64_t hidden = meta.count("embedding_length"), heads = meta.count("attention.head_count");
     uint64_t layers = meta.count("block_count");
     // GLM-4.5's, GLM-4.7-Flash's (deepseek2), Qwen3-Next's and Qwen3.5's files count the multi-token-prediction layers
-    // (the last ones) in block_count; they are not run.
+    // (the last ones) in block_count: they become the .bin's MTP layers (plan_model bounds their count), or, in a file
+    // written without their tensors (llama.cpp's --no-mtp), are left out.
     if ((glm4 || deepseek || hybrid) && meta.has("nextn_predict_layers")) {
         const uint64_t nextn = meta.count_or_zero("nextn_predict_layers");
         if (meta.status() && nextn >= layers) meta.fail(meta.name("nextn_predict_layers") + " is not below the block count");
         layers -= std::min(nextn, layers);
+        if (nextn && has_tensor(layer_prefix(static_cast<uint32_t>(layers)) + "nextn.eh_proj.weight")) cfg["num_nextn_predict_layers"] = nextn;
     }
     cfg["hidden_size"] = hidden;
     cfg["num_hidden_layers"] = layers;

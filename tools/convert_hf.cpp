@@ -137,11 +137,14 @@ private:
 // output gate: '#qkv', '#z', '#b', '#a', '#q', '#q_gate' pick the rows (derive_source). Qwen3.5's checkpoint lives
 // under model.language_model. with its experts fused ('#fgate', '#fup', '#fdown'); its value heads are stored tiled
 // as llama.cpp stores them (kLinearValueTiled: '#t...' reorder the value heads' rows, channels and columns).
-std::string hybrid_source_name(Family fam, const schema::TensorSpec& spec) {
+std::string hybrid_source_name(Family fam, const HyperParams& hp, const schema::TensorSpec& spec) {
     using schema::Role;
     const bool next = fam == Family::Qwen3Next;
     const std::string model = next ? "model." : "model.language_model.";
-    const std::string layer = model + "layers." + std::to_string(spec.layer) + ".";
+    // The MTP head is mtp.*: its layers mtp.layers.{k}, with fc and three norms of its own (zero-centred, as the model's).
+    const bool mtp = spec.layer != kNone && spec.layer >= hp.n_layers;
+    const std::string layer = mtp ? "mtp.layers." + std::to_string(spec.layer - hp.n_layers) + "."
+                                  : model + "layers." + std::to_string(spec.layer) + ".";
     const std::string attn = layer + "self_attn.", lin = layer + "linear_attn.", moe = layer + "mlp.";
     const std::string e = std::to_string(spec.expert);
     switch (spec.role) {
@@ -182,6 +185,10 @@ std::string hybrid_source_name(Family fam, const schema::TensorSpec& spec) {
         case Role::DenseGate: return moe + "gate_proj.weight";
         case Role::DenseUp: return moe + "up_proj.weight";
         case Role::DenseDown: return moe + "down_proj.weight";
+        case Role::MtpEnorm: return "mtp.pre_fc_norm_embedding.weight#plus1";
+        case Role::MtpHnorm: return "mtp.pre_fc_norm_hidden.weight#plus1";
+        case Role::MtpEhProj: return "mtp.fc.weight";
+        case Role::MtpNorm: return "mtp.norm.weight#plus1";
         default: return {};
     }
 }
@@ -190,7 +197,7 @@ std::string hybrid_source_name(Family fam, const schema::TensorSpec& spec) {
 // (derive_source below): gpt_oss keeps its experts stacked, DeepSeek's kv_b holds k_b and v_b.
 std::string hf_source_name(Family fam, const HyperParams& hp, const schema::TensorSpec& spec) {
     using schema::Role;
-    if (fam == Family::Qwen3Next || fam == Family::Qwen35Moe) return hybrid_source_name(fam, spec);
+    if (fam == Family::Qwen3Next || fam == Family::Qwen35Moe) return hybrid_source_name(fam, hp, spec);
     const bool gpt_oss = fam == Family::GptOss, minimax = fam == Family::MinimaxM2;
     const bool mixtral_style = fam == Family::Mixtral || minimax;  // block_sparse_moe, experts' w1/w3/w2
     const bool deepseek_style = fam == Family::DeepseekV3 || fam == Family::Glm4Moe || fam == Family::Glm4MoeLite;  // shared_experts
@@ -246,6 +253,12 @@ std::string hf_source_name(Family fam, const HyperParams& hp, const schema::Tens
         case Role::DenseGate: return layer + "mlp.gate_proj.weight";
         case Role::DenseUp: return layer + "mlp.up_proj.weight";
         case Role::DenseDown: return layer + "mlp.down_proj.weight";
+        // DeepSeek-V3 / GLM's MTP layer model.layers.{n_layers + k}: its own norms and projection; its embed_tokens and
+        // shared_head.head are the model's (DeepSeek-V3 report, 2.2: shared), so they are not stored again.
+        case Role::MtpEnorm: return layer + "enorm.weight";
+        case Role::MtpHnorm: return layer + "hnorm.weight";
+        case Role::MtpEhProj: return layer + "eh_proj.weight";
+        case Role::MtpNorm: return layer + "shared_head.norm.weight";
         case Role::QGate: case Role::LinQkv: case Role::LinZ: case Role::LinBeta: case Role::LinAlpha: case Role::LinConv:
         case Role::LinDtBias: case Role::LinSsmA: case Role::LinNorm: break;  // the hybrids' (hybrid_source_name)
     }
@@ -497,6 +510,21 @@ Status read_gated_deltanet(Config& cfg, Family fam, HyperParams& hp, std::vector
 
 }  // namespace
 
+// The multi-token-prediction layers: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5, GLM-4.7-Flash; also vLLM's
+// spelling for Qwen3-Next) or mtp_num_hidden_layers (Qwen3.5's text_config; convert_hf counts Qwen3-Next's from its
+// checkpoint, whose config has neither). Qwen's head has one fc and norm pair, so one layer.
+Status read_mtp_layers(Config& cfg, Family fam, HyperParams& hp) {
+    const bool qwen = fam == Family::Qwen3Next || fam == Family::Qwen35Moe;
+    const char* key = cfg.find("num_nextn_predict_layers") ? "num_nextn_predict_layers" : qwen ? "mtp_num_hidden_layers" : nullptr;
+    if (key == nullptr || !cfg.find(key) || !schema::family_has_mtp(uint32_t(fam))) return Status::ok();
+    const json& v = *cfg.find(key);
+    if (v.is_null()) return Status::ok();
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<uint64_t>() > (qwen ? 1 : schema::kMaxMtpLayers))
+        return error(std::string("config.json: field '") + key + "' must be a count from 0 to " + std::to_string(qwen ? 1 : schema::kMaxMtpLayers));
+    hp.mtp_layers = v.get<uint32_t>();
+    return Status::ok();
+}
+
 Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eos, WeightType type) {
     Config cfg(cfg_json);
     Plan plan;
@@ -667,6 +695,10 @@ Result<Plan> plan_model(const json& cfg_json, const std::vector<int32_t>& gen_eo
         if (Status st = read_sliding_window(cfg, cfg_json, fam, hp, sliding); !st) return st;
     if (std::find(moe_layer.begin(), moe_layer.end(), false) != moe_layer.end()) hp.dense_ffn = cfg.u32("intermediate_size");
     if (!cfg.status()) return cfg.status();
+    if (Status st = read_mtp_layers(cfg, fam, hp); !st) return st;
+    // The MTP layers follow the decoder layers: MoE (as the released heads are), full attention, never sliding.
+    moe_layer.resize(size_t(hp.n_layers) + hp.mtp_layers, true);
+    sliding.resize(moe_layer.size(), false);
     if (partial_rotary != 1.0) {
         if (!(partial_rotary > 0.0 && partial_rotary < 1.0)) return error("config.json: partial_rotary_factor must lie in (0, 1]");
         hp.rotary_dim = static_cast<uint32_t>(hp.head_dim * partial_rotary);  // int(head_dim * factor), as transformers
@@ -932,7 +964,19 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
     if (!cfg_text) return cfg_text.status();
     auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json");
     if (!gen_text) return gen_text.status();
-    auto planned = plan_from_config_text(cfg_text.value(), gen_text.value().value_or(std::string()), options.type);
+    auto set = SafetensorsSet::open_dir(hf_dir);
+    if (!set) return set.status();
+    std::string model_config = std::move(cfg_text.value());
+    // Qwen3-Next's config does not count its MTP head (llama.cpp's converter counts it from the checkpoint too).
+    if (set->find("mtp.fc.weight") != nullptr) {
+        auto cfg = parse_json_file(model_config, "config.json");
+        if (cfg && cfg->is_object() && cfg->value("model_type", "") == "qwen3_next" && !cfg->contains("mtp_num_hidden_layers") &&
+            !cfg->contains("num_nextn_predict_layers")) {
+            (*cfg)["mtp_num_hidden_layers"] = 1;
+            model_config = cfg->dump();
+        }
+    }
+    auto planned = plan_from_config_text(model_config, gen_text.value().value_or(std::string()), options.type);
     if (!planned) return error(hf_dir + "/" + planned.message());
     Plan plan = std::move(planned.value());
 
@@ -967,8 +1011,6 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
         }
     }
 
-    auto set = SafetensorsSet::open_dir(hf_dir);
-    if (!set) return set.status();
     std::map<std::string, SourceTensor> derived;  // the views hf_source_name asked for
     for (size_t i = 0; i < plan.sources.size(); ++i) {
         const std::string& name = plan.sources[i];

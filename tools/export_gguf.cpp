@@ -104,7 +104,9 @@ void write_hparams(Header& h, Family family, const HyperParams& hp, const std::v
     h.kv_str("general.architecture", a);
     h.kv_str("general.name", "colibri export");
     h.kv_u32("general.quantization_version", 2);
-    h.kv_u32(a + ".block_count", hp.n_layers);
+    // llama.cpp counts the multi-token-prediction layers (the last blocks) in block_count and says how many they are.
+    h.kv_u32(a + ".block_count", hp.n_layers + hp.mtp_layers);
+    if (hp.mtp_layers) h.kv_u32(a + ".nextn_predict_layers", hp.mtp_layers);
     h.kv_u32(a + ".context_length", hp.max_position);
     h.kv_u32(a + ".embedding_length", hp.hidden_size);
     h.kv_u32(a + ".feed_forward_length", hp.dense_ffn ? hp.dense_ffn : hp.expert_ffn);

@@ -108,6 +108,12 @@ std::optional<GgufPlace> gguf_place(Family family, const format::HyperParams& hp
         case Role::DenseGate: return whole(b + "ffn_gate");
         case Role::DenseUp: return whole(b + "ffn_up");
         case Role::DenseDown: return whole(b + "ffn_down");
+        // The MTP layer blk.{n_layers + k}'s own, as llama.cpp's converter names them (its nextn.embed_tokens and
+        // nextn.shared_head_head are the model's token_embd and output again: not written, not read).
+        case Role::MtpEnorm: return whole(b + "nextn.enorm");
+        case Role::MtpHnorm: return whole(b + "nextn.hnorm");
+        case Role::MtpEhProj: return whole(b + "nextn.eh_proj");
+        case Role::MtpNorm: return whole(b + "nextn.shared_head_norm");
         case Role::QGate: case Role::LinQkv: case Role::LinZ: case Role::LinBeta: case Role::LinAlpha: case Role::LinConv:
         case Role::LinDtBias: case Role::LinSsmA: case Role::LinNorm: break;  // the hybrids' (hybrid_place)
     }

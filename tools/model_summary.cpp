@@ -73,6 +73,17 @@ json model_info_json(const Model& m) {
                                      {"value_heads_tiled", rules.attention.linear_tiled},
                                      {"state_bytes_per_layer", 4 * (state + (hp.linear_conv_kernel - 1) * schema::linear_conv_channels(hp))}};
     }
+    if (hp.mtp_layers) {  // the multi-token-prediction head: its layers (after the decoder's) and what each adds per position
+        json layers = json::array();
+        for (uint32_t k = 0; k < hp.mtp_layers; ++k) layers.push_back(hp.n_layers + k);
+        const LayerWeights& w = m.mtp_layers()[0];
+        const uint64_t kv = rules.attention.mla ? uint64_t(rules.attention.kv_lora_rank) + rules.attention.rotary_dim
+                                                : 2 * uint64_t(hp.n_kv_heads) * hp.head_dim;
+        j["mtp"] = json{{"layers", layers},
+                        {"moe", w.is_moe},
+                        {"chain", rules.mtp_chain_normed ? "after the head's norm" : "before the head's norm"},
+                        {"cache_bytes_per_position", 4 * (kv + hp.hidden_size)}};
+    }
     std::map<std::string, uint64_t> types;
     for (const TensorView& t : m.file().tensors()) types[format::weight_type_name(t.type)] += t.size;
     j["weight_bytes_by_type"] = types;

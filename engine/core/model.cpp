@@ -85,7 +85,7 @@ Status Model::swap_expert(uint32_t layer, uint32_t expert, const ModelFile& dono
     const std::string target = "expert L" + std::to_string(layer) + " E" + std::to_string(expert);
     // The cache reads experts from the file, which a swap does not change.
     if (expert_cache_) return error("expert hot-swap needs the whole model mapped (no --ram-budget)");
-    if (layer >= layers_.size() || !layers_[layer].is_moe) return error("layer " + std::to_string(layer) + " has no experts");
+    if (layer >= hparams().n_layers || !layers_[layer].is_moe) return error("layer " + std::to_string(layer) + " has no experts");
     if (expert >= layers_[layer].experts.size()) return error(target + " does not exist");
     const FfnWeights& w = layers_[layer].experts[expert];
     // The three projections, and gpt_oss's biases with them.
@@ -211,6 +211,10 @@ const TensorView** Model::slot(const schema::TensorSpec& spec) {
         case Role::LinDtBias: return &w->lin_dt_bias;
         case Role::LinSsmA: return &w->lin_ssm_a;
         case Role::LinNorm: return &w->lin_norm;
+        case Role::MtpEnorm: return &w->mtp_enorm;
+        case Role::MtpHnorm: return &w->mtp_hnorm;
+        case Role::MtpEhProj: return &w->mtp_eh_proj;
+        case Role::MtpNorm: return &w->mtp_norm;
         default: return nullptr;
     }
 }
@@ -240,6 +244,7 @@ void Model::decide_rules() {
     a.linear_tiled = (hp.flags & kLinearValueTiled) != 0;
     rules_.shared_expert_gated = (hp.flags & kSharedExpert) && !(hp.flags & kSharedExpertUngated);
     rules_.swiglu_limit = hp.swiglu_limit;
+    rules_.mtp_chain_normed = family() == Family::Qwen3Next || family() == Family::Qwen35Moe;
 }
 
 Status check_context(const Model& model, uint32_t context) {
@@ -259,7 +264,7 @@ Status check_token_ids(const Model& model, std::span<const int32_t> ids) {
 
 uint32_t Model::moe_layer_count() const {
     uint32_t n = 0;
-    for (const LayerWeights& l : layers_) n += l.is_moe ? 1 : 0;
+    for (const LayerWeights& l : layers()) n += l.is_moe ? 1 : 0;
     return n;
 }
 
@@ -276,8 +281,8 @@ Status Model::bind() {
     if (!first.text.empty()) return error(first.text);
 
     Binder b(*file_);
-    layers_.resize(hp.n_layers);
-    for (uint32_t l = 0; l < hp.n_layers; ++l) {
+    layers_.resize(layer_is_moe.size());  // n_layers + mtp_layers (expected_tensors checked the table's size)
+    for (uint32_t l = 0; l < layers_.size(); ++l) {
         layers_[l].is_moe = layer_is_moe[l];
         layers_[l].sliding = (file_->layers()[l].is_moe & kLayerSliding) != 0;
         if (layer_is_moe[l]) layers_[l].experts.resize(hp.n_experts);
@@ -293,7 +298,7 @@ Status Model::bind() {
     }
     if (hp.flags & kTiedEmbeddings) lm_head_ = embed_;
     decide_rules();
-    for (uint32_t l = 0; l < hp.n_layers; ++l)
+    for (uint32_t l = 0; l < layers_.size(); ++l)
         layers_[l].mixer = schema::is_linear_layer(hp, l) ? TokenMixer::GatedDeltaNet
                            : rules_.attention.mla         ? TokenMixer::LatentAttention
                                                           : TokenMixer::Attention;

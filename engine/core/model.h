@@ -46,6 +46,9 @@ struct ModelRules {
     RoutingRules routing;
     AttentionRules attention;
     bool shared_expert_gated = false;  // the shared expert's output is scaled by sigmoid(gate · x) (qwen2_moe)
+    // The MTP head's output hidden state, which a chained draft feeds back in, is after its final norm (Qwen3-Next,
+    // Qwen3.5: the norm is part of the head's layer) or before it (DeepSeek-V3, GLM: shared_head.norm is the lm head's).
+    bool mtp_chain_normed = false;
     float swiglu_limit = 0.0f;  // > 0: gpt_oss's clamped activation (up + 1) · gate · σ(1.702 · gate), with biases
 };
 
@@ -91,6 +94,12 @@ struct LayerWeights {
     FfnWeights shared_expert;                   // qwen2_moe
     const TensorView* shared_expert_gate = nullptr;
     FfnWeights dense;                           // dense (non-MoE) layer
+    // A multi-token-prediction layer's own (null in the decoder layers): the norms of the token's embedding and of
+    // the hidden state it is joined with, their projection [hidden, 2 hidden], the norm before the lm head.
+    const TensorView* mtp_enorm = nullptr;
+    const TensorView* mtp_hnorm = nullptr;
+    const TensorView* mtp_eh_proj = nullptr;
+    const TensorView* mtp_norm = nullptr;
 };
 
 // The cache wing (engine/cache/) reads a model as an ExpertSource: its file and each layer's routed experts.
@@ -102,7 +111,9 @@ public:
     std::span<const FfnWeights> routed_experts(uint32_t layer) const override { return layers_[layer].experts; }
     const format::HyperParams& hparams() const { return file_->hparams(); }
     format::Family family() const { return file_->family(); }
-    const std::vector<LayerWeights>& layers() const { return layers_; }
+    // The decoder layers (n_layers), then the multi-token-prediction layers (HyperParams::mtp_layers; empty without a head).
+    std::span<const LayerWeights> layers() const { return std::span<const LayerWeights>(layers_).first(hparams().n_layers); }
+    std::span<const LayerWeights> mtp_layers() const { return std::span<const LayerWeights>(layers_).subspan(hparams().n_layers); }
     const TensorView& embedding() const { return *embed_; }
     const TensorView& output_norm() const { return *output_norm_; }
     const TensorView& lm_head() const { return *lm_head_; }
@@ -135,7 +146,7 @@ private:
     // Where a tensor of the schema is bound; nullptr for a role this model has no place for.
     const TensorView** slot(const schema::TensorSpec& spec);
     std::unique_ptr<ModelFile> file_;
-    std::vector<LayerWeights> layers_;
+    std::vector<LayerWeights> layers_;  // the decoder layers, then the MTP layers
     const TensorView* embed_ = nullptr;
     const TensorView* output_norm_ = nullptr;
     const TensorView* lm_head_ = nullptr;

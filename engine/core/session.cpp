@@ -58,8 +58,10 @@ Session::Session(const Model& model, ThreadPool& pool, uint32_t context, Session
     context_ = context != 0 ? context : std::min<uint32_t>(hp.max_position ? hp.max_position : 4096, 4096);
     capacity_ = std::clamp<uint32_t>(options_.chunk, 1, SessionOptions::kMaxChunk);
     options_.chunk = capacity_;
+    mtp_ = options_.mtp && !model.mtp_layers().empty();
     plan_caches();
     size_buffers();
+    if (mtp_) size_mtp_buffers();
 }
 
 void Session::plan_caches() {
@@ -70,11 +72,12 @@ void Session::plan_caches() {
     const AttentionRules& ar = model_.rules().attention;
     const size_t C = capacity_;
     const size_t context_slots = (size_t(context_) + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
-    caches_.resize(hp.n_layers);
+    // The MTP head's first layer (the one that drafts) has its cache after the decoder layers'.
+    caches_.resize(hp.n_layers + (mtp_ ? 1 : 0));
     size_t k_total = 0, v_total = 0, linear_total = 0;
-    for (uint32_t l = 0; l < hp.n_layers; ++l) {
+    for (uint32_t l = 0; l < caches_.size(); ++l) {
         LayerCache& c = caches_[l];
-        const LayerWeights& w = model_.layers()[l];
+        const LayerWeights& w = l < hp.n_layers ? model_.layers()[l] : model_.mtp_layers()[0];
         switch (w.mixer) {
             case TokenMixer::Attention:
                 c.heads = hp.n_kv_heads;
@@ -203,6 +206,9 @@ Status Session::populate_kv(uint32_t end) {
                 return error("out of memory for the KV cache at position " + std::to_string(end));
         }
     }
+    if (mtp_ && !mtp_hidden_.populate(size_t(kv_resident_) * model_.hparams().hidden_size,
+                                      size_t(target - kv_resident_) * model_.hparams().hidden_size))
+        return error("out of memory for the MTP head's hidden states at position " + std::to_string(end));
     kv_resident_ = target;
     return Status::ok();
 }
@@ -254,6 +260,7 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     const uint64_t head_t0 = observer_ ? now_ns() : 0;
     if (with_logits) logits_of(n - 1, *this);
     if (observer_) report_token_timing(*observer_, first, n, (head_t0 - chunk_t0) / n, with_logits ? now_ns() - head_t0 : 0);
+    if (mtp_) return mtp_follow(tokens, first, n);
     return Status::ok();
 }
 
@@ -292,16 +299,22 @@ Status Session::layers(std::span<const Part> parts, uint32_t n) {
         CounterSource* counters = observer_ ? observer_->counters() : nullptr;  // [counters]; then n == 1
         if (counters) counters->start(0);
         const uint64_t t0 = observed_ ? now_ns() : 0;
-        norm_rows(*w.attn_norm, n, h_.data());
-        std::fill_n(deltanet_ns_, kDeltaNetSteps, 0);
-        mix_tokens(parts, l, w);
-        add_residual(proj_.data(), n);
-        const uint64_t t1 = observed_ ? now_ns() : 0;
-        norm_rows(*w.ffn_norm, n, h_.data());
-        if (Status s = feed_forward(l, w, n); !s) return s;
-        add_residual(moe_out_.data(), n);
+        uint64_t t1 = 0;
+        if (Status s = decoder_layer(parts, l, w, n, &t1); !s) return s;
         if (observed_) report_layer(l, n, t0, t1, counters);
     }
+    return Status::ok();
+}
+
+Status Session::decoder_layer(std::span<const Part> parts, uint32_t layer, const LayerWeights& w, uint32_t n, uint64_t* t1) {
+    norm_rows(*w.attn_norm, n, h_.data());
+    std::fill_n(deltanet_ns_, kDeltaNetSteps, 0);
+    mix_tokens(parts, layer, w);
+    add_residual(proj_.data(), n);
+    *t1 = observed_ ? now_ns() : 0;
+    norm_rows(*w.ffn_norm, n, h_.data());
+    if (Status s = feed_forward(layer, w, n); !s) return s;
+    add_residual(moe_out_.data(), n);
     return Status::ok();
 }
 
@@ -406,6 +419,7 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         Session& s = *p.session;
         const uint32_t first = s.position_;
         s.position_ += p.count;
+        if (s.mtp_) s.mtp_position_ = 0, s.mtp_row_drafted_ = false, s.mtp_ = false;  // batched rows do not feed the head (session_mtp.cpp)
         s.after_chunk(parts[&p - rows.data()].tokens.data(), p.count, p.count > 1);
         const uint64_t head_t0 = s.observer_ ? now_ns() : 0;
         lead.logits_of(p.row + p.count - 1, s);

@@ -42,6 +42,11 @@ struct SessionOptions {
     uint32_t state_checkpoints = 4;
     uint32_t checkpoint_interval = 1024;
 
+    // Run the model's multi-token-prediction head (HyperParams::mtp_layers) alongside every eval, so that mtp_draft
+    // can guess the tokens ahead: one more decoder layer per evaluated token, its KV cache, and the main model's
+    // final hidden state per position (hidden_size floats each). Ignored for a model without a head.
+    bool mtp = false;
+
     static constexpr uint32_t kMaxChunk = 256;
     // Defaults, overridden by COLIBRI_PREFETCH=0|1 and COLIBRI_HUGEPAGE=0|1 (huge pages default to the
     // COLIBRI_USE_HUGEPAGE build option).
@@ -95,6 +100,22 @@ public:
     // gets a TokenTiming.
     void set_observer(TraceObserver* observer) { observer_ = observer; }
 
+    // The multi-token-prediction head (session_mtp.cpp), on when SessionOptions::mtp asked for it and the model has one.
+    // Its layer lags the model by one position: its row q joins the model's hidden state at q with the token at q + 1,
+    // so each eval fills the rows its tokens complete, and truncate/reset cut them back with the KV cache.
+    // eval_batch does not feed the head: a session evaluated in a batch turns it off until reset().
+    bool mtp_enabled() const { return mtp_; }
+    // The model's final hidden state at `position` (after its output norm, as the lm head reads it), for position <
+    // position(); empty without the head.
+    std::span<const float> final_hidden(uint32_t position) const;
+    // Greedy drafts of the tokens after `next`, the token about to be fed at position(): the head's row at
+    // position() - 1 with `next` gives the first, each further one chains the head's own output hidden state with the
+    // draft before it. Returns how many were written (0 at position 0, without the head, or when the context is
+    // full); the head's rows past position() - 1 are dropped again. The head's logits of the last draft stay in
+    // mtp_logits().
+    Result<uint32_t> mtp_draft(int32_t next, std::span<int32_t> drafts);
+    std::span<const float> mtp_logits() const { return mtp_logits_; }
+
     // A Gated DeltaNet layer's recurrent state, [value head][key dim][value dim] (empty for any other layer): for
     // inspection and tests, valid until the next eval.
     std::span<const float> linear_recurrent_state(uint32_t layer) const;
@@ -127,6 +148,15 @@ private:
     void rope_rows(uint32_t n);
     // Per layer: norm -> token mixer -> residual -> norm -> MoE or dense FFN -> residual.
     Status layers(std::span<const Part> parts, uint32_t n);
+    // One decoder layer over n rows of x_ (t1: when its token mixer is done, for LayerTiming).
+    Status decoder_layer(std::span<const Part> parts, uint32_t layer, const LayerWeights& w, uint32_t n, uint64_t* t1);
+    // The MTP head (session_mtp.cpp): after a chunk of n tokens from position `first`, the model's hidden states kept
+    // and the head's rows that the chunk's tokens complete; the head's layer over m rows of mtp_in_ at positions
+    // from `first`; the head's input rows (enorm of the token's embedding, hnorm of a hidden state).
+    Status mtp_follow(const int32_t* tokens, uint32_t first, uint32_t n);
+    Status mtp_layer(uint32_t first, uint32_t m);
+    void mtp_input(uint32_t row, int32_t token, const float* hidden);
+    void size_mtp_buffers();
     // rmsnorm of rows [0, n) of the residual stream x_ with `weight`, into out.
     void norm_rows(const TensorView& weight, uint32_t n, float* out);
     // x_ += y over n rows.
@@ -309,6 +339,16 @@ private:
     int32_t predicted_layer_ = -1;  // the layer predicted_next_ is for; -1: none
     std::vector<int32_t> predicted_;  // [layer][k]: the last token's experts, the guess for the next token
     std::vector<float> logits_;
+    // The MTP head: on, and its rows [0, mtp_position_) in its cache; whether the row at mtp_position_ - 1 was a
+    // draft's (with mtp_next_, the token it assumed); the model's final hidden state per position [context][hidden];
+    // the head's inputs [chunk][2 hidden]; the hidden state a chained draft feeds back; the head's logits.
+    bool mtp_ = false;
+    uint32_t mtp_position_ = 0;
+    bool mtp_row_drafted_ = false;
+    int32_t mtp_next_ = -1;
+    ZeroPageBuffer<float> mtp_hidden_;
+    ActivationBuffer<float> mtp_in_, mtp_chain_;
+    std::vector<float> mtp_logits_;
 };
 
 }  // namespace colibri

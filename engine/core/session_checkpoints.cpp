@@ -13,6 +13,9 @@ void Session::reset() {
     position_ = 0;
     history_.clear();
     checkpoints_.clear();
+    mtp_ = options_.mtp && !model_.mtp_layers().empty();  // a batched eval may have turned the head off
+    mtp_position_ = 0;
+    mtp_row_drafted_ = false;
 }
 
 uint32_t Session::chunk_limit(uint32_t n) const {
@@ -46,6 +49,9 @@ void Session::save_checkpoint() {
 
 Status Session::truncate(uint32_t n) {
     if (n >= position_) return Status::ok();
+    // The MTP head's row n - 1 needs the token at n, which goes.
+    mtp_position_ = std::min(mtp_position_, n == 0 ? 0 : n - 1);
+    mtp_row_drafted_ = false;
     if (!recurrent_) {
         position_ = n;
         return Status::ok();

@@ -26,8 +26,10 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     route(layer, w, n);
     group_by_expert(n);
-    if (prefetcher_) advise_experts(layer, n);
-    if (predicting()) predict_next_layer(layer, n);
+    // The MTP head's layer (past n_layers) is neither advised nor predicted, and reads its experts through the mapping.
+    const bool decoder = layer < model_.hparams().n_layers;
+    if (prefetcher_ && decoder) advise_experts(layer, n);
+    if (predicting() && decoder) predict_next_layer(layer, n);
     gather_expert_inputs(n);
     if (Status s = run_experts(layer, w, n); !s) return s;
     combine_experts(w, n);
@@ -119,7 +121,7 @@ Status Session::run_experts(uint32_t layer, const LayerWeights& w, uint32_t n) {
     if (shared && model_.rules().shared_expert_gated) matmul(*w.shared_expert_gate, h_.data(), n, shared_gate_.data());
     ExpertCache* const cache = model_.expert_cache();
     CounterSource* counters = observer_ && observer_->count_experts() ? observer_->counters() : nullptr;  // [counters]; then n == 1
-    if (cache != nullptr) {
+    if (cache != nullptr && layer < model_.hparams().n_layers) {
         if (Status s = cached_experts(layer, n, *cache); !s) return s;
     } else if (counters != nullptr) {
         if (Status s = counted_experts(layer, w, n, *counters); !s) return s;

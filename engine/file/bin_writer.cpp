@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -45,7 +46,8 @@ Status BinWriter::layout() {
     if (hparams_.n_layers == 0) return error("model has no layers");
     // The loader's own check (Model::bind), so that no converter writes a file that would not load; a layer is
     // MoE when it has a router section, as finish() records it.
-    std::vector<bool> layer_is_moe(hparams_.n_layers, false);
+    // (MTP layers follow the decoder layers; their count is bounded before it sizes anything.)
+    std::vector<bool> layer_is_moe(hparams_.n_layers + std::min(hparams_.mtp_layers, schema::kMaxMtpLayers + 1), false);
     for (const PlannedSection& s : plan_)
         if (s.kind == SectionKind::Router && s.layer < layer_is_moe.size()) layer_is_moe[s.layer] = true;
     if (const auto problems = schema::hyperparam_problems(static_cast<uint32_t>(family_), hparams_, layer_is_moe); !problems.empty())
@@ -60,7 +62,7 @@ Status BinWriter::layout() {
     // Same 8-byte aligned placement that finish() uses when it fills the tables in.
     uint64_t cursor = sizeof(FileHeader);
     for (uint64_t bytes : {uint64_t(section_count) * sizeof(SectionEntry), uint64_t(tensor_count) * sizeof(TensorEntry),
-                           uint64_t(hparams_.n_layers) * sizeof(LayerEntry), uint64_t(expert_count) * sizeof(ExpertEntry)})
+                           (uint64_t(hparams_.n_layers) + hparams_.mtp_layers) * sizeof(LayerEntry), uint64_t(expert_count) * sizeof(ExpertEntry)})
         cursor = align_up(cursor, 8) + bytes;
     metadata_size_ = cursor;
 
@@ -117,12 +119,12 @@ Status BinWriter::layout() {
 
 // Layer and expert tables, derived from the sections.
 Status BinWriter::derive_tables() {
-    layers_.assign(hparams_.n_layers, LayerEntry{0, 0, 0, kNone, kNone, kNone, 0});
+    layers_.assign(hparams_.n_layers + hparams_.mtp_layers, LayerEntry{0, 0, 0, kNone, kNone, kNone, 0});
     experts_.clear();
     for (uint32_t i = 1; i < sections_.size(); ++i) {
         const SectionEntry& s = sections_[i];
         if (s.layer == kNone) continue;
-        if (s.layer >= layers_.size()) return error("section for layer " + std::to_string(s.layer) + " beyond n_layers");
+        if (s.layer >= layers_.size()) return error("section for layer " + std::to_string(s.layer) + " beyond n_layers and the MTP layers");
         LayerEntry& l = layers_[s.layer];
         switch (static_cast<SectionKind>(s.kind)) {
             case SectionKind::Attention:

@@ -154,8 +154,9 @@ std::vector<bool> check_tensor_entries(const FileTables& ft, const SectionNames&
 
 void check_layer_and_expert_tables(const FileTables& t, const SectionNames& name, const ProblemSink& problem) {
     const HyperParams& hp = t.header.hparams;
-    if (t.header.layer_count != hp.n_layers)
-        problem("metadata: the layer table has " + std::to_string(t.header.layer_count) + " entries for n_layers " + std::to_string(hp.n_layers));
+    if (t.header.layer_count != uint64_t(hp.n_layers) + hp.mtp_layers)
+        problem("metadata: the layer table has " + std::to_string(t.header.layer_count) + " entries for n_layers " + std::to_string(hp.n_layers) +
+                (hp.mtp_layers ? " and " + std::to_string(hp.mtp_layers) + " MTP layers" : ""));
     auto section_is = [&](uint32_t i, SectionKind kind, uint32_t layer) {
         return i < t.sections.size() && t.sections[i].kind == static_cast<uint32_t>(kind) && t.sections[i].layer == layer;
     };

@@ -13,8 +13,9 @@ namespace colibri::format {
 
 inline constexpr char kMagic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', '\x1a'};
 inline constexpr uint16_t kVersionMajor = 2;
-inline constexpr uint16_t kVersionMinor = 2;  // 2.1: the hyper-parameters of qwen3_moe, gpt_oss, deepseek_v3, glm4_moe;
-                                              // 2.2: Gated DeltaNet hybrids (HyperParams' linear-attention fields)
+inline constexpr uint16_t kVersionMinor = 3;  // 2.1: the hyper-parameters of qwen3_moe, gpt_oss, deepseek_v3, glm4_moe;
+                                              // 2.2: Gated DeltaNet hybrids (HyperParams' linear-attention fields);
+                                              // 2.3: the multi-token-prediction head (HyperParams::mtp_layers)
 // Format 1 differs from 2 only in the order of q4_K's codes (ggml's; 2 interleaves them, kernels/types.h), so a
 // 1.x file without q4_K tensors reads as it is, and one with them is refused (q4_k_needs_reconversion).
 inline constexpr uint16_t kOldestReadableMajor = 1;
@@ -88,7 +89,10 @@ struct HyperParams {
     uint32_t linear_value_dim;         // dims per value head
     uint32_t linear_conv_kernel;       // the causal conv1d's kernel
     uint32_t full_attention_interval;  // every interval-th layer (l + 1 = k·interval) is softmax attention, the others linear
-    uint8_t reserved_hparams[16];      // zero
+    // Format 2.3 (zero in older files: no head): multi-token-prediction layers after the n_layers decoder layers. Each
+    // is one more decoder layer, layers.{n_layers + k}, with the mtp.* tensors (docs/FORMAT.md, "The MTP head").
+    uint32_t mtp_layers;
+    uint8_t reserved_hparams[12];      // zero
     uint32_t vocab_size;
     uint32_t hidden_size;
     uint32_t n_layers;

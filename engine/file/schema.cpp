@@ -101,6 +101,11 @@ void attention_extras(Builder& b, const HyperParams& hp, uint32_t l, uint64_t at
 
 std::span<const FamilyInfo> families() { return kFamilies; }
 
+bool family_has_mtp(uint32_t family) {
+    return family == uint32_t(Family::DeepseekV3) || family == uint32_t(Family::Glm4Moe) || family == uint32_t(Family::Glm4MoeLite) ||
+           family == uint32_t(Family::Qwen3Next) || family == uint32_t(Family::Qwen35Moe);
+}
+
 const FamilyInfo* find_family(uint32_t id) {
     for (const FamilyInfo& f : kFamilies)
         if (static_cast<uint32_t>(f.id) == id) return &f;
@@ -174,8 +179,11 @@ std::vector<std::string> hyperparam_problems(uint32_t family, const HyperParams&
         p.push_back("n_group " + std::to_string(hp.n_group) + " / topk_group " + std::to_string(hp.topk_group) + " do not fit " +
                     std::to_string(hp.n_experts) + " experts");
     if (std::string linear = linear_attention_problem(family, hp); !linear.empty()) p.push_back(std::move(linear));
-    if (layer_is_moe.size() != hp.n_layers)
-        p.push_back("the layer table has " + std::to_string(layer_is_moe.size()) + " entries for n_layers " + std::to_string(hp.n_layers));
+    if (hp.mtp_layers > kMaxMtpLayers) p.push_back(std::to_string(hp.mtp_layers) + " multi-token-prediction layers exceed " + std::to_string(kMaxMtpLayers));
+    else if (hp.mtp_layers != 0 && !family_has_mtp(family)) p.push_back("multi-token-prediction layers are set but the family has no MTP head");
+    if (layer_is_moe.size() != uint64_t(hp.n_layers) + hp.mtp_layers)
+        p.push_back("the layer table has " + std::to_string(layer_is_moe.size()) + " entries for n_layers " + std::to_string(hp.n_layers) +
+                    (hp.mtp_layers ? " and " + std::to_string(hp.mtp_layers) + " MTP layers" : ""));
     bool any_dense = false;
     for (size_t l = 0; l < layer_is_moe.size(); ++l) {
         if (layer_is_moe[l]) continue;
@@ -207,6 +215,12 @@ std::vector<TensorSpec> tensors(Family family, const HyperParams& hp, const std:
     for (uint32_t l = 0; l < layer_is_moe.size(); ++l) {
         auto name = [l](std::string_view what) { return tensor_names::layer(l, what); };
         const SectionKind attn = SectionKind::Attention;
+        if (l >= hp.n_layers) {  // an MTP layer: the norms of its two inputs, their projection, the norm before the head
+            b.vector(name("mtp.enorm"), Role::MtpEnorm, H, attn, l);
+            b.vector(name("mtp.hnorm"), Role::MtpHnorm, H, attn, l);
+            b.matrix(name("mtp.eh_proj"), Role::MtpEhProj, H, 2 * H, attn, l);
+            b.vector(name("mtp.norm"), Role::MtpNorm, H, attn, l);
+        }
         b.vector(name("attn_norm"), Role::AttnNorm, H, attn, l);
         if (is_linear_layer(hp, l)) {  // Gated DeltaNet: projections, conv1d, decay and gates, gated norm, output
             const uint64_t nv = hp.linear_value_heads, v_dim = nv * hp.linear_value_dim;

@@ -24,6 +24,7 @@ std::string expert(uint32_t layer, uint32_t expert, std::string_view proj);     
 namespace colibri::schema {
 
 inline constexpr uint32_t kMaxExperts = 4096;  // experts per layer: the router's bound (engine/core/router.cpp) and the converters'
+inline constexpr uint32_t kMaxMtpLayers = 4;   // multi-token-prediction layers (real models ship one)
 
 struct FamilyInfo {
     format::Family id;
@@ -57,6 +58,7 @@ enum class Role : uint8_t {
     DenseGate, DenseUp, DenseDown,
     QGate,  // qwen3_next's attention output gate
     LinQkv, LinZ, LinBeta, LinAlpha, LinConv, LinDtBias, LinSsmA, LinNorm,  // Gated DeltaNet (linear attention)
+    MtpEnorm, MtpHnorm, MtpEhProj, MtpNorm,  // the multi-token-prediction head's own (format 2.3)
 };
 
 enum class Kind : uint8_t {
@@ -79,16 +81,19 @@ struct TensorSpec {
 };
 
 // Whether layer l is a Gated DeltaNet (linear-attention) layer: the hybrids' layers but every
-// full_attention_interval-th.
+// full_attention_interval-th. The multi-token-prediction layers (l >= n_layers) are softmax attention.
 inline bool is_linear_layer(const format::HyperParams& hp, uint32_t l) {
-    return hp.linear_key_heads != 0 && hp.full_attention_interval != 0 && (l + 1) % hp.full_attention_interval != 0;
+    return l < hp.n_layers && hp.linear_key_heads != 0 && hp.full_attention_interval != 0 && (l + 1) % hp.full_attention_interval != 0;
 }
 // Channels of a Gated DeltaNet layer's conv1d: q and k of every key head, v of every value head.
 inline uint64_t linear_conv_channels(const format::HyperParams& hp) {
     return 2 * uint64_t(hp.linear_key_heads) * hp.linear_key_dim + uint64_t(hp.linear_value_heads) * hp.linear_value_dim;
 }
 
-// Why the hyper-parameters (with which layers are MoE) are unusable for the family, one line each without a
+// Whether the family ships a multi-token-prediction head that the format holds (HyperParams::mtp_layers).
+bool family_has_mtp(uint32_t family);
+
+// Why the hyper-parameters (with which layers are MoE: n_layers + mtp_layers entries) are unusable for the family, one line each without a
 // prefix; empty when the engine can bind a model with them.
 std::vector<std::string> hyperparam_problems(uint32_t family, const format::HyperParams& hp, const std::vector<bool>& layer_is_moe);
 

@@ -119,10 +119,28 @@ struct Spec {
     // Latent attention (deepseek_v3, glm4_moe_lite): 0 = derived from the head size (no q LoRA for --q-lora-rank 0).
     uint32_t q_lora_rank = 0, kv_lora_rank = 0, rope_dim = 0, nope_dim = 0, v_head_dim = 0;
     std::optional<json> rope_scaling;  // the hub's rope_scaling (YaRN), none by default
+    std::optional<uint32_t> mtp_layers;  // the multi-token-prediction head's layers
 };
 
 bool is_latent(const std::string& family) { return family == "deepseek_v3" || family == "glm4_moe_lite"; }
 bool is_sigmoid_family(const std::string& family) { return is_latent(family) || family == "glm4_moe"; }
+
+// --mtp-layers: the multi-token-prediction head in the family's own config spelling (num_nextn_predict_layers, or
+// Qwen's mtp_num_hidden_layers, inside Qwen3.5's text_config); false after the one-line error.
+bool add_mtp_layers(json& cfg, uint32_t n) {
+    json& text = cfg.contains("text_config") && cfg["text_config"].is_object() ? cfg["text_config"] : cfg;
+    const std::string family = text.value("model_type", std::string());
+    if (family == "deepseek_v3" || family == "kimi_k2" || family == "glm4_moe" || family == "glm4_moe_lite") {
+        text["num_nextn_predict_layers"] = n;
+    } else if (family == "qwen3_next" || family == "qwen3_5_moe_text") {
+        text["mtp_num_hidden_layers"] = n;
+    } else {
+        std::fprintf(stderr, "colibri-make-model: --mtp-layers: %s has no multi-token-prediction head (deepseek_v3, glm4_moe, "
+                     "glm4_moe_lite, qwen3_next, qwen3_5_moe)\n", family.c_str());
+        return false;
+    }
+    return true;
+}
 
 // Kimi-K2's layout (moonshotai/Kimi-K2-Instruct's config.json: deepseek_v3 with 384 experts top-8, 64 heads, one
 // expert group, routed_scaling_factor 2.827, one shared expert, a dense first layer, YaRN factor 32 from 4096 with
@@ -158,7 +176,7 @@ void kimi_k2_shape(Spec& s) {
 bool is_norm(schema::Role r) {
     using schema::Role;
     return r == Role::AttnNorm || r == Role::FfnNorm || r == Role::QNorm || r == Role::KNorm || r == Role::OutputNorm ||
-           r == Role::QANorm || r == Role::KvANorm;
+           r == Role::QANorm || r == Role::KvANorm || r == Role::MtpEnorm || r == Role::MtpHnorm || r == Role::MtpNorm;
 }
 
 // The order the values are drawn in and the file lays the tensors out in: the schema's, except that each layer's
@@ -335,6 +353,9 @@ int main(int argc, char** argv) {
     app.add_option("--q-lora-rank", s.q_lora_rank, "deepseek_v3, glm4_moe_lite: rank of the query's low-rank path (0: none)");
     app.add_option("--kv-lora-rank", s.kv_lora_rank, "deepseek_v3, glm4_moe_lite: rank of the kv latent (default hidden / 2)");
     app.add_option("--rope-dim", s.rope_dim, "deepseek_v3, glm4_moe_lite: rope dims per head (default half the head size)");
+    app.add_option("--mtp-layers", s.mtp_layers,
+                   "deepseek_v3, glm4_moe, glm4_moe_lite, qwen3_next, qwen3_5_moe: multi-token-prediction layers (the head "
+                   "speculative decoding drafts with; qwen: 0 or 1)");
     app.add_option("--tokenizer", tokenizer_dir, "directory with tokenizer.json / tokenizer_config.json to include");
     std::string preset;
     bool config_only = false;
@@ -357,6 +378,10 @@ int main(int argc, char** argv) {
     if (real_size.count(preset)) {
         const bool qwen3 = preset != "gpt-oss-20b";  // every matrix q4_k; gpt-oss: experts mxfp4, the rest q8_0
         const json cfg = real_size.at(preset)();
+        if (s.mtp_layers) {
+            std::fprintf(stderr, "colibri-make-model: --mtp-layers: the %s preset has no multi-token-prediction head\n", preset.c_str());
+            return 1;
+        }
         if (config_only) {
             std::error_code mk;
             fs::create_directories(out_dir, mk);
@@ -451,6 +476,7 @@ int main(int argc, char** argv) {
         }
         cfg = std::move(*built);
     }
+    if (s.mtp_layers && !add_mtp_layers(cfg, *s.mtp_layers)) return 1;
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) {
