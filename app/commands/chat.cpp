@@ -16,6 +16,7 @@ using nlohmann::json;
 
 int cmd_chat(const tools::ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
+    if (auto mode = parse_speculate_mode(options.speculate); !mode) return fail("chat", mode.message());
     auto loaded = load(args);
     if (!loaded) return fail("chat", loaded.message());
     OpenedModel& l = loaded.value();
@@ -36,6 +37,7 @@ public:
         sub_->add_flag("--no-prefix-cache", no_prefix_cache_, "re-evaluate the whole conversation each turn (for checking)");
         sub_->add_flag("--ignore-eos", options_.ignore_eos, "keep writing past end-of-turn tokens, up to --max-tokens (for measuring)");
         add_sampler_args(sub_, sampler_);
+        add_speculate_arg(sub_, options_.speculate);
     }
     int run() override {
         options_.reuse_prefix = !no_prefix_cache_;

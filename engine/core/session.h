@@ -76,6 +76,26 @@ public:
     std::span<const float> logits() const { return logits_; }
     uint32_t chunk_capacity() const { return capacity_; }
 
+    // Speculative decoding's check (session_verify.cpp). reserve_verify sizes what verify() needs for up to `rows`
+    // tokens (at most chunk_capacity()), once, outside the hot path.
+    void reserve_verify(uint32_t rows);
+    // Tokens the next verify() may take: the reserved rows and the positions left; a hybrid's step also ends at its
+    // next checkpoint position, as eval's chunks do, so that speculation keeps the checkpoints plain decoding makes.
+    uint32_t verify_room() const;
+    // Evaluates tokens (at most verify_room()) in one chunk and returns the logits after each, [token][vocab]: row
+    // i is bit for bit what eval() gives after tokens[i]. Valid until the next call; keep_verified() must follow.
+    Result<std::span<const float>> verify(std::span<const int32_t> tokens);
+    // After verify(): keeps its first `keep` tokens (1 <= keep <= their count) and drops the rest. A KV cache is cut
+    // back; a hybrid's linear-attention states go back to before verify() and the kept tokens' steps are replayed
+    // from the inputs verify() kept: no weight is read again and no checkpoint is touched. Never fails.
+    void keep_verified(uint32_t keep);
+    // Distinct experts run, summed over MoE layers and chunks: a chunk's layer reads the union of its tokens'
+    // choices (speculation's verify steps read more experts per layer than one token's top-k).
+    struct ExpertReads {
+        uint64_t experts = 0, layer_passes = 0;
+    };
+    ExpertReads expert_reads() const { return expert_reads_; }
+
     void reset();
     // Drops everything after n tokens (regenerate from an earlier point). A KV cache is cut back at once; a Gated
     // DeltaNet hybrid's recurrent state cannot be, so the latest state checkpoint at or before n is restored and the
@@ -169,6 +189,9 @@ private:
     // chunk's tokens in order (heads split among the pool's parts); the gated RMSNorm; the output projection.
     void gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n);
     void size_linear_buffers();
+    // The delta rule of n tokens (conv rows, β, decays) on the recurrent states, outputs into out; norms (observed)
+    // each head's state norm after each token.
+    void delta_recurrence(float* recurrent, const float* conv, const float* beta, const float* decay, uint32_t n, float* out, float* norms);
     // After a chunk of n tokens (session_checkpoints.cpp): the hybrid's token history, and a state checkpoint at a
     // multiple of checkpoint_interval or at the end of a prompt.
     void after_chunk(const int32_t* tokens, uint32_t n, bool prompt_end);
@@ -309,6 +332,18 @@ private:
     int32_t predicted_layer_ = -1;  // the layer predicted_next_ is for; -1: none
     std::vector<int32_t> predicted_;  // [layer][k]: the last token's experts, the guess for the next token
     std::vector<float> logits_;
+    ExpertReads expert_reads_;
+    // verify() (session_verify.cpp): the rows' logits [row][vocab]; the position before the step; a hybrid's
+    // linear-attention states then, and per Gated DeltaNet layer the step's conv window (state rows, then the
+    // projections), conv outputs, β and decays, [layer slot][...], to replay the kept tokens' steps.
+    uint32_t verify_rows_ = 0, verify_from_ = 0, verify_count_ = 0;
+    std::vector<float> verify_logits_, verify_state_;
+    std::vector<float> verify_window_, verify_conv_, verify_beta_, verify_decay_;
+    std::vector<uint32_t> verify_slot_;  // per layer: its Gated DeltaNet slot in the verify_* buffers
+    bool verifying_ = false;             // gated_deltanet keeps its inputs for the replay
+    Status eval_rows(const int32_t* tokens, uint32_t n);  // verify's chunk, every row's logits
+    void keep_deltanet_inputs(uint32_t layer, uint32_t n);
+    void replay_deltanet(uint32_t layer, uint32_t keep);
 };
 
 }  // namespace colibri

@@ -26,6 +26,7 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     route(layer, w, n);
     group_by_expert(n);
+    expert_reads_.experts += chosen_.size(), ++expert_reads_.layer_passes;
     if (prefetcher_) advise_experts(layer, n);
     if (predicting()) predict_next_layer(layer, n);
     gather_expert_inputs(n);
