@@ -64,6 +64,9 @@ public:
     struct BatchPart {
         Session* session;
         std::span<const int32_t> tokens;
+        // A speculative check (as verify(): at most verify_room() tokens, every row's logits in verify_logits(),
+        // keep_verified() after).
+        bool verify = false;
     };
     // Continuous batching: evaluates several sessions' tokens in one forward pass. The router's, the shared
     // expert's and each selected expert's weights are read once for all the parts' tokens; attention (with its
@@ -85,6 +88,10 @@ public:
     // Evaluates tokens (at most verify_room()) in one chunk and returns the logits after each, [token][vocab]: row
     // i is bit for bit what eval() gives after tokens[i]. Valid until the next call; keep_verified() must follow.
     Result<std::span<const float>> verify(std::span<const int32_t> tokens);
+    // The last check's rows (verify, or an eval_batch part with `verify`), [token][vocab].
+    std::span<const float> verify_logits() const {
+        return {verify_logits_.data(), size_t(verify_count_) * model_.hparams().vocab_size};
+    }
     // After verify(): keeps its first `keep` tokens (1 <= keep <= their count) and drops the rest. A KV cache is cut
     // back; a hybrid's linear-attention states go back to before verify() and the kept tokens' steps are replayed
     // from the inputs verify() kept: no weight is read again and no checkpoint is touched. Never fails.
@@ -342,6 +349,10 @@ private:
     std::vector<uint32_t> verify_slot_;  // per layer: its Gated DeltaNet slot in the verify_* buffers
     bool verifying_ = false;             // gated_deltanet keeps its inputs for the replay
     Status eval_rows(const int32_t* tokens, uint32_t n);  // verify's chunk, every row's logits
+    void logits_rows(uint32_t row, uint32_t n, Session& owner);  // rows [row, row + n) into owner's verify_logits_
+    Status check_verify(std::span<const int32_t> tokens) const;
+    void begin_verify(uint32_t n);  // the position and a hybrid's states before the step
+    void end_verify(std::span<const int32_t> tokens, bool ok);
     void keep_deltanet_inputs(uint32_t layer, uint32_t n);
     void replay_deltanet(uint32_t layer, uint32_t keep);
 };

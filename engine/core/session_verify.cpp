@@ -55,22 +55,28 @@ Status Session::eval_rows(const int32_t* tokens, uint32_t n) {
     if (Status s = layers(std::span<const Part>(&self, 1), n); !s) return s;
     position_ += n;
     const uint64_t t1 = observer_ ? now_ns() : 0;
-    // Every row's logits: the final norm of each, then one read of the lm head for all of them.
-    const HyperParams& hp = model_.hparams();
-    const size_t H = hp.hidden_size;
-    for (uint32_t i = 0; i < n; ++i) rmsnorm(x_.data() + i * H, f32(&model_.output_norm()), hp.rms_eps, H, h_.data() + i * H);
-    matmul(model_.lm_head(), h_.data(), n, verify_logits_.data());
+    logits_rows(0, n, *this);
     if (observer_) report_token_timing(*observer_, position_ - n, n, (t1 - t0) / n, now_ns() - t1);
     return Status::ok();
 }
 
-Result<std::span<const float>> Session::verify(std::span<const int32_t> tokens) {
+void Session::logits_rows(uint32_t row, uint32_t n, Session& owner) {
+    // The final norm of each row, then one read of the lm head for all of them.
+    const HyperParams& hp = model_.hparams();
+    const size_t H = hp.hidden_size;
+    for (uint32_t i = 0; i < n; ++i)
+        rmsnorm(x_.data() + (row + i) * H, f32(&model_.output_norm()), hp.rms_eps, H, h_.data() + i * H);
+    matmul(model_.lm_head(), h_.data(), n, owner.verify_logits_.data());
+}
+
+Status Session::check_verify(std::span<const int32_t> tokens) const {
     if (tokens.empty()) return error("no tokens to verify");
     if (tokens.size() > verify_room())
         return error("a verify step of " + std::to_string(tokens.size()) + " tokens exceeds the " + std::to_string(verify_room()) + " it has room for");
-    COLIBRI_TRY(check_input(tokens));
-    const auto n = static_cast<uint32_t>(tokens.size());
-    const size_t V = model_.hparams().vocab_size;
+    return check_input(tokens);
+}
+
+void Session::begin_verify(uint32_t n) {
     verify_from_ = position_;
     verify_count_ = n;
     if (recurrent_) {
@@ -78,6 +84,25 @@ Result<std::span<const float>> Session::verify(std::span<const int32_t> tokens) 
         std::copy(linear_state_.begin(), linear_state_.end(), verify_state_.begin());
     }
     verifying_ = recurrent_;
+}
+
+void Session::end_verify(std::span<const int32_t> tokens, bool ok) {
+    verifying_ = false;
+    if (!ok) {  // back to before the step (a hybrid's states may hold part of it)
+        position_ = verify_from_;
+        verify_count_ = 0;
+        if (recurrent_) std::copy(verify_state_.begin(), verify_state_.end(), linear_state_.begin());
+        return;
+    }
+    // The rows' tokens join a hybrid's history now (no checkpoint: keep_verified knows which stay).
+    if (recurrent_) history_.insert(history_.end(), tokens.begin(), tokens.end());
+}
+
+Result<std::span<const float>> Session::verify(std::span<const int32_t> tokens) {
+    COLIBRI_TRY(check_verify(tokens));
+    const auto n = static_cast<uint32_t>(tokens.size());
+    const size_t V = model_.hparams().vocab_size;
+    begin_verify(n);
     Status s = Status::ok();
     if (observer_ && observer_->counters()) {  // counters are per token (see eval): rows one at a time
         for (uint32_t i = 0; i < n && s; ++i) {
@@ -87,16 +112,9 @@ Result<std::span<const float>> Session::verify(std::span<const int32_t> tokens) 
     } else {
         s = eval_rows(tokens.data(), n);
     }
-    verifying_ = false;
-    if (!s) {  // back to before the step (a hybrid's states may hold part of it)
-        position_ = verify_from_;
-        verify_count_ = 0;
-        if (recurrent_) std::copy(verify_state_.begin(), verify_state_.end(), linear_state_.begin());
-        return s;
-    }
-    // The rows' tokens join a hybrid's history now (no checkpoint: keep_verified knows which stay).
-    if (recurrent_) history_.insert(history_.end(), tokens.begin(), tokens.end());
-    return std::span<const float>(verify_logits_.data(), size_t(n) * V);
+    end_verify(tokens, s.is_ok());
+    if (!s) return s;
+    return verify_logits();
 }
 
 void Session::keep_deltanet_inputs(uint32_t layer, uint32_t n) {

@@ -4,6 +4,9 @@
 // rejected rows are dropped by replaying the recurrence). A stop token inside an accepted run, a full context and a
 // rewound conversation end where plain decoding's do, with the session holding the same positions and states.
 // The prompt-lookup drafter's matching, and the check's rows against plain evaluation, bit for bit.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cstring>
@@ -383,6 +386,49 @@ private slots:
         auto spec_next = chat.run(next, s4, turn);
         QVERIFY(plain_next.is_ok() && spec_next.is_ok());
         QCOMPARE(spec_next->tokens, plain_next->tokens);
+    }
+
+    // --speculate on generate, chat, bench and serve: a bad value or mtp on a model without the head is one line
+    // and exit 1; generate's ids are the same with lookup, its statistics in --json; bench compares both.
+    void cli_option() {
+        const QList<QStringList> commands{{"generate", "-m", kDemo, "--prompt", "x"},
+                                          {"chat", "-m", kDemo},
+                                          {"bench", "-m", kDemo, "-p", "4", "-n", "4", "-r", "1"},
+                                          {"serve", "-m", kDemo, "--port", "0"}};
+        for (const QStringList& cmd : commands) {
+            for (const auto& [value, why] : {std::pair{"sometimes", "'sometimes' is not one of lookup, mtp, off"},
+                                             std::pair{"mtp", "this model has no multi-token-prediction head"}}) {
+                const CliResult r = run_cli(cmd + QStringList{"--speculate", value}, "hello\n", 60000);
+                QVERIFY2(r.exit_code == 1, qPrintable(cmd.front() + ": " + r.err));
+                QVERIFY2(r.err.contains(why), r.err.constData());
+                QVERIFY2(r.err.startsWith("colibri: " + cmd.front().toUtf8() + ": "), r.err.constData());
+                QCOMPARE(r.err.count('\n'), 1);
+            }
+        }
+        auto model = Model::load(kDemo.toStdString());
+        QVERIFY(model.is_ok());
+        QStringList ids;
+        for (int32_t id : repeating_prompt(model.value()->hparams().vocab_size)) ids << QString::number(id);
+        auto generate_json = [&](const char* mode) {
+            const CliResult r = run_cli({"generate", "-m", kDemo, "--tokens", ids.join(','), "-n", "40", "--greedy", "--json", "--speculate", mode});
+            return r.exit_code == 0 ? QJsonDocument::fromJson(r.out).object() : QJsonObject();
+        };
+        const QJsonObject plain = generate_json("off"), spec = generate_json("lookup");
+        QCOMPARE(plain["new_ids"].toArray().size(), 40);
+        QCOMPARE(spec["new_ids"], plain["new_ids"]);
+        QVERIFY(!plain.contains("speculation"));
+        QVERIFY(spec["speculation"].toObject()["drafted"].toInt() > 0);
+        const CliResult bench = run_cli({"bench", "-m", kDemo, "-p", "8", "-n", "24", "-r", "1", "--bandwidth-mib", "16", "--speculate", "lookup", "--json"});
+        QVERIFY2(bench.exit_code == 0, bench.err.constData());
+        const QJsonObject sb = QJsonDocument::fromJson(bench.out).object()["speculation"].toObject();
+        QCOMPARE(sb["identical"].toBool(), true);
+        QVERIFY(sb["speculative_tok_s"].toObject()["median"].toDouble() > 0);
+        QVERIFY(sb["plain_tok_s"].toObject()["median"].toDouble() > 0);
+        QCOMPARE(sb["decode_tokens"].toInt(), 24);
+        const CliResult missing = run_cli({"bench", "-m", kDemo, "-p", "4", "-n", "4", "-r", "1", "--bandwidth-mib", "16", "--speculate", "lookup",
+                                           "--speculate-text", "/nonexistent/text"});
+        QCOMPARE(missing.exit_code, 1);
+        QVERIFY2(missing.err.contains("/nonexistent/text: cannot read it"), missing.err.constData());
     }
 };
 
