@@ -196,7 +196,7 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
         }
         print_statistics(out->tokens.size(), std::chrono::duration<double>(end - printer.first_token).count(), out->prompt_evaluated,
                          std::chrono::duration<double>(printer.first_token - printer.start).count(), out->finish);
-        if (turn.drafter) std::fprintf(stderr, "[%s]\n", speculation_summary(mode.value(), out->speculation, model.hparams().n_experts_active).c_str());
+        if (turn.drafter && options.report_speculation) std::fprintf(stderr, "[%s]\n", speculation_summary(mode.value(), out->speculation, model.hparams().n_experts_active).c_str());
         InterruptHandler::clear();
         messages.push_back({"assistant", out->reply});
     }

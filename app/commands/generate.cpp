@@ -39,7 +39,7 @@ json speculation_json(const std::string& mode, const SpeculationStats& s, uint32
 }
 
 int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
-                 const SamplerConfig& sc, const std::string& speculate, bool as_json) {
+                 const SamplerConfig& sc, const std::string& speculate, bool report_speculation, bool as_json) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
     if (auto mode = parse_speculate_mode(speculate); !mode) return fail("generate", mode.message());
     auto loaded = load_with_input(args, tokens, prompt);
@@ -101,7 +101,7 @@ int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const 
     } else {
         std::printf("\n");
     }
-    if (!as_json && req.drafter)
+    if (!as_json && req.drafter && report_speculation)
         std::fprintf(stderr, "%s\n", speculation_summary(parse_speculate_mode(speculate).value(), speculation, l.model->hparams().n_experts_active).c_str());
     // Not an error: what was generated stands, and the user learns why it ended before -n tokens.
     if (stop == GenerateStop::ContextFull)
@@ -118,17 +118,18 @@ public:
         add_input_args(sub_, tokens_, prompt_);
         sub_->add_option("-n", n_, "tokens to generate");
         add_sampler_args(sub_, sampler_);
-        add_speculate_arg(sub_, speculate_);
+        speculate_option_ = add_speculate_arg(sub_, speculate_);
         sub_->add_flag("--json", as_json_, "JSON output");
     }
-    int run() override { return cmd_generate(args_, tokens_, prompt_, n_, sampler_, speculate_, as_json_); }
+    int run() override { return cmd_generate(args_, tokens_, prompt_, n_, sampler_, speculate_, speculate_option_->count() > 0, as_json_); }
 
 private:
     tools::ModelArgs args_;
     std::string tokens_, prompt_;
     int n_ = 32;
     SamplerConfig sampler_;
-    std::string speculate_ = "off";
+    std::string speculate_ = "lookup";  // the same tokens; fewer passes where the reply quotes the prompt
+    CLI::Option* speculate_option_ = nullptr;
     bool as_json_ = false;
 };
 

@@ -48,8 +48,8 @@ void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
     cmd->add_option("--repeat-last-n", s.repetition_window, "tokens the repetition penalty looks back over");
 }
 
-void add_speculate_arg(CLI::App* cmd, std::string& mode) {
-    cmd->add_option("--speculate", mode, "speculative decoding: lookup (drafts from the context), mtp (the model's head), off")
+CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode) {
+    return cmd->add_option("--speculate", mode, "speculative decoding: lookup (drafts from the context), mtp (the model's head), off")
         ->capture_default_str();
 }
 

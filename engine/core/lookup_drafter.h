@@ -16,6 +16,9 @@ struct LookupOptions {
     // Drafts per step: the step's length adapts between 1 and max_drafts, doubling after a fully accepted step and
     // falling to one more than the accepted count after a rejection (a rejected draft costs its row in the check).
     uint32_t max_drafts = 8;
+    // After a check whose drafts were all wrong, no drafts for the next 2, then 4, 8 ... up to max_rest tokens
+    // (until a check keeps one): where the reply does not quote its context, checks stop costing anything.
+    uint32_t max_rest = 64;
 };
 
 class LookupDrafter final : public Drafter {
@@ -30,7 +33,9 @@ public:
 
 private:
     LookupOptions options_;
-    uint32_t length_;  // drafts the next step may take
+    uint32_t length_;    // drafts the next step may take
+    uint32_t rest_ = 0;  // proposals to skip
+    uint32_t misses_ = 0;  // checks in a row that kept nothing
 };
 
 }  // namespace colibri

@@ -157,6 +157,18 @@ private slots:
         QCOMPARE(drafter.propose(s, h, d), 6u);
         drafter.reset();
         QCOMPARE(drafter.propose(s, h, d), 8u);
+        // A check that keeps nothing: no drafts for 2 proposals, then checks of 1; two misses in a row rest 4.
+        drafter.on_verified(8, 0);
+        QCOMPARE(drafter.propose(s, h, d), 0u);
+        QCOMPARE(drafter.propose(s, h, d), 0u);
+        QCOMPARE(drafter.propose(s, h, d), 1u);
+        drafter.on_verified(1, 0);
+        for (int i = 0; i < 4; ++i) QCOMPARE(drafter.propose(s, h, d), 0u);
+        QCOMPARE(drafter.propose(s, h, d), 1u);
+        drafter.on_verified(1, 1);  // kept: drafting resumes at once, the length doubles
+        QCOMPARE(drafter.propose(s, h, d), 2u);
+        drafter.on_verified(2, 2);
+        QCOMPARE(drafter.propose(s, h, d), 4u);
     }
 
     void parse_modes() {
@@ -417,6 +429,9 @@ private slots:
         QCOMPARE(plain["new_ids"].toArray().size(), 40);
         QCOMPARE(spec["new_ids"], plain["new_ids"]);
         QVERIFY(!plain.contains("speculation"));
+        const CliResult by_default = run_cli({"generate", "-m", kDemo, "--tokens", ids.join(','), "-n", "40", "--greedy", "--json"});
+        QCOMPARE(QJsonDocument::fromJson(by_default.out).object()["speculation"].toObject()["mode"].toString(), QStringLiteral("lookup"));
+        QCOMPARE(QJsonDocument::fromJson(by_default.out).object()["new_ids"], plain["new_ids"]);
         QVERIFY(spec["speculation"].toObject()["drafted"].toInt() > 0);
         const CliResult bench = run_cli({"bench", "-m", kDemo, "-p", "8", "-n", "24", "-r", "1", "--bandwidth-mib", "16", "--speculate", "lookup", "--json"});
         QVERIFY2(bench.exit_code == 0, bench.err.constData());
