@@ -240,7 +240,7 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
     return std::span<const float>(logits_);
 }
 
-Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) {
+Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits, bool every_row) {
     const uint64_t chunk_t0 = observer_ ? now_ns() : 0;
     std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
     if (Status s = populate_kv(position_ + n); !s) return s;
@@ -252,8 +252,9 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     const uint32_t first = position_;
     position_ += n;
     const uint64_t head_t0 = observer_ ? now_ns() : 0;
-    if (with_logits) logits_of(n - 1, *this);
-    if (observer_) report_token_timing(*observer_, first, n, (head_t0 - chunk_t0) / n, with_logits ? now_ns() - head_t0 : 0);
+    if (every_row) logits_rows(0, n, *this);
+    else if (with_logits) logits_of(n - 1, *this);
+    if (observer_) report_token_timing(*observer_, first, n, (head_t0 - chunk_t0) / n, with_logits || every_row ? now_ns() - head_t0 : 0);
     return Status::ok();
 }
 

@@ -125,6 +125,8 @@ public:
     // A Gated DeltaNet layer's recurrent state, [value head][key dim][value dim] (empty for any other layer): for
     // inspection and tests, valid until the next eval.
     std::span<const float> linear_recurrent_state(uint32_t layer) const;
+    // The positions of a hybrid's state checkpoints, ascending (for inspection and tests).
+    std::vector<uint32_t> checkpoint_positions() const;
 
     // Positions per block of the KV cache's transposed keys.
     static constexpr uint32_t kKeyBlock = 64;
@@ -140,8 +142,8 @@ private:
     void size_buffers();
     Status check_input(std::span<const int32_t> tokens) const;
     // Evaluates tokens [0, n) at positions position_.. (n <= chunk capacity); with_logits computes the
-    // logits of the last one.
-    Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits);
+    // logits of the last one, every_row those of each into verify_logits_ (speculation's check).
+    Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits, bool every_row = false);
     // Makes the KV cache's pages for positions [0, end) resident, in steps that at least double the resident
     // span (kKvMinStep positions or more), so that no page fault falls inside a chunk's hot loops. An error
     // when the system has no memory for them (the session stays where it was).
@@ -348,7 +350,6 @@ private:
     std::vector<float> verify_window_, verify_conv_, verify_beta_, verify_decay_;
     std::vector<uint32_t> verify_slot_;  // per layer: its Gated DeltaNet slot in the verify_* buffers
     bool verifying_ = false;             // gated_deltanet keeps its inputs for the replay
-    Status eval_rows(const int32_t* tokens, uint32_t n);  // verify's chunk, every row's logits
     void logits_rows(uint32_t row, uint32_t n, Session& owner);  // rows [row, row + n) into owner's verify_logits_
     Status check_verify(std::span<const int32_t> tokens) const;
     void begin_verify(uint32_t n);  // the position and a hybrid's states before the step

@@ -10,7 +10,6 @@
 // Per-row copies of the states during the step would cost a copy per row; re-evaluating the kept tokens a second
 // pass over the weights.
 #include <algorithm>
-#include <shared_mutex>
 
 #include "engine/core/session.h"
 #include "engine/core/elementwise.h"
@@ -42,22 +41,6 @@ void Session::reserve_verify(uint32_t rows) {
 
 uint32_t Session::verify_room() const {
     return std::min(chunk_limit(verify_rows_), context_ - position_);
-}
-
-Status Session::eval_rows(const int32_t* tokens, uint32_t n) {
-    const uint64_t t0 = observer_ ? now_ns() : 0;
-    std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this step
-    if (Status s = populate_kv(position_ + n); !s) return s;
-    embed(tokens, n, 0);
-    for (uint32_t i = 0; i < n; ++i) rows_[i] = {observer_, position_ + i};
-    observed_ = observer_ != nullptr;
-    const Part self{this, 0, n};
-    if (Status s = layers(std::span<const Part>(&self, 1), n); !s) return s;
-    position_ += n;
-    const uint64_t t1 = observer_ ? now_ns() : 0;
-    logits_rows(0, n, *this);
-    if (observer_) report_token_timing(*observer_, position_ - n, n, (t1 - t0) / n, now_ns() - t1);
-    return Status::ok();
 }
 
 void Session::logits_rows(uint32_t row, uint32_t n, Session& owner) {
@@ -110,7 +93,7 @@ Result<std::span<const float>> Session::verify(std::span<const int32_t> tokens) 
             if (s) std::copy(logits_.begin(), logits_.end(), verify_logits_.begin() + ptrdiff_t(i * V));
         }
     } else {
-        s = eval_rows(tokens.data(), n);
+        s = eval_chunk(tokens.data(), n, false, true);
     }
     end_verify(tokens, s.is_ok());
     if (!s) return s;

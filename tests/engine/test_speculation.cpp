@@ -75,6 +75,12 @@ Outcome run(const Model& model, std::span<const int32_t> prompt, const SamplerCo
     return o;
 }
 
+SamplerConfig greedy() {
+    SamplerConfig sc;
+    sc.greedy = true;
+    return sc;
+}
+
 bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -288,8 +294,7 @@ private slots:
         QVERIFY(model != nullptr);
         const uint32_t V = model->hparams().vocab_size;
         const std::vector<int32_t> prompt = repeating_prompt(V);
-        SamplerConfig sc;
-        sc.greedy = true;
+        const SamplerConfig sc = greedy();
         const Outcome full = run(*model, prompt, sc, 30, nullptr);
         // A stop id that first appears at index >= 6 of the plain output.
         size_t at = 6;
@@ -308,14 +313,62 @@ private slots:
         QVERIFY(spec.stats.accepted >= 5);
     }
 
+    // A hybrid's state checkpoints after speculative decoding are plain decoding's: a check never saves one nor
+    // evicts one, and the one at an interval position is made as plain decoding makes it. Rewinding both sessions
+    // to the same points re-evaluates the same spans (the same experts read) and gives the same logits.
+    void hybrid_checkpoints_are_plain_decodings_data() {
+        QTest::addColumn<uint32_t>("wrong_every");
+        QTest::newRow("drafts rejected") << 4u;
+        QTest::newRow("drafts all right") << 1000u;  // checks run up to the interval positions
+    }
+    void hybrid_checkpoints_are_plain_decodings() {
+        QFETCH(uint32_t, wrong_every);
+        auto model = open("qwen3_next");
+        QVERIFY(model != nullptr);
+        const uint32_t V = model->hparams().vocab_size;
+        const std::vector<int32_t> prompt = repeating_prompt(V);
+        ThreadPool pool(2);
+        SessionOptions so;
+        so.chunk = 16;
+        so.checkpoint_interval = 16;
+        so.state_checkpoints = 3;
+        const SamplerConfig sc = greedy();
+        GenerateRequest req;
+        req.max_tokens = 40;
+        Session plain(*model, pool, 0, so), spec(*model, pool, 0, so);
+        Sampler s0(sc), s1(sc);
+        auto expect = generate(plain, s0, prompt, req);
+        QVERIFY(expect.is_ok());
+        OracleDrafter oracle;
+        oracle.answer = expect.value(), oracle.prompt_size = prompt.size(), oracle.vocab = V, oracle.wrong_every = wrong_every;
+        req.drafter = &oracle;
+        SpeculationStats stats;
+        req.speculation = &stats;
+        auto got = generate(spec, s1, prompt, req);
+        QVERIFY(got.is_ok());
+        QCOMPARE(got.value(), expect.value());
+        QVERIFY(stats.accepted > 0);
+        QCOMPARE(spec.checkpoint_positions(), plain.checkpoint_positions());
+        QCOMPARE(plain.checkpoint_positions(), (std::vector<uint32_t>{36, 48, 64}));  // the prompt's end and the intervals
+        for (uint32_t n : {uint32_t(prompt.size()) + 30, uint32_t(prompt.size()) + 20, uint32_t(prompt.size()) + 3, 40u}) {
+            const Session::ExpertReads a0 = plain.expert_reads(), b0 = spec.expert_reads();
+            QVERIFY(plain.truncate(n).is_ok());
+            QVERIFY(spec.truncate(n).is_ok());
+            QCOMPARE(spec.expert_reads().layer_passes - b0.layer_passes, plain.expert_reads().layer_passes - a0.layer_passes);
+            auto a = plain.eval(5), b = spec.eval(5);
+            QVERIFY(a.is_ok() && b.is_ok());
+            QVERIFY(std::memcmp(a->data(), b->data(), V * sizeof(float)) == 0);
+            QVERIFY(plain.truncate(n).is_ok() && spec.truncate(n).is_ok());
+        }
+    }
+
     // A full context ends both at the same token, with drafts bounded by the positions left.
     void context_full() {
         auto model = open("demo");
         QVERIFY(model != nullptr);
         const uint32_t V = model->hparams().vocab_size;
         const std::vector<int32_t> prompt = repeating_prompt(V);
-        SamplerConfig sc;
-        sc.greedy = true;
+        const SamplerConfig sc = greedy();
         const uint32_t context = uint32_t(prompt.size()) + 20;
         const Outcome plain = run(*model, prompt, sc, 100, nullptr, {}, context);
         QCOMPARE(plain.stop, GenerateStop::ContextFull);
@@ -334,8 +387,7 @@ private slots:
         auto model = open("demo");
         QVERIFY(model != nullptr);
         const std::vector<int32_t> prompt = repeating_prompt(model->hparams().vocab_size);
-        SamplerConfig sc;
-        sc.greedy = true;
+        const SamplerConfig sc = greedy();
         for (int32_t n : {1, 2, 3, 9}) {
             const Outcome plain = run(*model, prompt, sc, n, nullptr);
             OracleDrafter oracle;
@@ -360,8 +412,7 @@ private slots:
         const uint32_t V = model->hparams().vocab_size;
         const std::vector<int32_t> prompt = repeating_prompt(V);
         ThreadPool pool(2);
-        SamplerConfig sc;
-        sc.greedy = true;
+        const SamplerConfig sc = greedy();
         TurnOptions turn;
         turn.reply.max_tokens = 24;
         Session fresh_session(*model, pool);
