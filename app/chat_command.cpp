@@ -125,6 +125,10 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
         std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /help lists the commands; Ctrl-C stops a reply; Ctrl-D exits.\n",
                      options.model_path.c_str(), format::family_name(model.family()));
     Sampler sampler(sampling);
+    auto mode = parse_speculate_mode(options.speculate);
+    if (!mode) return std::fprintf(stderr, "colibri: chat: %s\n", mode.message().c_str()), 1;
+    auto drafter = make_drafter(mode.value(), model);
+    if (!drafter) return std::fprintf(stderr, "colibri: chat: %s\n", drafter.message().c_str()), 1;
     std::vector<ChatMessage> messages;
     if (!options.system_prompt.empty()) messages.push_back({"system", options.system_prompt});
     ChatService chat(model, session);
@@ -132,6 +136,7 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
     // End-of-turn tokens end a reply (with --ignore-eos they do not) and are never printed.
     TurnOptions turn;
     turn.reply.max_tokens = options.max_tokens;
+    turn.drafter = drafter->get();
     (options.ignore_eos ? turn.reply.hidden_ids : turn.reply.stop_ids) = default_stop_ids(model);
     std::string line;
     for (;;) {
@@ -191,6 +196,7 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
         }
         print_statistics(out->tokens.size(), std::chrono::duration<double>(end - printer.first_token).count(), out->prompt_evaluated,
                          std::chrono::duration<double>(printer.first_token - printer.start).count(), out->finish);
+        if (turn.drafter && options.report_speculation) std::fprintf(stderr, "[%s]\n", speculation_summary(mode.value(), out->speculation, model.hparams().n_experts_active).c_str());
         InterruptHandler::clear();
         messages.push_back({"assistant", out->reply});
     }

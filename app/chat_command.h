@@ -15,6 +15,8 @@ struct ChatOptions {
     bool reuse_prefix = true;   // false: re-evaluate the whole conversation every turn (for checking)
     bool ignore_eos = false;    // generate up to max_tokens whatever comes (measuring, testing Ctrl-C)
     std::string history_path;   // the terminal's line history (empty: none)
+    std::string speculate = "lookup";  // --speculate (engine/core/speculation.h): the same replies, fewer passes
+    bool report_speculation = false;   // a statistics line after each reply (--speculate given)
 };
 
 // Reads messages from the terminal (libedit: line editing, history) or from piped stdin, streams each reply to

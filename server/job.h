@@ -25,6 +25,8 @@ struct JobSpec {
     bool trace = false;  // attach each token's routing and timings (the Studio's remote mode)
     // A slot's cached prompt prefix serves only requests of the same scope (the API key, server/api_keys.h).
     uint32_t cache_scope = 0;
+    // Speculative decoding (engine/core/speculation.h): the same reply in fewer passes when drafts are right.
+    SpeculateMode speculate = SpeculateMode::Off;
 };
 
 // The routing and timings of one evaluated position, for the trace extension (docs/SERVER.md).

@@ -54,6 +54,10 @@ std::string prometheus_text(const SchedulerStats& s, const RequestCounters& requ
     sample(out, "colibri_forward_passes_total", model, double(s.forward_passes));
     family(out, "colibri_batched_tokens_total", "counter", "Tokens evaluated in forward passes (divided by the passes: the mean batch).");
     sample(out, "colibri_batched_tokens_total", model, double(s.batched_tokens));
+    family(out, "colibri_speculative_drafted_total", "counter", "Draft tokens checked by speculative decoding (\"speculate\").");
+    sample(out, "colibri_speculative_drafted_total", model, double(s.drafted));
+    family(out, "colibri_speculative_accepted_total", "counter", "Draft tokens the sampler kept (divided by the drafted: the acceptance rate).");
+    sample(out, "colibri_speculative_accepted_total", model, double(s.accepted));
     family(out, "colibri_queue_depth", "gauge", "Requests waiting for a slot.");
     sample(out, "colibri_queue_depth", model, s.queued);
     family(out, "colibri_active_slots", "gauge", "Slots generating now.");

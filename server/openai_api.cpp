@@ -317,6 +317,15 @@ std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_
                 return bad("a 'stop' string is longer than " + std::to_string(limits.max_stop_bytes) + " bytes", "stop");
         r.spec.reply.stop_strings = std::move(stops);
     }
+    // "speculate": "lookup" | "mtp" | "off" (the one spelling of --speculate); the reply is the same either way.
+    r.spec.speculate = limits.speculate;
+    if (const json* sp = f.get("speculate")) {
+        if (!sp->is_string()) return bad(std::string("'speculate' must be one of \"lookup\", \"mtp\", \"off\", not ") + type_name(*sp), "speculate");
+        auto mode = parse_speculate_mode(sp->get<std::string>());
+        if (!mode) return bad("'speculate' must be one of \"lookup\", \"mtp\", \"off\", not \"" + sp->get<std::string>().substr(0, 32) + "\"", "speculate");
+        if (auto drafter = make_drafter(mode.value(), model); !drafter) return bad(drafter.message(), "speculate");
+        r.spec.speculate = mode.value();
+    }
     bool ignore_eos = false;
     f.boolean("ignore_eos", ignore_eos);  // llama.cpp's extension: generate max_tokens whatever the model says
     if (f.error) return *f.error;

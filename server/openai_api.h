@@ -13,6 +13,7 @@
 
 #include "engine/core/model.h"
 #include "engine/core/sampler.h"  // kGreedyBelowTemperature: a request below it is greedy
+#include "engine/core/speculation.h"
 #include "server/job.h"
 
 namespace colibri::server {
@@ -37,6 +38,7 @@ struct ApiLimits {
     int32_t max_top_logprobs = 20;
     size_t max_logit_bias = 1024;  // entries of logit_bias
     bool require_model = true;   // OpenAI's "model" is required; the local transport serves one model anyway
+    SpeculateMode speculate = SpeculateMode::Off;  // a request's "speculate" when it names none (serve --speculate)
 };
 
 struct ApiRequest {

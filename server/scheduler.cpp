@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/session.h"
+#include "engine/core/speculation.h"
 
 namespace colibri::server {
 
@@ -38,6 +39,19 @@ struct Scheduler::Slot final : TraceObserver {
     std::span<const float> logits;
     Clock::time_point admitted, first_token;
     std::vector<PositionTrace> traces;  // positions evaluated since the last event
+    // Speculative decoding: the drafter, its view (the prompt and the reply so far), the running check's tokens
+    // (the sampled one, then the drafts) and the row whose logits are sampled from.
+    std::unique_ptr<Drafter> drafter;
+    std::vector<int32_t> fed, check = std::vector<int32_t>(kMaxDrafts + 1);
+    uint32_t drafts = 0, row = 0;  // drafts == 0: no check running
+
+    // Keeps the check's rows up to the one sampled from (the tokens plain decoding evaluated) and drops the rest.
+    void settle() {
+        if (drafts == 0) return;
+        session->keep_verified(row + 1);
+        drafter->on_verified(drafts, row);
+        drafts = 0;
+    }
 
     Slot(Scheduler& s, std::unique_ptr<Session> sess) : owner(s), session(std::move(sess)) { session->set_observer(this); }
 
@@ -122,6 +136,7 @@ SchedulerStats Scheduler::stats() const {
 
 void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error) {
     const auto now = Clock::now();
+    slot.settle();
     JobOutcome out;
     out.finish = reason;
     out.error = error;
@@ -153,6 +168,7 @@ void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error
     slot.job.reset();
     slot.reply.reset();
     slot.sampler.reset();
+    slot.drafter.reset();
     slot.traces.clear();
     slot.logits = {};
 }
@@ -199,6 +215,15 @@ void Scheduler::admit_locked() {
         slot.reply = std::make_unique<ReplyStream>(model_, *slot.sampler, spec.reply, spec.prompt);
         slot.admitted = Clock::now();
         slot.traces.clear();
+        // A traced job is not speculative: its trace is of the positions plain decoding evaluates.
+        slot.drafter.reset();
+        if (spec.speculate != SpeculateMode::Off && !spec.trace) {
+            if (auto d = make_drafter(spec.speculate, model_); d && d.value()) {
+                slot.drafter = std::move(d.value());
+                slot.session->reserve_verify(kMaxDrafts + 1);
+                slot.fed = spec.prompt;
+            }
+        }
         ++stats_.admitted;
         stats_.prompt_tokens += spec.prompt.size();
         stats_.cached_tokens += common;
@@ -239,14 +264,50 @@ void Scheduler::run() {
     queue_.clear();
 }
 
+struct Scheduler::Input {
+    Slot* slot;
+    std::span<const int32_t> tokens;
+    bool verify = false;  // a speculative check: the token and its drafts
+};
+
+bool Scheduler::decode(Slot& s, std::vector<Input>& inputs, uint32_t& sampled, uint32_t& accepted) {
+    const size_t V = model_.hparams().vocab_size;
+    for (;;) {
+        JobEvent event;
+        event.token = s.reply->next(s.logits);
+        event.traces = std::move(s.traces);
+        s.traces.clear();
+        ++sampled;
+        s.job->sink().on_event(std::move(event));
+        if (s.reply->done()) return false;
+        const int32_t token = s.reply->tokens().back();
+        if (!s.drafter) {
+            inputs.push_back({&s, std::span<const int32_t>(&s.reply->tokens().back(), 1)});
+            return true;
+        }
+        s.fed.push_back(token);
+        if (s.drafts > 0 && s.row < s.drafts && s.check[s.row + 1] == token) {  // the draft was right: its row is ready
+            ++s.row, ++accepted;
+            s.logits = s.session->verify_logits().subspan(size_t(s.row) * V, V);
+            continue;
+        }
+        s.settle();
+        // Drafts only for tokens plain decoding would evaluate too: not past max_tokens' last, nor the context.
+        const int32_t left = s.job->spec().reply.max_tokens - static_cast<int32_t>(s.reply->tokens().size()) - 1;
+        const uint32_t room = s.session->verify_room();
+        const uint32_t k = std::min({kMaxDrafts, static_cast<uint32_t>(std::max(left, 0)), room > 0 ? room - 1 : 0u});
+        s.check[0] = token;
+        const uint32_t n = k > 0 ? s.drafter->propose(*s.session, s.fed, std::span<int32_t>(s.check).subspan(1, k)) : 0;
+        inputs.push_back({&s, std::span<const int32_t>(s.check.data(), std::min(n, k) + 1), n > 0});
+        return true;
+    }
+}
+
 void Scheduler::step() {
     // 1. Each slot's input for this step: the next chunk of its prompt, or the token its reply samples now.
-    struct Input {
-        Slot* slot;
-        std::span<const int32_t> tokens;
-    };
     std::vector<Input> inputs;
-    uint32_t sampled = 0, passes = 0;
+    uint32_t sampled = 0, passes = 0, accepted = 0;
+    uint64_t drafted = 0;
     size_t batched = 0;
     const auto now = Clock::now();
     for (auto& sp : slots_) {
@@ -264,19 +325,8 @@ void Scheduler::step() {
             continue;
         }
         if (s.reply->tokens().empty()) s.first_token = now;
-        JobEvent event;
-        event.token = s.reply->next(s.logits);
-        event.traces = std::move(s.traces);
-        s.traces.clear();
-        ++sampled;
-        s.job->sink().on_event(std::move(event));
-        if (s.reply->done()) {
-            finish(s, s.reply->finish());
-            continue;
-        }
-        inputs.push_back({&s, std::span<const int32_t>(&s.reply->tokens().back(), 1)});
+        if (!decode(s, inputs, sampled, accepted)) finish(s, s.reply->finish());
     }
-
     // 2. Evaluate them together: one forward pass (Session::eval_batch) per capacity's worth of tokens, so that
     // each weight, and each expert's weights, are read once for every token of the step that needs them. A prompt
     // chunk is cut to the room left; what does not fit waits for the next step.
@@ -287,21 +337,31 @@ void Scheduler::step() {
         size_t room = capacity, end = begin;
         for (; end < inputs.size() && room > 0; ++end) {
             Input& in = inputs[end];
-            if (in.tokens.size() > room) in.tokens = in.tokens.first(room);
+            if (in.tokens.size() > room) in.tokens = in.tokens.first(room);  // a check loses drafts
+            in.verify = in.verify && in.tokens.size() > 1;
             room -= in.tokens.size();
-            batch_.push_back({in.slot->session.get(), in.tokens});
+            batch_.push_back({in.slot->session.get(), in.tokens, in.verify});
         }
         ++passes;
         batched += capacity - room;
         if (Status s = Session::eval_batch(batch_); !s) {
             // Say which job failed: evaluate them one by one (eval_batch checked before evaluating anything).
-            for (size_t i = begin; i < end; ++i)
-                if (auto r = inputs[i].slot->session->eval(inputs[i].tokens); !r) finish(*inputs[i].slot, FinishReason::None, r.message());
+            for (size_t i = begin; i < end; ++i) {
+                Session& session = *inputs[i].slot->session;
+                auto r = inputs[i].verify ? session.verify(inputs[i].tokens) : session.eval(inputs[i].tokens);
+                if (!r) finish(*inputs[i].slot, FinishReason::None, r.message());
+            }
         }
         for (size_t i = begin; i < end; ++i) {
             Slot& slot = *inputs[i].slot;
             if (!slot.busy()) continue;
             slot.logits = slot.session->logits();
+            if (inputs[i].verify) {  // sampling starts at the check's first row
+                slot.drafts = static_cast<uint32_t>(inputs[i].tokens.size() - 1);
+                slot.row = 0;
+                drafted += slot.drafts;
+                slot.logits = slot.session->verify_logits().first(model_.hparams().vocab_size);
+            }
             if (slot.prefilling()) slot.next_prompt += inputs[i].tokens.size();
         }
         begin = end;
@@ -314,6 +374,8 @@ void Scheduler::step() {
     stats_.forward_passes += passes;
     stats_.batched_tokens += batched;
     stats_.generated_tokens += sampled;
+    stats_.drafted += drafted;
+    stats_.accepted += accepted;
     if (sampled > 0) {
         const double t = seconds_now();
         recent_.emplace_back(t, sampled);

@@ -34,6 +34,7 @@ struct SchedulerStats {
     uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
     uint64_t steps = 0;
     uint64_t forward_passes = 0, batched_tokens = 0;  // eval_batch calls and the tokens they evaluated together
+    uint64_t drafted = 0, accepted = 0;  // speculative decoding: draft tokens checked, and those the sampler kept
     uint32_t queued = 0, active = 0, slots = 0;
     double decode_tokens_per_second = 0.0;  // generated tokens over the last 10 s (or since the first token), at the time asked
     uint32_t layers = 0, experts = 0;
@@ -59,6 +60,10 @@ private:
     void admit_locked();
     void step();
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
+    // A decoding slot's part of a step: samples (from a running check's rows while its drafts are right), and
+    // queues the token to evaluate next, with drafts after it when the slot speculates. False: the reply ended.
+    struct Input;
+    bool decode(Slot& slot, std::vector<Input>& inputs, uint32_t& sampled, uint32_t& accepted);
 
     const Model& model_;
     SchedulerOptions options_;

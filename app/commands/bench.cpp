@@ -7,6 +7,7 @@
 #include "kernels/registry.h"
 #include "model_options.h"
 #include "tools/bench.h"
+#include "tools/bench_speculation.h"
 
 namespace colibri::cli {
 
@@ -20,10 +21,30 @@ struct BenchArgs {
     std::string kernel;  // --kernel: one variant, a list or "all" (a comparison)
     bool no_prefetch = false, prefetch = false, huge_pages = false, no_huge_pages = false;
     size_t bandwidth_mib = 0;
+    std::string speculate = "off";
+    tools::SpeculationBenchConfig speculation;
 };
+
+// --speculate: the summarise-and-edit workload with and without drafts (tools/bench_speculation.h).
+Result<tools::SpeculationBench> speculation_run(const tools::ModelArgs& args, const BenchArgs& ba) {
+    auto l = load(args);
+    if (!l) return l.status();
+    tools::SpeculationBenchConfig config = ba.speculation;
+    config.mode = parse_speculate_mode(ba.speculate).value();
+    config.decode_tokens = ba.config.decode_tokens;
+    config.reps = ba.config.reps;
+    return tools::bench_speculation(*l->model, *l->pool, ba.config.session, config);
+}
 
 int cmd_bench(const tools::ModelArgs& args, BenchArgs& ba, bool as_json) {
     if (args.path.empty()) return fail("bench", "no model given (use -m model.bin)");
+    auto mode = parse_speculate_mode(ba.speculate);
+    if (!mode) return fail("bench", mode.message());
+    if (mode.value() != SpeculateMode::Off) {  // a model that cannot draft so fails before the bench runs
+        auto l = load(args);
+        if (!l) return fail("bench", l.message());
+        if (auto drafter = make_drafter(mode.value(), *l->model); !drafter) return fail("bench", drafter.message());
+    }
     const std::optional<RouterKind> kind = parse_router_kind(ba.router);
     if (!kind) return fail("bench", "unknown router '" + ba.router + "' (exact or lut)");
     SessionOptions& so = ba.config.session;
@@ -56,10 +77,20 @@ int cmd_bench(const tools::ModelArgs& args, BenchArgs& ba, bool as_json) {
     }
     auto report = tools::run_bench(args.path, args.threads, ba.config);
     if (!report) return fail("bench", report.message());
-    if (as_json)
-        std::printf("%s\n", tools::bench_json(report.value()).dump(2).c_str());
-    else
+    std::optional<tools::SpeculationBench> speculation;
+    if (mode.value() != SpeculateMode::Off) {
+        auto run = speculation_run(args, ba);
+        if (!run) return fail("bench", run.message());
+        speculation = std::move(run.value());
+    }
+    if (as_json) {
+        json j = tools::bench_json(report.value());
+        if (speculation) j["speculation"] = tools::speculation_bench_json(*speculation);
+        std::printf("%s\n", j.dump(2).c_str());
+    } else {
         std::fputs(tools::bench_text(report.value()).c_str(), stdout);
+        if (speculation) std::fputs(tools::speculation_bench_text(*speculation).c_str(), stdout);
+    }
     return 0;
 }
 
@@ -88,6 +119,9 @@ public:
         sub_->add_flag("--no-prefetch", bench_.no_prefetch, "no expert prefetch");
         sub_->add_flag("--huge-pages", bench_.huge_pages, "transparent huge pages for the KV cache and activations");
         sub_->add_flag("--no-huge-pages", bench_.no_huge_pages, "no huge pages");
+        add_speculate_arg(sub_, bench_.speculate);
+        sub_->add_option("--speculate-text", bench_.speculation.text_path,
+                         "text of --speculate's summarise-and-edit workload (default " + std::string(tools::kSpeculationText) + ")");
         sub_->add_flag("--json", as_json_, "JSON output");
     }
     int run() override { return cmd_bench(args_, bench_, as_json_); }

@@ -16,6 +16,7 @@ using nlohmann::json;
 
 int cmd_chat(const tools::ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
+    if (auto mode = parse_speculate_mode(options.speculate); !mode) return fail("chat", mode.message());
     auto loaded = load(args);
     if (!loaded) return fail("chat", loaded.message());
     OpenedModel& l = loaded.value();
@@ -36,9 +37,11 @@ public:
         sub_->add_flag("--no-prefix-cache", no_prefix_cache_, "re-evaluate the whole conversation each turn (for checking)");
         sub_->add_flag("--ignore-eos", options_.ignore_eos, "keep writing past end-of-turn tokens, up to --max-tokens (for measuring)");
         add_sampler_args(sub_, sampler_);
+        speculate_option_ = add_speculate_arg(sub_, options_.speculate);
     }
     int run() override {
         options_.reuse_prefix = !no_prefix_cache_;
+        options_.report_speculation = speculate_option_->count() > 0;
         return cmd_chat(args_, sampler_, options_);
     }
 
@@ -47,6 +50,7 @@ private:
     SamplerConfig sampler_;
     ChatOptions options_;
     bool no_prefix_cache_ = false;
+    CLI::Option* speculate_option_ = nullptr;
 };
 
 }  // namespace

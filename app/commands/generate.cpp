@@ -31,16 +31,29 @@ std::optional<uint64_t> storage_read_bytes() {
     return std::nullopt;
 }
 
+json speculation_json(const std::string& mode, const SpeculationStats& s, uint32_t experts_active) {
+    json j{{"mode", mode}, {"drafted", s.drafted}, {"accepted", s.accepted}, {"acceptance", s.acceptance()},
+           {"passes", s.passes}, {"checks", s.checks}, {"tokens_per_pass", s.tokens_per_pass()}, {"tokens_per_check", s.tokens_per_check()}};
+    if (s.check_layers > 0) j["experts_per_layer"] = {{"check", s.experts_per_check_layer()}, {"token", experts_active}};
+    return j;
+}
+
 int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
-                 const SamplerConfig& sc, bool as_json) {
+                 const SamplerConfig& sc, const std::string& speculate, bool report_speculation, bool as_json) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
+    if (auto mode = parse_speculate_mode(speculate); !mode) return fail("generate", mode.message());
     auto loaded = load_with_input(args, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
     OpenedModel& l = loaded->l;
+    auto drafter = speculate_drafter(speculate, *l.model);
+    if (!drafter) return fail("generate", drafter.message());
     const std::vector<int32_t>& ids = loaded->ids;
     Sampler sampler(sc);
     GenerateRequest req;
     req.max_tokens = n;
+    SpeculationStats speculation;
+    req.drafter = drafter->get();
+    req.speculation = &speculation;
     // With explicit token ids the caller decides when to stop, as HF generate with a fixed length does.
     if (tokens.empty()) req.stop_ids = default_stop_ids(*l.model);
     const Tokenizer* tok = l.model->tokenizer();
@@ -79,6 +92,7 @@ int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const 
         if (read0 && read_first && read_end)
             j["storage_read_bytes"] = {{"prompt", *read_first - *read0}, {"decode", *read_end - *read_first}};
         if (tok) j["text"] = tok->decode(out.value());
+        if (req.drafter) j["speculation"] = speculation_json(speculate, speculation, l.model->hparams().n_experts_active);
         if (const ExpertCache* c = l.model->expert_cache()) j["expert_cache"] = tools::expert_cache_json(*c);
         std::printf("%s\n", j.dump().c_str());
     } else if (!tok) {
@@ -87,6 +101,8 @@ int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const 
     } else {
         std::printf("\n");
     }
+    if (!as_json && req.drafter && report_speculation)
+        std::fprintf(stderr, "%s\n", speculation_summary(parse_speculate_mode(speculate).value(), speculation, l.model->hparams().n_experts_active).c_str());
     // Not an error: what was generated stands, and the user learns why it ended before -n tokens.
     if (stop == GenerateStop::ContextFull)
         std::fprintf(stderr, "colibri: generate: stopped after %zu tokens: the context of %u tokens is full (-c sets it)\n",
@@ -102,15 +118,18 @@ public:
         add_input_args(sub_, tokens_, prompt_);
         sub_->add_option("-n", n_, "tokens to generate");
         add_sampler_args(sub_, sampler_);
+        speculate_option_ = add_speculate_arg(sub_, speculate_);
         sub_->add_flag("--json", as_json_, "JSON output");
     }
-    int run() override { return cmd_generate(args_, tokens_, prompt_, n_, sampler_, as_json_); }
+    int run() override { return cmd_generate(args_, tokens_, prompt_, n_, sampler_, speculate_, speculate_option_->count() > 0, as_json_); }
 
 private:
     tools::ModelArgs args_;
     std::string tokens_, prompt_;
     int n_ = 32;
     SamplerConfig sampler_;
+    std::string speculate_ = "lookup";  // the same tokens; fewer passes where the reply quotes the prompt
+    CLI::Option* speculate_option_ = nullptr;
     bool as_json_ = false;
 };
 

@@ -48,6 +48,17 @@ void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
     cmd->add_option("--repeat-last-n", s.repetition_window, "tokens the repetition penalty looks back over");
 }
 
+CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode) {
+    return cmd->add_option("--speculate", mode, "speculative decoding: lookup (drafts from the context), mtp (the model's head), off")
+        ->capture_default_str();
+}
+
+Result<std::unique_ptr<Drafter>> speculate_drafter(const std::string& mode, const Model& model) {
+    auto parsed = parse_speculate_mode(mode);
+    if (!parsed) return parsed.status();
+    return make_drafter(parsed.value(), model);
+}
+
 Result<OpenedModel> load(const tools::ModelArgs& args) {
     auto options = tools::open_options(args);
     if (!options) return options.status();

@@ -44,6 +44,7 @@ struct ServeArgs {
     int socket_idle_s = 60;            // a local connection idle this long is closed
     uint32_t max_queue = 64;
     uint32_t max_tokens = 0;           // cap per request; 0: the context
+    std::string speculate = "lookup";  // a request's "speculate" when it names none
     size_t max_body = 2u << 20;
     int timeout_s = 10;
     std::vector<std::string> aliases;  // other names "model" may use
@@ -172,8 +173,11 @@ int cmd_serve(ServeArgs a) {
 
     signal(SIGPIPE, SIG_IGN);
 
+    auto speculate = parse_speculate_mode(a.speculate);
+    if (!speculate) return fail(speculate.message());
     auto model = load_model(options.value());
     if (!model) return fail(model.message());
+    if (auto drafter = make_drafter(speculate.value(), *model.value()); !drafter) return fail(drafter.message());
     server::ServedModel served;
     served.model = model.value().get();
     served.id = model_id(a.model.path);
@@ -197,6 +201,7 @@ int cmd_serve(ServeArgs a) {
         server::ApiLimits limits;
         limits.context = scheduler.context();
         limits.max_tokens = a.max_tokens;
+        limits.speculate = speculate.value();
 
         server::HttpOptions ho;
         ho.host = host;
@@ -275,6 +280,7 @@ public:
         sub_->add_option("--socket-idle", a.socket_idle_s, "local mode: seconds a connection may stay idle before it is closed (default 60)");
         sub_->add_option("--max-queue", a.max_queue, "requests waiting for a slot before 429 (default 64)");
         sub_->add_option("--max-tokens", a.max_tokens, "most tokens one request may generate (default: the context)");
+        add_speculate_arg(sub_, a.speculate);
         sub_->add_option("--max-body", a.max_body, "largest request body in bytes (default 2 MiB)");
         sub_->add_option("--timeout", a.timeout_s, "seconds a request may take to arrive, and one read or write to wait (default 10)");
         sub_->add_option("--alias", a.aliases, "another name clients may give as \"model\"");

@@ -162,6 +162,8 @@ Result<TurnResult> run_reply(const Model& model, Session& session, std::span<con
     t0 = std::chrono::steady_clock::now();
     ReplyStream reply(model, sampler, options.reply, history);
     if (result.finish == FinishReason::Cancelled) reply.cancel();
+    TokenFeeder feeder(session, options.drafter);
+    std::vector<int32_t> fed(history.begin(), history.end());  // the drafter's view: everything before the next token
     while (!reply.done()) {
         if (cancelled()) {
             reply.cancel();
@@ -170,10 +172,17 @@ Result<TurnResult> run_reply(const Model& model, Session& session, std::span<con
         const TokenEvent& event = reply.next(logits.value());
         if (observer && !observer->on_token(event)) reply.cancel();
         if (reply.done() && !options.evaluate_last) break;
-        logits = eval(std::span<const int32_t>(&event.id, 1), true);
+        fed.push_back(event.id);
+        // Drafts only for tokens plain decoding would evaluate too: not past max_tokens' last (nor the context).
+        const int32_t left = options.reply.max_tokens - static_cast<int32_t>(reply.tokens().size()) - 1;
+        if (observer && !feeder.ready(event.id)) observer->before_eval(feeder.position(), std::span<const int32_t>(&event.id, 1), true);
+        logits = feeder.feed(fed, reply.done() ? 0u : static_cast<uint32_t>(std::max(left, 0)));
         if (!logits) return logits.status();
+        if (observer && !feeder.evaluated().empty()) observer->after_eval(logits.value());
         ++result.decode_evaluated;
     }
+    feeder.finish();
+    result.speculation = feeder.stats();
     result.decode_seconds = seconds_since(t0);
     result.finish = reply.finish();
     result.tokens = reply.tokens();
@@ -201,6 +210,7 @@ Result<TurnResult> ChatService::run(std::span<const int32_t> prompt, Sampler& sa
         cached_.clear();
         return s;
     }
+    if (options.drafter && common < cached_.size()) options.drafter->reset();  // the session was cut back
     cached_.resize(common);
     if (observer) observer->on_started(static_cast<uint32_t>(common));
 

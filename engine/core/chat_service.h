@@ -19,6 +19,7 @@
 #include "engine/core/model.h"
 #include "engine/core/sampler.h"
 #include "engine/core/session.h"
+#include "engine/core/speculation.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/utf8.h"
 
@@ -112,6 +113,9 @@ struct TurnOptions {
     uint32_t prompt_step = 0;
     // Also evaluate the last generated token, so that it has a trace and the cache holds the whole reply.
     bool evaluate_last = false;
+    // Speculative decoding (speculation.h): the reply is the same, fewer passes when drafts are right. A check's
+    // rows are one before_eval (generated) with all its tokens; an accepted draft's token needs no evaluation.
+    Drafter* drafter = nullptr;
 };
 
 // Hooks into a turn; all run on the thread that runs the turn.
@@ -138,6 +142,7 @@ struct TurnResult {
     uint32_t decode_evaluated = 0;  // generated tokens evaluated within decode_seconds (the last one only with evaluate_last)
     double prompt_seconds = 0.0, decode_seconds = 0.0;
     uint32_t context_used = 0;    // the session's position afterwards
+    SpeculationStats speculation;
     // The rates every front end shows (engine/base/token_rate.h).
     TokenRate prompt_rate() const { return {prompt_evaluated, prompt_seconds}; }
     TokenRate decode_rate() const { return {decode_evaluated, decode_seconds}; }

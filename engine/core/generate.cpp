@@ -17,6 +17,7 @@ Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::s
     std::vector<int32_t> history(prompt.begin(), prompt.end());
     std::vector<int32_t> out;
     out.reserve(static_cast<size_t>(std::max(0, request.max_tokens)));
+    TokenFeeder feeder(session, request.drafter);
     for (int32_t i = 0; i < request.max_tokens; ++i) {
         const int32_t next = sampler.sample(logits.value(), history);
         out.push_back(next);
@@ -31,13 +32,16 @@ Result<std::vector<int32_t>> generate(Session& session, Sampler& sampler, std::s
             break;
         }
         if (i + 1 == request.max_tokens) break;
-        if (session.position() >= session.context()) {  // the next token has no position left to be evaluated at
+        if (feeder.position() >= session.context()) {  // the next token has no position left to be evaluated at
             why = GenerateStop::ContextFull;
             break;
         }
-        logits = session.eval(next);
+        // Drafts only for tokens plain decoding would evaluate too (not the last of max_tokens).
+        logits = feeder.feed(history, static_cast<uint32_t>(request.max_tokens - i - 2));
         if (!logits) return logits.status();
     }
+    feeder.finish();
+    if (request.speculation) *request.speculation = feeder.stats();
     if (stop) *stop = why;
     return out;
 }

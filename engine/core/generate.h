@@ -9,12 +9,16 @@
 
 #include "engine/core/sampler.h"
 #include "engine/core/session.h"
+#include "engine/core/speculation.h"
 
 namespace colibri {
 
 struct GenerateRequest {
     int32_t max_tokens = 128;
     std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
+    // Speculative decoding (speculation.h): drafts checked in batches; the tokens are the same as without.
+    Drafter* drafter = nullptr;
+    SpeculationStats* speculation = nullptr;  // when given, receives the run's statistics
 };
 
 // Why generation ended.

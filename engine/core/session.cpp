@@ -246,7 +246,7 @@ Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
     return std::span<const float>(logits_);
 }
 
-Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) {
+Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits, bool every_row) {
     const uint64_t chunk_t0 = observer_ ? now_ns() : 0;
     std::shared_lock weights(model_.swap_lock());  // an expert hot-swap waits for this chunk
     if (Status s = populate_kv(position_ + n); !s) return s;
@@ -258,8 +258,9 @@ Status Session::eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits) 
     const uint32_t first = position_;
     position_ += n;
     const uint64_t head_t0 = observer_ ? now_ns() : 0;
-    if (with_logits) logits_of(n - 1, *this);
-    if (observer_) report_token_timing(*observer_, first, n, (head_t0 - chunk_t0) / n, with_logits ? now_ns() - head_t0 : 0);
+    if (every_row) logits_rows(0, n, *this);
+    else if (with_logits) logits_of(n - 1, *this);
+    if (observer_) report_token_timing(*observer_, first, n, (head_t0 - chunk_t0) / n, with_logits || every_row ? now_ns() - head_t0 : 0);
     if (mtp_) return mtp_follow(tokens, first, n);
     return Status::ok();
 }
@@ -381,14 +382,14 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
             return error("the sessions of a batch must share one model and thread pool");
         for (size_t j = 0; j < i; ++j)
             if (parts[j].session == p.session) return error("a session appears twice in one batch");
-        if (Status s = p.session->check_input(p.tokens); !s) return s;
+        if (Status s = p.verify ? p.session->check_verify(p.tokens) : p.session->check_input(p.tokens); !s) return s;
         total += p.tokens.size();
         counting = counting || (p.session->observer_ && p.session->observer_->counters());
     }
     // Counters are sampled per token (see eval): such a batch is evaluated sequence by sequence.
     if (counting) {
         for (const BatchPart& p : parts)
-            if (auto r = p.session->eval(p.tokens); !r) return r.status();
+            if (auto r = p.verify ? p.session->verify(p.tokens) : p.session->eval(p.tokens); !r) return r.status();
         return Status::ok();
     }
     if (total > lead.capacity_)
@@ -412,7 +413,12 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         rows.push_back({&s, row, m});
         row += m;
     }
-    if (Status s = lead.layers(rows, row); !s) return s;
+    for (const BatchPart& p : parts)
+        if (p.verify) p.session->begin_verify(static_cast<uint32_t>(p.tokens.size()));
+    const Status evaluated = lead.layers(rows, row);
+    for (const BatchPart& p : parts)
+        if (p.verify) p.session->end_verify(p.tokens, evaluated.is_ok());
+    if (!evaluated) return evaluated;
     // The body's time is split evenly among the step's rows; each part's logits are its own head.
     const uint64_t body = (now_ns() - step_t0) / row;
     for (const Part& p : rows) {
@@ -420,9 +426,11 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         const uint32_t first = s.position_;
         s.position_ += p.count;
         if (s.mtp_) s.mtp_position_ = 0, s.mtp_row_drafted_ = false, s.mtp_ = false;  // batched rows do not feed the head (session_mtp.cpp)
-        s.after_chunk(parts[&p - rows.data()].tokens.data(), p.count, p.count > 1);
+        const BatchPart& part = parts[&p - rows.data()];
+        if (!part.verify) s.after_chunk(part.tokens.data(), p.count, p.count > 1);
         const uint64_t head_t0 = s.observer_ ? now_ns() : 0;
-        lead.logits_of(p.row + p.count - 1, s);
+        if (part.verify) lead.logits_rows(p.row, p.count, s);
+        else lead.logits_of(p.row + p.count - 1, s);
         if (s.observer_) report_token_timing(*s.observer_, first, p.count, body, now_ns() - head_t0);
     }
     return Status::ok();

@@ -69,6 +69,9 @@ public:
     struct BatchPart {
         Session* session;
         std::span<const int32_t> tokens;
+        // A speculative check (as verify(): at most verify_room() tokens, every row's logits in verify_logits(),
+        // keep_verified() after).
+        bool verify = false;
     };
     // Continuous batching: evaluates several sessions' tokens in one forward pass. The router's, the shared
     // expert's and each selected expert's weights are read once for all the parts' tokens; attention (with its
@@ -80,6 +83,30 @@ public:
     // The logits after the last evaluated position (vocab floats).
     std::span<const float> logits() const { return logits_; }
     uint32_t chunk_capacity() const { return capacity_; }
+
+    // Speculative decoding's check (session_verify.cpp). reserve_verify sizes what verify() needs for up to `rows`
+    // tokens (at most chunk_capacity()), once, outside the hot path.
+    void reserve_verify(uint32_t rows);
+    // Tokens the next verify() may take: the reserved rows and the positions left; a hybrid's step also ends at its
+    // next checkpoint position, as eval's chunks do, so that speculation keeps the checkpoints plain decoding makes.
+    uint32_t verify_room() const;
+    // Evaluates tokens (at most verify_room()) in one chunk and returns the logits after each, [token][vocab]: row
+    // i is bit for bit what eval() gives after tokens[i]. Valid until the next call; keep_verified() must follow.
+    Result<std::span<const float>> verify(std::span<const int32_t> tokens);
+    // The last check's rows (verify, or an eval_batch part with `verify`), [token][vocab].
+    std::span<const float> verify_logits() const {
+        return {verify_logits_.data(), size_t(verify_count_) * model_.hparams().vocab_size};
+    }
+    // After verify(): keeps its first `keep` tokens (1 <= keep <= their count) and drops the rest. A KV cache is cut
+    // back; a hybrid's linear-attention states go back to before verify() and the kept tokens' steps are replayed
+    // from the inputs verify() kept: no weight is read again and no checkpoint is touched. Never fails.
+    void keep_verified(uint32_t keep);
+    // Distinct experts run, summed over MoE layers and chunks: a chunk's layer reads the union of its tokens'
+    // choices (speculation's verify steps read more experts per layer than one token's top-k).
+    struct ExpertReads {
+        uint64_t experts = 0, layer_passes = 0;
+    };
+    ExpertReads expert_reads() const { return expert_reads_; }
 
     void reset();
     // Drops everything after n tokens (regenerate from an earlier point). A KV cache is cut back at once; a Gated
@@ -119,6 +146,8 @@ public:
     // A Gated DeltaNet layer's recurrent state, [value head][key dim][value dim] (empty for any other layer): for
     // inspection and tests, valid until the next eval.
     std::span<const float> linear_recurrent_state(uint32_t layer) const;
+    // The positions of a hybrid's state checkpoints, ascending (for inspection and tests).
+    std::vector<uint32_t> checkpoint_positions() const;
 
     // Positions per block of the KV cache's transposed keys.
     static constexpr uint32_t kKeyBlock = 64;
@@ -134,8 +163,8 @@ private:
     void size_buffers();
     Status check_input(std::span<const int32_t> tokens) const;
     // Evaluates tokens [0, n) at positions position_.. (n <= chunk capacity); with_logits computes the
-    // logits of the last one.
-    Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits);
+    // logits of the last one, every_row those of each into verify_logits_ (speculation's check).
+    Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits, bool every_row = false);
     // Makes the KV cache's pages for positions [0, end) resident, in steps that at least double the resident
     // span (kKvMinStep positions or more), so that no page fault falls inside a chunk's hot loops. An error
     // when the system has no memory for them (the session stays where it was).
@@ -199,6 +228,9 @@ private:
     // chunk's tokens in order (heads split among the pool's parts); the gated RMSNorm; the output projection.
     void gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n);
     void size_linear_buffers();
+    // The delta rule of n tokens (conv rows, β, decays) on the recurrent states, outputs into out; norms (observed)
+    // each head's state norm after each token.
+    void delta_recurrence(float* recurrent, const float* conv, const float* beta, const float* decay, uint32_t n, float* out, float* norms);
     // After a chunk of n tokens (session_checkpoints.cpp): the hybrid's token history, and a state checkpoint at a
     // multiple of checkpoint_interval or at the end of a prompt.
     void after_chunk(const int32_t* tokens, uint32_t n, bool prompt_end);
@@ -349,6 +381,21 @@ private:
     ZeroPageBuffer<float> mtp_hidden_;
     ActivationBuffer<float> mtp_in_, mtp_chain_;
     std::vector<float> mtp_logits_;
+    ExpertReads expert_reads_;
+    // verify() (session_verify.cpp): the rows' logits [row][vocab]; the position before the step; a hybrid's
+    // linear-attention states then, and per Gated DeltaNet layer the step's conv window (state rows, then the
+    // projections), conv outputs, β and decays, [layer slot][...], to replay the kept tokens' steps.
+    uint32_t verify_rows_ = 0, verify_from_ = 0, verify_count_ = 0;
+    std::vector<float> verify_logits_, verify_state_;
+    std::vector<float> verify_window_, verify_conv_, verify_beta_, verify_decay_;
+    std::vector<uint32_t> verify_slot_;  // per layer: its Gated DeltaNet slot in the verify_* buffers
+    bool verifying_ = false;             // gated_deltanet keeps its inputs for the replay
+    void logits_rows(uint32_t row, uint32_t n, Session& owner);  // rows [row, row + n) into owner's verify_logits_
+    Status check_verify(std::span<const int32_t> tokens) const;
+    void begin_verify(uint32_t n);  // the position and a hybrid's states before the step
+    void end_verify(std::span<const int32_t> tokens, bool ok);
+    void keep_deltanet_inputs(uint32_t layer, uint32_t n);
+    void replay_deltanet(uint32_t layer, uint32_t keep);
 };
 
 }  // namespace colibri

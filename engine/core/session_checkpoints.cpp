@@ -18,6 +18,12 @@ void Session::reset() {
     mtp_row_drafted_ = false;
 }
 
+std::vector<uint32_t> Session::checkpoint_positions() const {
+    std::vector<uint32_t> out;
+    for (const StateCheckpoint& c : checkpoints_) out.push_back(c.position);
+    return out;
+}
+
 uint32_t Session::chunk_limit(uint32_t n) const {
     if (!recurrent_ || options_.checkpoint_interval == 0) return n;
     const uint32_t to_next = options_.checkpoint_interval - position_ % options_.checkpoint_interval;

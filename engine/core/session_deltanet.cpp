@@ -70,10 +70,39 @@ std::span<const float> Session::linear_recurrent_state(uint32_t layer) const {
     return {linear_state_.data() + caches_[layer].state_offset + conv, size_t(hp.linear_value_heads) * hp.linear_key_dim * hp.linear_value_dim};
 }
 
+void Session::delta_recurrence(float* recurrent, const float* conv, const float* beta, const float* decay, uint32_t n, float* out,
+                               float* norms) {
+    // Each value head's tokens in order on one part; value head j reads key head j / ratio (Hugging Face's grouped
+    // order) or j % nk (tiled, as llama.cpp stores Qwen3.5).
+    const HyperParams& hp = model_.hparams();
+    const size_t nk = hp.linear_key_heads, nv = hp.linear_value_heads, dk = hp.linear_key_dim, dv = hp.linear_value_dim;
+    const size_t channels = schema::linear_conv_channels(hp), ratio = nv / nk;
+    const bool tiled = model_.rules().attention.linear_tiled;
+    const size_t parts = std::min<size_t>(pool_.size(), nv);
+    pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
+        for (size_t part = part_begin; part < part_end; ++part) {
+            float* scratch = lin_scratch_.data() + part * dv;
+            for (size_t j = nv * part / parts; j < nv * (part + 1) / parts; ++j) {
+                float* state = recurrent + j * dk * dv;
+                for (uint32_t t = 0; t < n; ++t) {
+                    const float* x = conv + size_t(t) * channels;
+                    const size_t kh = tiled ? j % nk : j / ratio;
+                    const float* q = x + kh * dk;
+                    const float* k = x + (nk + kh) * dk;
+                    const float* v = x + 2 * nk * dk + j * dv;
+                    kernels::gated_delta_step(state, q, k, v, decay[size_t(t) * nv + j], beta[size_t(t) * nv + j], dk, dv,
+                                              out + size_t(t) * nv * dv + j * dv, scratch);
+                    if (norms) norms[size_t(t) * nv + j] = frobenius_norm(state, dk * dv);
+                }
+            }
+        }
+    });
+}
+
 void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) {
     const HyperParams& hp = model_.hparams();
     const size_t nk = hp.linear_key_heads, nv = hp.linear_value_heads, dk = hp.linear_key_dim, dv = hp.linear_value_dim;
-    const size_t K = hp.linear_conv_kernel, channels = schema::linear_conv_channels(hp), ratio = nv / nk;
+    const size_t K = hp.linear_conv_kernel, channels = schema::linear_conv_channels(hp);
     float* conv_state = linear_state_.data() + caches_[layer].state_offset;  // [K - 1][channels]
     float* recurrent = conv_state + (K - 1) * channels;                      // [value head][dk][dv]
     if (position_ == 0) std::fill_n(conv_state, linear_state_floats(hp), 0.0f);
@@ -119,28 +148,8 @@ void Session::gated_deltanet(uint32_t layer, const LayerWeights& w, uint32_t n) 
     }
     step_done(DeltaNetStep::Gates);
 
-    // The recurrence: each value head's tokens in order on one part; value head j reads key head j / ratio (Hugging
-    // Face's grouped order) or j % nk (tiled, as llama.cpp stores Qwen3.5).
-    const bool tiled = model_.rules().attention.linear_tiled;
-    const size_t parts = std::min<size_t>(pool_.size(), nv);
-    pool_.parallel_for(parts, 1, [&](size_t part_begin, size_t part_end) {
-        for (size_t part = part_begin; part < part_end; ++part) {
-            float* scratch = lin_scratch_.data() + part * dv;
-            for (size_t j = nv * part / parts; j < nv * (part + 1) / parts; ++j) {
-                float* state = recurrent + j * dk * dv;
-                for (uint32_t t = 0; t < n; ++t) {
-                    const float* x = lin_conv_.data() + size_t(t) * channels;
-                    const size_t kh = tiled ? j % nk : j / ratio;
-                    const float* q = x + kh * dk;
-                    const float* k = x + (nk + kh) * dk;
-                    const float* v = x + 2 * nk * dk + j * dv;
-                    float* out = att_.data() + size_t(t) * nv * dv + j * dv;
-                    kernels::gated_delta_step(state, q, k, v, lin_a_[size_t(t) * nv + j], lin_b_[size_t(t) * nv + j], dk, dv, out, scratch);
-                    if (observed) lin_norms_[size_t(t) * nv + j] = frobenius_norm(state, dk * dv);
-                }
-            }
-        }
-    });
+    if (verifying_) keep_deltanet_inputs(layer, n);
+    delta_recurrence(recurrent, lin_conv_.data(), lin_b_.data(), lin_a_.data(), n, att_.data(), observed ? lin_norms_.data() : nullptr);
     step_done(DeltaNetStep::DeltaRule);
     // The gated norm of every (token, value head): RMSNorm over the head's dv values (plain weight), then × SiLU(z).
     const size_t rows = size_t(n) * nv, norm_parts = std::min<size_t>(pool_.size(), rows);

@@ -26,8 +26,10 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     route(layer, w, n);
     group_by_expert(n);
-    // The MTP head's layer (past n_layers) is neither advised nor predicted, and reads its experts through the mapping.
+    // The MTP head's layer (past n_layers) is neither advised nor predicted, reads its experts through the mapping,
+    // and is not counted among the model's expert reads.
     const bool decoder = layer < model_.hparams().n_layers;
+    if (decoder) expert_reads_.experts += chosen_.size(), ++expert_reads_.layer_passes;
     if (prefetcher_ && decoder) advise_experts(layer, n);
     if (predicting() && decoder) predict_next_layer(layer, n);
     gather_expert_inputs(n);

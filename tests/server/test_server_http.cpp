@@ -569,6 +569,48 @@ private slots:
         }
     }
 
+    // "speculate": the same reply as without, greedy and seeded, also while another slot decodes beside it in the
+    // same batch; drafts are checked and kept (metrics); a bad value is a 400 naming the field.
+    void speculate_gives_the_same_reply() {
+        auto metric = [this](const char* name) {
+            const QRegularExpression re(QString("%1\\{[^}]*\\} (\\d+)").arg(name));
+            const auto m = re.match(QString::fromUtf8(get("/metrics").body));
+            return m.hasMatch() ? m.captured(1).toLongLong() : -1;
+        };
+        const qint64 drafted0 = metric("colibri_speculative_drafted_total"), accepted0 = metric("colibri_speculative_accepted_total");
+        QVERIFY(drafted0 >= 0 && accepted0 >= 0);
+        const QString prompt = "One two three four five six. One two three four five six. One two three four five six. One two";
+        for (const QString sampling : {QString(R"("temperature":0)"), QString(R"("temperature":1,"seed":9)")}) {
+            auto body = [&](const QString& mode) {
+                return QStringLiteral(R"({"model":"demo","prompt":"%1","max_tokens":48,"ignore_eos":true,%2,"speculate":"%3"})")
+                    .arg(prompt, sampling, mode).toUtf8();
+            };
+            const Reply plain = post("/v1/completions", body("off"));
+            QCOMPARE(plain.status, 200);
+            // The speculative request with a plain one beside it in the other slot.
+            Reply spec, other;
+            std::thread beside([&] { other = post("/v1/completions", body("off")); });
+            spec = post("/v1/completions", body("lookup"));
+            beside.join();
+            QCOMPARE(spec.status, 200);
+            const QString text = plain.json()["choices"].toArray()[0].toObject()["text"].toString();
+            QCOMPARE(spec.json()["choices"].toArray()[0].toObject()["text"].toString(), text);
+            QCOMPARE(other.json()["choices"].toArray()[0].toObject()["text"].toString(), text);
+        }
+        QVERIFY(metric("colibri_speculative_drafted_total") > drafted0);
+        QVERIFY(metric("colibri_speculative_accepted_total") > accepted0);
+    }
+
+    void bad_speculate_is_400() {
+        for (const char* value : {R"("fast")", R"(3)", R"("LOOKUP")", R"("mtp")"}) {
+            const Reply r = post("/v1/chat/completions", chat("hi", QString(R"(,"speculate":%1)").arg(value)));
+            QCOMPARE(r.status, 400);
+            QCOMPARE(r.error_param(), QStringLiteral("speculate"));
+        }
+        const Reply mtp = post("/v1/chat/completions", chat("hi", R"(,"speculate":"mtp")"));
+        QVERIFY(mtp.json()["error"].toObject()["message"].toString().contains("no multi-token-prediction head"));
+    }
+
     void dropped_stream_is_cancelled_and_the_server_goes_on() {
         // A long stream whose client leaves after the first chunks: the job is cancelled (metrics), and the next
         // requests are served.
