@@ -159,6 +159,11 @@ json error_body(const ApiError& e) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+std::string server_speculate_problem(SpeculateMode mode) {
+    if (mode != SpeculateMode::Mtp) return {};
+    return "speculate mtp: not served yet: the server's batched steps do not run the multi-token-prediction head (use lookup)";
+}
+
 std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body, const ServedModel& served,
                                                  const ApiLimits& limits, std::mt19937_64& seeds) {
     // nlohmann's parser takes a NUL byte for the end of the input: refuse it rather than read a truncated body.
@@ -324,6 +329,7 @@ std::variant<ApiRequest, ApiError> parse_request(Endpoint endpoint, std::string_
         auto mode = parse_speculate_mode(sp->get<std::string>());
         if (!mode) return bad("'speculate' must be one of \"lookup\", \"mtp\", \"off\", not \"" + sp->get<std::string>().substr(0, 32) + "\"", "speculate");
         if (auto drafter = make_drafter(mode.value(), model); !drafter) return bad(drafter.message(), "speculate");
+        if (const std::string p = server_speculate_problem(mode.value()); !p.empty()) return bad(p, "speculate");
         r.spec.speculate = mode.value();
     }
     bool ignore_eos = false;

@@ -41,6 +41,10 @@ struct ApiLimits {
     SpeculateMode speculate = SpeculateMode::Off;  // a request's "speculate" when it names none (serve --speculate)
 };
 
+// Empty when the server can draft this way, else why not: the server steps its slots in one batched eval, which
+// the multi-token-prediction head does not follow (Session::eval_batch turns it off), so "mtp" is refused.
+std::string server_speculate_problem(SpeculateMode mode);
+
 struct ApiRequest {
     Endpoint endpoint = Endpoint::Chat;
     JobSpec spec;

@@ -79,7 +79,12 @@ Result<SpeculationBench> bench_speculation(const Model& model, ThreadPool& pool,
     auto drafter = make_drafter(config.mode, model);
     if (!drafter) return drafter.status();
     if (drafter.value() == nullptr) return error("--speculate off: nothing to compare");
-    Session session(model, pool, static_cast<uint32_t>(prompt->size()) + config.decode_tokens + 1, options);
+    // Plain decoding runs without the MTP head (what --speculate off costs); the drafted runs with it for mtp.
+    const uint32_t context = static_cast<uint32_t>(prompt->size()) + config.decode_tokens + 1;
+    SessionOptions plain_options = options, drafted_options = options;
+    plain_options.mtp = false;
+    drafted_options.mtp = config.mode == SpeculateMode::Mtp;
+    Session plain_session(model, pool, context, plain_options), session(model, pool, context, drafted_options);
     SpeculationBench b;
     b.mode = config.mode;
     b.text_path = config.text_path;
@@ -89,7 +94,7 @@ Result<SpeculationBench> bench_speculation(const Model& model, ThreadPool& pool,
     std::vector<double> plain, spec;
     std::vector<int32_t> expected;
     for (uint32_t r = 0; r <= config.reps; ++r) {  // rep 0 warms up; plain and speculative alternate
-        auto p = run_once(session, prompt.value(), config.decode_tokens, nullptr);
+        auto p = run_once(plain_session, prompt.value(), config.decode_tokens, nullptr);
         if (!p) return p.status();
         auto s = run_once(session, prompt.value(), config.decode_tokens, drafter->get());
         if (!s) return s.status();

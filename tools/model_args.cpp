@@ -41,6 +41,7 @@ Result<OpenOptions> open_options(const ModelArgs& args, const SessionOptions& se
     o.context = args.context;
     o.cache = std::move(cache.value());
     o.session = session;
+    o.session.mtp = o.session.mtp || args.mtp;
     return o;
 }
 

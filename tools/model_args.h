@@ -18,6 +18,7 @@ struct ModelArgs {
     std::string cache_policy = "lru";  // with --ram-budget
     std::string hot_trace;             // pinned: the routing trace the hot set is learned from
     bool cache_prefetch = false;       // read the next MoE layer's predicted experts ahead of use
+    bool mtp = false;                  // run the model's multi-token-prediction head (--speculate mtp)
 };
 
 // The expert cache the budget options ask for; nullopt without --ram-budget. Errors name the option.

@@ -16,8 +16,11 @@ using nlohmann::json;
 
 int cmd_chat(const tools::ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
-    if (auto mode = parse_speculate_mode(options.speculate); !mode) return fail("chat", mode.message());
-    auto loaded = load(args);
+    auto mode = parse_speculate_mode(options.speculate);
+    if (!mode) return fail("chat", mode.message());
+    tools::ModelArgs with_head = args;
+    with_head.mtp = mode.value() == SpeculateMode::Mtp;  // the session runs the head beside the model
+    auto loaded = load(with_head);
     if (!loaded) return fail("chat", loaded.message());
     OpenedModel& l = loaded.value();
     if (l.model->tokenizer() == nullptr)

@@ -41,8 +41,11 @@ json speculation_json(const std::string& mode, const SpeculationStats& s, uint32
 int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
                  const SamplerConfig& sc, const std::string& speculate, bool report_speculation, bool as_json) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
-    if (auto mode = parse_speculate_mode(speculate); !mode) return fail("generate", mode.message());
-    auto loaded = load_with_input(args, tokens, prompt);
+    auto mode = parse_speculate_mode(speculate);
+    if (!mode) return fail("generate", mode.message());
+    tools::ModelArgs with_head = args;
+    with_head.mtp = mode.value() == SpeculateMode::Mtp;  // the session runs the head beside the model
+    auto loaded = load_with_input(with_head, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
     OpenedModel& l = loaded->l;
     auto drafter = speculate_drafter(speculate, *l.model);

@@ -178,6 +178,7 @@ int cmd_serve(ServeArgs a) {
     auto model = load_model(options.value());
     if (!model) return fail(model.message());
     if (auto drafter = make_drafter(speculate.value(), *model.value()); !drafter) return fail(drafter.message());
+    if (const std::string p = server::server_speculate_problem(speculate.value()); !p.empty()) return fail(p);
     server::ServedModel served;
     served.model = model.value().get();
     served.id = model_id(a.model.path);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine/core/lookup_drafter.h"
+#include "engine/core/mtp_drafter.h"
 
 namespace colibri {
 
@@ -23,13 +24,14 @@ Result<SpeculateMode> parse_speculate_mode(std::string_view text) {
 }
 
 Result<std::unique_ptr<Drafter>> make_drafter(SpeculateMode mode, const Model& model) {
-    (void)model;
     switch (mode) {
         case SpeculateMode::Off: return std::unique_ptr<Drafter>();
         case SpeculateMode::Lookup: return std::unique_ptr<Drafter>(std::make_unique<LookupDrafter>());
         case SpeculateMode::Mtp:
-            // The one place a multi-token-prediction drafter is made, for a model that carries its head.
-            return error("speculate mtp: this model has no multi-token-prediction head");
+            // The one place a multi-token-prediction drafter is made, for a model that carries its head (its
+            // sessions run the head: SessionOptions::mtp).
+            if (model.mtp_layers().empty()) return error("speculate mtp: this model has no multi-token-prediction head");
+            return std::unique_ptr<Drafter>(std::make_unique<MtpDrafter>());
     }
     return error("speculate: unknown mode");
 }

@@ -5,6 +5,7 @@
 // rewound conversation end where plain decoding's do, with the session holding the same positions and states.
 // The prompt-lookup drafter's matching, and the check's rows against plain evaluation, bit for bit.
 #include <QJsonArray>
+#include <QProcess>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
@@ -16,6 +17,7 @@
 #include "engine/core/chat_service.h"
 #include "engine/core/generate.h"
 #include "engine/core/lookup_drafter.h"
+#include "engine/core/mtp_drafter.h"
 #include "engine/core/model.h"
 #include "engine/core/session.h"
 #include "engine/core/speculation.h"
@@ -26,6 +28,19 @@ using namespace colibri::test;
 namespace {
 
 const QString kDemo = QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin");
+
+// The MTP drafter, recording each proposal: the history it drafted after and what it drafted.
+struct RecordingMtp final : Drafter {
+    MtpDrafter head;
+    std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> proposals;
+    uint32_t propose(Session& session, std::span<const int32_t> history, std::span<int32_t> drafts) override {
+        const uint32_t n = head.propose(session, history, drafts);
+        proposals.push_back({std::vector<int32_t>(history.begin(), history.end()), std::vector<int32_t>(drafts.begin(), drafts.begin() + n)});
+        return n;
+    }
+    void on_verified(uint32_t proposed, uint32_t accepted) override { head.on_verified(proposed, accepted); }
+    void reset() override { head.reset(); }
+};
 
 // Drafts from a known answer (plain decoding's ids after the prompt), with every `wrong_every`-th draft made
 // wrong: checks with drafts accepted, checks cut short, and checks rejected at their first draft.
@@ -453,6 +468,76 @@ private slots:
 
     // --speculate on generate, chat, bench and serve: a bad value or mtp on a model without the head is one line
     // and exit 1; generate's ids are the same with lookup, its statistics in --json; bench compares both.
+    // --speculate mtp: the model's own head drafts (the session runs it), output unchanged. After checks whose
+    // drafts were rejected the head's cache is cut back with the model's (keep_verified): each proposal equals what a
+    // fresh session that evaluated the same history drafts. A model without a head and the server refuse it.
+    void mtp_head_drafts_data() {
+        QTest::addColumn<QString>("family");
+        QTest::newRow("qwen3_next") << "qwen3_next";  // rejected rows also replay the Gated DeltaNet recurrence
+        QTest::newRow("deepseek_v3") << "deepseek_v3";
+    }
+    void mtp_head_drafts() {
+        QFETCH(QString, family);
+        const QString hf = dir_.filePath(family + "-mtp"), bin = dir_.filePath(family + "-mtp.bin");
+        QProcess make;
+        make.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"),
+                   {"--family", family, "--layers", "4", "--hidden", "64", "--vocab", "512", "--experts", "8", "--top-k", "2",
+                    "--ffn", "32", "--mtp-layers", "1", "--embedding-init", "1", "-o", hf});
+        QVERIFY(make.waitForFinished(120000) && make.exitCode() == 0);
+        CliResult r = run_cli({"convert", hf, "-o", bin, "--type", "f32", "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        auto loaded = Model::load(bin.toStdString());
+        QVERIFY(loaded.is_ok());
+        const Model& model = *loaded.value();
+        QCOMPARE(model.mtp_layers().size(), size_t(1));
+        const std::vector<int32_t> prompt = repeating_prompt(model.hparams().vocab_size);
+
+        ThreadPool pool(2);
+        SessionOptions so;
+        so.chunk = 16;
+        so.mtp = true;
+        Session session(model, pool, 0, so);
+        Sampler sampler(greedy());
+        GenerateRequest req;
+        req.max_tokens = 32;
+        RecordingMtp drafter;
+        req.drafter = &drafter;
+        SpeculationStats stats;
+        req.speculation = &stats;
+        auto spec = generate(session, sampler, prompt, req);
+        QVERIFY(spec.is_ok());
+        const Outcome plain = run(model, prompt, greedy(), 32, nullptr);
+        QCOMPARE(spec.value(), plain.ids);
+        QVERIFY(stats.drafted > 0);
+        QVERIFY2(stats.drafted > stats.accepted, "a random head's drafts are rejected too");
+        QVERIFY(drafter.proposals.size() > 2);
+        for (size_t i = 1; i < drafter.proposals.size(); i += 3) {  // every third proposal against a fresh session's
+            const auto& [history, drafts] = drafter.proposals[i];
+            Session fresh(model, pool, 0, so);
+            QVERIFY(fresh.eval(std::span<const int32_t>(history.data(), history.size() - 1)).is_ok());
+            std::vector<int32_t> again(drafts.size());
+            auto n = fresh.mtp_draft(history.back(), again);
+            QVERIFY(n.is_ok());
+            QCOMPARE(n.value(), uint32_t(drafts.size()));
+            QVERIFY2(again == drafts, qPrintable(QString("proposal %1 differs from a fresh session's").arg(i)));
+        }
+
+        QStringList ids;
+        for (int32_t id : prompt) ids << QString::number(id);
+        auto generate_json = [&](const char* mode) {
+            const CliResult g = run_cli({"generate", "-m", bin, "--tokens", ids.join(','), "-n", "24", "--greedy", "--json", "--speculate", mode});
+            return g.exit_code == 0 ? QJsonDocument::fromJson(g.out).object() : QJsonObject();
+        };
+        const QJsonObject off = generate_json("off"), mtp = generate_json("mtp");
+        QCOMPARE(off["new_ids"].toArray().size(), 24);
+        QCOMPARE(mtp["new_ids"], off["new_ids"]);
+        QCOMPARE(mtp["speculation"].toObject()["mode"].toString(), QStringLiteral("mtp"));
+        QVERIFY(mtp["speculation"].toObject()["drafted"].toInt() > 0);
+        const CliResult serve = run_cli({"serve", "-m", bin, "--port", "0", "--speculate", "mtp"});
+        QCOMPARE(serve.exit_code, 1);
+        QVERIFY2(serve.err.contains("not served yet") && serve.err.count('\n') == 1, serve.err.constData());
+    }
+
     void cli_option() {
         const QList<QStringList> commands{{"generate", "-m", kDemo, "--prompt", "x"},
                                           {"chat", "-m", kDemo},
