@@ -15,7 +15,7 @@ struct ChatOptions {
     bool reuse_prefix = true;   // false: re-evaluate the whole conversation every turn (for checking)
     bool ignore_eos = false;    // generate up to max_tokens whatever comes (measuring, testing Ctrl-C)
     std::string history_path;   // the terminal's line history (empty: none)
-    std::string speculate = "lookup";  // --speculate (engine/core/speculation.h): the same replies, fewer passes
+    std::string speculate = "off";  // --speculate (engine/core/speculation.h): the same replies, fewer passes
     bool report_speculation = false;   // a statistics line after each reply (--speculate given)
 };
 

@@ -131,7 +131,7 @@ private:
     std::string tokens_, prompt_;
     int n_ = 32;
     SamplerConfig sampler_;
-    std::string speculate_ = "lookup";  // the same tokens; fewer passes where the reply quotes the prompt
+    std::string speculate_ = "off";  // off until measured to pay (docs/PERFORMANCE.md, speculative decoding)
     CLI::Option* speculate_option_ = nullptr;
     bool as_json_ = false;
 };

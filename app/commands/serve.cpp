@@ -44,7 +44,7 @@ struct ServeArgs {
     int socket_idle_s = 60;            // a local connection idle this long is closed
     uint32_t max_queue = 64;
     uint32_t max_tokens = 0;           // cap per request; 0: the context
-    std::string speculate = "lookup";  // a request's "speculate" when it names none
+    std::string speculate = "off";  // a request's "speculate" when it names none
     size_t max_body = 2u << 20;
     int timeout_s = 10;
     std::vector<std::string> aliases;  // other names "model" may use

@@ -566,7 +566,7 @@ private slots:
         QCOMPARE(spec["new_ids"], plain["new_ids"]);
         QVERIFY(!plain.contains("speculation"));
         const CliResult by_default = run_cli({"generate", "-m", kDemo, "--tokens", ids.join(','), "-n", "40", "--greedy", "--json"});
-        QCOMPARE(QJsonDocument::fromJson(by_default.out).object()["speculation"].toObject()["mode"].toString(), QStringLiteral("lookup"));
+        QVERIFY(!QJsonDocument::fromJson(by_default.out).object().contains("speculation"));  // off unless asked
         QCOMPARE(QJsonDocument::fromJson(by_default.out).object()["new_ids"], plain["new_ids"]);
         QVERIFY(spec["speculation"].toObject()["drafted"].toInt() > 0);
         const CliResult bench = run_cli({"bench", "-m", kDemo, "-p", "8", "-n", "24", "-r", "1", "--bandwidth-mib", "16", "--speculate", "lookup", "--json"});
