@@ -124,6 +124,15 @@ class TestSpeculation : public QObject {
         return convert(family);
     }
 
+    // `colibri generate --greedy --json --speculate MODE` of n tokens after `prompt`; empty on a failure.
+    static QJsonObject generate_json(const QString& model, const std::vector<int32_t>& prompt, int n, const char* mode) {
+        QStringList ids;
+        for (int32_t id : prompt) ids << QString::number(id);
+        const CliResult r = run_cli({"generate", "-m", model, "--tokens", ids.join(','), "-n", QString::number(n), "--greedy", "--json",
+                                     "--speculate", mode});
+        return r.exit_code == 0 ? QJsonDocument::fromJson(r.out).object() : QJsonObject();
+    }
+
     // A prompt that repeats itself, so that prompt lookup finds matches: 12 random ids three times.
     static std::vector<int32_t> repeating_prompt(uint32_t vocab) {
         std::mt19937 rng(11);
@@ -522,13 +531,7 @@ private slots:
             QVERIFY2(again == drafts, qPrintable(QString("proposal %1 differs from a fresh session's").arg(i)));
         }
 
-        QStringList ids;
-        for (int32_t id : prompt) ids << QString::number(id);
-        auto generate_json = [&](const char* mode) {
-            const CliResult g = run_cli({"generate", "-m", bin, "--tokens", ids.join(','), "-n", "24", "--greedy", "--json", "--speculate", mode});
-            return g.exit_code == 0 ? QJsonDocument::fromJson(g.out).object() : QJsonObject();
-        };
-        const QJsonObject off = generate_json("off"), mtp = generate_json("mtp");
+        const QJsonObject off = generate_json(bin, prompt, 24, "off"), mtp = generate_json(bin, prompt, 24, "mtp");
         QCOMPARE(off["new_ids"].toArray().size(), 24);
         QCOMPARE(mtp["new_ids"], off["new_ids"]);
         QCOMPARE(mtp["speculation"].toObject()["mode"].toString(), QStringLiteral("mtp"));
@@ -555,13 +558,10 @@ private slots:
         }
         auto model = Model::load(kDemo.toStdString());
         QVERIFY(model.is_ok());
+        const std::vector<int32_t> prompt = repeating_prompt(model.value()->hparams().vocab_size);
         QStringList ids;
-        for (int32_t id : repeating_prompt(model.value()->hparams().vocab_size)) ids << QString::number(id);
-        auto generate_json = [&](const char* mode) {
-            const CliResult r = run_cli({"generate", "-m", kDemo, "--tokens", ids.join(','), "-n", "40", "--greedy", "--json", "--speculate", mode});
-            return r.exit_code == 0 ? QJsonDocument::fromJson(r.out).object() : QJsonObject();
-        };
-        const QJsonObject plain = generate_json("off"), spec = generate_json("lookup");
+        for (int32_t id : prompt) ids << QString::number(id);
+        const QJsonObject plain = generate_json(kDemo, prompt, 40, "off"), spec = generate_json(kDemo, prompt, 40, "lookup");
         QCOMPARE(plain["new_ids"].toArray().size(), 40);
         QCOMPARE(spec["new_ids"], plain["new_ids"]);
         QVERIFY(!plain.contains("speculation"));
