@@ -580,7 +580,7 @@ private slots:
         const qint64 drafted0 = metric("colibri_speculative_drafted_total"), accepted0 = metric("colibri_speculative_accepted_total");
         QVERIFY(drafted0 >= 0 && accepted0 >= 0);
         const QString prompt = "One two three four five six. One two three four five six. One two three four five six. One two";
-        for (const QString sampling : {QString(R"("temperature":0)"), QString(R"("temperature":1,"seed":9)")}) {
+        for (const QString& sampling : {QString(R"("temperature":0)"), QString(R"("temperature":1,"seed":9)")}) {
             auto body = [&](const QString& mode) {
                 return QStringLiteral(R"({"model":"demo","prompt":"%1","max_tokens":48,"ignore_eos":true,%2,"speculate":"%3"})")
                     .arg(prompt, sampling, mode).toUtf8();
