@@ -482,17 +482,21 @@ private slots:
     // fresh session that evaluated the same history drafts. A model without a head and the server refuse it.
     void mtp_head_drafts_data() {
         QTest::addColumn<QString>("family");
-        QTest::newRow("qwen3_next") << "qwen3_next";  // rejected rows also replay the Gated DeltaNet recurrence
-        QTest::newRow("deepseek_v3") << "deepseek_v3";
+        QTest::addColumn<QStringList>("shape");
+        // The hybrid (its rejected rows also replay the Gated DeltaNet recurrence) in its reference's shape.
+        QTest::newRow("qwen3_next") << "qwen3_next" << QStringList{"--config", reference("hf/qwen3_next/model/config.hub_style.json")};
+        QTest::newRow("deepseek_v3") << "deepseek_v3"
+                                     << QStringList{"--family", "deepseek_v3", "--layers", "4", "--hidden", "64", "--vocab", "512",
+                                                    "--experts", "8", "--top-k", "2", "--ffn", "32"};
     }
     void mtp_head_drafts() {
         QFETCH(QString, family);
+        QFETCH(QStringList, shape);
         const QString hf = dir_.filePath(family + "-mtp"), bin = dir_.filePath(family + "-mtp.bin");
         QProcess make;
-        make.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"),
-                   {"--family", family, "--layers", "4", "--hidden", "64", "--vocab", "512", "--experts", "8", "--top-k", "2",
-                    "--ffn", "32", "--mtp-layers", "1", "--embedding-init", "1", "-o", hf});
-        QVERIFY(make.waitForFinished(120000) && make.exitCode() == 0);
+        make.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"), shape + QStringList{"--mtp-layers", "1", "--embedding-init", "1", "-o", hf});
+        QVERIFY(make.waitForFinished(120000));
+        QVERIFY2(make.exitCode() == 0, make.readAllStandardError().constData());
         CliResult r = run_cli({"convert", hf, "-o", bin, "--type", "f32", "-q"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
         auto loaded = Model::load(bin.toStdString());
@@ -520,6 +524,30 @@ private slots:
         QVERIFY(stats.drafted > 0);
         QVERIFY2(stats.drafted > stats.accepted, "a random head's drafts are rejected too");
         QVERIFY(drafter.proposals.size() > 2);
+        // A check whose drafts are all rejected, then a plain eval of another token, then a draft: the head's row
+        // that read the rejected draft must be gone (keep_verified cuts it), so the head's logits are a fresh
+        // session's that evaluated the kept history, bit for bit.
+        {
+            Session s2(model, pool, 0, so);
+            s2.reserve_verify(3);
+            QVERIFY(s2.eval(prompt).is_ok());
+            const int32_t next = 5, x = 9;
+            std::vector<int32_t> d(2);
+            QVERIFY(s2.mtp_draft(next, d).is_ok());
+            const std::vector<int32_t> check{next, 11, 12};  // drafts the sampler is taken to reject
+            QVERIFY(s2.verify(check).is_ok());
+            s2.keep_verified(1);
+            QVERIFY(s2.eval(x).is_ok());
+            std::vector<int32_t> history = prompt;
+            history.push_back(next), history.push_back(x);
+            Session fresh(model, pool, 0, so);
+            QVERIFY(fresh.eval(history).is_ok());
+            std::vector<int32_t> a(1), b(1);
+            QVERIFY(s2.mtp_draft(3, a).is_ok() && fresh.mtp_draft(3, b).is_ok());
+            QVERIFY2(bit_equal(std::vector<float>(s2.mtp_logits().begin(), s2.mtp_logits().end()),
+                               std::vector<float>(fresh.mtp_logits().begin(), fresh.mtp_logits().end())),
+                     "the head kept a row that read a rejected draft");
+        }
         for (size_t i = 1; i < drafter.proposals.size(); i += 3) {  // every third proposal against a fresh session's
             const auto& [history, drafts] = drafter.proposals[i];
             Session fresh(model, pool, 0, so);
