@@ -48,7 +48,7 @@ int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const 
     auto loaded = load_with_input(with_head, tokens, prompt);
     if (!loaded) return fail("generate", loaded.message());
     OpenedModel& l = loaded->l;
-    auto drafter = speculate_drafter(speculate, *l.model);
+    auto drafter = make_drafter(mode.value(), *l.model);
     if (!drafter) return fail("generate", drafter.message());
     const std::vector<int32_t>& ids = loaded->ids;
     Sampler sampler(sc);
@@ -105,7 +105,7 @@ int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const 
         std::printf("\n");
     }
     if (!as_json && req.drafter && report_speculation)
-        std::fprintf(stderr, "%s\n", speculation_summary(parse_speculate_mode(speculate).value(), speculation, l.model->hparams().n_experts_active).c_str());
+        std::fprintf(stderr, "%s\n", speculation_summary(mode.value(), speculation, l.model->hparams().n_experts_active).c_str());
     // Not an error: what was generated stands, and the user learns why it ended before -n tokens.
     if (stop == GenerateStop::ContextFull)
         std::fprintf(stderr, "colibri: generate: stopped after %zu tokens: the context of %u tokens is full (-c sets it)\n",

@@ -53,12 +53,6 @@ CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode) {
         ->capture_default_str();
 }
 
-Result<std::unique_ptr<Drafter>> speculate_drafter(const std::string& mode, const Model& model) {
-    auto parsed = parse_speculate_mode(mode);
-    if (!parsed) return parsed.status();
-    return make_drafter(parsed.value(), model);
-}
-
 Result<OpenedModel> load(const tools::ModelArgs& args) {
     auto options = tools::open_options(args);
     if (!options) return options.status();

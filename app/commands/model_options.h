@@ -26,8 +26,6 @@ void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt);
 void add_sampler_args(CLI::App* cmd, SamplerConfig& s);
 // --speculate lookup|mtp|off (engine/core/speculation.h), checked when the command runs; `mode` holds the default.
 CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode);
-// The drafter of --speculate for the model (nullptr: off), or the one-line error.
-Result<std::unique_ptr<Drafter>> speculate_drafter(const std::string& mode, const Model& model);
 
 Result<OpenedModel> load(const tools::ModelArgs& args);
 // The model and the input tokens (--tokens or --prompt), checked against its vocabulary.

@@ -1,6 +1,6 @@
 // colibri-make-model: writes a deterministic random MoE model as a Hugging Face directory (config.json,
 // generation_config.json, model.safetensors, optionally a tokenizer), for the demo model and for tests; or, with
-// a real-size preset (qwen3-30b-a3b, gpt-oss-20b), straight into a quantised .bin (tools/random_model.h).
+// a real-size preset (qwen3-30b-a3b, gpt-oss-20b, qwen3.5-35b-a3b, qwen3-next-80b-a3b), straight into a quantised .bin (tools/random_model.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
                                                          {"qwen3.5-35b-a3b", qwen3_5_35b_a3b_config},
                                                          {"qwen3-next-80b-a3b", qwen3_next_80b_a3b_config}};
     if (real_size.count(preset)) {
-        const bool qwen3 = preset != "gpt-oss-20b";  // every matrix q4_k; gpt-oss: experts mxfp4, the rest q8_0
+        const bool all_q4_k = preset != "gpt-oss-20b";  // every matrix q4_k; gpt-oss: experts mxfp4, the rest q8_0
         const json cfg = real_size.at(preset)();
         if (s.mtp_layers) {
             std::fprintf(stderr, "colibri-make-model: --mtp-layers: the %s preset has no multi-token-prediction head\n", preset.c_str());
@@ -388,8 +388,8 @@ int main(int argc, char** argv) {
             return write_file(fs::path(out_dir) / "config.json", cfg.dump(2) + "\n") ? 0 : 1;
         }
         tools::RandomModelOptions options;
-        options.matrix_type = qwen3 ? WeightType::Q4_K : WeightType::Q8_0;
-        if (!qwen3) options.expert_type = WeightType::MXFP4;
+        options.matrix_type = all_q4_k ? WeightType::Q4_K : WeightType::Q8_0;
+        if (!all_q4_k) options.expert_type = WeightType::MXFP4;
         if (!type_name.empty()) {
             WeightType t;
             if (!format::weight_type_from_name(type_name, &t)) {
