@@ -1,6 +1,7 @@
 // colibri-make-model: writes a deterministic random MoE model as a Hugging Face directory (config.json,
 // generation_config.json, model.safetensors, optionally a tokenizer), for the demo model and for tests; or, with
-// a real-size preset (qwen3-30b-a3b, gpt-oss-20b, qwen3.5-35b-a3b, qwen3-next-80b-a3b), straight into a quantised .bin (tools/random_model.h).
+// a real-size preset (qwen3-30b-a3b, gpt-oss-20b, qwen3.5-35b-a3b, qwen3-next-80b-a3b), straight into a quantised
+// .bin (tools/random_model.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
