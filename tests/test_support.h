@@ -22,6 +22,15 @@ inline std::vector<float> gaussian(size_t n, float sd, uint32_t seed) {
     return v;
 }
 
+// The sanitized tree looks for memory errors, which do not depend on the numbers: suites whose work is long
+// repetitions of one path (held-out evaluations, sweeps over weight types) run a sample of it there, and the release
+// tree runs the whole.
+#ifdef COLIBRI_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // How much slower this build runs than a release build: the few time bounds in the suites (how long the UI
 // thread may stall, how soon runaway templates are stopped) are scaled by it. AddressSanitizer slows them about
 // fourfold: 851 ms against a 500 ms stall bound in test_ui_views, 136 s against 120 s in test_chat_template.

@@ -68,8 +68,19 @@ private slots:
 
     // Held-out dialogues the training never saw, greedy through the chat template. The floors sit a few points
     // under the accuracies docs/DEMO_MODEL.md reports, so that they fail when the model or the engine breaks.
+    // Sanitized builds evaluate every 8th dialogue (the same code paths; the accuracies are the release tree's to
+    // check: 851 dialogues took 205 s of the CI's ASan run) and keep only the stop-by-itself bound.
     void held_out_skills() {
-        const CliResult r = run_cli({"eval", "-m", kDemo, "--dialogues", kHeldOut, "--json"});
+        QTemporaryDir dir;
+        QString dialogues = kHeldOut;
+        if (kSanitized) {
+            const QList<QByteArray> lines = read_all(kHeldOut).split('\n');
+            QByteArray sample;
+            for (qsizetype i = 0; i < lines.size(); i += 8) sample += lines[i] + '\n';
+            dialogues = dir.filePath("heldout-sample.jsonl");
+            write_all(dialogues, sample);
+        }
+        const CliResult r = run_cli({"eval", "-m", kDemo, "--dialogues", dialogues, "--json"});
         QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
         const QJsonArray skills = QJsonDocument::fromJson(r.out).object()["skills"].toArray();
         // Measured (docs/DEMO_MODEL.md): arithmetic 95.8 %, compare 98 %, backwards 29 %, weekday 0 of 11,
@@ -86,8 +97,8 @@ private slots:
                   100.0 * s["accuracy"].toDouble(), stopped);
             if (name == "all") continue;
             QVERIFY2(floors.contains(name), qPrintable(name));
-            arithmetic_seen |= name == "arithmetic" && cases == 400;
-            QVERIFY2(s["accuracy"].toDouble() >= floors[name], qPrintable(name + " below its floor"));
+            arithmetic_seen |= name == "arithmetic" && (kSanitized ? cases > 0 : cases == 400);
+            if (!kSanitized) QVERIFY2(s["accuracy"].toDouble() >= floors[name], qPrintable(name + " below its floor"));
             // Replies end with the end-of-turn token: generation stops by itself.
             QVERIFY2(stopped >= cases * 95 / 100, qPrintable(name + ": replies that did not stop"));
         }

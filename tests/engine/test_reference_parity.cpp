@@ -19,15 +19,9 @@ namespace {
 // The families of transformers 5.2's third reference set that run on softmax or latent attention.
 constexpr const char* kLateFamilies[] = {"minimax_m2", "glm4_moe_lite"};
 
-// The sanitized tree looks for memory errors, which do not depend on the numbers: there it skips the rows that only
-// repeat a path with other numbers (a hub spelling's f16 file, bit-identity over more weight types and repeated
-// runs), which the release tree checks in full. They were 5 of this suite's 9 minutes under ASan on the 2-core VM,
-// the suite the sanitized ctest waited on longest.
-#ifdef COLIBRI_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+// kSanitized (test_support.h): the sanitized tree skips the rows that only repeat a path with other numbers (a hub
+// spelling's f16 file, bit-identity over more weight types and repeated runs), which the release tree checks in
+// full. They were 5 of this suite's 9 minutes under ASan on the 2-core VM.
 }  // namespace
 
 struct Tolerance {
