@@ -212,6 +212,25 @@ private slots:
         const int last = model->columnCount() - 1;
         QVERIFY2(map->columnViewportPosition(last) + map->columnWidth(last) <= map->viewport()->width(),
                  qPrintable(QStringLiteral("last expert ends at %1 of %2 px").arg(map->columnViewportPosition(last) + map->columnWidth(last)).arg(map->viewport()->width())));
+        // The columns use the width: less than a column's width left over (16 experts at up to kMaxCellWidth fill
+        // any map narrower than 2176 px; the chat layout's strip at 1920x1080 showed them in 1088 of its 1217 px
+        // when a column grew to twice the cell width at most).
+        const auto columns_fill = [&] {
+            const int used = map->columnViewportPosition(last) + map->columnWidth(last);
+            qInfo("map %d px wide, columns %d px", map->viewport()->width(), map->columnWidth(last));
+            return map->viewport()->width() < 16 * HeatmapView::kMaxCellWidth && map->viewport()->width() - used < map->columnWidth(last);
+        };
+        QVERIFY(columns_fill());
+        // The colour scale's numbers: the largest count on top, none (and "no data" drawn) for an empty span.
+        HeatLegend* legend = w->heatmap_view()->findChild<HeatLegend*>();
+        QVERIFY(legend != nullptr);
+        QCOMPARE(legend->labels().size(), 3);
+        QVERIFY(legend->labels().front().toDouble() > 0);
+        w->heatmap_view()->set_span(TokenSpan{100000, -1, false});
+        QVERIFY(legend->labels().isEmpty());
+        QVERIFY(w->heatmap_view()->findChild<QLabel*>(QStringLiteral("heatmap_summary"))->text().startsWith(QStringLiteral("No routed tokens")));
+        w->heatmap_view()->set_span(TokenSpan{});
+        QCOMPARE(legend->labels().size(), 3);
         // The rows use the room: taller than the fixed 24 px of before when the map has it.
         if (map->viewport()->height() >= 4 * 30) QVERIFY(map->rowHeight(0) >= 30);
         // The heatmap and routing docks show their whole view: no scroll bars.
@@ -233,6 +252,7 @@ private slots:
         for (int r = 0; r < model->rowCount(); ++r)
             QVERIFY2(map->rowViewportPosition(r) + map->rowHeight(r) <= map->viewport()->height(),
                      qPrintable(QStringLiteral("chat layout: layer row %1 ends at %2 of %3 px").arg(r).arg(map->rowViewportPosition(r) + map->rowHeight(r)).arg(map->viewport()->height())));
+        QVERIFY(columns_fill());
         w->set_layout_mode(LayoutMode::Workspace);
         QTest::qWait(50);
         // No header clipped: heatmap, balance, routing table and every analysis table.

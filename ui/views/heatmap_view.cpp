@@ -54,6 +54,7 @@ void HeatLegend::set_format(std::function<QString(double)> format) {
 }
 
 QStringList HeatLegend::labels() const {
+    if (!(max_ > 0)) return {};  // nothing counted yet: a scale from 0 to 0 says nothing
     if (format_) return {format_(max_), format_(max_ / 2.0), format_(0.0)};
     return {QString::number(max_, 'g', 4), QString::number(max_ / 2.0, 'g', 3), QStringLiteral("0")};
 }
@@ -61,12 +62,20 @@ QStringList HeatLegend::labels() const {
 void HeatLegend::paintEvent(QPaintEvent*) {
     QPainter p(this);
     const QRect bar(8, 8, 18, height() - 16);
+    const QStringList text = labels();
+    if (text.isEmpty()) {
+        // An outline and a word instead of a colour scale, until there is something to scale.
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawRect(bar);
+        p.drawText(QRect(bar.right() + 4, bar.top(), width() - bar.right() - 4, bar.height()), Qt::AlignVCenter | Qt::TextWordWrap,
+                   tr("no data"));
+        return;
+    }
     QLinearGradient g(bar.bottomLeft(), bar.topLeft());
     for (int i = 0; i <= 10; ++i) g.setColorAt(i / 10.0, heat_color(i / 10.0));
     p.fillRect(bar, g);
     p.setPen(palette().color(QPalette::WindowText));
     p.drawRect(bar);
-    const QStringList text = labels();
     p.drawText(QPoint(bar.right() + 6, bar.top() + 10), text[0]);
     p.drawText(QPoint(bar.right() + 6, (bar.top() + bar.bottom()) / 2 + 4), text[1]);
     p.drawText(QPoint(bar.right() + 6, bar.bottom()), text[2]);
@@ -256,7 +265,8 @@ std::pair<int, int> HeatmapView::fit(int width) const {
     const auto columns = [this](int bin) { return std::max((experts_ + bin - 1) / bin, 1); };
     int bin = 1;
     while (bin < 64 && columns(bin) * min_section(bin) > width) bin *= 2;
-    return {bin, std::clamp(width / columns(bin), min_section(bin), std::max(min_section(bin), 2 * kCellWidth))};
+    // Widened to fill the table, up to kMaxCellWidth: a wide window shows the map, not an empty margin beside it.
+    return {bin, std::clamp(width / columns(bin), min_section(bin), std::max(min_section(bin), int(kMaxCellWidth)))};
 }
 
 void HeatmapView::apply_bin() {

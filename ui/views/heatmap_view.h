@@ -28,7 +28,7 @@ public:
     void set_max(double max);
     // How the scale's numbers are written (by default up to four significant digits).
     void set_format(std::function<QString(double)> format);
-    // The numbers as drawn: top, middle, zero.
+    // The numbers as drawn: top, middle, zero; none while the maximum is 0 ("no data" is drawn instead).
     QStringList labels() const;
     QSize sizeHint() const override { return {70, 160}; }
     QSize minimumSizeHint() const override { return {70, 60}; }
@@ -68,6 +68,7 @@ public:
     void set_bin(int experts);
     QComboBox* bin_box() const { return bin_; }
     static constexpr int kCellWidth = 34;  // pixels per column (wider when fitting binned experts)
+    static constexpr int kMaxCellWidth = 4 * kCellWidth;  // the widest a fitted column grows
 
     // "Fit width" for a table `width` pixels wide: experts per column and the columns' width.
     std::pair<int, int> fit(int width) const;
