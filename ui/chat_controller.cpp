@@ -126,6 +126,7 @@ void ChatController::set_generating(bool on) {
 
 void ChatController::start(GenerationRequest request, const ChatSettings& settings, bool reply) {
     request.sampling = settings.sampling;
+    request.speculate = settings.speculate;
     if (settings.random_seed) request.sampling.seed = QRandomGenerator::global()->generate64();
     if (reply) request.max_tokens = settings.max_tokens;
     expecting_reply_ = reply;

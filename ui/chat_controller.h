@@ -15,6 +15,7 @@ struct ChatSettings {
     SamplerConfig sampling;
     bool random_seed = true;  // a fresh seed per request (regenerate gives another reply)
     int max_tokens = 256;
+    SpeculateMode speculate = SpeculateMode::Off;  // drafts checked in one evaluation: the same reply, fewer passes
 };
 
 class ChatController : public QObject {

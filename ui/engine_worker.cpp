@@ -12,6 +12,7 @@
 #include "engine/core/generate.h"
 #include "engine/core/model.h"
 #include "engine/core/open_model.h"
+#include "engine/core/speculation.h"
 #include "engine/core/perf_counters.h"
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
@@ -195,6 +196,9 @@ void EngineWorker::do_load(const QString& path, const LoadOptions& options) {
     }
     // With a budget the session predicts each MoE layer's experts, so the cache view can replay LRU with prediction.
     open.session.predict_experts = options.ram_budget.is_set();
+    // A model with a multi-token-prediction head runs it beside every eval (one more layer), so that a reply can
+    // draft with it (Chat settings, speculative decoding); without a head this asks nothing.
+    open.session.mtp = true;
     OpenFailure failure = OpenFailure::File;
     auto opened = open_model(open, &failure);
     if (!opened) {
@@ -269,16 +273,21 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
     // rest of the prompt evaluated in chunks (one token at a time while counting, so that the counters stay per
     // token), then the reply sampled and every generated token evaluated, the last one too, so that each has
     // its routing and the cache holds the whole reply for the next turn. The observer turns each evaluation
-    // into traces and each token into the signals the views take.
+    // into traces and each token into the signals the views take. With speculative decoding a check evaluates
+    // the sampled token and its drafts together: their traces wait until the sampler accepts each draft (a
+    // rejected row's trace is dropped with the row), so the views see the same tokens in the same order, with
+    // the same routing (the engine's rows are plain decoding's bit for bit), as without it.
     struct StudioTurn final : TurnObserver {
         EngineWorker& w;
         uint64_t id;
         GenerationStats& stats;
         std::string pending;              // a prompt character split across tokens
         std::vector<QString> texts;       // of the positions being evaluated
-        std::span<const float> logits;    // after the last evaluation
+        std::span<const float> logits;    // the row the next token is sampled from
         TokenTrace step;                  // the generated token's sampling time and alternatives
-        bool generated = false;           // the evaluation in progress is of a generated token
+        bool generated = false;           // the evaluation in progress is of generated tokens
+        int next_position = -1;           // where the next generated token goes (-1: the session's position)
+        std::vector<TokenTrace> drafted;  // a check's later rows, shown once the sampler takes their tokens
         StudioTurn(EngineWorker& worker, uint64_t request, GenerationStats& s) : w(worker), id(request), stats(s) {}
 
         void on_started(uint32_t reused) override {
@@ -287,29 +296,51 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
         }
         void before_eval(uint32_t position, std::span<const int32_t> tokens, bool is_generated) override {
             generated = is_generated;
+            drafted.clear();  // rows of an earlier check that were not taken
             const std::vector<int32_t> ids(tokens.begin(), tokens.end());
             if (!generated) {
                 texts.clear();
                 for (int32_t t : ids) texts.push_back(w.token_text(t, pending));
+            } else {
+                // The first row's text came with its token (on_token); a draft's is its piece.
+                texts.resize(1);
+                std::string split;
+                for (size_t i = 1; i < ids.size(); ++i) texts.push_back(w.token_text(ids[i], split));
             }
             w.collector_->begin(static_cast<int>(position), ids, texts, generated);
         }
-        void after_eval(std::span<const float> l) override {
-            logits = l;
-            std::vector<TokenTrace> traces = w.collector_->take();
-            if (generated && traces.size() == 1) {
+        void emit_trace(TokenTrace& t) {
+            if (generated) {
                 // The sampler's time and the alternatives belong to the step that produced this token.
-                TokenTrace& t = traces.front();
                 t.sampling_ns = step.sampling_ns;
                 t.step_ns = now_ns() - step.step_ns;
                 t.probability = step.probability;
                 t.alternatives = std::move(step.alternatives);
             }
-            if (ExpertCache* cache = w.model_->expert_cache(); cache != nullptr && !traces.empty())
-                traces.back().cache_state = w.cache_tracker_.take(*w.model_, *cache);
+            emit w.tokenEvaluated(t);
+        }
+        void next_step(std::span<const float> l) {
+            logits = l;
             step = TokenTrace{};
             step.step_ns = now_ns();  // the next token's step starts with sampling from these logits
-            for (const TokenTrace& t : traces) emit w.tokenEvaluated(t);
+        }
+        void after_eval(std::span<const float> l) override {
+            std::vector<TokenTrace> traces = w.collector_->take();
+            // The cache as the evaluation left it, on the last trace shown now (a check's first row).
+            if (ExpertCache* cache = w.model_->expert_cache(); cache != nullptr && !traces.empty())
+                (generated ? traces.front() : traces.back()).cache_state = w.cache_tracker_.take(*w.model_, *cache);
+            if (generated && traces.size() > 1) {
+                drafted.assign(std::make_move_iterator(traces.begin() + 1), std::make_move_iterator(traces.end()));
+                traces.resize(1);
+            }
+            for (TokenTrace& t : traces) emit_trace(t);
+            next_step(l);
+        }
+        void after_checked_row(std::span<const float> l) override {
+            // The token just taken was a check's row: its trace, kept since the check, shows now.
+            auto it = std::find_if(drafted.begin(), drafted.end(), [&](const TokenTrace& t) { return t.position == next_position - 1; });
+            if (it != drafted.end()) emit_trace(*it);
+            next_step(l);
         }
         bool on_token(const TokenEvent& e) override {
             step.sampling_ns = now_ns() - step.step_ns;
@@ -326,7 +357,9 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
                                  : e.end_of_turn ? w.token_text(e.id, none)
                                                  : QString::fromUtf8(e.text.data(), static_cast<qsizetype>(e.text.size()));
             texts = {text};
-            emit w.tokenGenerated(static_cast<int>(w.session_->position()), e.id, text, e.end_of_turn);
+            // Generated tokens take consecutive positions; the session's own position runs ahead during a check.
+            if (next_position < 0) next_position = static_cast<int>(w.session_->position());
+            emit w.tokenGenerated(next_position++, e.id, text, e.end_of_turn);
             ++stats.generated;
             return true;
         }
@@ -342,6 +375,18 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
     if (request.token_ids.empty()) turn.reply.stop_ids = stop_ids_;
     turn.prompt_step = collector_->counting() ? 1 : session_->options().chunk;
     turn.evaluate_last = true;
+    // Speculative decoding, not while counting: a check's rows share one evaluation, and the counters one read.
+    std::unique_ptr<Drafter> drafter;
+    if (request.speculate != SpeculateMode::Off && !collector_->counting()) {
+        auto made = make_drafter(request.speculate, *model_);
+        if (!made) {
+            emit generationFailed(QString::fromStdString(made.message()));
+            return;
+        }
+        drafter = std::move(made.value());
+        turn.drafter = drafter.get();
+        stats.speculate = request.speculate;
+    }
     Sampler sampler(request.sampling);
     StudioTurn observer(*this, id, stats);
     auto result = chat_->run(ids, sampler, turn, &observer);
@@ -355,6 +400,9 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
     stats.decode_evaluated = static_cast<int>(result->decode_evaluated);
     stats.stopped = result->finish == FinishReason::Cancelled;
     stats.context_used = static_cast<int>(session_->position());
+    stats.drafted = result->speculation.drafted;
+    stats.accepted = result->speculation.accepted;
+    stats.checks = result->speculation.checks;
     if (model_->tokenizer()) stats.reply = QString::fromStdString(result->reply);
     emit generationFinished(stats);
 }

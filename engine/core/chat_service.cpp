@@ -163,6 +163,10 @@ Result<TurnResult> run_reply(const Model& model, Session& session, std::span<con
     ReplyStream reply(model, sampler, options.reply, history);
     if (result.finish == FinishReason::Cancelled) reply.cancel();
     TokenFeeder feeder(session, options.drafter);
+    if (observer != nullptr)
+        feeder.set_eval_hook([](void* o, uint32_t position, std::span<const int32_t> rows) {
+            static_cast<TurnObserver*>(o)->before_eval(position, rows, true);
+        }, observer);
     std::vector<int32_t> fed(history.begin(), history.end());  // the drafter's view: everything before the next token
     while (!reply.done()) {
         if (cancelled()) {
@@ -175,10 +179,10 @@ Result<TurnResult> run_reply(const Model& model, Session& session, std::span<con
         fed.push_back(event.id);
         // Drafts only for tokens plain decoding would evaluate too: not past max_tokens' last (nor the context).
         const int32_t left = options.reply.max_tokens - static_cast<int32_t>(reply.tokens().size()) - 1;
-        if (observer && !feeder.ready(event.id)) observer->before_eval(feeder.position(), std::span<const int32_t>(&event.id, 1), true);
         logits = feeder.feed(fed, reply.done() ? 0u : static_cast<uint32_t>(std::max(left, 0)));
         if (!logits) return logits.status();
         if (observer && !feeder.evaluated().empty()) observer->after_eval(logits.value());
+        else if (observer) observer->after_checked_row(logits.value());
         ++result.decode_evaluated;
     }
     feeder.finish();

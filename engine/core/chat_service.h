@@ -123,9 +123,13 @@ class TurnObserver {
 public:
     virtual ~TurnObserver() = default;
     virtual void on_started(uint32_t /*reused*/) {}
-    // Around each Session::eval: a prompt step or one generated token.
+    // Around each Session::eval: a prompt step, one generated token, or (speculative decoding) a check: the
+    // generated token and its drafts, rows that plain decoding would evaluate one at a time, of which those after
+    // the first the sampler may reject. after_eval's logits are the first row's.
     virtual void before_eval(uint32_t /*position*/, std::span<const int32_t> /*tokens*/, bool /*generated*/) {}
     virtual void after_eval(std::span<const float> /*logits*/) {}
+    // A generated token whose check drafted it: nothing is evaluated, its logits are that check's row.
+    virtual void after_checked_row(std::span<const float> /*logits*/) {}
     // A generated token, before it is evaluated; false ends the turn as cancelled.
     virtual bool on_token(const TokenEvent&) { return true; }
     // Asked before each step; true ends the turn as cancelled.

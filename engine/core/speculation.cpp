@@ -96,6 +96,7 @@ Result<std::span<const float>> TokenFeeder::feed(std::span<const int32_t> histor
     ++stats_.passes;
     step_[0] = token;
     evaluated_ = std::span<const int32_t>(step_.data(), drafted + 1);
+    if (hook_ != nullptr) hook_(hook_context_, session_.position(), evaluated_);
     if (drafted == 0) {
         auto logits = session_.eval(token);
         if (logits) count_experts(before, false);

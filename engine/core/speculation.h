@@ -54,6 +54,10 @@ public:
     // history.back() was just sampled: returns the logits after it. Evaluates it (with up to `budget` drafts after
     // it, the tokens plain decoding would still evaluate), or takes them from the check that drafted it.
     Result<std::span<const float>> feed(std::span<const int32_t> history, uint32_t budget);
+    // Called right before each evaluation feed makes, with the position of its first row and its rows (the fed
+    // token, then its drafts): a front end that traces every position (the Studio) begins its records there.
+    using EvalHook = void (*)(void* context, uint32_t position, std::span<const int32_t> rows);
+    void set_eval_hook(EvalHook hook, void* context) { hook_ = hook, hook_context_ = context; }
     // Whether the running check drafted `token` next (feeding it evaluates nothing).
     bool ready(int32_t token) const { return drafts_ > 0 && row_ < drafts_ && step_[row_ + 1] == token; }
     // Where history.back() goes: the session's position as plain decoding would have it.
@@ -68,6 +72,8 @@ private:
     void settle();
     void count_experts(Session::ExpertReads before, bool check);
     Session& session_;
+    EvalHook hook_ = nullptr;
+    void* hook_context_ = nullptr;
     Drafter* drafter_;
     uint32_t max_drafts_;
     std::vector<int32_t> step_;  // the check's tokens: the fed one, then the drafts

@@ -5,12 +5,14 @@
 // every view, the top-5 alternatives of a generated token on hover, and each reply's timing.
 #include <QApplication>
 #include <QClipboard>
+#include <QComboBox>
 #include <QHelpEvent>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QStandardItemModel>
 #include <QTableView>
 #include <QTextBlock>
 #include <QTextBrowser>
@@ -348,6 +350,62 @@ private slots:
         QVERIFY(window_->conversation()->messages().isEmpty());
         QVERIFY(chat->transcript()->toPlainText().isEmpty());
         QVERIFY(chat->speed_label()->text().isEmpty());
+    }
+
+    // Speculative decoding (Chat settings): the same reply, and every generated token with the same routing and
+    // alternatives as plain decoding (the engine's check rows are its rows bit for bit; the observer holds a
+    // check's later rows until the sampler takes their tokens and drops the rejected ones); the reply's figures
+    // say how many drafts were accepted.
+    void speculation_keeps_reply_routing_and_alternatives() {
+        struct Token {
+            int32_t id;
+            std::vector<std::vector<int32_t>> experts;
+            std::vector<std::vector<float>> weights;
+            std::vector<int32_t> alternatives;
+            float probability;
+        };
+        const auto reply_tokens = [this](SpeculateMode mode) {
+            window_->chat()->new_conversation();
+            ChatSettings s = greedy(48);
+            s.speculate = mode;
+            std::vector<Token> out;
+            if (!send_and_wait(*window_, QStringLiteral("Hello! What do hummingbirds eat? Hummingbirds eat nectar."), s)) return out;
+            const ConversationMessage& reply = window_->conversation()->messages().back();
+            for (int p = reply.first_token; p < reply.first_token + reply.token_count; ++p) {
+                const ConversationToken* t = window_->conversation()->token(p);
+                Token k{t->trace.token, {}, {}, {}, t->trace.probability};
+                if (!t->evaluated) k.id = -1;  // no trace: fails below
+                for (const LayerRouting& r : t->trace.routing) k.experts.push_back(r.experts), k.weights.push_back(r.weights);
+                for (const auto& a : t->trace.alternatives) k.alternatives.push_back(a.token);
+                out.push_back(std::move(k));
+            }
+            return out;
+        };
+        const std::vector<Token> plain = reply_tokens(SpeculateMode::Off);
+        QVERIFY(plain.size() > 8);
+        QVERIFY(!window_->chat_view()->speed_label()->text().contains(QStringLiteral("drafts")));
+        const std::vector<Token> lookup = reply_tokens(SpeculateMode::Lookup);
+        const GenerationStats& stats = window_->chat()->last_stats();
+        qInfo("%d tokens; lookup: %llu checks, %llu drafted, %llu accepted", int(lookup.size()), (unsigned long long)stats.checks,
+              (unsigned long long)stats.drafted, (unsigned long long)stats.accepted);
+        QVERIFY2(stats.accepted > 0 && stats.drafted > stats.accepted, "the reply should have had right and wrong drafts");
+        QCOMPARE(lookup.size(), plain.size());
+        for (size_t i = 0; i < plain.size(); ++i) {
+            QVERIFY2(lookup[i].id >= 0, qPrintable(QStringLiteral("token %1 has no trace").arg(i)));
+            QCOMPARE(lookup[i].id, plain[i].id);
+            QCOMPARE(lookup[i].experts, plain[i].experts);
+            QCOMPARE(lookup[i].weights, plain[i].weights);
+            QCOMPARE(lookup[i].alternatives, plain[i].alternatives);
+            QCOMPARE(lookup[i].probability, plain[i].probability);
+        }
+        const QString figures = window_->chat_view()->speed_label()->text();
+        QVERIFY2(figures.contains(QStringLiteral("lookup: %1 of %2 drafts accepted").arg(stats.accepted).arg(stats.drafted)), qPrintable(figures));
+        // The MTP head is offered only to a model that has one (this one has none).
+        auto* combo = window_->findChild<QComboBox*>(QStringLiteral("speculate"));
+        QVERIFY(combo != nullptr);
+        auto* items = qobject_cast<QStandardItemModel*>(combo->model());
+        QVERIFY(!items->item(combo->findData(int(SpeculateMode::Mtp)))->isEnabled());
+        QVERIFY(items->item(combo->findData(int(SpeculateMode::Lookup)))->isEnabled());
     }
 };
 

@@ -39,16 +39,17 @@ inline studio::ChatSettings greedy(int max_tokens) {
 
 // Sends text through the window's chat view as a user does (greedy, up to max_tokens) and waits for the reply;
 // false when the generation failed or did not finish within two minutes.
-inline bool send_and_wait(studio::MainWindow& w, const QString& text, int max_tokens) {
+inline bool send_and_wait(studio::MainWindow& w, const QString& text, const studio::ChatSettings& settings) {
     QSignalSpy finished(w.chat(), &studio::ChatController::finished);
     QSignalSpy failed(w.chat(), &studio::ChatController::failed);
-    w.chat_view()->set_settings(greedy(max_tokens));
+    w.chat_view()->set_settings(settings);
     w.chat_view()->input()->setPlainText(text);
     QTest::mouseClick(w.chat_view()->send_button(), Qt::LeftButton);
     QDeadlineTimer deadline(120000);
     while (finished.count() == 0 && failed.count() == 0 && !deadline.hasExpired()) QTest::qWait(2);
     return finished.count() == 1;
 }
+inline bool send_and_wait(studio::MainWindow& w, const QString& text, int max_tokens) { return send_and_wait(w, text, greedy(max_tokens)); }
 
 // `colibri convert` of a reference HF model (tests/CMakeLists.txt names the reference directory) into dir.
 inline QString convert_reference(const QTemporaryDir& dir, const QString& family) {

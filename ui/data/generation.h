@@ -11,6 +11,7 @@
 #include "engine/base/token_rate.h"
 #include "engine/cache/expert_slots.h"
 #include "engine/cache/ram_budget.h"
+#include "engine/core/drafter.h"
 #include "engine/core/sampler.h"
 
 namespace colibri::studio {
@@ -25,6 +26,7 @@ struct GenerationRequest {
     std::vector<int32_t> token_ids;   // ... or, when not empty, exactly these tokens (no tokenizer, replays)
     SamplerConfig sampling;
     int max_tokens = 256;             // 0 evaluates the prompt only
+    SpeculateMode speculate = SpeculateMode::Off;  // drafts checked in one evaluation; the reply is the same
 };
 
 struct GenerationStats {
@@ -39,6 +41,9 @@ struct GenerationStats {
     bool stopped = false;     // by requestStop()
     QString reply;            // generated text without end-of-turn tokens
     QString kernel;           // the kernel variant the model's weights ran on ("AVX-512"; "mixed" when several)
+    // Speculative decoding (Off: not used, or not while counting): checks made, tokens drafted and accepted.
+    SpeculateMode speculate = SpeculateMode::Off;
+    uint64_t checks = 0, drafted = 0, accepted = 0;
     // TokenRate's (engine/base/token_rate.h), as `colibri chat` and the server report them.
     double decode_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(decode_evaluated, 0)), decode_seconds}.per_second(); }
     double prompt_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(prompt_tokens, 0)), prompt_seconds}.per_second(); }

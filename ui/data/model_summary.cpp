@@ -19,6 +19,7 @@ ModelSummary summarize(const Model& model, const QString& path) {
     for (size_t l = 0; l < model.layers().size(); ++l)
         if (model.layers()[l].mixer == TokenMixer::GatedDeltaNet) s.linear_layer_ids.push_back(static_cast<int>(l));
     if (!s.linear_layer_ids.isEmpty()) s.linear_heads = static_cast<int>(hp.linear_value_heads);
+    s.mtp_layers = static_cast<int>(hp.mtp_layers);
     s.experts = static_cast<int>(hp.n_experts);
     s.active_experts = static_cast<int>(hp.n_experts_active);
     s.hidden_size = static_cast<int>(hp.hidden_size);

@@ -25,6 +25,7 @@ struct ModelSummary {
     bool is_linear(int layer) const { return linear_layer_ids.contains(layer); }
     int experts = 0;
     int active_experts = 0;
+    int mtp_layers = 0;  // multi-token-prediction layers (HyperParams::mtp_layers): the head MTP speculation drafts with
     int hidden_size = 0;
     int vocab_size = 0;
     int context = 0;          // of the session the worker opened

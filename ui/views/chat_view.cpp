@@ -3,6 +3,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QClipboard>
 #include <QDoubleSpinBox>
 #include <QFontDatabase>
@@ -16,6 +17,7 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextCursor>
@@ -24,6 +26,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "engine/core/speculation.h"
 #include "ui/colors.h"
 #include "ui/views/elided_label.h"
 
@@ -200,6 +203,16 @@ QWidget* ChatView::build_settings_panel() {
     form->addRow(tr("repetition"), repetition_);
     form->addRow(tr("seed"), seed_);
     form->addRow(tr("max tokens"), max_tokens_);
+    speculate_ = new QComboBox;
+    speculate_->setObjectName(QStringLiteral("speculate"));
+    speculate_->addItem(tr("off"), int(SpeculateMode::Off));
+    speculate_->addItem(tr("prompt lookup"), int(SpeculateMode::Lookup));
+    speculate_->addItem(tr("MTP head"), int(SpeculateMode::Mtp));
+    speculate_->setToolTip(tr("Speculative decoding: guesses of the next tokens (from earlier text, or the model's "
+                              "multi-token-prediction head) checked in one evaluation. The reply and its routing are "
+                              "the same as without; the reply's figures say how many guesses were right. Off while "
+                              "the profiler counts."));
+    form->addRow(tr("speculative"), speculate_);
     repetition_->setToolTip(tr("Repetition penalty"));
     max_tokens_->setToolTip(tr("The longest reply, in tokens"));
     connect(greedy_, &QCheckBox::toggled, this, [this](bool on) {
@@ -225,6 +238,7 @@ ChatSettings ChatView::settings() const {
     s.random_seed = seed_->value() < 0;
     s.sampling.seed = s.random_seed ? 0 : static_cast<uint64_t>(seed_->value());
     s.max_tokens = max_tokens_->value();
+    s.speculate = static_cast<SpeculateMode>(speculate_->currentData().toInt());
     return s;
 }
 
@@ -237,6 +251,7 @@ void ChatView::set_settings(const ChatSettings& s) {
     repetition_->setValue(s.sampling.repetition_penalty);
     seed_->setValue(s.random_seed ? -1 : static_cast<int>(std::min<uint64_t>(s.sampling.seed, INT32_MAX)));
     max_tokens_->setValue(s.max_tokens);
+    speculate_->setCurrentIndex(std::max(speculate_->findData(int(s.speculate)), 0));
 }
 
 void ChatView::save_settings(QSettings& q) const {
@@ -250,6 +265,7 @@ void ChatView::save_settings(QSettings& q) const {
     q.setValue("repetition_penalty", s.sampling.repetition_penalty);
     q.setValue("seed", seed_->value());
     q.setValue("max_tokens", s.max_tokens);
+    q.setValue("speculate", speculate_mode_name(s.speculate));
     q.endGroup();
     q.setValue("chat/system_prompt", system_prompt_->toPlainText());
 }
@@ -267,6 +283,7 @@ void ChatView::restore_settings(QSettings& q) {
     s.random_seed = seed < 0;
     s.sampling.seed = seed < 0 ? 0 : static_cast<uint64_t>(seed);
     s.max_tokens = q.value("max_tokens", s.max_tokens).toInt();
+    if (auto mode = parse_speculate_mode(q.value("speculate", "off").toString().toStdString())) s.speculate = mode.value();
     q.endGroup();
     set_settings(s);
     system_prompt_->setPlainText(q.value("chat/system_prompt").toString());
@@ -298,6 +315,11 @@ void ChatView::model_changed() {
                                                        : tr("Write a message below; Ctrl+Return sends it."));
     clear_figures();
     context_->setRange(0, std::max(chat_->model().context, 1));
+    // Drafting with the MTP head needs a model that has one.
+    auto* items = qobject_cast<QStandardItemModel*>(speculate_->model());
+    const bool head = chat_->has_model() && chat_->model().mtp_layers > 0;
+    items->item(speculate_->findData(int(SpeculateMode::Mtp)))->setEnabled(head);
+    if (!head && speculate_->currentData().toInt() == int(SpeculateMode::Mtp)) speculate_->setCurrentIndex(0);
     update_buttons();
 }
 
@@ -359,6 +381,8 @@ void ChatView::show_stats(const GenerationStats& s) {
         text += tr(" · prompt %1 tokens at %2 tokens/s").arg(s.prompt_tokens).arg(s.prompt_tokens_per_second(), 0, 'f', 1);
     if (s.reused_tokens > 0) text += tr(" · %1 reused from the cache").arg(s.reused_tokens);
     if (!s.kernel.isEmpty()) text += QStringLiteral(" · ") + s.kernel;
+    if (s.speculate != SpeculateMode::Off)
+        text += tr(" · %1: %2 of %3 drafts accepted").arg(QString::fromLatin1(speculate_mode_name(s.speculate))).arg(s.accepted).arg(s.drafted);
     if (s.stopped) text += tr(" · stopped");
     speed_->setText(text);
     update_context(chat_->progress().context_used, s.context_size);

@@ -12,6 +12,7 @@
 
 class QAction;
 class QCheckBox;
+class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QPlainTextEdit;
@@ -105,6 +106,7 @@ private:
     QCheckBox* greedy_ = nullptr;
     QDoubleSpinBox *temperature_ = nullptr, *top_p_ = nullptr, *min_p_ = nullptr, *repetition_ = nullptr;
     QSpinBox *top_k_ = nullptr, *seed_ = nullptr, *max_tokens_ = nullptr;
+    QComboBox* speculate_ = nullptr;
     QTimer stream_timer_;
     int body_start_ = -1;       // document position where the last message's body begins
     int rendered_selection_ = -1;
