@@ -12,6 +12,7 @@
 #include "engine/cache/expert_slots.h"
 #include "engine/cache/ram_budget.h"
 #include "engine/core/sampler.h"
+#include "tools/measurement.h"
 
 namespace colibri::studio {
 
@@ -39,6 +40,7 @@ struct GenerationStats {
     bool stopped = false;     // by requestStop()
     QString reply;            // generated text without end-of-turn tokens
     QString kernel;           // the kernel variant the model's weights ran on ("AVX-512"; "mixed" when several)
+    tools::MachineLoad load;  // other processes' load on the machine during the turn (a local model's; the profiler flags a busy one)
     // TokenRate's (engine/base/token_rate.h), as `colibri chat` and the server report them.
     double decode_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(decode_evaluated, 0)), decode_seconds}.per_second(); }
     double prompt_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(prompt_tokens, 0)), prompt_seconds}.per_second(); }

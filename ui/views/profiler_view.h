@@ -9,6 +9,7 @@
 #include <QTimer>
 #include <QWidget>
 
+#include "ui/data/generation.h"
 #include "ui/data/model_summary.h"
 #include "ui/models/profiler_models.h"
 #include "ui/data/token_trace.h"
@@ -52,8 +53,11 @@ public:
     QList<qreal> chart_values(int stage) const;
     // The counter chart: the mean per token of the chosen counter, per layer.
     QComboBox* counter_selector() const { return counter_; }
-    QList<qreal> counter_chart_values() const;
+    QList<qreal> counter_chart_values() const;  // empty when the counters were not measured
+    QString counter_chart_title() const;
     void refresh();
+    // A finished reply: its machine load (other processes during the turn) flags the summary when busy.
+    void note_generation(const colibri::studio::GenerationStats& stats);
 
 signals:
     void countingChanged(colibri::studio::Counting mode);
@@ -96,6 +100,7 @@ private:
     QTableView* layer_table_ = nullptr;
     QTableView* expert_table_ = nullptr;
     QTimer timer_;
+    tools::MachineLoad last_load_;  // of the last reply
 };
 
 }  // namespace colibri::studio
