@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <memory>
 #include <thread>
 
 #include <QComboBox>
@@ -64,6 +65,16 @@ public:
 private:
     std::vector<pid_t> children_;
 };
+
+// The Studio shown at 1280×720, its settings not kept.
+std::unique_ptr<MainWindow> shown_window() {
+    MainWindowOptions options;
+    options.persist_settings = false;
+    auto w = std::make_unique<MainWindow>(options);
+    w->resize(1280, 720);
+    w->show();
+    return w;
+}
 
 // A run of the comparison made by hand, with its decode rate's repetitions.
 KernelRun made_run(kernels::Variant v, std::vector<double> decode) {
@@ -309,6 +320,16 @@ private slots:
         QVERIFY(!flag->text().contains(QStringLiteral("Unreliable")));
         QVERIFY(!view.neon_note()->isVisibleTo(&view));
         QCOMPARE(m->columnCount(), KernelComparisonModel::SameOutput + 1);  // no baseline: no empty columns
+        // One repetition has no spread to show: no whisker, "—", and the line says why it cannot judge.
+        KernelRun once = made_run(kernels::Variant::Scalar, {40});
+        once.report.prompt_tps = tools::Spread::of({100});
+        view.comparison_finished(made_comparison(QStringLiteral("2026-12-07T01:30:00"), 10, {once}));
+        QCOMPARE(m->index(0, KernelComparisonModel::Spread).data().toString(), QStringLiteral("—"));
+        QCOMPARE(m->index(0, KernelComparisonModel::DecodeTps).data().toString(), QStringLiteral("40.0"));
+        QVERIFY2(flag->text().endsWith(QStringLiteral("One repetition: no spread to judge it by (3 or more tell).")), qPrintable(flag->text()));
+        (void)speed->grab();
+        QCOMPARE(speed->drawn_ranges(), 0);
+        view.comparison_selector()->setCurrentIndex(1);
 
         // Side by side with the first: its decode rate and the ratio, within or beyond the two runs' spread.
         view.set_baseline(0);
@@ -333,14 +354,35 @@ private slots:
         QCOMPARE(back->unreliable(), view.comparisons().front().unreliable());
     }
 
+    // At the size of a dock under the chat (1280×720's bottom area: about 900×240) and a wide short one, the
+    // charts keep a readable height with the comparison's flag and note above them.
+    void charts_readable_at_dock_size() {
+        KernelsView view;
+        view.set_model_loaded(true);
+        view.comparison_finished(made_comparison(QStringLiteral("2026-12-07T01:00:00"), 140,
+                                                 {made_run(kernels::Variant::Scalar, {20, 30, 20}),
+                                                  made_run(kernels::Variant::NeonTranslated, {60, 61, 59})}));
+        for (const QSize size : {QSize(900, 240), QSize(1280, 200), QSize(1900, 420)}) {
+            view.resize(size);
+            view.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&view));
+            QCoreApplication::processEvents();
+            // Never squeezed below their minimum (a dock smaller than that scrolls), every bar's value written.
+            for (BarChart* chart : {view.speed_chart(), view.layer_chart()}) {
+                QVERIFY2(chart->height() >= chart->minimumSizeHint().height() && chart->height() >= 110,
+                         qPrintable(QStringLiteral("%1 at %2×%3: %4 px").arg(chart->objectName()).arg(size.width()).arg(size.height()).arg(chart->height())));
+                (void)chart->grab();
+                QVERIFY(!chart->drawn_labels().isEmpty());
+            }
+            QVERIFY(view.reliability_label()->isVisibleTo(&view) && view.neon_note()->isVisibleTo(&view));
+        }
+    }
+
     // A kernel comparison run twice while the test keeps every CPU busy with processes of its own: both runs are
     // flagged unreliable, on the real /proc/stat.
     void comparison_on_a_busy_machine_is_flagged() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.resize(1280, 720);
-        w.show();
+        const std::unique_ptr<MainWindow> window = shown_window();
+        MainWindow& w = *window;
         KernelsView* view = w.kernels_view();
         QSignalSpy loaded(&w, &MainWindow::modelLoaded);
         w.open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
@@ -364,11 +406,8 @@ private slots:
     }
 
     void comparison_on_the_model_end_to_end() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.resize(1280, 720);
-        w.show();
+        const std::unique_ptr<MainWindow> window = shown_window();
+        MainWindow& w = *window;
         KernelsView* view = w.kernels_view();
         const QString store = dir_.filePath(QStringLiteral("kernel-results.json"));
         view->set_store(store);

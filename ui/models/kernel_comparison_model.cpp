@@ -51,13 +51,14 @@ void KernelComparisonModel::declare_columns() {
         rate(tr("decode tok/s (min–max)"), &tools::BenchReport::decode_tps),
         {tr("spread"),
          [this](int row) {
+             if (run(row).report.decode_tps.samples.size() < 2) return QVariant(QStringLiteral("—"));  // one repetition: none
              const QString pct = QStringLiteral("%1 %").arg(100.0 * spread(row), 0, 'f', 0);
              return QVariant(spread(row) > tools::kLargeSpread ? tr("%1, large").arg(pct) : pct);
          },
          [this](int row) { return QVariant(spread(row)); }, Qt::AlignRight | Qt::AlignVCenter,
          [](int) {
              return QVariant(tr("(max − min) / median of the repetitions, the larger of prompt and decode; above %1 % the "
-                                "figures are not to be trusted").arg(100.0 * tools::kLargeSpread, 0, 'f', 0));
+                                "figures are not to be trusted; one repetition has none (—)").arg(100.0 * tools::kLargeSpread, 0, 'f', 0));
          }},
         number(tr("decode vs first"),
                [tps](int row) {

@@ -298,7 +298,8 @@ void BarChart::paintEvent(QPaintEvent*) {
             if (r.width() <= 0) continue;
             const QColor color = c < series_[s].bar_colors.size() && series_[s].bar_colors[c].isValid() ? series_[s].bar_colors[c] : series_[s].color;
             p.fillRect(r, color);
-            if (c < series_[s].ranges.size() && present(series_[s].ranges[c].first) && present(series_[s].ranges[c].second)) {
+            if (c < series_[s].ranges.size() && present(series_[s].ranges[c].first) && present(series_[s].ranges[c].second) &&
+                series_[s].ranges[c].second > series_[s].ranges[c].first) {
                 // The repetitions' min–max: a whisker through the bar's top, capped at both ends.
                 const double top = y_of(series_[s].ranges[c].second, l.plot), bottom = y_of(series_[s].ranges[c].first, l.plot);
                 const double x = r.center().x(), cap = std::max(2.0, r.width() / 4);

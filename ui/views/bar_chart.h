@@ -20,7 +20,7 @@ public:
         QVector<double> values;      // one per category; NaN: none
         QVector<QColor> bar_colors;  // optional, one per category: overrides color
         // Optional, one per category: the repetitions' min and max, drawn as a whisker over the bar (its
-        // height is the median). NaN: none.
+        // height is the median). NaN, or min == max (one repetition): none.
         QVector<QPair<double, double>> ranges = {};
     };
 

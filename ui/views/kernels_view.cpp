@@ -474,7 +474,7 @@ void KernelsView::show_comparison(const KernelComparison& c) {
     }
     layer_chart_->set_data(layer_categories, layers);
     if (!baseline) {
-        speed_chart_->set_title(tr("Tokens/s on the model (median, whisker: min–max)"));
+        speed_chart_->set_title(tr("Tokens/s, median (min–max)"));
         speed_chart_->set_data({tr("prompt"), tr("decode")}, speed);
     } else {
         // Side by side: a group per variant, this comparison's decode beside the baseline's.
@@ -488,7 +488,7 @@ void KernelsView::show_comparison(const KernelComparison& c) {
             then.values << (old != baseline->runs.end() ? old->report.decode_tps.median : kMissing);
             then.ranges << (old != baseline->runs.end() ? range(old->report.decode_tps) : qMakePair(kMissing, kMissing));
         }
-        speed_chart_->set_title(tr("Decode tokens/s, two comparisons side by side (whisker: min–max)"));
+        speed_chart_->set_title(tr("Decode tokens/s, two runs (min–max)"));
         speed_chart_->set_data(variants, {now, then});
     }
     update_neon_note();

@@ -58,6 +58,10 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     summary_->setObjectName(QStringLiteral("profiler_summary"));
     overhead_ = new ElidedLabel;
     overhead_->setObjectName(QStringLiteral("profiler_overhead"));
+    reliability_ = new ElidedLabel;
+    reliability_->setObjectName(QStringLiteral("profiler_reliability"));
+    reliability_->setStyleSheet(QStringLiteral("color: %1; font-weight: bold").arg(status_color(StatusColor::Warning).name()));
+    reliability_->hide();
     status_ = new QLabel(tr("Open a model to profile it."));
     status_->setObjectName(QStringLiteral("counter_status"));
     status_->setWordWrap(true);
@@ -147,6 +151,7 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     layout->setSpacing(3);
     layout->addLayout(options);
     layout->addWidget(summary_);
+    layout->addWidget(reliability_);
     layout->addWidget(tabs_, 1);
 
     timer_.setSingleShot(true);
@@ -161,6 +166,7 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
 
 QLabel* ProfilerView::summary_label() const { return summary_; }
 QLabel* ProfilerView::overhead_label() const { return overhead_; }
+QLabel* ProfilerView::reliability_label() const { return reliability_; }
 
 Counting ProfilerView::counting() const { return static_cast<Counting>(counting_->currentData().toInt()); }
 
@@ -236,8 +242,8 @@ void ProfilerView::refresh() {
 void ProfilerView::show_summary(const TimeTotals& t) {
     if (t.tokens == 0) {
         summary_->setText(tr("No tokens profiled yet. Counters are %1.").arg(counting_->currentText()));
-        summary_->setToolTip(QString());
-        summary_->setStyleSheet(QString());
+        reliability_->clear();
+        reliability_->hide();
         overhead_->clear();
         return;
     }
@@ -259,14 +265,14 @@ void ProfilerView::show_summary(const TimeTotals& t) {
                        .arg(ms(mean(s.lm_head)), ms(mean(s.sampling)), ms(mean(s.counters)), ms(mean(s.other())));
     if (uncounted && t.counted > 0) text += tr("; %n more with counters read left out", nullptr, t.counted);
     // Per-token steps vary with position and routing; half of them beyond 20 % of the median is noise, not that.
-    const bool spread = step.samples.size() > 2 && step.median > 0 && (step.q3 - step.q1) / step.median > tools::kLargeSpread;
-    if (spread) text = tr("⚠ Unreliable (the middle half of the steps spans %1 % of the median): ").arg(100.0 * (step.q3 - step.q1) / step.median, 0, 'f', 0) + text;
-    if (last_load_.busy())
-        text = tr("⚠ Unreliable (the machine was busy during the last reply: %1): ").arg(QString::fromStdString(last_load_.describe())) + text;
-    const bool noisy = spread || last_load_.busy();
     summary_->setText(text);
-    summary_->setToolTip(text);
-    summary_->setStyleSheet(noisy ? QStringLiteral("color: %1").arg(status_color(StatusColor::Warning).name()) : QString());
+    // Its own line under the figures, so that neither hides the other at dock width.
+    QStringList why;
+    if (last_load_.busy()) why << tr("the machine was busy during the last reply (%1)").arg(QString::fromStdString(last_load_.describe()));
+    if (step.samples.size() > 2 && step.median > 0 && (step.q3 - step.q1) / step.median > tools::kLargeSpread)
+        why << tr("the middle half of the steps spans %1 % of the median").arg(100.0 * (step.q3 - step.q1) / step.median, 0, 'f', 0);
+    reliability_->setText(why.isEmpty() ? QString() : tr("⚠ Unreliable: %1.").arg(why.join(QStringLiteral("; "))));
+    reliability_->setVisible(!why.isEmpty());
     QString overhead;
     if (t.counted == 0) {
         overhead = tr("counters off: no profiler cost beyond the clock");

@@ -45,6 +45,8 @@ public:
     QLabel* summary_label() const;
     // What counting costs, measured.
     QLabel* overhead_label() const;
+    // "⚠ Unreliable: …" when the machine was busy during the last reply or the steps' IQR is wide; hidden otherwise.
+    QLabel* reliability_label() const;
     QComboBox* counting_selector() const { return counting_; }
     Counting counting() const;
     void set_counting(Counting mode);
@@ -81,6 +83,7 @@ private:
     QLabel* status_ = nullptr;
     ElidedLabel* summary_ = nullptr;
     ElidedLabel* overhead_ = nullptr;
+    ElidedLabel* reliability_ = nullptr;
     QComboBox* counting_ = nullptr;
     QCheckBox* generated_only_ = nullptr;
     QTabWidget* tabs_ = nullptr;
