@@ -65,22 +65,24 @@ Result<Loaded> open_session(const std::string& path, ThreadPool& pool, uint32_t 
 }
 
 json spread_json(const Spread& s) {
-    return json{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"samples", s.samples}};
+    return json{{"median", s.median}, {"min", s.min},   {"max", s.max},
+                {"q1", s.q1},         {"q3", s.q3},     {"relative_range", s.relative_range()},
+                {"large", spread_is_large(s)}, {"samples", s.samples}};
+}
+
+json load_json(const MachineLoad& l) {
+    json j{{"measured", l.measured}, {"busy", l.busy()}, {"cpus", l.cpus}};
+    if (l.measured) {
+        j["other_cpus"] = l.other_cpus;
+        j["own_cpus"] = l.own_cpus;
+        j["busy_threshold_cpus"] = l.busy_threshold();
+    } else {
+        j["not_measured"] = l.not_measured;
+    }
+    return j;
 }
 
 }  // namespace
-
-Spread Spread::of(std::vector<double> samples) {
-    Spread s;
-    s.samples = samples;
-    if (samples.empty()) return s;
-    std::sort(samples.begin(), samples.end());
-    const size_t n = samples.size();
-    s.min = samples.front();
-    s.max = samples.back();
-    s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-    return s;
-}
 
 TokenBytes decode_token_bytes(const Model& model) {
     const format::HyperParams& hp = model.hparams();
@@ -303,7 +305,9 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     const int32_t first = decode_start_token(*l->model);
 
     std::vector<double> prompt_tps, decode_tps;
+    std::optional<LoadWatch> watch;
     for (uint32_t r = 0; r <= config.reps; ++r) {  // rep 0 warms the page cache and the caches
+        if (r == 1) watch.emplace();  // the machine's load over the timed repetitions
         auto rep = measure_repetition(s, prompt, first, config.decode_tokens, start);
         if (!rep) return rep.status();
         report.prompt_first_position = rep->prompt_first_position;
@@ -318,6 +322,7 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     }
     report.prompt_tps = Spread::of(prompt_tps);
     report.decode_tps = Spread::of(decode_tps);
+    if (watch) report.load = watch->stop();
     if (config.layer_times) {
         auto profile = profile_decode(s, first, config.decode_tokens, start);
         if (!profile) return profile.status();
@@ -375,6 +380,7 @@ Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& s, con
     std::vector<std::vector<double>> prompt_tps(runs.size()), decode_tps(runs.size());
     const int total = static_cast<int>(config.reps * runs.size());
     int done = 0;
+    LoadWatch watch(config.load_reader);
     for (uint32_t rep = 0; rep < config.reps && !out.stopped; ++rep) {
         for (size_t vi = 0; vi < runs.size(); ++vi) {
             const kernels::Variant v = config.variants[vi];
@@ -404,6 +410,7 @@ Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& s, con
         }
     }
     // Only repetitions every variant finished count, so that the variants are compared on equal terms.
+    out.load = watch.stop();
     size_t reps_done = decode_tps.front().size();
     for (const auto& d : decode_tps) reps_done = std::min(reps_done, d.size());
     if (reps_done == 0) return out;
@@ -421,6 +428,7 @@ Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& s, con
         decode_tps[vi].resize(reps_done);
         r.prompt_tps = Spread::of(prompt_tps[vi]);
         r.decode_tps = Spread::of(decode_tps[vi]);
+        r.load = out.load;
     }
     out.runs = std::move(runs);
     return out;
@@ -478,7 +486,24 @@ json bench_json(const BenchReport& r) {
         j["cold_tokens"] = r.config.cold_tokens;
         j["cold_tokens_per_s"] = spread_json(Spread::of(r.cold_tps));
     }
+    j["machine_load"] = load_json(r.load);
+    j["unreliable"] = r.unreliable();
     return j;
+}
+
+std::string BenchReport::unreliable() const {
+    return unreliable_reason(load, {{"prompt tok/s", prompt_tps}, {"decode tok/s", decode_tps}});
+}
+
+std::string comparison_unreliable(const std::vector<KernelRun>& runs) {
+    if (runs.empty()) return {};
+    std::vector<NamedSpread> figures;
+    for (const KernelRun& r : runs) {
+        const std::string name = kernels::variant_display_name(r.variant);
+        figures.push_back({"prompt tok/s of " + name, r.report.prompt_tps});
+        figures.push_back({"decode tok/s of " + name, r.report.decode_tps});
+    }
+    return unreliable_reason(runs.front().report.load, figures);
 }
 
 std::string bench_text(const BenchReport& r) {
@@ -540,6 +565,8 @@ std::string bench_text(const BenchReport& r) {
     line("roofline: %.2f tok/s; decode reaches %.1f%% (median of the repetitions, each against the bandwidth "
          "measured either side of it; %.1f%% median against median)\n",
          r.roofline_tps(), 100.0 * r.roofline_fraction(), 100.0 * r.roofline_fraction_of_medians());
+    line("machine: %s\n", r.load.describe().c_str());
+    if (const std::string why = r.unreliable(); !why.empty()) line("UNRELIABLE: %s\n", why.c_str());
     return out;
 }
 
@@ -589,6 +616,10 @@ std::string kernel_comparison_text(const std::vector<KernelRun>& runs) {
                       r.report.decode_tps.median / base.decode_tps.median, layers.c_str());
         out += buf;
     }
+    out += "machine: " + base.load.describe() + "\n";
+    if (const std::string why = comparison_unreliable(runs); !why.empty()) out += "UNRELIABLE: " + why + "\n";
+    for (const KernelRun& r : runs)
+        if (r.variant == kernels::Variant::NeonTranslated) out += std::string("note: ") + kNeonTranslatedNote + "\n";
     for (const KernelRun& r : runs) out += "\n== kernel " + std::string(kernels::variant_name(r.variant)) + "\n" + bench_text(r.report);
     return out;
 }
@@ -600,7 +631,7 @@ json kernel_comparison_json(const std::vector<KernelRun>& runs) {
         j["kernel"] = kernels::variant_name(r.variant);
         list.push_back(std::move(j));
     }
-    return json{{"kernel_comparison", list}};
+    return json{{"kernel_comparison", list}, {"unreliable", comparison_unreliable(runs)}};
 }
 
 }  // namespace colibri::tools

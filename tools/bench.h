@@ -19,6 +19,7 @@
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/registry.h"
+#include "tools/measurement.h"
 
 namespace colibri::tools {
 
@@ -47,11 +48,6 @@ struct BenchConfig {
     std::optional<ExpertCacheRequest> cache;  // --ram-budget: the routed experts in a cache of slots
 };
 
-struct Spread {
-    double median = 0, min = 0, max = 0;
-    std::vector<double> samples;  // in measurement order
-    static Spread of(std::vector<double> samples);
-};
 
 // Bytes of weights one decoded token reads, from the model's tensor sizes and weight types. Routed experts
 // count k (active) experts of average size per MoE layer.
@@ -171,6 +167,10 @@ struct BenchReport {
         ExpertCacheStats totals;
     };
     std::optional<CacheUse> expert_cache;
+    // Other load on the machine while the timed repetitions ran (tools/measurement.h).
+    MachineLoad load;
+    // Why these figures should not be trusted (a busy machine, repetitions far apart), or "".
+    std::string unreliable() const;
     double roofline_tps() const { return bandwidth.best.median * 1e9 / double(bytes.total()); }
     // Each decode repetition against the bandwidth measured on either side of it (paired_roofline_fractions),
     // in order; the headline fraction is their median. On a host whose bandwidth moves between repetitions,
@@ -212,11 +212,19 @@ struct KernelComparisonConfig {
     uint32_t decode_tokens = 32;
     uint32_t reps = 3;
     std::vector<kernels::Variant> variants;  // each one this CPU runs
+    LoadReader load_reader = read_machine_load;  // the machine's load over the whole comparison
 };
 struct KernelComparisonRuns {
     std::vector<KernelRun> runs;  // one per variant in order; empty when no repetition was finished by all
     bool stopped = false;         // by `progress`
+    MachineLoad load;             // also in each run's report
 };
+// Why a comparison's figures should not be trusted (the machine busy, a variant's repetitions far apart), or "".
+std::string comparison_unreliable(const std::vector<KernelRun>& runs);
+// What "NEON (translated)" is, for every report that shows it.
+inline constexpr const char* kNeonTranslatedNote =
+    "NEON (translated): its speed says nothing about an ARM CPU. It is the ARM NEON code compiled for this x86 CPU "
+    "through SIMDe, which proves that code path decodes bit-identical tokens.";
 using ComparisonProgress = std::function<bool(int done, int total, kernels::Variant variant, int rep)>;
 Result<KernelComparisonRuns> compare_kernels(const Model& model, Session& session, const KernelComparisonConfig& config,
                                              const ComparisonProgress& progress);

@@ -389,7 +389,9 @@ void EngineWorker::do_generate(const GenerationRequest& request, uint64_t id) {
     }
     Sampler sampler(request.sampling);
     StudioTurn observer(*this, id, stats);
+    tools::LoadWatch load;  // the profiler's timings of this turn are flagged when others loaded the machine
     auto result = chat_->run(ids, sampler, turn, &observer);
+    stats.load = load.stop();
     if (!result) {
         emit generationFailed(QString::fromStdString(result.message()));
         return;

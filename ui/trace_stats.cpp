@@ -69,6 +69,7 @@ ProfileTotals profile_totals(const Conversation& c, const TokenSpan& span, int c
         for (const LayerProfile& l : t.trace.layers) {
             StageTotals& s = layers[l.layer];
             ++s.tokens;
+            if (t.trace.counted) ++s.counted_tokens;
             s.attention_ns += l.attention_ns;
             s.router_ns += l.router_ns;
             s.experts_ns += l.experts_ns;
@@ -83,6 +84,7 @@ ProfileTotals profile_totals(const Conversation& c, const TokenSpan& span, int c
                 x.layer = r.layer;
                 x.expert = e;
                 ++x.activations;
+                if (t.trace.experts_counted) ++x.counted_activations;
                 if (x.counters.size() != n) x.counters.assign(n, 0);
             }
         for (const ExpertCounters& e : t.trace.experts) add(experts[{e.layer, e.expert}].counters, e.counters);
@@ -112,15 +114,20 @@ TimeTotals time_totals(const Conversation& c, const TokenSpan& span) {
         const TokenTime x = tok.trace.time();
         ++t.tokens;
         add(t.sum, x);
+        t.step_ms.push_back(static_cast<double>(x.total) / 1e6);
         if (!tok.trace.generated) continue;
         ++t.generated;
         add(t.generated_sum, x);
         if (tok.trace.counted) {
             ++t.counted;
             t.counted_ns += x.total;
+            add(t.counted_sum, x);
+            t.counted_step_ms.push_back(static_cast<double>(x.total) / 1e6);
         } else {
             ++t.uncounted;
             t.uncounted_ns += x.total;
+            add(t.uncounted_sum, x);
+            t.uncounted_step_ms.push_back(static_cast<double>(x.total) / 1e6);
         }
     }
     return t;

@@ -38,6 +38,7 @@ ExpertUsage expert_usage(const Conversation& c, const TokenSpan& span, int exper
 
 struct StageTotals {
     int tokens = 0;
+    int counted_tokens = 0;  // of them, with perf counters read: the counter sums are theirs alone
     uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;
     uint64_t counter_ns = 0;  // reading the counters (the profiler's own cost, outside the three stages)
     std::vector<uint64_t> counters;  // sums
@@ -47,6 +48,7 @@ struct StageTotals {
 struct ExpertTotals {
     int layer = 0, expert = 0;
     int activations = 0;
+    int counted_activations = 0;     // with the per-expert counters read: the sums are theirs alone
     std::vector<uint64_t> counters;  // sums
 };
 
@@ -68,6 +70,9 @@ struct TimeTotals {
     TokenTime generated_sum;
     int counted = 0, uncounted = 0;  // generated tokens with counters read, and without
     uint64_t counted_ns = 0, uncounted_ns = 0;
+    TokenTime counted_sum, uncounted_sum;  // generated tokens, apart: counting slows the step
+    // Each token's step in ms: generated ones with and without counters, and every token of the span.
+    std::vector<double> counted_step_ms, uncounted_step_ms, step_ms;
     double mean_ms(uint64_t TokenTime::*stage, bool generated_only) const {
         const int n = generated_only ? generated : tokens;
         return n > 0 ? static_cast<double>((generated_only ? generated_sum : sum).*stage) / n / 1e6 : 0.0;

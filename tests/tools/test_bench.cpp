@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "../test_support.h"
@@ -58,6 +59,16 @@ private slots:
         check_spread(j, "decode_tokens_per_s");
         check_spread(j, "bandwidth_gb_per_s");
         check_spread(j, "cold_tokens_per_s");
+        // The spread beyond min–max, and the machine's other load over the timed repetitions with the verdict.
+        const QJsonObject decode_spread = j["decode_tokens_per_s"].toObject();
+        QVERIFY(decode_spread["q1"].toDouble() <= decode_spread["median"].toDouble() &&
+                decode_spread["median"].toDouble() <= decode_spread["q3"].toDouble());
+        QCOMPARE(decode_spread["large"].toBool(), decode_spread["relative_range"].toDouble() > 0.2);
+        const QJsonObject load = j["machine_load"].toObject();
+        QVERIFY2(load["measured"].toBool() && load["cpus"].toInt() >= 1 && load["other_cpus"].toDouble() >= 0, r.out.constData());
+        QCOMPARE(load["busy"].toBool(), load["other_cpus"].toDouble() >= load["busy_threshold_cpus"].toDouble());
+        QCOMPARE(j["unreliable"].toString().isEmpty(), !load["busy"].toBool() && !decode_spread["large"].toBool() &&
+                                                           !j["prompt_tokens_per_s"].toObject()["large"].toBool());
         QCOMPARE(j["bandwidth_buffer_bytes"].toDouble(), 64.0 * 1024 * 1024);
         // The bandwidth of every read pattern (streams per thread, software prefetch), and the roofline's figure
         // is the best median.
@@ -135,7 +146,8 @@ private slots:
         const CliResult r = run_cli({"bench", "-m", model_, "-t", "1", "-p", "4", "-n", "4", "--reps", "1", "--bandwidth-mib", "64",
                                      "--router", "lut", "--prefetch", "--huge-pages"});
         QVERIFY2(r.exit_code == 0, r.err.constData());
-        for (const char* s : {"prompt", "decode", "bytes per decoded token", "memory bandwidth", "roofline", "router lut", "prefetch on"})
+        for (const char* s : {"prompt", "decode", "bytes per decoded token", "memory bandwidth", "roofline", "router lut", "prefetch on",
+                              "machine: other processes used "})
             QVERIFY2(r.out.contains(s), s);
     }
 
@@ -266,6 +278,31 @@ private slots:
             QCOMPARE(r.report.decode_layers.size(), size_t(model.value()->hparams().n_layers));
         }
         QCOMPARE(compared->runs[0].variant, kernels::Variant::Scalar);
+        // The machine's load comes from the injected reader: a busy stretch (other processes on 3 of 4 CPUs)
+        // flags every run; the figures' JSON and text say so.
+        int reads = 0;
+        config.load_reader = [&reads]() -> colibri::Result<tools::LoadReading> {
+            // 100 ticks of 4 CPUs pass; busy 80 of them, 5 this process's own.
+            const uint64_t n = static_cast<uint64_t>(reads++);
+            return tools::LoadReading{{80 * n, 100 * n, 4}, 5 * n};
+        };
+        auto busy = tools::compare_kernels(*model.value(), s, config, {});
+        QVERIFY(busy.is_ok());
+        QCOMPARE(reads, 2);
+        QVERIFY(busy->load.measured && busy->load.busy());
+        QCOMPARE(busy->load.other_cpus, 3.0);
+        QCOMPARE(busy->load.own_cpus, 0.2);
+        for (const tools::KernelRun& r : busy->runs) QVERIFY(r.report.load.busy());
+        const std::string why = tools::comparison_unreliable(busy->runs);
+        QVERIFY2(why.find("the machine was busy: other processes used 3.0 of 4 CPUs") == 0, why.c_str());
+        QVERIFY(tools::kernel_comparison_text(busy->runs).find("UNRELIABLE: the machine was busy") != std::string::npos);
+        QCOMPARE(tools::kernel_comparison_json(busy->runs)["unreliable"].get<std::string>(), why);
+        QCOMPARE(tools::bench_json(busy->runs[0].report)["machine_load"]["busy"].get<bool>(), true);
+        config.load_reader = [] { return colibri::Result<tools::LoadReading>(colibri::error("/proc/stat: cannot read")); };
+        auto unknown = tools::compare_kernels(*model.value(), s, config, {});
+        QVERIFY(unknown.is_ok() && !unknown->load.measured && !unknown->load.busy());
+        QCOMPARE(unknown->load.not_measured, std::string("/proc/stat: cannot read"));
+        config.load_reader = tools::read_machine_load;
         // Stopped in the second repetition: only the first, which every variant finished, counts.
         auto stopped = tools::compare_kernels(*model.value(), s, config, [](int done, int, kernels::Variant, int) { return done < 3; });
         QVERIFY(stopped.is_ok());
@@ -282,6 +319,77 @@ private slots:
         config.prompt = {-1};
         auto bad_id = tools::compare_kernels(*model.value(), s, config, {});
         QVERIFY(!bad_id.is_ok() && bad_id.message().find("out of range") != std::string::npos);
+    }
+
+    // The spread of repetitions and the machine's load read from synthetic /proc/stat snapshots: what counts as
+    // busy, what as far apart, and /proc/stat text that is not one.
+    void spread_and_machine_load() {
+        using namespace colibri::tools;
+        const Spread s = Spread::of({10, 12, 11, 30, 9});
+        QCOMPARE(s.median, 11.0);
+        QCOMPARE(s.min, 9.0);
+        QCOMPARE(s.max, 30.0);
+        QCOMPARE(s.q1, 10.0);
+        QCOMPARE(s.q3, 12.0);
+        QCOMPARE(s.samples, std::vector<double>({10, 12, 11, 30, 9}));
+        QVERIFY(spread_is_large(s));  // 21 / 11 apart
+        QVERIFY(!spread_is_large(Spread::of({100, 104, 98})));
+        QVERIFY(!spread_is_large(Spread::of({100})));  // one repetition: nothing to judge
+        QCOMPARE(Spread::of({1, 2, 3, 4}).median, 2.5);
+
+        const char* quiet_before =
+            "cpu  1000 0 500 8000 100 0 10 0 0 0\ncpu0 500 0 250 4000 50 0 5 0 0 0\ncpu1 500 0 250 4000 50 0 5 0 0 0\n"
+            "intr 1 2 3\nctxt 99\n";
+        const char* quiet_after =  // 200 ticks: 50 busy, of them 40 this process's
+            "cpu  1030 0 520 8150 100 0 10 0 0 0\ncpu0 515 0 260 4075 50 0 5 0 0 0\ncpu1 515 0 260 4075 50 0 5 0 0 0\n";
+        const char* busy_after =  // 200 ticks: 180 busy (steal included), 40 this process's
+            "cpu  1100 50 510 8020 100 0 10 20 0 0\ncpu0 550 25 255 4010 50 0 5 10 0 0\ncpu1 550 25 255 4010 50 0 5 10 0 0\n";
+        auto a = parse_proc_stat(quiet_before);
+        QVERIFY2(a.is_ok(), a.message().c_str());
+        QCOMPARE(a->cpus, 2u);
+        QCOMPARE(a->busy, uint64_t(1510));
+        QCOMPARE(a->total, uint64_t(9610));
+        auto q = parse_proc_stat(quiet_after);
+        auto b = parse_proc_stat(busy_after);
+        QVERIFY(q.is_ok() && b.is_ok());
+        const MachineLoad quiet = load_between({a.value(), 100}, {q.value(), 140});
+        QVERIFY(quiet.measured && !quiet.busy());
+        QCOMPARE(quiet.own_cpus, 0.4);
+        QCOMPARE(quiet.other_cpus, 0.1);
+        QCOMPARE(quiet.describe(), std::string("other processes used 0.1 of 2 CPUs (this one 0.4)"));
+        QCOMPARE(unreliable_reason(quiet, {{"decode", Spread::of({100, 101, 99})}}), std::string());
+        QCOMPARE(unreliable_reason(quiet, {{"decode", Spread::of({100, 150, 99})}}), std::string("decode varied 51 % between repetitions"));
+        const MachineLoad busy = load_between({a.value(), 100}, {b.value(), 140});
+        QVERIFY(busy.busy());
+        QCOMPARE(busy.other_cpus, 1.4);
+        QCOMPARE(unreliable_reason(busy, {}), std::string("the machine was busy: other processes used 1.4 of 2 CPUs (this one 0.4)"));
+        // A reading that did not move (a run within one tick) is not measured, never a division by zero.
+        const MachineLoad still = load_between({a.value(), 100}, {a.value(), 100});
+        QVERIFY(!still.measured && !still.busy() && !still.not_measured.empty());
+        // The threshold grows with the machine: 1.4 other CPUs of 64 is not busy.
+        MachineLoad big = busy;
+        big.cpus = 64;
+        QVERIFY(!big.busy());
+        big.other_cpus = 7;
+        QVERIFY(big.busy());
+        // A LoadWatch reads at its start and at stop(), through the injected reader.
+        std::vector<std::string> snapshots{quiet_before, busy_after};
+        size_t at = 0;
+        LoadWatch watch([&]() -> colibri::Result<LoadReading> {
+            auto cpu = parse_proc_stat(snapshots[at]);
+            if (!cpu) return cpu.status();
+            return LoadReading{cpu.value(), 100 + 40 * at++};
+        });
+        QCOMPARE(watch.stop().other_cpus, 1.4);
+        // Text that is not /proc/stat.
+        QVERIFY(!parse_proc_stat("").is_ok());
+        QVERIFY(!parse_proc_stat("cpu0 1 2 3 4\n").is_ok());
+        QVERIFY(!parse_proc_stat("cpu  1 2\n").is_ok());
+        QVERIFY(!parse_proc_stat("cpu  x y z w\n").is_ok());
+        // The real machine reads.
+        auto here = read_machine_load();
+        QVERIFY2(here.is_ok(), here.message().c_str());
+        QVERIFY(here->cpu.cpus >= 1 && here->cpu.total > 0);
     }
 
     void bad_arguments() {

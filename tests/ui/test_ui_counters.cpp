@@ -79,6 +79,104 @@ private slots:
         QVERIFY(after[static_cast<size_t>(task_clock)] > before[static_cast<size_t>(task_clock)]);
     }
 
+    // Counting off is "not measured", never zeros; tokens with counters read are slower and never mixed into the
+    // summary of those without; the summary gives the median step with its IQR and min–max, and flags a spread
+    // too wide to trust.
+    void counters_not_measured_and_never_mixed() {
+        Conversation conversation;
+        ProfilerView view(&conversation);
+        CounterSet set;
+        set.names = {QStringLiteral("page faults"), QStringLiteral("task clock ns")};
+        view.set_model(ModelSummary{}, set);
+        auto add = [&](int position, double step_ms, bool counted) {
+            TokenTrace t;
+            t.position = position;
+            t.token = 7 + position;
+            t.generated = true;
+            t.counted = counted;
+            t.step_ns = static_cast<uint64_t>(step_ms * 1e6);
+            for (int layer = 0; layer < 2; ++layer) {
+                LayerProfile l;
+                l.layer = layer;
+                l.attention_ns = 300000;
+                l.experts_ns = 500000;
+                if (counted) {
+                    l.counter_ns = 20000;
+                    l.counters = {10, 1000};
+                }
+                t.layers.push_back(l);
+            }
+            conversation.add_trace(t);
+        };
+        for (int i = 0; i < 5; ++i) add(i, 2.0 + 0.01 * i, false);
+        view.refresh();
+        LayerProfileModel* layers = view.layer_model();
+        QCOMPARE(layers->index(0, LayerProfileModel::FirstCounter).data().toString(), QStringLiteral("not measured"));
+        QCOMPARE(layers->index(1, LayerProfileModel::FirstCounter + 1).data().toString(), QStringLiteral("not measured"));
+        QVERIFY(view.counter_chart_values().isEmpty());
+        QVERIFY2(view.counter_chart_title().startsWith(QStringLiteral("Counters not measured: counting was off")), qPrintable(view.counter_chart_title()));
+        QString summary = view.summary_label()->text();
+        QVERIFY2(summary.startsWith(QStringLiteral("5 generated tokens, counters off: 2.02 ms per token median (IQR 2.01–2.03, min–max 2.00–2.04)")),
+                 qPrintable(summary));
+        QVERIFY(view.reliability_label()->isHidden());
+
+        // Three more with counters read, 9 ms each: left out of the summary, and the counters' means theirs alone.
+        for (int i = 5; i < 8; ++i) add(i, 9.0, true);
+        view.refresh();
+        summary = view.summary_label()->text();
+        QVERIFY2(summary.startsWith(QStringLiteral("5 generated tokens, counters off: 2.02 ms per token median")), qPrintable(summary));
+        QVERIFY2(summary.endsWith(QStringLiteral("; 3 more with counters read left out")), qPrintable(summary));
+        QCOMPARE(layers->index(0, LayerProfileModel::FirstCounter).data().toString(), QStringLiteral("10"));
+        QCOMPARE(layers->mean_counter(1, 1), 1000.0);
+        QCOMPARE(view.counter_chart_values(), QList<qreal>({10.0, 10.0}));
+        QVERIFY2(view.counter_chart_title().contains(QStringLiteral("the 3 of 8 tokens counted")), qPrintable(view.counter_chart_title()));
+        QVERIFY(view.overhead_label()->text().contains(QStringLiteral("9.00 ms counted (3) and 2.02 ms uncounted (5)")));
+        // A reply during which other processes loaded the machine (synthetic /proc/stat: 1.4 of 2 CPUs) is flagged.
+        GenerationStats busy;
+        busy.load = tools::load_between({{1000, 10000, 2}, 100}, {{1180, 10200, 2}, 140});
+        view.note_generation(busy);
+        QVERIFY2(view.reliability_label()->text().startsWith(
+                     QStringLiteral("⚠ Unreliable: the machine was busy during the last reply (other processes used 1.4 of 2 CPUs")),
+                 qPrintable(view.reliability_label()->text()));
+        QVERIFY(!view.reliability_label()->isHidden());
+        QVERIFY(view.summary_label()->text().startsWith(QStringLiteral("5 generated tokens, counters off: 2.02 ms")));
+        view.note_generation(GenerationStats{});
+        QVERIFY(view.reliability_label()->isHidden());
+
+        // Only counted tokens: said so, with their cost inside.
+        Conversation counted_only;
+        ProfilerView all_counted(&counted_only);
+        all_counted.set_model(ModelSummary{}, set);
+        for (int i = 0; i < 3; ++i) {
+            TokenTrace t;
+            t.position = i;
+            t.token = 3;
+            t.generated = true;
+            t.counted = true;
+            t.step_ns = 4000000;
+            counted_only.add_trace(t);
+        }
+        all_counted.refresh();
+        QVERIFY2(all_counted.summary_label()->text().startsWith(QStringLiteral("3 generated tokens, all with counters read: 4.00 ms")),
+                 qPrintable(all_counted.summary_label()->text()));
+
+        // Steps all over the place (IQR as wide as the median): flagged.
+        Conversation noisy;
+        ProfilerView noisy_view(&noisy);
+        const double steps[] = {1, 1, 2, 3, 4};
+        for (int i = 0; i < 5; ++i) {
+            TokenTrace t;
+            t.position = i;
+            t.token = 3;
+            t.generated = true;
+            t.step_ns = static_cast<uint64_t>(steps[i] * 1e6);
+            noisy.add_trace(t);
+        }
+        noisy_view.refresh();
+        QCOMPARE(noisy_view.reliability_label()->text(), QStringLiteral("⚠ Unreliable: the middle half of the steps spans 100 % of the median."));
+        QVERIFY(!noisy_view.reliability_label()->isHidden());
+    }
+
     void profiler_on_this_machine() {
         const QString model = convert_reference(dir_, QStringLiteral("mixtral"));
         QVERIFY(!model.isEmpty());

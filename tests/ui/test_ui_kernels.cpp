@@ -4,7 +4,13 @@
 // keeps the finished measurements; and the comparison end to end: the same prompt and decode on the suites'
 // model with every variant this machine runs, side by side, kept between sessions and exported, and the
 // chat's own kernel choice.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+#include <thread>
 
 #include <QComboBox>
 #include <QPushButton>
@@ -34,6 +40,69 @@ struct Row {
     double ns;
     bool chosen;
 };
+
+// Other load on the machine, started and stopped by the test: one spinning child process per CPU (the
+// comparison's load watch counts only other processes, so threads of the test itself would not do).
+class LoadGenerator {
+public:
+    LoadGenerator() {
+        const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+        for (unsigned i = 0; i < n; ++i) {
+            const pid_t pid = fork();
+            if (pid == 0) {
+                for (volatile uint64_t spin = 0;; spin = spin + 1) {
+                }
+            }
+            if (pid > 0) children_.push_back(pid);
+        }
+    }
+    ~LoadGenerator() {
+        for (pid_t pid : children_) kill(pid, SIGKILL);
+        for (pid_t pid : children_) waitpid(pid, nullptr, 0);
+    }
+    size_t size() const { return children_.size(); }
+
+private:
+    std::vector<pid_t> children_;
+};
+
+// The Studio shown at 1280×720, its settings not kept.
+std::unique_ptr<MainWindow> shown_window() {
+    MainWindowOptions options;
+    options.persist_settings = false;
+    auto w = std::make_unique<MainWindow>(options);
+    w->resize(1280, 720);
+    w->show();
+    return w;
+}
+
+// A run of the comparison made by hand, with its decode rate's repetitions.
+KernelRun made_run(kernels::Variant v, std::vector<double> decode) {
+    KernelRun r;
+    r.variant = v;
+    r.report.prompt_tps = tools::Spread::of({100, 101, 99});
+    r.report.decode_tps = tools::Spread::of(std::move(decode));
+    r.report.decode_layers = {tools::LayerTimes{0, 10, 1, 20, 0}};
+    r.report.decode_lm_head_us = 5;
+    r.report.decode_token_us = 40;
+    r.decoded = {1, 2, 3};
+    return r;
+}
+
+// The machine's load between two synthetic /proc/stat snapshots of 2 CPUs (200 ticks; this process 40 of them,
+// others `other_ticks`), in every run.
+KernelComparison made_comparison(const QString& when, uint64_t other_ticks, std::vector<KernelRun> runs) {
+    KernelComparison c;
+    c.model = QStringLiteral("/models/demo.bin");
+    c.threads = 2;
+    c.prompt_tokens = 8;
+    c.decode_tokens = 3;
+    c.reps = 3;
+    c.when = when;
+    for (KernelRun& r : runs) r.report.load = tools::load_between({{1000, 10000, 2}, 100}, {{1000 + 40 + other_ticks, 10200, 2}, 140});
+    c.runs = std::move(runs);
+    return c;
+}
 
 QByteArray report(const QString& cpu, const QStringList& features, const std::vector<Row>& rows) {
     QJsonArray results;
@@ -203,12 +272,142 @@ private slots:
         QCOMPARE(size_t(view.results()->rowCount()), size_t(partial) + 2 * kernels::kernel_types().size());
     }
 
+    // What a comparison's numbers are worth, as displayed: medians with their min–max, the spread flagged where
+    // repetitions lie far apart, the machine's load (from synthetic /proc/stat snapshots) flagged when busy,
+    // NEON (translated) explained, two comparisons side by side, and the prompt line true to the model's state.
+    void comparison_shows_spread_load_and_neon_note() {
+        KernelsView view;
+        view.resize(1100, 600);
+        view.show();
+        QVERIFY(view.comparison_status()->text().startsWith(QStringLiteral("Load a model")));
+        view.set_model_loaded(true);
+        QVERIFY2(!view.comparison_status()->text().contains(QStringLiteral("Load a model")), qPrintable(view.comparison_status()->text()));
+        QVERIFY(view.comparison_status()->text().contains(QStringLiteral("loaded model")));
+        QVERIFY(view.reliability_label()->isHidden());
+
+        // Busy: others used 140 of 200 ticks of 2 CPUs; the scalar run's decode repetitions lie 50 % apart.
+        view.comparison_finished(made_comparison(QStringLiteral("2026-12-07T01:00:00"), 140,
+                                                 {made_run(kernels::Variant::Scalar, {20, 30, 20}),
+                                                  made_run(kernels::Variant::NeonTranslated, {60, 61, 59})}));
+        QLabel* flag = view.reliability_label();
+        QVERIFY(flag->isVisibleTo(&view));
+        QVERIFY2(flag->text().startsWith(QStringLiteral("⚠ Unreliable: the machine was busy: other processes used 1.4 of 2 CPUs")),
+                 qPrintable(flag->text()));
+        QVERIFY2(flag->text().contains(QStringLiteral("decode tok/s of Scalar varied 50 % between repetitions")), qPrintable(flag->text()));
+        KernelComparisonModel* m = view.comparison_model();
+        QCOMPARE(m->headerData(KernelComparisonModel::DecodeTps, Qt::Horizontal).toString(), QStringLiteral("decode tok/s (min–max)"));
+        QCOMPARE(m->index(0, KernelComparisonModel::DecodeTps).data().toString(), QStringLiteral("20.0 (20.0–30.0)"));
+        QCOMPARE(m->index(1, KernelComparisonModel::DecodeTps).data().toString(), QStringLiteral("60.0 (59.0–61.0)"));
+        QCOMPARE(m->index(0, KernelComparisonModel::Spread).data().toString(), QStringLiteral("50 %, large"));
+        QCOMPARE(m->index(1, KernelComparisonModel::Spread).data().toString(), QStringLiteral("3 %"));
+        QVERIFY(m->index(0, KernelComparisonModel::DecodeTps).data(Qt::ToolTipRole).toString().contains(QStringLiteral("20.0, 30.0, 20.0")));
+        // NEON (translated): said what it is in the view, on its row and in the chat's kernel choice.
+        QVERIFY(view.neon_note()->isVisibleTo(&view));
+        QVERIFY(view.neon_note()->text().contains(QStringLiteral("says nothing about an ARM CPU")));
+        QVERIFY(m->index(1, KernelComparisonModel::Variant).data(Qt::ToolTipRole).toString().contains(QStringLiteral("through SIMDe")));
+        QVERIFY(m->index(0, KernelComparisonModel::Variant).data(Qt::ToolTipRole).isNull());
+        // The chart: medians with their min–max whiskers.
+        BarChart* speed = view.speed_chart();
+        QCOMPARE(speed->series()[0].ranges.size(), 2);
+        QCOMPARE(speed->series()[0].ranges[1], qMakePair(20.0, 30.0));
+        (void)speed->grab();
+        QCOMPARE(speed->drawn_ranges(), 4);
+
+        // Quiet, every repetition close: said so; no NEON (translated), no note.
+        view.comparison_finished(made_comparison(QStringLiteral("2026-12-07T02:00:00"), 10,
+                                                 {made_run(kernels::Variant::Scalar, {40, 41, 40})}));
+        QVERIFY2(flag->text().startsWith(QStringLiteral("The machine was quiet: other processes used 0.1 of 2 CPUs")), qPrintable(flag->text()));
+        QVERIFY(!flag->text().contains(QStringLiteral("Unreliable")));
+        QVERIFY(!view.neon_note()->isVisibleTo(&view));
+        QCOMPARE(m->columnCount(), KernelComparisonModel::SameOutput + 1);  // no baseline: no empty columns
+        // One repetition has no spread to show: no whisker, "—", and the line says why it cannot judge.
+        KernelRun once = made_run(kernels::Variant::Scalar, {40});
+        once.report.prompt_tps = tools::Spread::of({100});
+        view.comparison_finished(made_comparison(QStringLiteral("2026-12-07T01:30:00"), 10, {once}));
+        QCOMPARE(m->index(0, KernelComparisonModel::Spread).data().toString(), QStringLiteral("—"));
+        QCOMPARE(m->index(0, KernelComparisonModel::DecodeTps).data().toString(), QStringLiteral("40.0"));
+        QVERIFY2(flag->text().endsWith(QStringLiteral("One repetition: no spread to judge it by (3 or more tell).")), qPrintable(flag->text()));
+        (void)speed->grab();
+        QCOMPARE(speed->drawn_ranges(), 0);
+        view.comparison_selector()->setCurrentIndex(1);
+
+        // Side by side with the first: its decode rate and the ratio, within or beyond the two runs' spread.
+        view.set_baseline(0);
+        QCOMPARE(m->columnCount(), KernelComparisonModel::VsBaseline + 1);
+        QCOMPARE(m->index(0, KernelComparisonModel::BaselineDecodeTps).data().toString(), QStringLiteral("20.0 (20.0–30.0)"));
+        QCOMPARE(m->index(0, KernelComparisonModel::VsBaseline).data().toString(), QStringLiteral("×2.00, beyond the spread"));
+        QVERIFY(m->headerData(KernelComparisonModel::VsBaseline, Qt::Horizontal).toString().contains(QStringLiteral("2026-12-07T01:00:00")));
+        QCOMPARE(speed->categories(), QStringList({"Scalar"}));
+        QCOMPARE(speed->series().size(), 2);
+        QCOMPARE(speed->series()[1].values[0], 20.0);
+        QVERIFY(view.neon_note()->isVisibleTo(&view));  // the baseline has NEON (translated)
+        view.set_baseline(-1);
+        QCOMPARE(m->columnCount(), KernelComparisonModel::SameOutput + 1);
+
+        // Kept with the comparison: the load as measured, and the flag again after a restart.
+        KernelResults kept;
+        kept.add_comparison(view.comparisons().front());
+        const auto back = KernelComparison::from_json(QJsonDocument::fromJson(kept.json()).object()["comparisons"].toArray()[0].toObject());
+        QVERIFY2(back.is_ok(), back.message().c_str());
+        QVERIFY(back->load().busy());
+        QCOMPARE(back->load().other_cpus, 1.4);
+        QCOMPARE(back->unreliable(), view.comparisons().front().unreliable());
+    }
+
+    // At the size of a dock under the chat (1280×720's bottom area: about 900×240) and a wide short one, the
+    // charts keep a readable height with the comparison's flag and note above them.
+    void charts_readable_at_dock_size() {
+        KernelsView view;
+        view.set_model_loaded(true);
+        view.comparison_finished(made_comparison(QStringLiteral("2026-12-07T01:00:00"), 140,
+                                                 {made_run(kernels::Variant::Scalar, {20, 30, 20}),
+                                                  made_run(kernels::Variant::NeonTranslated, {60, 61, 59})}));
+        for (const QSize size : {QSize(900, 240), QSize(1280, 200), QSize(1900, 420)}) {
+            view.resize(size);
+            view.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&view));
+            QCoreApplication::processEvents();
+            // Never squeezed below their minimum (a dock smaller than that scrolls), every bar's value written.
+            for (BarChart* chart : {view.speed_chart(), view.layer_chart()}) {
+                QVERIFY2(chart->height() >= chart->minimumSizeHint().height() && chart->height() >= 110,
+                         qPrintable(QStringLiteral("%1 at %2×%3: %4 px").arg(chart->objectName()).arg(size.width()).arg(size.height()).arg(chart->height())));
+                (void)chart->grab();
+                QVERIFY(!chart->drawn_labels().isEmpty());
+            }
+            QVERIFY(view.reliability_label()->isVisibleTo(&view) && view.neon_note()->isVisibleTo(&view));
+        }
+    }
+
+    // A kernel comparison run twice while the test keeps every CPU busy with processes of its own: both runs are
+    // flagged unreliable, on the real /proc/stat.
+    void comparison_on_a_busy_machine_is_flagged() {
+        const std::unique_ptr<MainWindow> window = shown_window();
+        MainWindow& w = *window;
+        KernelsView* view = w.kernels_view();
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        w.open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
+        QVERIFY(wait_for(loaded, 1));
+        QVERIFY(!view->comparison_status()->text().contains(QStringLiteral("Load a model")));
+        view->set_comparison_size(4, 2, 1);  // small: the load, not the spread, is what flags it here
+        QSignalSpy done(w.worker(), &EngineWorker::kernelComparisonFinished);
+        LoadGenerator load;
+        QVERIFY(load.size() > 0);
+        for (int run = 1; run <= 2; ++run) {
+            QTRY_VERIFY(view->compare_button()->isEnabled());
+            QTest::mouseClick(view->compare_button(), Qt::LeftButton);
+            QVERIFY(wait_for(done, run, 120000));
+            QTRY_COMPARE_WITH_TIMEOUT(view->comparisons().size(), size_t(run), 10000);
+            const KernelComparison& c = view->comparisons().back();
+            QVERIFY2(c.load().measured && c.load().busy(), c.load().describe().c_str());
+            const QString flag = view->reliability_label()->text();
+            QVERIFY2(view->reliability_label()->isVisibleTo(view) && flag.startsWith(QStringLiteral("⚠ Unreliable: the machine was busy")),
+                     qPrintable(flag));
+        }
+    }
+
     void comparison_on_the_model_end_to_end() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.resize(1280, 720);
-        w.show();
+        const std::unique_ptr<MainWindow> window = shown_window();
+        MainWindow& w = *window;
         KernelsView* view = w.kernels_view();
         const QString store = dir_.filePath(QStringLiteral("kernel-results.json"));
         view->set_store(store);

@@ -248,7 +248,8 @@ private slots:
         QVERIFY(!refused.is_ok() && refused.message().find("'sse9'") != std::string::npos);
         const QStringList csv = c.csv().split('\n', Qt::SkipEmptyParts);
         QCOMPARE(csv.size(), 3);
-        QCOMPARE(csv[0], QStringLiteral("variant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us,layer1_us,lm_head_us,token_us"));
+        QCOMPARE(csv[0], QStringLiteral("variant,prompt_tokens_per_s,decode_tokens_per_s,layer0_us,layer1_us,lm_head_us,token_us,"
+                                    "prompt_min,prompt_max,decode_min,decode_max"));
         QVERIFY(csv[2].startsWith(QStringLiteral("avx2,40.00,20.00,20.00,22.00,6.00,50.00")));
         c.runs[1].decoded = {1, 2, 4};
         m.set_comparison(c);

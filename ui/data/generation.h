@@ -13,6 +13,7 @@
 #include "engine/cache/ram_budget.h"
 #include "engine/core/drafter.h"
 #include "engine/core/sampler.h"
+#include "tools/measurement.h"
 
 namespace colibri::studio {
 
@@ -44,6 +45,7 @@ struct GenerationStats {
     // Speculative decoding (Off: not used, or not while counting): checks made, tokens drafted and accepted.
     SpeculateMode speculate = SpeculateMode::Off;
     uint64_t checks = 0, drafted = 0, accepted = 0;
+    tools::MachineLoad load;  // other processes' load on the machine during the turn (a local model's; the profiler flags a busy one)
     // TokenRate's (engine/base/token_rate.h), as `colibri chat` and the server report them.
     double decode_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(decode_evaluated, 0)), decode_seconds}.per_second(); }
     double prompt_tokens_per_second() const { return TokenRate{static_cast<uint64_t>(std::max(prompt_tokens, 0)), prompt_seconds}.per_second(); }

@@ -23,10 +23,34 @@ std::vector<T> vector_of(const QJsonValue& v) {
     return out;
 }
 
+QJsonObject load_json(const tools::MachineLoad& l) {
+    return QJsonObject{{"measured", l.measured}, {"not_measured", QString::fromStdString(l.not_measured)}, {"cpus", static_cast<int>(l.cpus)},
+                       {"own_cpus", l.own_cpus}, {"other_cpus", l.other_cpus}};
+}
+
+tools::MachineLoad load_of(const QJsonValue& v) {
+    tools::MachineLoad l;
+    if (!v.isObject()) {
+        l.not_measured = "not recorded (measured before the Studio watched the machine's load)";
+        return l;
+    }
+    const QJsonObject o = v.toObject();
+    l.measured = o.value("measured").toBool();
+    l.not_measured = o.value("not_measured").toString().toStdString();
+    l.cpus = static_cast<unsigned>(std::max(o.value("cpus").toInt(), 0));
+    l.own_cpus = o.value("own_cpus").toDouble();
+    l.other_cpus = o.value("other_cpus").toDouble();
+    return l;
+}
+
 }  // namespace
 
 QString variant_key(const KernelRun& run) { return QString::fromLatin1(kernels::variant_name(run.variant)); }
 QString variant_label(const KernelRun& run) { return QString::fromLatin1(kernels::variant_display_name(run.variant)); }
+
+bool KernelComparison::has_variant(kernels::Variant v) const {
+    return std::any_of(runs.begin(), runs.end(), [v](const KernelRun& r) { return r.variant == v; });
+}
 
 bool KernelComparison::identical_output() const {
     for (const KernelRun& r : runs)
@@ -35,7 +59,8 @@ bool KernelComparison::identical_output() const {
 }
 
 // Version 1 of the store, as before the measurement moved to tools/: each layer's total in "layer_us"; the
-// stages beside it in "layer_stages_us" (attention, router, experts), which a reader of version 1 ignores.
+// stages beside it in "layer_stages_us" (attention, router, experts), and the machine's load in "machine_load",
+// which a reader of version 1 ignores.
 QJsonObject KernelComparison::to_json() const {
     QJsonArray list;
     for (const KernelRun& r : runs) {
@@ -68,6 +93,7 @@ QJsonObject KernelComparison::to_json() const {
                        {"reps", reps},
                        {"complete", complete},
                        {"when", when},
+                       {"machine_load", load_json(load())},
                        {"runs", list}};
 }
 
@@ -83,6 +109,7 @@ Result<KernelComparison> KernelComparison::from_json(const QJsonObject& o) {
     c.reps = o.value("reps").toInt();
     c.complete = o.value("complete").toBool(true);
     c.when = o.value("when").toString();
+    const tools::MachineLoad load = load_of(o.value("machine_load"));
     for (const auto& v : o.value("runs").toArray()) {
         const QJsonObject r = v.toObject();
         KernelRun run;
@@ -111,6 +138,7 @@ Result<KernelComparison> KernelComparison::from_json(const QJsonObject& o) {
         run.report.decode_lm_head_us = r.value("lm_head_us").toDouble();
         run.report.decode_token_us = r.value("token_us").toDouble();
         run.decoded = vector_of<int32_t>(r.value("decoded"));
+        run.report.load = load;
         c.runs.push_back(std::move(run));
     }
     return c;
@@ -123,11 +151,15 @@ QString KernelComparison::csv() const {
         for (const tools::LayerTimes& l : runs.front().report.decode_layers) header << QStringLiteral("layer%1_us").arg(l.layer);
         header << QStringLiteral("lm_head_us") << QStringLiteral("token_us");
     }
+    // The repetitions' range after the medians, so that readers of the older columns keep working.
+    header << QStringLiteral("prompt_min") << QStringLiteral("prompt_max") << QStringLiteral("decode_min") << QStringLiteral("decode_max");
     lines << header.join(QLatin1Char(','));
     for (const KernelRun& r : runs) {
         QStringList row{variant_key(r), QString::number(r.report.prompt_tps.median, 'f', 2), QString::number(r.report.decode_tps.median, 'f', 2)};
         for (const tools::LayerTimes& l : r.report.decode_layers) row << QString::number(l.total_us(), 'f', 2);
         row << QString::number(r.report.decode_lm_head_us, 'f', 2) << QString::number(r.report.decode_token_us, 'f', 2);
+        for (double v : {r.report.prompt_tps.min, r.report.prompt_tps.max, r.report.decode_tps.min, r.report.decode_tps.max})
+            row << QString::number(v, 'f', 2);
         lines << row.join(QLatin1Char(','));
     }
     return lines.join(QLatin1Char('\n')) + QLatin1Char('\n');

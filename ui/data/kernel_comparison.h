@@ -1,6 +1,7 @@
 // A kernel comparison on a model: the same prompt and the same greedy decode run once per kernel variant
 // (scalar, AVX2, AVX-512, NEON translated, ... whatever this machine runs), with tokens/s and the decode's
-// time per layer, measured by tools::compare_kernels (the measurement of `colibri bench`). Plain values: the
+// time per layer, measured by tools::compare_kernels (the measurement of `colibri bench`), with every
+// repetition's figure and the machine's load while it ran. Plain values: the
 // EngineWorker produces them, the kernels view shows them, KernelResults keeps and exports them.
 #pragma once
 #include <QJsonObject>
@@ -40,6 +41,11 @@ struct KernelComparison {
 
     // Every variant decoded the same ids (the kernels are bit-identical; docs/KERNELS.md).
     bool identical_output() const;
+    // Other load on the machine over the whole comparison (kept in every run's report).
+    tools::MachineLoad load() const { return runs.empty() ? tools::MachineLoad{} : runs.front().report.load; }
+    // Why its figures should not be trusted (tools::comparison_unreliable), or "".
+    QString unreliable() const { return QString::fromStdString(tools::comparison_unreliable(runs)); }
+    bool has_variant(kernels::Variant v) const;
     QJsonObject to_json() const;
     static Result<KernelComparison> from_json(const QJsonObject& o);
     // One line per variant: variant, prompt and decode tokens/s, then µs per layer and the lm head.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 
 namespace colibri::studio {
 
@@ -12,6 +14,29 @@ QString compact_number(double v) {
     if (a >= 1e4) return QString::number(v / 1e3, 'f', 1) + QStringLiteral(" k");
     return QString::number(v, 'f', a < 10 && v != std::floor(v) ? 2 : 0);
 }
+
+namespace {
+
+// A counter's mean, or "not measured" where no token of the row had its counters read (NaN): counting off is
+// not zero page faults.
+TableColumn counter_column(const QString& header, std::function<double(int row)> mean) {
+    return {header,
+            [mean](int row) {
+                const double v = mean(row);
+                return QVariant(std::isnan(v) ? QObject::tr("not measured") : compact_number(v));
+            },
+            [mean](int row) {
+                const double v = mean(row);
+                return QVariant(std::isnan(v) ? -1.0 : v);
+            },
+            Qt::AlignRight | Qt::AlignVCenter,
+            [mean](int row) {
+                return std::isnan(mean(row)) ? QVariant(QObject::tr("counting was off for these tokens: choose “per layer” to measure"))
+                                             : QVariant();
+            }};
+}
+
+}  // namespace
 
 LayerProfileModel::LayerProfileModel(QObject* parent) : TableModel(parent) { declare_columns(); }
 
@@ -25,7 +50,7 @@ void LayerProfileModel::declare_columns() {
                                 stage(tr("total µs"), Total),
                                 stage(tr("counter reads µs"), CounterReads)};
     for (int i = 0; i < counters_.size(); ++i)
-        columns.push_back(number(tr("%1 / token").arg(counters_[i]), [this, i](int row) { return mean_counter(row, i); }, 0, compact_number));
+        columns.push_back(counter_column(tr("%1 / token").arg(counters_[i]), [this, i](int row) { return mean_counter(row, i); }));
     if (steps_) {
         const char* names[kDeltaNetSteps] = {QT_TR_NOOP("in proj µs"), QT_TR_NOOP("conv µs"), QT_TR_NOOP("gates µs"),
                                               QT_TR_NOOP("delta rule µs"), QT_TR_NOOP("gated norm µs"), QT_TR_NOOP("out proj µs")};
@@ -91,7 +116,13 @@ double LayerProfileModel::mean_us(int row, int column) const {
 double LayerProfileModel::mean_counter(int row, int counter) const {
     if (row < 0 || row >= rowCount() || counter < 0 || counter >= counters_.size()) return 0.0;
     const StageTotals& s = totals_.per_layer[static_cast<size_t>(row)];
-    return s.tokens > 0 && static_cast<size_t>(counter) < s.counters.size() ? static_cast<double>(s.counters[static_cast<size_t>(counter)]) / s.tokens : 0.0;
+    // Over the tokens counted only: with counting switched on part-way, the others would halve the mean.
+    if (s.counted_tokens == 0) return std::numeric_limits<double>::quiet_NaN();
+    return static_cast<size_t>(counter) < s.counters.size() ? static_cast<double>(s.counters[static_cast<size_t>(counter)]) / s.counted_tokens : 0.0;
+}
+
+bool LayerProfileModel::counters_measured() const {
+    return std::any_of(totals_.per_layer.begin(), totals_.per_layer.end(), [](const StageTotals& s) { return s.counted_tokens > 0; });
 }
 
 ExpertCounterModel::ExpertCounterModel(QObject* parent) : TableModel(parent) { declare_columns(); }
@@ -102,12 +133,11 @@ void ExpertCounterModel::declare_columns() {
                                 {tr("expert"), [e](int row) { return QVariant(e(row).expert); }},
                                 {tr("activations"), [e](int row) { return QVariant(e(row).activations); }}};
     for (int i = 0; i < counters_.size(); ++i)
-        columns.push_back(number(tr("%1 / activation").arg(counters_[i]),
-                                 [e, c = static_cast<size_t>(i)](int row) {
-                                     const ExpertTotals& t = e(row);
-                                     return t.activations > 0 && c < t.counters.size() ? static_cast<double>(t.counters[c]) / t.activations : 0.0;
-                                 },
-                                 0, compact_number));
+        columns.push_back(counter_column(tr("%1 / activation").arg(counters_[i]), [e, c = static_cast<size_t>(i)](int row) {
+            const ExpertTotals& t = e(row);
+            if (t.counted_activations == 0) return std::numeric_limits<double>::quiet_NaN();
+            return c < t.counters.size() ? static_cast<double>(t.counters[c]) / t.counted_activations : 0.0;
+        }));
     set_columns(std::move(columns));
 }
 

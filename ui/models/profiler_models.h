@@ -26,8 +26,10 @@ public:
     void set_totals(const ProfileTotals& totals);
     // Mean microseconds per token of a stage column (Attention, Router, Experts, Total, CounterReads) in a row.
     double mean_us(int row, int column) const;
-    // Mean delta per token of counter i in a row.
+    // Mean delta per token of counter i in a row, over the tokens whose counters were read; NaN: none were.
     double mean_counter(int row, int counter) const;
+    // Whether any token of the totals had its counters read.
+    bool counters_measured() const;
     const ProfileTotals& totals() const { return totals_; }
 
 private:

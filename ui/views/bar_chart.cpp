@@ -104,12 +104,18 @@ QString BarChart::format_value(double v) const {
 
 std::pair<double, double> BarChart::y_range() const {
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
-    for (const Series& s : series_)
+    for (const Series& s : series_) {
         for (double v : s.values)
             if (present(v) && v > 0) {
                 lo = std::min(lo, v);
                 hi = std::max(hi, v);
             }
+        for (const auto& [min, max] : s.ranges)  // whiskers stay inside the axis
+            if (present(min) && present(max) && min > 0) {
+                lo = std::min(lo, min);
+                hi = std::max(hi, max);
+            }
+    }
     if (log_) {
         if (!(hi > 0)) return {1, 10};
         const double a = std::pow(10.0, std::floor(std::log10(lo))), b = std::pow(10.0, std::ceil(std::log10(hi)));
@@ -216,6 +222,7 @@ void BarChart::paintEvent(QPaintEvent*) {
     const QFontMetrics fm = fontMetrics();
     const Layout l = layout(fm);
     drawn_labels_.clear();
+    drawn_ranges_ = 0;
     double y = 4;
     if (!title_.isEmpty()) {
         QFont bold = font();
@@ -291,6 +298,17 @@ void BarChart::paintEvent(QPaintEvent*) {
             if (r.width() <= 0) continue;
             const QColor color = c < series_[s].bar_colors.size() && series_[s].bar_colors[c].isValid() ? series_[s].bar_colors[c] : series_[s].color;
             p.fillRect(r, color);
+            if (c < series_[s].ranges.size() && present(series_[s].ranges[c].first) && present(series_[s].ranges[c].second) &&
+                series_[s].ranges[c].second > series_[s].ranges[c].first) {
+                // The repetitions' min–max: a whisker through the bar's top, capped at both ends.
+                const double top = y_of(series_[s].ranges[c].second, l.plot), bottom = y_of(series_[s].ranges[c].first, l.plot);
+                const double x = r.center().x(), cap = std::max(2.0, r.width() / 4);
+                p.setPen(QPen(text, 1));
+                p.drawLine(QPointF(x, top), QPointF(x, bottom));
+                p.drawLine(QPointF(x - cap, top), QPointF(x + cap, top));
+                p.drawLine(QPointF(x - cap, bottom), QPointF(x + cap, bottom));
+                ++drawn_ranges_;
+            }
             if (!labels_) continue;
             const QString label = format_value(series_[s].values[c]);
             const int tw = fm.horizontalAdvance(label);

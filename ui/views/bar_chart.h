@@ -19,6 +19,9 @@ public:
         QColor color;
         QVector<double> values;      // one per category; NaN: none
         QVector<QColor> bar_colors;  // optional, one per category: overrides color
+        // Optional, one per category: the repetitions' min and max, drawn as a whisker over the bar (its
+        // height is the median). NaN, or min == max (one repetition): none.
+        QVector<QPair<double, double>> ranges = {};
     };
 
     explicit BarChart(QWidget* parent = nullptr);
@@ -49,6 +52,8 @@ public:
     QRectF bar_rect(int series, int category) const;
     // The value labels the last paint wrote (text per bar drawn with a label).
     QStringList drawn_labels() const { return drawn_labels_; }
+    // The whiskers the last paint drew: (series, category) pairs with a min–max range.
+    int drawn_ranges() const { return drawn_ranges_; }
     QString format_value(double v) const;
     // The category labels the last paint wrote: every category, or every 2nd, 5th, 10th... when they would overlap.
     QStringList drawn_categories() const { return drawn_categories_; }
@@ -88,6 +93,7 @@ private:
     QStringList categories_;
     QVector<Series> series_;
     mutable QStringList drawn_labels_, drawn_categories_;
+    int drawn_ranges_ = 0;
 };
 
 }  // namespace colibri::studio

@@ -17,8 +17,10 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "kernels/registry.h"
 #include "ui/colors.h"
@@ -57,9 +59,15 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     session_kernel_->setObjectName(QStringLiteral("session_kernel"));
     session_kernel_->addItem(tr("automatic"), QString());
     session_kernel_->setItemData(0, tr("COLIBRI_KERNEL when set, else the tune cache's choice, else the widest this CPU runs"), Qt::ToolTipRole);
-    for (kernels::Variant v : kernels::supported_variants())
+    for (kernels::Variant v : kernels::supported_variants()) {
         session_kernel_->addItem(QString::fromLatin1(kernels::variant_display_name(v)), QString::fromLatin1(kernels::variant_name(v)));
-    connect(session_kernel_, &QComboBox::currentIndexChanged, this, [this] { emit sessionKernelChanged(session_kernel_->currentData().toString()); });
+        if (v == kernels::Variant::NeonTranslated)
+            session_kernel_->setItemData(session_kernel_->count() - 1, tr(tools::kNeonTranslatedNote), Qt::ToolTipRole);
+    }
+    connect(session_kernel_, &QComboBox::currentIndexChanged, this, [this] {
+        if (neon_note_) update_neon_note();
+        emit sessionKernelChanged(session_kernel_->currentData().toString());
+    });
     log_scale_ = new QCheckBox(tr("log scale"));
     log_scale_->setChecked(true);
     auto* export_button = new QPushButton(tr("Export…"));
@@ -69,7 +77,7 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     // End to end on the model.
     prompt_tokens_ = count_box(1, 4096, 64, tr("prompt tokens (the conversation's, when it has that many; else random ids)"));
     decode_tokens_ = count_box(1, 4096, 32, tr("tokens decoded greedily after the prompt"));
-    reps_ = count_box(1, 20, 3, tr("repetitions per variant, interleaved; medians are shown"));
+    reps_ = count_box(1, 20, 3, tr("repetitions per variant, interleaved; the median is shown with the min–max"));
     compare_ = new QPushButton(tr("Compare"));
     compare_->setObjectName(QStringLiteral("compare_kernels"));
     compare_->setToolTip(tr("Run the same prompt and decode on the model with every kernel variant this machine runs"));
@@ -80,6 +88,13 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     compare_progress_->setMaximumWidth(120);
     compare_status_ = new ElidedLabel(tr("Load a model, then compare the kernel variants on it."));
     compare_status_->setObjectName(QStringLiteral("comparison_status"));
+    // One line each, whole in the tooltip: at dock size the charts keep the height.
+    reliability_ = new ElidedLabel;
+    reliability_->setObjectName(QStringLiteral("comparison_reliability"));
+    reliability_->hide();
+    neon_note_ = new ElidedLabel(tr(tools::kNeonTranslatedNote));
+    neon_note_->setObjectName(QStringLiteral("neon_translated_note"));
+    neon_note_->hide();
     connect(compare_, &QPushButton::clicked, this, &KernelsView::start_comparison);
     connect(compare_cancel_, &QPushButton::clicked, this, &KernelsView::cancel_comparison);
     speed_chart_ = new BarChart;
@@ -202,6 +217,16 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     connect(comparison_selector_, &QComboBox::currentIndexChanged, this, [this](int i) {
         if (i >= 0 && static_cast<size_t>(i) < data_.comparisons().size()) show_comparison(data_.comparisons()[static_cast<size_t>(i)]);
     });
+    baseline_selector_ = new QComboBox;
+    baseline_selector_->setObjectName(QStringLiteral("comparison_baseline"));
+    baseline_selector_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    baseline_selector_->setMinimumContentsLength(16);
+    baseline_selector_->setToolTip(tr("Another comparison side by side with this one: its decode tokens/s per variant, and the ratio"));
+    baseline_selector_->addItem(tr("nothing"), -1);
+    connect(baseline_selector_, &QComboBox::currentIndexChanged, this, [this] {
+        const int i = comparison_selector_->currentIndex();
+        if (i >= 0 && static_cast<size_t>(i) < data_.comparisons().size()) show_comparison(data_.comparisons()[static_cast<size_t>(i)]);
+    });
 
     // Left: the model; right: the micro-benchmarks.
     auto* model_side = new QWidget;
@@ -220,11 +245,13 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     model_buttons->addStretch();
     model_grid->addLayout(model_buttons, 0, 0, 1, 2);
     model_grid->addWidget(compare_status_, 1, 0, 1, 2);
-    model_grid->addWidget(speed_chart_, 2, 0);
-    model_grid->addWidget(layer_chart_, 2, 1);
+    model_grid->addWidget(reliability_, 2, 0, 1, 2);
+    model_grid->addWidget(neon_note_, 3, 0, 1, 2);
+    model_grid->addWidget(speed_chart_, 4, 0);
+    model_grid->addWidget(layer_chart_, 4, 1);
     model_grid->setColumnStretch(0, 2);
     model_grid->setColumnStretch(1, 3);
-    model_grid->setRowStretch(2, 1);
+    model_grid->setRowStretch(4, 1);
 
     auto* tuner_side = new QWidget;
     auto* tuner_layout = new QVBoxLayout(tuner_side);
@@ -254,7 +281,11 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     auto* model_tab = new QWidget;
     auto* model_tab_layout = new QVBoxLayout(model_tab);
     model_tab_layout->setContentsMargins(0, 0, 0, 0);
-    model_tab_layout->addWidget(comparison_selector_);
+    auto* selectors_row = new QHBoxLayout;
+    selectors_row->addWidget(comparison_selector_, 1);
+    selectors_row->addWidget(new QLabel(tr("beside:")));
+    selectors_row->addWidget(baseline_selector_, 1);
+    model_tab_layout->addLayout(selectors_row);
     model_tab_layout->addWidget(comparison_table_, 1);
     auto* tuner_tab = new QWidget;
     auto* tuner_tab_layout = new QVBoxLayout(tuner_tab);
@@ -290,6 +321,8 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
 
 QLabel* KernelsView::status_label() const { return status_; }
 QLabel* KernelsView::comparison_status() const { return compare_status_; }
+QLabel* KernelsView::reliability_label() const { return reliability_; }
+QLabel* KernelsView::neon_note() const { return neon_note_; }
 
 void KernelsView::run_tuner() {
     if (tuner_.running()) return;
@@ -317,6 +350,10 @@ void KernelsView::set_comparing(bool on) {
 void KernelsView::set_model_loaded(bool loaded) {
     model_loaded_ = loaded;
     set_comparing(comparing_);
+    // The prompt line follows the model; a comparison's result stays until the next one.
+    if (!comparing_ && comparison_selector_->count() == 0)
+        compare_status_->setText(loaded ? tr("Compare runs the same prompt and decode on the loaded model with every kernel variant this machine runs.")
+                                        : tr("Load a model, then compare the kernel variants on it."));
 }
 
 void KernelsView::set_comparison_size(int prompt_tokens, int decode_tokens, int reps) {
@@ -367,14 +404,52 @@ void KernelsView::comparison_finished(const KernelComparison& result) {
 }
 
 void KernelsView::add_comparison_item(const KernelComparison& c) {
-    comparison_selector_->addItem(tr("%1: %2, %3 threads").arg(c.when, QFileInfo(c.model).fileName()).arg(c.threads));
+    const QString name = tr("%1: %2, %3 threads").arg(c.when, QFileInfo(c.model).fileName()).arg(c.threads);
+    comparison_selector_->addItem(name);
+    baseline_selector_->addItem(name, comparison_selector_->count() - 1);
+}
+
+void KernelsView::set_baseline(int comparison) {
+    const int i = baseline_selector_->findData(comparison);
+    baseline_selector_->setCurrentIndex(i >= 0 ? i : 0);
+}
+
+void KernelsView::show_reliability(const KernelComparison& c) {
+    const QString why = c.unreliable();
+    const tools::MachineLoad load = c.load();
+    const size_t reps = c.runs.empty() ? 0 : c.runs.front().report.decode_tps.samples.size();
+    QString text;
+    if (!why.isEmpty()) {
+        text = tr("⚠ Unreliable: %1. Run it again on a quiet machine.").arg(why);
+    } else {
+        text = load.measured ? tr("The machine was quiet: %1.").arg(QString::fromStdString(load.describe()))
+                             : tr("The machine's load was not measured (%1).").arg(QString::fromStdString(load.not_measured));
+        text += reps > 1 ? tr(" Every variant's repetitions lie within %1 % of their median.").arg(100.0 * tools::kLargeSpread, 0, 'f', 0)
+                         : tr(" One repetition: no spread to judge it by (3 or more tell).");
+    }
+    reliability_->setText(text);
+    reliability_->setStyleSheet(why.isEmpty() ? QString() : QStringLiteral("color: %1; font-weight: bold").arg(status_color(StatusColor::Warning).name()));
+    reliability_->show();
+}
+
+void KernelsView::update_neon_note() {
+    const bool shown = comparison_model_.comparison().has_variant(kernels::Variant::NeonTranslated) ||
+                       (comparison_model_.baseline() && comparison_model_.baseline()->has_variant(kernels::Variant::NeonTranslated)) ||
+                       categories_.contains(QString::fromLatin1(kernels::variant_name(kernels::Variant::NeonTranslated))) ||
+                       session_kernel_->currentData().toString() == QLatin1String(kernels::variant_name(kernels::Variant::NeonTranslated));
+    neon_note_->setVisible(shown);
 }
 
 void KernelsView::show_comparison(const KernelComparison& c) {
+    const int b = baseline_selector_->currentData().toInt();
+    std::optional<KernelComparison> baseline;
+    if (b >= 0 && static_cast<size_t>(b) < data_.comparisons().size()) baseline = data_.comparisons()[static_cast<size_t>(b)];
     comparison_model_.set_comparison(c);
+    comparison_model_.set_baseline(baseline);
     comparison_table_->resizeColumnsToContents();
+    show_reliability(c);
     QStringList parts;
-    for (const KernelRun& r : c.runs) parts << QStringLiteral("%1 %2").arg(variant_label(r)).arg(r.report.decode_tps.median, 0, 'f', 1);
+    for (const KernelRun& r : c.runs) parts << QStringLiteral("%1 %2").arg(variant_label(r), median_with_range(r.report.decode_tps, 1));
     QString text = tr("%1: prompt %2 + decode %3 tokens × %4 reps, %5 threads; decode tok/s: %6")
                        .arg(QFileInfo(c.model).fileName()).arg(c.prompt_tokens).arg(c.decode_tokens).arg(c.runs.empty() ? 0 : c.runs.front().report.decode_tps.samples.size())
                        .arg(c.threads).arg(parts.join(QStringLiteral(", ")));
@@ -388,15 +463,35 @@ void KernelsView::show_comparison(const KernelComparison& c) {
         for (const tools::LayerTimes& l : c.runs.front().report.decode_layers) layer_categories << tr("L%1").arg(l.layer);
         layer_categories << tr("lm head");
     }
+    auto range = [](const tools::Spread& s) { return qMakePair(s.min, s.max); };
     for (const KernelRun& r : c.runs) {
-        speed.push_back({variant_label(r), variant_color(variant_key(r)), {r.report.prompt_tps.median, r.report.decode_tps.median}, {}});
+        speed.push_back({variant_label(r), variant_color(variant_key(r)), {r.report.prompt_tps.median, r.report.decode_tps.median}, {},
+                         {range(r.report.prompt_tps), range(r.report.decode_tps)}});
         QVector<double> v;
         for (const tools::LayerTimes& l : r.report.decode_layers) v << l.total_us();
         v << r.report.decode_lm_head_us;
         layers.push_back({variant_label(r), variant_color(variant_key(r)), v, {}});
     }
-    speed_chart_->set_data({tr("prompt"), tr("decode")}, speed);
     layer_chart_->set_data(layer_categories, layers);
+    if (!baseline) {
+        speed_chart_->set_title(tr("Tokens/s, median (min–max)"));
+        speed_chart_->set_data({tr("prompt"), tr("decode")}, speed);
+    } else {
+        // Side by side: a group per variant, this comparison's decode beside the baseline's.
+        QStringList variants;
+        BarChart::Series now{c.when, expert_color(0), {}, {}, {}}, then{baseline->when, expert_color(1), {}, {}, {}};
+        for (const KernelRun& r : c.runs) {
+            variants << variant_label(r);
+            now.values << r.report.decode_tps.median;
+            now.ranges << range(r.report.decode_tps);
+            auto old = std::find_if(baseline->runs.begin(), baseline->runs.end(), [&](const KernelRun& o) { return o.variant == r.variant; });
+            then.values << (old != baseline->runs.end() ? old->report.decode_tps.median : kMissing);
+            then.ranges << (old != baseline->runs.end() ? range(old->report.decode_tps) : qMakePair(kMissing, kMissing));
+        }
+        speed_chart_->set_title(tr("Decode tokens/s, two runs (min–max)"));
+        speed_chart_->set_data(variants, {now, then});
+    }
+    update_neon_note();
 }
 
 Status KernelsView::import_report(const QString& path) {
@@ -472,6 +567,7 @@ void KernelsView::rebuild_chart() {
         series.push_back(s);
     }
     tuner_chart_->set_data(labels, series);
+    update_neon_note();
 }
 
 QStringList KernelsView::chart_categories() const { return categories_; }

@@ -1,6 +1,8 @@
 // Kernels: which kernel variant runs this session's chat, and the variants compared end to end: the same
 // prompt and greedy decode run on the model once per variant this machine runs (scalar, AVX2, AVX-512, NEON
-// translated through SIMDe), tokens/s and the decode's time per layer side by side; beside them the auto-tuner's
+// translated through SIMDe), tokens/s (median and min–max of the repetitions, flagged when they lie far apart or
+// the machine was busy) and the decode's time per layer side by side, and two comparisons beside each other;
+// beside them the auto-tuner's
 // micro-benchmarks of this machine and of tune reports (`colibri tune --json`) from others. Charts on a log
 // axis with every value written on its bar. Results are kept between sessions and export as JSON or CSV; a
 // cancelled tuner keeps the measurements it finished.
@@ -64,6 +66,14 @@ public:
     BarChart* speed_chart() const { return speed_chart_; }
     BarChart* layer_chart() const { return layer_chart_; }
     QLabel* comparison_status() const;
+    // Whether the comparison shown can be trusted: the machine's load while it ran and its repetitions' spread.
+    QLabel* reliability_label() const;
+    // What "NEON (translated)" is and is not; shown wherever that variant appears.
+    QLabel* neon_note() const;
+    // A second comparison side by side with the one shown: index into comparisons(), -1 none.
+    void set_baseline(int comparison);
+    QComboBox* baseline_selector() const { return baseline_selector_; }
+    QComboBox* comparison_selector() const { return comparison_selector_; }
     QPushButton* compare_button() const { return compare_; }
     // The kernel the chat runs on ("" automatic), and the variants this machine offers.
     QComboBox* session_kernel_selector() const { return session_kernel_; }
@@ -92,6 +102,8 @@ private:
     void refill_selectors();
     void rebuild_chart();
     void show_comparison(const KernelComparison& c);
+    void show_reliability(const KernelComparison& c);
+    void update_neon_note();
     void set_tuning(bool on);
     void set_comparing(bool on);
     void add_own_report(const TuneReport& report);
@@ -112,6 +124,9 @@ private:
     QProgressBar* compare_progress_ = nullptr;
     ElidedLabel* compare_status_ = nullptr;
     QComboBox* comparison_selector_ = nullptr;
+    QComboBox* baseline_selector_ = nullptr;
+    ElidedLabel* reliability_ = nullptr;
+    ElidedLabel* neon_note_ = nullptr;
     QPushButton *run_ = nullptr, *cancel_ = nullptr;
     QProgressBar* progress_ = nullptr;
     QSortFilterProxyModel filter_;

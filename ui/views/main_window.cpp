@@ -140,6 +140,7 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     connect(&conversation_, &Conversation::messagesChanged, this, [this] { unsaved_ = !conversation_.messages().isEmpty(); });
     // Context `this`: the calls run on this thread and post to the worker's.
     connect(profiler_view_, &ProfilerView::countingChanged, this, [this](Counting mode) { worker_->setCounting(mode); });
+    connect(chat_, &ChatController::finished, profiler_view_, &ProfilerView::note_generation);
     connect(kernels_view_, &KernelsView::sessionKernelChanged, this, [this](const QString& v) { worker_->setKernel(v); });
     connect(kernels_view_, &KernelsView::compareRequested, this, [this](const KernelComparisonRequest& r) {
         KernelComparisonRequest request = r;

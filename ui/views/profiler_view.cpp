@@ -17,7 +17,9 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QValueAxis>
+#include <cmath>
 
+#include "tools/measurement.h"
 #include "ui/colors.h"
 #include "ui/theme.h"
 #include "ui/views/chart_reset.h"
@@ -56,6 +58,10 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     summary_->setObjectName(QStringLiteral("profiler_summary"));
     overhead_ = new ElidedLabel;
     overhead_->setObjectName(QStringLiteral("profiler_overhead"));
+    reliability_ = new ElidedLabel;
+    reliability_->setObjectName(QStringLiteral("profiler_reliability"));
+    reliability_->setStyleSheet(QStringLiteral("color: %1; font-weight: bold").arg(status_color(StatusColor::Warning).name()));
+    reliability_->hide();
     status_ = new QLabel(tr("Open a model to profile it."));
     status_->setObjectName(QStringLiteral("counter_status"));
     status_->setWordWrap(true);
@@ -145,6 +151,7 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     layout->setSpacing(3);
     layout->addLayout(options);
     layout->addWidget(summary_);
+    layout->addWidget(reliability_);
     layout->addWidget(tabs_, 1);
 
     timer_.setSingleShot(true);
@@ -159,6 +166,7 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
 
 QLabel* ProfilerView::summary_label() const { return summary_; }
 QLabel* ProfilerView::overhead_label() const { return overhead_; }
+QLabel* ProfilerView::reliability_label() const { return reliability_; }
 
 Counting ProfilerView::counting() const { return static_cast<Counting>(counting_->currentData().toInt()); }
 
@@ -234,24 +242,44 @@ void ProfilerView::refresh() {
 void ProfilerView::show_summary(const TimeTotals& t) {
     if (t.tokens == 0) {
         summary_->setText(tr("No tokens profiled yet. Counters are %1.").arg(counting_->currentText()));
+        reliability_->clear();
+        reliability_->hide();
         overhead_->clear();
         return;
     }
-    // Generated tokens tell the decode's cost; prompt tokens share batched chunks.
+    // Generated tokens tell the decode's cost; prompt tokens share batched chunks. Tokens with counters read are
+    // slower (the reads, and per expert one expert at a time), so they are never mixed with the others: the
+    // figures are the uncounted tokens' when there are any.
     const bool gen = t.generated > 0;
-    const int n = gen ? t.generated : t.tokens;
-    const TokenTime& s = gen ? t.generated_sum : t.sum;
+    const bool uncounted = gen && t.uncounted > 0;
+    const int n = !gen ? t.tokens : uncounted ? t.uncounted : t.counted;
+    const TokenTime& s = !gen ? t.sum : uncounted ? t.uncounted_sum : t.counted_sum;
+    const tools::Spread step = tools::Spread::of(!gen ? t.step_ms : uncounted ? t.uncounted_step_ms : t.counted_step_ms);
     auto mean = [n](uint64_t ns) { return static_cast<double>(ns) / n / 1e6; };
-    summary_->setText(tr("%1 %2 tokens, %3 ms each = attention %4 + router %5 + experts %6 + lm head %7 + sampling %8 + counters %9 + other %10 ms")
-                          .arg(n).arg(gen ? tr("generated") : tr("prompt"))
-                          .arg(ms(mean(s.total)), ms(mean(s.attention)), ms(mean(s.router)), ms(mean(s.experts)), ms(mean(s.lm_head)),
-                               ms(mean(s.sampling)), ms(mean(s.counters)), ms(mean(s.other()))));
+    const QString which = !gen ? tr("prompt tokens") : uncounted ? tr("generated tokens, counters off") : tr("generated tokens, all with counters read");
+    QString text = tr("%1 %2: %3 ms per token median (IQR %4–%5, min–max %6–%7); mean %8 = attention %9 + router %10 + experts %11 + "
+                      "lm head %12 + sampling %13 + counters %14 + other %15 ms")
+                       .arg(n).arg(which)
+                       .arg(ms(step.median), ms(step.q1), ms(step.q3), ms(step.min), ms(step.max), ms(mean(s.total)), ms(mean(s.attention)),
+                            ms(mean(s.router)), ms(mean(s.experts)))
+                       .arg(ms(mean(s.lm_head)), ms(mean(s.sampling)), ms(mean(s.counters)), ms(mean(s.other())));
+    if (uncounted && t.counted > 0) text += tr("; %n more with counters read left out", nullptr, t.counted);
+    // Per-token steps vary with position and routing; half of them beyond 20 % of the median is noise, not that.
+    summary_->setText(text);
+    // Its own line under the figures, so that neither hides the other at dock width.
+    QStringList why;
+    if (last_load_.busy()) why << tr("the machine was busy during the last reply (%1)").arg(QString::fromStdString(last_load_.describe()));
+    if (step.samples.size() > 2 && step.median > 0 && (step.q3 - step.q1) / step.median > tools::kLargeSpread)
+        why << tr("the middle half of the steps spans %1 % of the median").arg(100.0 * (step.q3 - step.q1) / step.median, 0, 'f', 0);
+    reliability_->setText(why.isEmpty() ? QString() : tr("⚠ Unreliable: %1.").arg(why.join(QStringLiteral("; "))));
+    reliability_->setVisible(!why.isEmpty());
     QString overhead;
     if (t.counted == 0) {
         overhead = tr("counters off: no profiler cost beyond the clock");
     } else {
-        const double reads = mean(s.counters) / std::max(mean(s.total), 1e-9) * 100.0;
-        overhead = tr("reading counters took %1 ms per token (%2 % of it)").arg(ms(mean(s.counters))).arg(reads, 0, 'f', 1);
+        const double counted_mean = static_cast<double>(t.counted_sum.total) / t.counted / 1e6;
+        const double reads = static_cast<double>(t.counted_sum.counters) / t.counted / 1e6;
+        overhead = tr("reading counters took %1 ms per counted token (%2 % of it)").arg(ms(reads)).arg(reads / std::max(counted_mean, 1e-9) * 100.0, 0, 'f', 1);
         if (t.uncounted > 0) {
             const double with = static_cast<double>(t.counted_ns) / t.counted / 1e6, without = static_cast<double>(t.uncounted_ns) / t.uncounted / 1e6;
             overhead += tr("; a generated token took %1 ms counted (%2) and %3 ms uncounted (%4): %5%6 %")
@@ -304,10 +332,15 @@ void ProfilerView::rebuild_counter_chart() {
     const int counter = counter_->currentIndex();
     QStringList categories;
     for (int r = 0; r < layers_.rowCount(); ++r) categories << tr("L%1").arg(layers_.totals().layers[static_cast<size_t>(r)]);
-    if (counter < 0) {
+    // No counters, or none read for these tokens: say so rather than draw zeros.
+    const bool measured = layers_.counters_measured();
+    if (counter < 0 || !measured) {
         reset_chart(counter_chart_);
         counter_bars_ = nullptr;
-        counter_chart_->setTitle(tr("No counters"));
+        counter_chart_->setTitle(counter < 0 ? tr("No counters")
+                                             : layers_.rowCount() == 0 ? tr("Counters not measured yet: no tokens profiled")
+                                                                       : tr("Counters not measured: counting was off for these tokens "
+                                                                            "(choose “per layer” above, then generate)"));
         style_chart(counter_chart_);
         return;
     }
@@ -331,14 +364,25 @@ void ProfilerView::rebuild_counter_chart() {
         style_chart(counter_chart_);
     }
     double top = 0;
+    int counted = 0;
     for (int r = 0; r < layers_.rowCount(); ++r) {
         const double v = layers_.mean_counter(r, counter);
-        counter_bars_->replace(r, v);
-        top = std::max(top, v);
+        counter_bars_->replace(r, std::isnan(v) ? 0.0 : v);  // a layer never counted: no bar
+        top = std::max(top, std::isnan(v) ? 0.0 : v);
+        counted = std::max(counted, layers_.totals().per_layer[static_cast<size_t>(r)].counted_tokens);
     }
     counter_axis_->setRange(0, top > 0 ? top * 1.1 : 1.0);
-    counter_chart_->setTitle(tr("%1 per token").arg(counter_->currentText()));
+    const int tokens = layers_.totals().tokens;
+    counter_chart_->setTitle(counted < tokens ? tr("%1 per token (the %2 of %3 tokens counted)").arg(counter_->currentText()).arg(counted).arg(tokens)
+                                              : tr("%1 per token").arg(counter_->currentText()));
 }
+
+void ProfilerView::note_generation(const GenerationStats& stats) {
+    last_load_ = stats.load;
+    refresh();
+}
+
+QString ProfilerView::counter_chart_title() const { return counter_chart_->title(); }
 
 QList<qreal> ProfilerView::counter_chart_values() const {
     QList<qreal> v;

@@ -9,6 +9,7 @@
 #include <QTimer>
 #include <QWidget>
 
+#include "ui/data/generation.h"
 #include "ui/data/model_summary.h"
 #include "ui/models/profiler_models.h"
 #include "ui/data/token_trace.h"
@@ -44,6 +45,8 @@ public:
     QLabel* summary_label() const;
     // What counting costs, measured.
     QLabel* overhead_label() const;
+    // "⚠ Unreliable: …" when the machine was busy during the last reply or the steps' IQR is wide; hidden otherwise.
+    QLabel* reliability_label() const;
     QComboBox* counting_selector() const { return counting_; }
     Counting counting() const;
     void set_counting(Counting mode);
@@ -52,8 +55,11 @@ public:
     QList<qreal> chart_values(int stage) const;
     // The counter chart: the mean per token of the chosen counter, per layer.
     QComboBox* counter_selector() const { return counter_; }
-    QList<qreal> counter_chart_values() const;
+    QList<qreal> counter_chart_values() const;  // empty when the counters were not measured
+    QString counter_chart_title() const;
     void refresh();
+    // A finished reply: its machine load (other processes during the turn) flags the summary when busy.
+    void note_generation(const colibri::studio::GenerationStats& stats);
 
 signals:
     void countingChanged(colibri::studio::Counting mode);
@@ -77,6 +83,7 @@ private:
     QLabel* status_ = nullptr;
     ElidedLabel* summary_ = nullptr;
     ElidedLabel* overhead_ = nullptr;
+    ElidedLabel* reliability_ = nullptr;
     QComboBox* counting_ = nullptr;
     QCheckBox* generated_only_ = nullptr;
     QTabWidget* tabs_ = nullptr;
@@ -96,6 +103,7 @@ private:
     QTableView* layer_table_ = nullptr;
     QTableView* expert_table_ = nullptr;
     QTimer timer_;
+    tools::MachineLoad last_load_;  // of the last reply
 };
 
 }  // namespace colibri::studio

@@ -152,7 +152,7 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     }
     if (o.compare_kernels) {
         SignalWaiter compared(w.worker(), &EngineWorker::kernelComparisonFinished);
-        w.kernels_view()->set_comparison_size(16, 8, 1);
+        w.kernels_view()->set_comparison_size(16, 8, 3);  // three repetitions: the picture shows their spread
         w.kernels_view()->start_comparison();
         if (!compared.wait(o.timeout_ms)) return error("kernels: the comparison did not finish in time");
     }
