@@ -59,4 +59,15 @@ QString human_bytes(quint64 bytes) {
     return u == 0 ? QStringLiteral("%1 B").arg(bytes) : QStringLiteral("%1 %2").arg(v, 0, 'f', 1).arg(QLatin1String(units[u]));
 }
 
+QString human_count(quint64 n) {
+    const char* units[] = {"", " k", " M", " B", " T"};
+    double v = static_cast<double>(n);
+    int u = 0;
+    while (v >= 1000.0 && u < 4) {
+        v /= 1000.0;
+        ++u;
+    }
+    return u == 0 ? QString::number(n) : QString::number(v, 'g', 3) + QLatin1String(units[u]);
+}
+
 }  // namespace colibri::studio
