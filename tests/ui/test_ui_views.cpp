@@ -484,8 +484,10 @@ private slots:
         const CliResult cli = run_cli({"check", damaged});
         QCOMPARE(cli.exit_code, 1);
         QVERIFY2(QString::fromUtf8(cli.out).contains(problems[0]), cli.out.constData());
-        // The graph frames the damaged layer's experts in the damaged colour and says so.
+        // The graph (the first tab) frames the damaged layer's experts in the damaged colour and says so.
         show_validator_at(1280, 600);
+        v->tabs()->setCurrentIndex(0);
+        QTest::qWait(20);
         const auto& rows = v->graph()->graph();
         bool marked = false;
         v->graph()->repaint();
@@ -539,6 +541,8 @@ private slots:
         QSignalSpy verified(v, &ValidatorView::verifiedFile);
         window_->validate_file(QStringLiteral(COLIBRI_UI_TEST_MODEL));
         QVERIFY(wait_for(verified, 1));
+        v->tabs()->setCurrentIndex(0);
+        QCOMPARE(v->tabs()->tabText(0), QStringLiteral("Layers"));
         QTest::qWait(50);
         ModelGraphView* g = v->graph();
         QVERIFY(g->isVisible() && g->width() > 200);
@@ -551,6 +555,7 @@ private slots:
         QVERIFY(!experts.isEmpty());
         QTest::mouseClick(g, Qt::LeftButton, {}, experts.center());
         QCOMPARE(g->selected(), std::make_pair(2, 2));
+        QCOMPARE(v->tabs()->tabText(v->tabs()->currentIndex()), QStringLiteral("Tensors"));  // the selection shown
         const QModelIndexList selected = v->tensor_table()->selectionModel()->selectedRows();
         QCOMPARE(selected.size(), 24);  // 8 experts × gate, up, down
         for (const QModelIndex& i : selected)

@@ -70,7 +70,11 @@ std::vector<GraphRow> model_graph(const FileLayout& layout) {
         } else if (k == QLatin1String("embedding")) {
             input.blocks.push_back({GraphBlock::Kind::Embedding, -1, graph_kind_name(GraphBlock::Kind::Embedding), lines_of(s.index), {s.index}});
         } else if (k == QLatin1String("output")) {
-            output.blocks.push_back({GraphBlock::Kind::Output, -1, graph_kind_name(GraphBlock::Kind::Output), lines_of(s.index), {s.index}});
+            // Tied embeddings: the section holds the norm only, the embedding doubles as the lm head.
+            bool head = false;
+            for (const TensorInfo* t : by_section[s.index]) head = head || t->dims == 2;
+            output.blocks.push_back({GraphBlock::Kind::Output, -1, head ? graph_kind_name(GraphBlock::Kind::Output) : QObject::tr("norm; lm head = embedding"),
+                                     lines_of(s.index), {s.index}});
         } else if (s.layer >= 0 && k == QLatin1String("attention")) {
             // Gated DeltaNet layers keep their projections under "linear.": the same section kind, another mixer.
             bool linear = false;

@@ -51,11 +51,11 @@ void ModelGraphView::set_file(const FileLayout& layout, const std::vector<Sectio
     for (const GraphRow& r : rows_) {
         most = std::max(most, r.blocks.size());
         for (const GraphBlock& b : r.blocks) {
-            block_width_ = std::max(block_width_, fm.horizontalAdvance(b.title + QStringLiteral(" — misaligned")));
+            block_width_ = std::max(block_width_, fm.horizontalAdvance(b.title));
             for (const QString& t : b.tensors) block_width_ = std::max(block_width_, fm.horizontalAdvance(t));
         }
     }
-    block_width_ = std::min(block_width_ + 2 * kPad + 8, fm.horizontalAdvance(QLatin1Char('x')) * 34);
+    block_width_ = std::min(block_width_ + 2 * kPad + 8, fm.horizontalAdvance(QLatin1Char('x')) * 28);
     setMinimumWidth(rows_.empty() ? 0 : label_width() + kPad + static_cast<int>(most) * (block_width_ + kGap));
     updateGeometry();
     update();

@@ -318,24 +318,20 @@ ValidatorView::ValidatorView(QWidget* parent)
     compared_layout->addWidget(comparison_table, 1);
     tabs_ = new QTabWidget;
     tabs_->setDocumentMode(true);
+    // The layer graph first, as wide as the tabs are (a dock leaves no room for it beside the table): a click on
+    // a block shows its tensors in the Tensors tab, the first one's histogram beside it.
+    tabs_->addTab(graph_scroll, tr("Layers"));
+    tabs_->setTabToolTip(0, tr("The model's layers: click a block to select its tensors"));
+    tables_tab_ = tables;
     tabs_->addTab(tables, tr("Tensors"));
     tabs_->addTab(problem_list_, tr("Problems"));
+    compared_tab_ = compared;
     tabs_->addTab(compared, tr("Compared"));
-    auto* graph_pane = new QWidget;
-    auto* graph_layout = new QVBoxLayout(graph_pane);
-    graph_layout->setContentsMargins(0, 0, 0, 0);
-    auto* graph_title = new QLabel(tr("Layers (click a block for its tensors)"));
-    graph_layout->addWidget(graph_title);
-    graph_layout->addWidget(graph_scroll, 1);
     auto* splitter = new QSplitter(Qt::Horizontal);
-    splitter->setChildrenCollapsible(false);
-    splitter->addWidget(graph_pane);
     splitter->addWidget(tabs_);
     splitter->addWidget(histogram);
-    splitter->setStretchFactor(0, 4);
-    splitter->setStretchFactor(1, 4);
-    splitter->setStretchFactor(2, 3);
-    splitter->setSizes({440, 440, 330});
+    splitter->setStretchFactor(0, 3);
+    splitter->setStretchFactor(1, 2);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(bar);
@@ -475,7 +471,7 @@ bool ValidatorView::has_tokenizer() const {
 
 void ValidatorView::select_sections(const std::vector<int>& sections) {
     // Select the sections' tensors in the table; the first one gets the histogram.
-    tabs_->setCurrentIndex(0);
+    tabs_->setCurrentWidget(tables_tab_);
     table_->clearSelection();
     bool first = true;
     for (int r = 0; r < filter_.rowCount(); ++r) {
@@ -605,7 +601,7 @@ void ValidatorView::compare_dialog() {
 void ValidatorView::compare_with(const QString& other) {
     if (layout_.path.isEmpty() || verifying_) return;
     comparison_label_->setText(tr("Comparing with %1…").arg(QFileInfo(other).fileName()));
-    tabs_->setCurrentIndex(2);
+    tabs_->setCurrentWidget(compared_tab_);
     progress_->setRange(0, 1000);
     progress_->setValue(0);
     comparing_ = true;

@@ -3,7 +3,7 @@
 // there is room, over a byte-offset axis; the tensor table with sorting and a filter, the damaged tensors'
 // rows highlighted; verification with progress and cancel; a histogram of the selected tensor's values (a
 // constant tensor says so); and two files compared tensor by tensor. A file the engine refuses opens here
-// too, with its damage shown. Beside the table, the model's layer graph (ui/views/model_graph_view.h).
+// too, with its damage shown. The first tab draws the model as a layer graph (ui/views/model_graph_view.h).
 #pragma once
 #include <QSortFilterProxyModel>
 #include <QStringListModel>
@@ -104,6 +104,7 @@ public:
     QStringList histogram_tick_labels() const;
     QWidget* legend() const { return legend_; }
     ModelGraphView* graph() const { return graph_; }
+    QTabWidget* tabs() const { return tabs_; }
     QTableView* comparison_table() const { return comparison_table_; }
     // Selects every tensor of these sections in the table (what a click on the map or the graph does).
     void select_sections(const std::vector<int>& sections);
@@ -157,6 +158,8 @@ private:
     QChartView* chart_view_ = nullptr;
     QLabel* histogram_label_ = nullptr;
     QTabWidget* tabs_ = nullptr;
+    QWidget* tables_tab_ = nullptr;
+    QWidget* compared_tab_ = nullptr;
     StatsTableModel comparison_;
     QSortFilterProxyModel comparison_sort_;
     std::vector<TensorDiff> diffs_;
