@@ -954,6 +954,14 @@ Result<Plan> plan_from_config_text(std::string_view config_json, std::string_vie
 
 namespace {
 
+// What a directory must be before its weights are looked for (so a directory without config.json says that).
+Status check_hf_dir(const std::string& hf_dir) {
+    std::error_code ec;
+    if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");
+    if (!fs::exists(fs::path(hf_dir) / "config.json", ec)) return error(hf_dir + ": no config.json");
+    return Status::ok();
+}
+
 struct HfPlan {
     Plan plan;
     ConvertSummary summary;
@@ -961,11 +969,9 @@ struct HfPlan {
 
 // Everything convert_hf decides before it reads a weight: the plan at `type`, tokenizer and chat template included
 // (what preview_hf sizes without writing).
+// check_hf_dir first.
 Result<HfPlan> plan_hf_dir(const std::string& hf_dir, WeightType type, const SafetensorsSet& set) {
-    const fs::path cfg_path = fs::path(hf_dir) / "config.json";
-    std::error_code ec2;
-    if (!fs::exists(cfg_path, ec2)) return error(hf_dir + ": no config.json");
-    auto cfg_text = read_text(cfg_path);
+    auto cfg_text = read_text(fs::path(hf_dir) / "config.json");
     if (!cfg_text) return cfg_text.status();
     auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json");
     if (!gen_text) return gen_text.status();
@@ -1022,9 +1028,7 @@ Result<HfPlan> plan_hf_dir(const std::string& hf_dir, WeightType type, const Saf
 Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
     if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)) || !weight_type_info(options.type).quantisable)
         return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
-    std::error_code ec;
-    if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");
-    if (std::error_code e; !fs::exists(fs::path(hf_dir) / "config.json", e)) return error(hf_dir + ": no config.json");
+    if (Status s = check_hf_dir(hf_dir); !s) return s;
     auto set = SafetensorsSet::open_dir(hf_dir);
     if (!set) return set.status();
     auto planned = plan_hf_dir(hf_dir, options.type, set.value());
@@ -1095,6 +1099,7 @@ Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const So
 }
 
 Result<ConvertPreview> preview_hf(const std::string& hf_dir) {
+    if (Status s = check_hf_dir(hf_dir); !s) return s;
     auto set = SafetensorsSet::open_dir(hf_dir);
     if (!set) return set.status();
     ConvertPreview preview;

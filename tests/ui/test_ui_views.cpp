@@ -361,6 +361,30 @@ private slots:
                  qPrintable(types->item(row_of["q8_0"], 3)->text()));
         QCOMPARE(types->item(row_of["q5_k"], 3)->text(), QStringLiteral("not measured"));
         QCOMPARE(types->currentRow(), row_of["q8_0"]);
+        // A GGUF source: its f16 estimate is the size `colibri convert --type f16` writes.
+        const QString gguf = QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/olmoe-f32.gguf");
+        const SourcePreview gp = source_preview(gguf);
+        QVERIFY2(gp.error.isEmpty(), qPrintable(gp.error));
+        QCOMPARE(gp.family, QStringLiteral("olmoe"));
+        QCOMPARE(ConvertDialog::output_name(gguf, QStringLiteral("f16"), false), QStringLiteral("olmoe-f32-f16.bin"));
+        const QString gguf_f16 = dir_.filePath(QStringLiteral("gguf-f16.bin"));
+        QCOMPARE(run_cli({"convert", gguf, "-o", gguf_f16, "--type", "f16", "-q"}).exit_code, 0);
+        bool sized = false;
+        for (const auto& [type, bytes] : gp.output_bytes)
+            if (type == QLatin1String("f16")) {
+                QCOMPARE(bytes, static_cast<quint64>(QFileInfo(gguf_f16).size()));
+                sized = true;
+            }
+        QVERIFY(sized);
+        // A directory that is no model says why, in the summary.
+        QSignalSpy previewed_bad(dialog, &ConvertDialog::previewed);
+        dialog->set_source(dir_.path());
+        QVERIFY(wait_for(previewed_bad, 1));
+        QVERIFY2(dialog->source_summary()->text().startsWith(QStringLiteral("Cannot convert this source: ")) &&
+                     dialog->source_summary()->text().contains(QStringLiteral("config.json")),
+                 qPrintable(dialog->source_summary()->text()));
+        dialog->set_source(reference(QStringLiteral("hf/olmoe/model")));
+        QCOMPARE(dialog->output(), out);  // the suggestion follows the source again
         // Cancelled at once: nothing is written.
         QSignalSpy finished(dialog, &ConvertDialog::finished);
         QVERIFY(dialog->start());
