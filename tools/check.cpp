@@ -14,6 +14,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "check_damage.h"
 #include "check_source.h"
 #include "check_tokenizer.h"
 #include "engine/file/file_rules.h"
@@ -267,13 +268,35 @@ private:
             } else {
                 c.xxh64_actual = XXH64_digest(st);
                 c.checksum = c.xxh64_actual == s.xxh64 ? ChecksumState::Ok : ChecksumState::Mismatch;
-                if (c.checksum == ChecksumState::Mismatch) problem(c.name + ": xxh64 mismatch");
+                if (c.checksum == ChecksumState::Mismatch) problem(c.name + ": xxh64 mismatch" + damage_detail(i, s));
                 if (keep_text) texts_.emplace(s.kind, std::move(text));
             }
             c.checksum_ok = c.checksum == ChecksumState::Ok;
         }
         // The last call says "done"; the work is finished, so its answer no longer cancels anything.
         if (options_.progress && reported != total_) options_.progress(total_, total_);
+    }
+
+    // The byte range of a section whose checksum failed, and the tensor and byte the damage is in where its values
+    // show it (check_damage.h); only mismatched sections are read again, and only up to kMaxLocatedBytes.
+    std::string damage_detail(uint32_t i, const SectionEntry& s) {
+        constexpr uint64_t kMaxLocatedBytes = uint64_t(1) << 30;
+        std::string text = " in bytes " + hex_offset(s.offset) + ".." + hex_offset(s.offset + s.size - 1);
+        std::vector<const TensorCheck*> held;
+        for (const TensorCheck& t : report_.tensors)
+            if (t.section == i) held.push_back(&t);
+        if (held.empty()) return text;
+        std::vector<uint8_t> bytes;
+        std::string why;
+        if (s.size <= kMaxLocatedBytes) {
+            bytes.reserve(s.size);
+            const auto r = src_->read(i, s, [&bytes](const uint8_t* p, size_t k) {
+                bytes.insert(bytes.end(), p, p + k);
+                return true;
+            }, &why);
+            if (r != CheckSource::ReadResult::Ok || bytes.size() != s.size) bytes.clear();
+        }
+        return text + locate_damage(held, s.offset, bytes);
     }
 
     void cancel(uint32_t first_unchecked, uint64_t done) {

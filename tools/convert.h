@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/file/format.h"
 #include "engine/base/status.h"
@@ -37,6 +39,22 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
 // over unchanged (no requantisation; norms, biases and routers are dequantised to f32, exactly); tokenizer.ggml.*
 // becomes the .bin's tokenizer (gguf_tokenizer.h).
 Result<ConvertSummary> convert_gguf(const std::string& gguf_path, const std::string& out_path, const ConvertOptions& options);
+
+// What converting a source would write, without writing it: the family, shape and parameter count, the source's
+// bytes on disk, and for each type the converter writes (WeightTypeInfo::quantisable, in table order) the .bin's
+// size from the planned layout (BinWriter::planned_size): exact, tokenizer included. For a GGUF file, blocks the
+// engine computes on are carried over as they are, so several types may give one size.
+struct ConvertPreview {
+    format::Family family{};
+    uint64_t parameters = 0;       // values of every planned tensor
+    uint64_t source_bytes = 0;     // the safetensors files, or the .gguf file
+    uint32_t layers = 0, experts = 0, active_experts = 0, linear_layers = 0;
+    bool shared_expert = false;
+    bool has_tokenizer = false;
+    std::vector<std::pair<WeightType, uint64_t>> output_bytes;
+};
+// A directory is an HF model, anything else a GGUF file; errors as convert_model's.
+Result<ConvertPreview> preview_conversion(const std::string& source);
 
 // What `colibri convert` and the Studio's dialog call: a directory is an HF model, anything else a GGUF file.
 // With options.zstd the .bin is first written beside out_path under a temporary name, then compressed into

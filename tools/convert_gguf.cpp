@@ -578,39 +578,67 @@ Status add_tokenizer(const json& md, Plan& plan, ConvertSummary& summary) {
 
 }  // namespace
 
-Result<ConvertSummary> convert_gguf(const std::string& path, const std::string& out_path, const ConvertOptions& options) {
-    auto file = GgufFile::open(path);
-    if (!file) return file.status();
-    const json& md = file.value()->metadata();
+namespace {
+
+// Everything convert_gguf decides before it reads a weight: the plan at `type` with src's tensors mapped onto it,
+// blocks the engine computes on carried over, the tokenizer added (what preview_gguf sizes without writing).
+Status plan_gguf(const GgufFile& file, const std::string& path, WeightType type, GgufSource& src, Plan* plan, ConvertSummary* summary) {
+    const json& md = file.metadata();
     auto arch_it = md.find("general.architecture");
     if (arch_it == md.end() || !arch_it->is_string()) return error(path + ": GGUF metadata: missing general.architecture");
     const std::string arch = arch_it->get<std::string>();
     auto info = arch_info(arch, md);
     if (!info) return error(path + ": " + info.message());
-
-    auto cfg = config_from_metadata(*file.value(), arch, info.value());
+    auto cfg = config_from_metadata(file, arch, info.value());
     if (!cfg) return error(path + ": " + cfg.message());
-    auto planned = plan_model(cfg.value(), {}, options.type);
+    auto planned = plan_model(cfg.value(), {}, type);
     if (!planned) {
         // plan_model speaks of config.json; here that config was derived from the GGUF metadata.
         std::string why = planned.message();
         if (why.rfind("config.json: ", 0) == 0) why = "GGUF metadata: " + why.substr(13);
         return error(path + ": " + why);
     }
-    Plan plan = std::move(planned.value());
-
-    GgufSource src(*file.value());
-    map_tensors(src, plan);
+    *plan = std::move(planned.value());
+    map_tensors(src, *plan);
     if (!src.status()) return error(path + ": " + src.status().message());
-    if (Status s = check_shapes(plan, src); !s) return error(path + ": " + s.message());
+    if (Status s = check_shapes(*plan, src); !s) return error(path + ": " + s.message());
+    carry_blocks(*plan, src);
+    summary->family = plan->family;
+    if (Status s = add_tokenizer(md, *plan, *summary); !s) return error(path + ": " + s.message());
+    return {};
+}
 
-    carry_blocks(plan, src);
+}  // namespace
 
+Result<ConvertSummary> convert_gguf(const std::string& path, const std::string& out_path, const ConvertOptions& options) {
+    auto file = GgufFile::open(path);
+    if (!file) return file.status();
+    GgufSource src(*file.value());
+    Plan plan;
     ConvertSummary summary;
-    summary.family = plan.family;
-    if (Status s = add_tokenizer(md, plan, summary); !s) return error(path + ": " + s.message());
+    if (Status s = plan_gguf(*file.value(), path, options.type, src, &plan, &summary); !s) return s;
     return write_plan(plan, [&src](const std::string& name) { return src.find(name); }, path, out_path, options, summary,
                       [&src](const std::string& name) { return src.load(name); });
+}
+
+Result<ConvertPreview> preview_gguf(const std::string& path) {
+    auto file = GgufFile::open(path);
+    if (!file) return file.status();
+    ConvertPreview preview;
+    std::error_code ec;
+    preview.source_bytes = std::filesystem::file_size(path, ec);
+    for (const WeightTypeInfo& w : weight_types()) {
+        if (!w.quantisable) continue;
+        GgufSource src(*file.value());
+        Plan plan;
+        ConvertSummary summary;
+        if (Status s = plan_gguf(*file.value(), path, w.type, src, &plan, &summary); !s) return s;
+        auto size = BinWriter::planned_size(plan.family, plan.hp, plan.sections);
+        if (!size) return error(path + ": " + size.message());
+        if (preview.output_bytes.empty()) describe_plan(plan, summary, &preview);
+        preview.output_bytes.emplace_back(w.type, size.value());
+    }
+    return preview;
 }
 
 }  // namespace colibri::tools

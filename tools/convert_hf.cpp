@@ -952,23 +952,32 @@ Result<Plan> plan_from_config_text(std::string_view config_json, std::string_vie
     return plan_model(cfg.value(), gen_eos, type);
 }
 
-Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
-    if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)) || !weight_type_info(options.type).quantisable)
-        return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
+namespace {
+
+// What a directory must be before its weights are looked for (so a directory without config.json says that).
+Status check_hf_dir(const std::string& hf_dir) {
     std::error_code ec;
     if (!fs::is_directory(hf_dir, ec)) return error(hf_dir + ": not a directory");
-    const fs::path cfg_path = fs::path(hf_dir) / "config.json";
-    std::error_code ec2;
-    if (!fs::exists(cfg_path, ec2)) return error(hf_dir + ": no config.json");
-    auto cfg_text = read_text(cfg_path);
+    if (!fs::exists(fs::path(hf_dir) / "config.json", ec)) return error(hf_dir + ": no config.json");
+    return Status::ok();
+}
+
+struct HfPlan {
+    Plan plan;
+    ConvertSummary summary;
+};
+
+// Everything convert_hf decides before it reads a weight: the plan at `type`, tokenizer and chat template included
+// (what preview_hf sizes without writing).
+// check_hf_dir first.
+Result<HfPlan> plan_hf_dir(const std::string& hf_dir, WeightType type, const SafetensorsSet& set) {
+    auto cfg_text = read_text(fs::path(hf_dir) / "config.json");
     if (!cfg_text) return cfg_text.status();
     auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json");
     if (!gen_text) return gen_text.status();
-    auto set = SafetensorsSet::open_dir(hf_dir);
-    if (!set) return set.status();
     std::string model_config = std::move(cfg_text.value());
     // Qwen3-Next's config does not count its MTP head (llama.cpp's converter counts it from the checkpoint too).
-    if (set->find("mtp.fc.weight") != nullptr) {
+    if (set.find("mtp.fc.weight") != nullptr) {
         auto cfg = parse_json_file(model_config, "config.json");
         if (cfg && cfg->is_object() && cfg->value("model_type", "") == "qwen3_next" && !cfg->contains("mtp_num_hidden_layers") &&
             !cfg->contains("num_nextn_predict_layers")) {
@@ -976,12 +985,13 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
             model_config = cfg->dump();
         }
     }
-    auto planned = plan_from_config_text(model_config, gen_text.value().value_or(std::string()), options.type);
+    auto planned = plan_from_config_text(model_config, gen_text.value().value_or(std::string()), type);
     if (!planned) return error(hf_dir + "/" + planned.message());
-    Plan plan = std::move(planned.value());
+    HfPlan out{std::move(planned.value()), {}};
+    Plan& plan = out.plan;
+    ConvertSummary& summary = out.summary;
 
     // Tokenizer and chat template travel inside the .bin.
-    ConvertSummary summary;
     summary.family = plan.family;
     // Both become text sections of the .bin: the bound every reader of one applies (format.h).
     auto tok_file = read_optional(fs::path(hf_dir) / "tokenizer.json", kMaxTextSectionBytes);
@@ -1010,6 +1020,21 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
             }
         }
     }
+    return out;
+}
+
+}  // namespace
+
+Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& out_path, const ConvertOptions& options) {
+    if (!format::weight_type_is_known(static_cast<uint32_t>(options.type)) || !weight_type_info(options.type).quantisable)
+        return error(std::string("weight type ") + weight_type_name(options.type) + " is not supported by this converter yet");
+    if (Status s = check_hf_dir(hf_dir); !s) return s;
+    auto set = SafetensorsSet::open_dir(hf_dir);
+    if (!set) return set.status();
+    auto planned = plan_hf_dir(hf_dir, options.type, set.value());
+    if (!planned) return planned.status();
+    Plan& plan = planned->plan;
+    const ConvertSummary& summary = planned->summary;
 
     std::map<std::string, SourceTensor> derived;  // the views hf_source_name asked for
     for (size_t i = 0; i < plan.sources.size(); ++i) {
@@ -1071,6 +1096,26 @@ Result<ConvertSummary> write_plan(const Plan& plan, const std::function<const So
     summary.file_size = total;
     summary.tensors = static_cast<uint32_t>(plan.sources.size());
     return summary;
+}
+
+Result<ConvertPreview> preview_hf(const std::string& hf_dir) {
+    if (Status s = check_hf_dir(hf_dir); !s) return s;
+    auto set = SafetensorsSet::open_dir(hf_dir);
+    if (!set) return set.status();
+    ConvertPreview preview;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(hf_dir, ec))
+        if (entry.path().extension() == ".safetensors") preview.source_bytes += entry.file_size(ec);
+    for (const WeightTypeInfo& w : weight_types()) {
+        if (!w.quantisable) continue;
+        auto planned = plan_hf_dir(hf_dir, w.type, set.value());
+        if (!planned) return planned.status();
+        auto size = BinWriter::planned_size(planned->plan.family, planned->plan.hp, planned->plan.sections);
+        if (!size) return error(hf_dir + ": " + size.message());
+        if (preview.output_bytes.empty()) describe_plan(planned->plan, planned->summary, &preview);
+        preview.output_bytes.emplace_back(w.type, size.value());
+    }
+    return preview;
 }
 
 }  // namespace colibri::tools

@@ -3,6 +3,8 @@
 #include <optional>
 
 #include "tools/convert.h"
+#include "engine/file/schema.h"
+#include "tools/convert_plan.h"
 #include "tools/model_output.h"
 
 namespace colibri::tools {
@@ -48,6 +50,26 @@ Result<ConvertSummary> convert_model(const std::string& source, const std::strin
     summary->stored_size = std::filesystem::file_size(out_path, ec);
     if (ec) return error(out_path + ": " + ec.message());
     return *summary;
+}
+
+void describe_plan(const Plan& plan, const ConvertSummary& summary, ConvertPreview* preview) {
+    preview->family = plan.family;
+    preview->layers = plan.hp.n_layers;
+    preview->experts = plan.hp.n_experts;
+    preview->active_experts = plan.hp.n_experts_active;
+    preview->shared_expert = (plan.hp.flags & format::kSharedExpert) != 0;
+    preview->has_tokenizer = summary.has_tokenizer;
+    preview->parameters = 0;
+    for (const PlannedSection& s : plan.sections)
+        for (const PlannedTensor& t : s.tensors) preview->parameters += t.rows * t.cols;
+    preview->linear_layers = 0;
+    for (uint32_t l = 0; l < plan.hp.n_layers; ++l) preview->linear_layers += schema::is_linear_layer(plan.hp, l) ? 1 : 0;
+}
+
+Result<ConvertPreview> preview_conversion(const std::string& source) {
+    std::error_code ec;
+    if (!std::filesystem::exists(source, ec)) return error(source + ": no such file or directory");
+    return std::filesystem::is_directory(source, ec) ? preview_hf(source) : preview_gguf(source);
 }
 
 }  // namespace colibri::tools

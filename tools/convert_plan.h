@@ -45,6 +45,11 @@ Result<SourceViewGeometry> source_view_geometry(const std::string& name, const f
 // Errors begin with "config.json: " or "generation_config.json: ". What convert_hf and the fuzz_config target run.
 Result<Plan> plan_from_config_text(std::string_view config_json, std::string_view generation_config_json, WeightType type);
 
+// The preview's description of a plan (family, shape, parameter count, tokenizer); output sizes are the caller's.
+void describe_plan(const Plan& plan, const ConvertSummary& summary, ConvertPreview* preview);
+Result<ConvertPreview> preview_hf(const std::string& hf_dir);
+Result<ConvertPreview> preview_gguf(const std::string& gguf_path);
+
 // Checks every source tensor's shape, then streams them through the writer into out_path. `load`, when given,
 // is called with each source name just before that tensor is encoded, so a source can produce the data then
 // (the GGUF importer dequantises there); its error stops the conversion.

@@ -222,7 +222,34 @@ TensorComparison compare_tensors(const QString& a_path, const QString& b_path, c
     return out;
 }
 
+SourcePreview source_preview(const QString& source) {
+    SourcePreview p;
+    p.source = source;
+    auto r = tools::preview_conversion(source.toStdString());
+    if (!r) {
+        p.error = qs(r.message());
+        return p;
+    }
+    const tools::ConvertPreview& v = r.value();
+    p.family = QString::fromUtf8(format::family_name(v.family));
+    p.parameters = v.parameters;
+    p.source_bytes = v.source_bytes;
+    p.layers = static_cast<int>(v.layers);
+    p.experts = static_cast<int>(v.experts);
+    p.active_experts = static_cast<int>(v.active_experts);
+    p.linear_layers = static_cast<int>(v.linear_layers);
+    p.shared_expert = v.shared_expert;
+    p.has_tokenizer = v.has_tokenizer;
+    for (const auto& [type, bytes] : v.output_bytes) p.output_bytes.push_back({QString::fromLatin1(format::weight_type_name(type)), bytes});
+    return p;
+}
+
+void FileWorker::preview(const QString& source) {
+    QMetaObject::invokeMethod(this, [this, source] { emit previewed(source_preview(source)); }, Qt::QueuedConnection);
+}
+
 FileWorker::FileWorker() {
+    qRegisterMetaType<SourcePreview>();
     qRegisterMetaType<TensorComparison>();
     qRegisterMetaType<FileLayout>();
     qRegisterMetaType<TensorHistogram>();

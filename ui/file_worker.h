@@ -23,6 +23,8 @@ public:
     void verify(const QString& path);
     void histogram(const QString& path, const QString& tensor, int bins = 64);
     void convert(const ConvertJob& job);
+    // What converting the source would give: family, size, parameters, the output's size per weight type.
+    void preview(const QString& source);
     // Every tensor of a against b's of the same name (dequantised values), with progress; cancel stops it.
     void compare(const QString& a, const QString& b);
     // Thread-safe: ends the running verification or conversion (and any posted) at the next progress step.
@@ -38,6 +40,7 @@ signals:
     void convertFailed(const QString& error);
     void convertCancelled();
     void comparedFiles(const colibri::studio::TensorComparison& result);
+    void previewed(const colibri::studio::SourcePreview& preview);
 
 private:
     void do_verify(const QString& path, uint64_t id);
@@ -50,6 +53,7 @@ private:
 FileLayout read_layout(const QString& path);
 // The layout a check report describes (its sections and tensors, whether or not they were hashed).
 FileLayout layout_of(const tools::CheckReport& report);
+SourcePreview source_preview(const QString& source);
 TensorHistogram tensor_histogram(const QString& path, const QString& tensor, int bins);
 // progress(done_bytes, total_bytes) returns false to stop (the result is then marked cancelled).
 TensorComparison compare_tensors(const QString& a, const QString& b, const std::function<bool(quint64, quint64)>& progress = {});

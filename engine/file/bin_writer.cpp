@@ -42,6 +42,15 @@ Result<std::unique_ptr<BinWriter>> BinWriter::create(const std::string& path, Fa
     return w;
 }
 
+Result<uint64_t> BinWriter::planned_size(Family family, const HyperParams& hparams, std::vector<PlannedSection> sections) {
+    BinWriter w;
+    w.family_ = family;
+    w.hparams_ = hparams;
+    w.plan_ = std::move(sections);
+    if (Status s = w.layout(); !s) return s;
+    return w.file_size_;
+}
+
 Status BinWriter::layout() {
     if (hparams_.n_layers == 0) return error("model has no layers");
     // The loader's own check (Model::bind), so that no converter writes a file that would not load; a layer is

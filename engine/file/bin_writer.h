@@ -51,6 +51,8 @@ public:
     Status finish();
 
     uint64_t planned_file_size() const { return file_size_; }
+    // The size create() would give the file, without creating it (the converters' preview).
+    static Result<uint64_t> planned_size(format::Family family, const format::HyperParams& hparams, std::vector<PlannedSection> sections);
     size_t tensor_count() const { return tensor_order_.size(); }
 
 private:

@@ -1,5 +1,6 @@
 // colibri check (tools/check.h): valid files of every family and weight type pass; damage is reported per
-// section by name, every damaged section of a file at once; crafted headers (written by the converter, then
+// section by name with its byte range, every damaged section of a file at once; a NaN or outlying value in a damaged
+// section names its tensor, byte, row and column; crafted headers (written by the converter, then
 // patched and resealed so that only the structural damage remains) name the misaligned, overlapping or
 // out-of-bounds section and the mis-shaped tensor; tokenizer and chat-template damage is named; a damaged
 // .bin.zst frame names its expert; progress is monotonic and reaches the total; cancellation stops early; and
@@ -32,6 +33,23 @@ QString problems_text(const tools::CheckReport& r) {
     QStringList lines;
     for (const std::string& p : r.problems) lines << QString::fromStdString(p);
     return lines.join("\n");
+}
+
+// The problem line of a section whose checksum failed and whose values show nothing out of line: its byte range and
+// every tensor it holds.
+QString unlocated_mismatch(const tools::CheckReport& r, uint32_t section) {
+    const tools::SectionCheck& s = r.sections.at(section);
+    QStringList held;
+    for (const tools::TensorCheck& t : r.tensors)
+        if (t.section == section) held << QString("%1 at 0x%2").arg(QString::fromStdString(t.name)).arg(t.offset, 0, 16);
+    return QString("%1: xxh64 mismatch in bytes 0x%2..0x%3; no value is out of line, so any of its tensors may be damaged: %4")
+        .arg(QString::fromStdString(s.name)).arg(s.offset, 0, 16).arg(s.offset + s.size - 1, 0, 16).arg(held.join(", "));
+}
+
+const tools::TensorCheck* find_tensor(const tools::CheckReport& r, const std::string& name) {
+    for (const tools::TensorCheck& t : r.tensors)
+        if (t.name == name) return &t;
+    return nullptr;
 }
 
 bool all_start_with(const tools::CheckReport& r, const QStringList& prefixes) {
@@ -123,7 +141,10 @@ private slots:
         const QString path = write_all(dir_.filePath("flipped.bin"), b.bytes());
         const tools::CheckReport r = check(path);
         QVERIFY(!r.valid);
-        QCOMPARE(problems_text(r), QString("layer 1 expert 5 (gate up down): xxh64 mismatch"));
+        const QString line = unlocated_mismatch(r, static_cast<uint32_t>(e));
+        QVERIFY2(line.startsWith("layer 1 expert 5 (gate up down): xxh64 mismatch in bytes 0x") &&
+                     line.contains(", layers.1.experts.5.up at 0x"), qPrintable(line));
+        QCOMPARE(problems_text(r), line);
         for (const tools::SectionCheck& c : r.sections)
             QCOMPARE(c.checksum, c.index == uint32_t(e) ? tools::ChecksumState::Mismatch : tools::ChecksumState::Ok);
         for (const tools::TensorCheck& t : r.tensors)
@@ -133,14 +154,14 @@ private slots:
         QCOMPARE(cli.exit_code, 1);
         QStringList lines = QString::fromUtf8(cli.out).split('\n', Qt::SkipEmptyParts);
         QCOMPARE(lines.size(), 2);
-        QCOMPARE(lines[0], QString("layer 1 expert 5 (gate up down): xxh64 mismatch"));
+        QCOMPARE(lines[0], line);
         QVERIFY2(lines[1].startsWith(path + ": INVALID"), qPrintable(lines[1]));
 
         cli = run_cli({"check", path, "--json"});
         QCOMPARE(cli.exit_code, 1);
         const QJsonObject j = QJsonDocument::fromJson(cli.out).object();
         QCOMPARE(j["valid"].toBool(), false);
-        QCOMPARE(j["problems"].toArray(), QJsonArray{"layer 1 expert 5 (gate up down): xxh64 mismatch"});
+        QCOMPARE(j["problems"].toArray(), QJsonArray{line});
         int mismatched = 0;
         for (const auto& v : j["sections"].toArray()) {
             const QJsonObject o = v.toObject();
@@ -161,17 +182,50 @@ private slots:
     // The check goes on after damage: three damaged sections, three problems, in section order.
     void every_damaged_section_is_reported() {
         BinBytes b(read_all(bin("qwen2_moe", "q8_0")));
-        QStringList expected;
+        std::vector<uint32_t> damaged;
         for (const int i : {b.find_section(SectionKind::Embedding), b.find_section(SectionKind::Expert, 0, 3),
                             b.find_section(SectionKind::SharedExpert, 1)}) {
             QVERIFY(i > 0);
             const SectionEntry s = b.section(static_cast<uint32_t>(i));
             b.flip(s.offset, 0x01);
+            damaged.push_back(static_cast<uint32_t>(i));
         }
         const tools::CheckReport r = check_bytes("three.bin", b.bytes());
-        QCOMPARE(problems_text(r), QString("embedding: xxh64 mismatch\n"
-                                           "layer 0 expert 3 (gate up down): xxh64 mismatch\n"
-                                           "layer 1 shared expert (gate up down): xxh64 mismatch"));
+        QStringList expected;
+        for (uint32_t i : damaged) expected << unlocated_mismatch(r, i);
+        QVERIFY(expected[0].startsWith("embedding: xxh64 mismatch") && expected[1].startsWith("layer 0 expert 3 (gate up down): xxh64 mismatch") &&
+                expected[2].startsWith("layer 1 shared expert (gate up down): xxh64 mismatch"));
+        QCOMPARE(problems_text(r), expected.join("\n"));
+    }
+
+    // Damage the values show: the tensor, the byte (a float type's value, a block type's block), row and column.
+    void damaged_value_is_located() {
+        // f32: an exponent bit flipped makes one value ~1e37, an outlier among values of ~0.02.
+        const tools::CheckReport f32 = check(bin("mixtral", "f32"));
+        const tools::TensorCheck* down = find_tensor(f32, "layers.0.experts.2.down");
+        QVERIFY(down != nullptr && down->shape.size() == 2);
+        BinBytes b(read_all(bin("mixtral", "f32")));
+        const uint64_t value = down->offset + (2 * down->shape[1] + 3) * 4;  // row 2, column 3
+        b.flip(value + 3, 0x40);
+        tools::CheckReport r = check_bytes("outlier.bin", b.bytes());
+        QCOMPARE(r.problems.size(), size_t(1));
+        QString text = QString::fromStdString(r.problems[0]);
+        QVERIFY2(text.startsWith("layer 0 expert 2 (gate up down): xxh64 mismatch in bytes 0x") &&
+                     text.contains("; tensor layers.0.experts.2.down holds an outlier (") &&
+                     text.endsWith(QString(" at byte 0x%1 (row 2, column 3)").arg(value, 0, 16)), qPrintable(text));
+        // q8_0: a block's f16 scale set to NaN makes its 32 values NaN; the block's first byte is named.
+        const tools::CheckReport q8 = check(bin("mixtral", "q8_0"));
+        const tools::TensorCheck* up = find_tensor(q8, "layers.1.experts.0.up");
+        QVERIFY(up != nullptr && up->type == "q8_0");
+        BinBytes c(read_all(bin("mixtral", "q8_0")));
+        const uint64_t block = up->offset + up->shape[1] / 32 * 34 + 34;  // row 1, second block
+        c.flip(block, static_cast<uint8_t>(~c.bytes()[static_cast<qsizetype>(block)]));
+        c.flip(block + 1, static_cast<uint8_t>(~c.bytes()[static_cast<qsizetype>(block + 1)]));
+        r = check_bytes("nan-scale.bin", c.bytes());
+        QCOMPARE(r.problems.size(), size_t(1));
+        text = QString::fromStdString(r.problems[0]);
+        QVERIFY2(text.endsWith(QString("; tensor layers.1.experts.0.up holds a NaN in the block at byte 0x%1 (row 1, column 32)").arg(block, 0, 16)),
+                 qPrintable(text));
     }
 
     void misaligned_section() {
@@ -278,8 +332,7 @@ private slots:
         b.set_section(static_cast<uint32_t>(e), s);
         b.flip(s.offset + 100, 0x04);
         const tools::CheckReport r = check_bytes("meta.bin", b.bytes());
-        QCOMPARE(problems_text(r), QString("metadata: xxh64 mismatch (header or tables damaged)\n"
-                                           "layer 0 expert 1 (gate up down): xxh64 mismatch"));
+        QCOMPARE(problems_text(r), "metadata: xxh64 mismatch (header or tables damaged)\n" + unlocated_mismatch(r, static_cast<uint32_t>(e)));
         QCOMPARE(r.sections[0].checksum, tools::ChecksumState::Mismatch);
     }
 

@@ -1,11 +1,20 @@
 // The Studio's views driven offscreen in a real MainWindow, with assertions on what they display: the chat on
 // the demo model (text, streaming, clickable tokens, stop, regenerate, save/load), the routing inspector
-// against `colibri route`, the heatmap's counts, and the validator on a damaged copy of a model.
+// against `colibri route`, the heatmap's counts, the validator on a damaged copy of a model (the damaged tensor and
+// byte named), its layer graph (hybrid, MoE with a shared expert), legend, histogram ticks, comparison order and
+// tokenizer line, and the convert dialog's default output and preview.
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <QAreaSeries>
+#include <QChart>
+#include <QChartView>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QHeaderView>
+#include <QStandardPaths>
+#include <QTableWidget>
+#include <QValueAxis>
 #include <QElapsedTimer>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -17,7 +26,10 @@
 #include <QTimer>
 
 #include "ui/colors.h"
+#include "ui/data/model_summary.h"
+#include "ui/data/quantization_quality.h"
 #include "ui/file_worker.h"
+#include "ui/models/model_graph.h"
 #include "ui/views/banner.h"
 #include "ui/views/chat_view.h"
 #include "ui/views/convert_dialog.h"
@@ -44,6 +56,17 @@ class TestViews : public QObject {
     }
 
     bool send(const QString& text, int max_tokens) { return send_and_wait(*window_, text, max_tokens); }
+
+    // The validator's dock torn off at a size (a maximised window's dock), so what it draws does not depend on the
+    // test window's arrangement of docks.
+    void show_validator_at(int width, int height) {
+        QDockWidget* dock = window_->dock_of(window_->validator_view());
+        dock->show();
+        dock->setFloating(true);
+        dock->resize(width, height);
+        dock->raise();
+        QTest::qWait(50);
+    }
 
 private slots:
     void initTestCase() {
@@ -294,11 +317,74 @@ private slots:
         QVERIFY(!dialog->start());
         QVERIFY(dialog->status_label()->text().startsWith(QStringLiteral("Choose")));
 
-        const QString out = dir_.filePath(QStringLiteral("converted.bin.zst"));
+        // The default output: the user's models folder (made on demand), named from the source and the type, never
+        // beside the source (a read-only folder here).
+        QVERIFY(ConvertDialog::default_models_folder().startsWith(QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation)));
+        QVERIFY(ConvertDialog::default_models_folder().endsWith(QStringLiteral("/Colibri models")));
+        const QString models = dir_.filePath(QStringLiteral("Colibri models"));
+        QVERIFY(!QFileInfo::exists(models));
+        dialog->set_models_folder(models);
+        QSignalSpy previewed(dialog, &ConvertDialog::previewed);
         dialog->set_source(reference(QStringLiteral("hf/olmoe/model")));
+        QCOMPARE(dialog->output(), models + QStringLiteral("/olmoe-f16.bin"));  // "model" says nothing: its parent names it
         dialog->set_type(QStringLiteral("q8_0"));
+        QCOMPARE(dialog->output(), models + QStringLiteral("/olmoe-q8_0.bin"));
         dialog->set_zstd(true);
-        dialog->set_output(out);
+        const QString out = models + QStringLiteral("/olmoe-q8_0.bin.zst");
+        QCOMPARE(dialog->output(), out);
+        // The types come with what they are; the preview says what the source is and what each type would write.
+        QVERIFY2(dialog->type_box()->currentText().startsWith(QStringLiteral("q8_0 — 8.5 bits")), qPrintable(dialog->type_box()->currentText()));
+        QVERIFY(wait_for(previewed, 1));
+        const SourcePreview& p = dialog->preview();
+        QVERIFY2(p.error.isEmpty(), qPrintable(p.error));
+        const FileLayout olmoe = read_layout(olmoe_);
+        quint64 parameters = 0;
+        for (const TensorInfo& t : olmoe.tensors) parameters += t.rows * t.cols;
+        QCOMPARE(p.parameters, parameters);
+        QCOMPARE(p.family, QStringLiteral("olmoe"));
+        const QString summary = dialog->source_summary()->text();
+        QVERIFY2(summary.startsWith(QStringLiteral("olmoe: 2 layers, 8 experts (top 2); ") + human_count(parameters) + QStringLiteral(" parameters")) &&
+                     summary.contains(QStringLiteral("no tokenizer")), qPrintable(summary));
+        QTableWidget* types = dialog->type_table();
+        QCOMPARE(types->rowCount(), dialog->type_box()->count());
+        QMap<QString, int> row_of;
+        for (int r = 0; r < types->rowCount(); ++r) row_of[types->item(r, 0)->text()] = r;
+        // The f32 estimate is the size the f32 conversion has (initTestCase wrote it with the CLI's default, f32).
+        QCOMPARE(olmoe.tensors.front().type, QStringLiteral("f32"));
+        QCOMPARE(types->item(row_of["f32"], 2)->text(), human_bytes(olmoe.image_size));
+        QVERIFY2(types->item(row_of["q8_0"], 1)->text().startsWith(QStringLiteral("8.5 bits")), qPrintable(types->item(row_of["q8_0"], 1)->text()));
+        // Measured quality, as docs/QUANTIZATION.md's tables give it (the trained model's first, then the random model's).
+        const QString doc = QString::fromUtf8(read_all(QStringLiteral(COLIBRI_SOURCE_DIR "/docs/QUANTIZATION.md")));
+        const TypeQuality q8 = quantization_quality(doc).value(QStringLiteral("q8_0"));
+        QCOMPARE(q8.trained_top1, QStringLiteral("99.75 %"));
+        QVERIFY2(types->item(row_of["q8_0"], 3)->text().startsWith(QStringLiteral("99.75 % same next token, KL 0.00086 (trained demo model); 122/256 top-1, KL 0.075")),
+                 qPrintable(types->item(row_of["q8_0"], 3)->text()));
+        QCOMPARE(types->item(row_of["q5_k"], 3)->text(), QStringLiteral("not measured"));
+        QCOMPARE(types->currentRow(), row_of["q8_0"]);
+        // A GGUF source: its f16 estimate is the size `colibri convert --type f16` writes.
+        const QString gguf = QStringLiteral(COLIBRI_TEST_DATA_DIR "/gguf/olmoe-f32.gguf");
+        const SourcePreview gp = source_preview(gguf);
+        QVERIFY2(gp.error.isEmpty(), qPrintable(gp.error));
+        QCOMPARE(gp.family, QStringLiteral("olmoe"));
+        QCOMPARE(ConvertDialog::output_name(gguf, QStringLiteral("f16"), false), QStringLiteral("olmoe-f32-f16.bin"));
+        const QString gguf_f16 = dir_.filePath(QStringLiteral("gguf-f16.bin"));
+        QCOMPARE(run_cli({"convert", gguf, "-o", gguf_f16, "--type", "f16", "-q"}).exit_code, 0);
+        bool sized = false;
+        for (const auto& [type, bytes] : gp.output_bytes)
+            if (type == QLatin1String("f16")) {
+                QCOMPARE(bytes, static_cast<quint64>(QFileInfo(gguf_f16).size()));
+                sized = true;
+            }
+        QVERIFY(sized);
+        // A directory that is no model says why, in the summary.
+        QSignalSpy previewed_bad(dialog, &ConvertDialog::previewed);
+        dialog->set_source(dir_.path());
+        QVERIFY(wait_for(previewed_bad, 1));
+        QVERIFY2(dialog->source_summary()->text().startsWith(QStringLiteral("Cannot convert this source: ")) &&
+                     dialog->source_summary()->text().contains(QStringLiteral("config.json")),
+                 qPrintable(dialog->source_summary()->text()));
+        dialog->set_source(reference(QStringLiteral("hf/olmoe/model")));
+        QCOMPARE(dialog->output(), out);  // the suggestion follows the source again
         // Cancelled at once: nothing is written.
         QSignalSpy finished(dialog, &ConvertDialog::finished);
         QVERIFY(dialog->start());
@@ -319,6 +405,11 @@ private slots:
         QCOMPARE(verified.at(0).at(0).toString(), out);
         QCOMPARE(verified.at(0).at(1).toBool(), true);
         QVERIFY(window_->validator_view()->file_layout().compressed);
+        QVERIFY(QFileInfo(models).isDir() && QFileInfo(models).isWritable());
+        // The preview's q8_0 size is the written image's.
+        QCOMPARE(types->item(row_of["q8_0"], 2)->text(), human_bytes(window_->validator_view()->file_layout().image_size));
+        for (const auto& [type, bytes] : p.output_bytes)
+            if (type == QLatin1String("q8_0")) QCOMPARE(bytes, window_->validator_view()->file_layout().image_size);
         QCOMPARE(check_json(out)["valid"].toBool(), true);
         dialog->hide();
     }
@@ -341,6 +432,9 @@ private slots:
         const QStringList problems = v->problems()->stringList();
         QCOMPARE(problems.size(), 1);
         QVERIFY2(problems[0].contains(QStringLiteral("expert 0")) && problems[0].contains(QStringLiteral("mismatch")), qPrintable(problems[0]));
+        // The problem names the section's byte range (a checksum covers a section, not one tensor).
+        const SectionInfo& si = v->file_layout().sections[static_cast<size_t>(section)];
+        QVERIFY2(problems[0].contains(QStringLiteral("in bytes 0x%1..0x%2").arg(si.offset, 0, 16).arg(si.offset + si.size - 1, 0, 16)), qPrintable(problems[0]));
         // Every tensor of the section, and only those, is marked damaged in the table.
         int damaged_rows = 0;
         for (int r = 0; r < v->tensors()->rowCount(); ++r) {
@@ -385,6 +479,194 @@ private slots:
         const QString garbage = write_all(dir_.filePath(QStringLiteral("garbage.bin")), QByteArray(100, 'x'));
         window_->validate_file(garbage);
         QTRY_VERIFY_WITH_TIMEOUT(v->file_layout().path == garbage && !v->problems()->stringList().isEmpty(), 10000);
+    }
+
+    // A NaN written into one expert tensor: the problem names that tensor, the byte offset and the row and column.
+    void damaged_tensor_and_offset_are_named() {
+        const FileLayout layout = read_layout(mixtral_);
+        const TensorInfo* up = nullptr;
+        for (const TensorInfo& t : layout.tensors)
+            if (t.name == QLatin1String("layers.1.experts.3.up")) up = &t;
+        QVERIFY(up != nullptr);
+        QCOMPARE(up->type, QStringLiteral("f32"));
+        QByteArray bytes = read_all(mixtral_);
+        const quint64 at = up->offset + (up->cols + 5) * 4;  // row 1, column 5
+        for (int i = 0; i < 4; ++i) bytes[static_cast<qsizetype>(at) + i] = static_cast<char>(0xFF);
+        const QString damaged = write_all(dir_.filePath(QStringLiteral("nan-expert.bin")), bytes);
+        ValidatorView* v = window_->validator_view();
+        QSignalSpy verified(v, &ValidatorView::verifiedFile);
+        window_->validate_file(damaged);
+        QVERIFY(wait_for(verified, 1));
+        const QStringList problems = v->problems()->stringList();
+        QCOMPARE(problems.size(), 1);
+        QCOMPARE(problems[0], QStringLiteral("layer 1 expert 3 (gate up down): xxh64 mismatch in bytes 0x%1..0x%2; tensor layers.1.experts.3.up holds a NaN "
+                                             "at byte 0x%3 (row 1, column 5)")
+                                  .arg(layout.sections[static_cast<size_t>(up->section)].offset, 0, 16)
+                                  .arg(layout.sections[static_cast<size_t>(up->section)].offset + layout.sections[static_cast<size_t>(up->section)].size - 1, 0, 16)
+                                  .arg(at, 0, 16));
+        // The CLI says the same.
+        const CliResult cli = run_cli({"check", damaged});
+        QCOMPARE(cli.exit_code, 1);
+        QVERIFY2(QString::fromUtf8(cli.out).contains(problems[0]), cli.out.constData());
+        // The graph (the first tab) frames the damaged layer's experts in the damaged colour and says so.
+        show_validator_at(1280, 600);
+        v->tabs()->setCurrentIndex(0);
+        QTest::qWait(20);
+        const auto& rows = v->graph()->graph();
+        bool marked = false;
+        v->graph()->repaint();
+        for (const QString& t : v->graph()->drawn_text()) marked = marked || t.startsWith(QStringLiteral("8 experts — damaged"));
+        QVERIFY2(marked, qPrintable(v->graph()->drawn_text().join(QStringLiteral(" | "))));
+        QVERIFY(!rows.empty());
+    }
+
+    // The layer graph of a MoE with a shared expert (the suites' qwen2_moe) and of a Gated DeltaNet hybrid: blocks in
+    // the order the data flows, tensors with shape and type; a click on a block selects its tensors in the table.
+    void layer_graph_shows_blocks_and_selects_tensors() {
+        const std::vector<GraphRow> moe = model_graph(read_layout(QStringLiteral(COLIBRI_UI_TEST_MODEL)));
+        QCOMPARE(moe.size(), size_t(6));  // input, 4 layers, output
+        QCOMPARE(moe.front().label, QStringLiteral("input"));
+        QCOMPARE(moe.front().blocks.size(), size_t(2));
+        QCOMPARE(moe.front().blocks[0].kind, GraphBlock::Kind::Tokenizer);
+        QCOMPARE(moe.front().blocks[1].kind, GraphBlock::Kind::Embedding);
+        QCOMPARE(moe.front().blocks[1].tensors, QStringList{QStringLiteral("embed 4096×128 f16")});
+        for (int l = 0; l < 4; ++l) {
+            const GraphRow& row = moe[static_cast<size_t>(l + 1)];
+            QCOMPARE(row.label, QStringLiteral("layer %1").arg(l));
+            QStringList titles;
+            for (const GraphBlock& b : row.blocks) titles << b.title;
+            QCOMPARE(titles, (QStringList{"attention", "router", "8 experts", "shared expert"}));
+            QCOMPARE(row.blocks[2].sections.size(), size_t(8));
+            QCOMPARE(row.blocks[2].tensors, (QStringList{"gate 256×128 f16 ×8", "up 256×128 f16 ×8", "down 128×256 f16 ×8"}));
+            QVERIFY2(row.blocks[1].tensors.contains(QStringLiteral("router 8×128 f32")), qPrintable(row.blocks[1].tensors.join(", ")));
+            QVERIFY2(row.blocks[0].tensors.contains(QStringLiteral("q 128×128 f16")), qPrintable(row.blocks[0].tensors.join(", ")));
+        }
+        QCOMPARE(moe.back().blocks.front().kind, GraphBlock::Kind::Output);
+
+        // The hybrid: linear-attention layers where config.json's layer_types says so, softmax attention elsewhere.
+        const QString hybrid = convert_reference(dir_, QStringLiteral("qwen3_next"));
+        QVERIFY(!hybrid.isEmpty());
+        const std::vector<GraphRow> h = model_graph(read_layout(hybrid));
+        const QJsonArray types = read_json(reference("hf/qwen3_next/model/config.json")).object()["layer_types"].toArray();
+        QVERIFY(!types.isEmpty());
+        int linear = 0;
+        for (int l = 0; l < types.size(); ++l) {
+            const GraphRow& row = h[static_cast<size_t>(l + 1)];
+            QCOMPARE(row.layer, l);
+            const bool is_linear = types[l].toString() == QLatin1String("linear_attention");
+            QCOMPARE(row.blocks.front().kind, is_linear ? GraphBlock::Kind::LinearAttention : GraphBlock::Kind::Attention);
+            linear += is_linear ? 1 : 0;
+        }
+        QVERIFY(linear > 0 && linear < types.size());
+
+        // Drawn in the validator: the blocks' titles and tensor lines, unelided at the dock's size; a click selects.
+        ValidatorView* v = window_->validator_view();
+        show_validator_at(1280, 600);
+        QSignalSpy verified(v, &ValidatorView::verifiedFile);
+        window_->validate_file(QStringLiteral(COLIBRI_UI_TEST_MODEL));
+        QVERIFY(wait_for(verified, 1));
+        v->tabs()->setCurrentIndex(0);
+        QCOMPARE(v->tabs()->tabText(0), QStringLiteral("Layers"));
+        QTest::qWait(50);
+        ModelGraphView* g = v->graph();
+        QVERIFY(g->isVisible() && g->width() > 200);
+        g->repaint();
+        const QStringList drawn = g->drawn_text();
+        for (const QString& want : {QStringLiteral("attention"), QStringLiteral("router"), QStringLiteral("8 experts"), QStringLiteral("shared expert"),
+                                    QStringLiteral("embedding"), QStringLiteral("norm + lm head"), QStringLiteral("gate 256×128 f16 ×8")})
+            QVERIFY2(drawn.contains(want), qPrintable(want + QStringLiteral(" not in ") + drawn.join(QStringLiteral(" | "))));
+        const QRect experts = g->block_rect(2, 2);  // layer 1's experts
+        QVERIFY(!experts.isEmpty());
+        QTest::mouseClick(g, Qt::LeftButton, {}, experts.center());
+        QCOMPARE(g->selected(), std::make_pair(2, 2));
+        QCOMPARE(v->tabs()->tabText(v->tabs()->currentIndex()), QStringLiteral("Tensors"));  // the selection shown
+        const QModelIndexList selected = v->tensor_table()->selectionModel()->selectedRows();
+        QCOMPARE(selected.size(), 24);  // 8 experts × gate, up, down
+        for (const QModelIndex& i : selected)
+            QVERIFY2(i.data().toString().startsWith(QStringLiteral("layers.1.experts.")), qPrintable(i.data().toString()));
+        // The tokenizer line: this file has one.
+        QCOMPARE(v->status_label()->text(), QStringLiteral("Valid: every section is aligned and matches its checksum; shapes and tokenizer load."));
+    }
+
+    // The map's legend is a row of its own under the map; the map's last row is not covered; a file converted
+    // without a tokenizer is not said to have one; the histogram's tick labels fit at dock size.
+    void validator_legend_tokenizer_line_and_histogram() {
+        ValidatorView* v = window_->validator_view();
+        window_->dock_of(v)->show();
+        window_->dock_of(v)->raise();
+        QSignalSpy verified(v, &ValidatorView::verifiedFile);
+        window_->validate_file(mixtral_);  // the reference checkpoint has no tokenizer
+        QVERIFY(wait_for(verified, 1));
+        QCOMPARE(verified.at(0).at(1).toBool(), true);
+        const QString status = v->status_label()->text();
+        QVERIFY2(status.startsWith(QStringLiteral("Valid:")) && status.contains(QStringLiteral("No tokenizer")) &&
+                     !status.contains(QStringLiteral("tokenizer load")), qPrintable(status));
+        QTest::qWait(50);
+        const QRect map = v->map()->geometry(), legend = v->legend()->geometry();
+        QVERIFY(v->legend()->isVisible());
+        QVERIFY2(!map.intersects(legend) && legend.top() >= map.bottom(), qPrintable(QStringLiteral("map %1,%2 %3x%4; legend top %5")
+                                                                                        .arg(map.x()).arg(map.y()).arg(map.width()).arg(map.height()).arg(legend.top())));
+        // Every section is drawn inside the map: the rectangle of the one that ends the file ends above its bottom edge.
+        int last = 0;
+        for (const SectionInfo& si : v->file_layout().sections)
+            if (si.offset + si.size > v->file_layout().sections[static_cast<size_t>(last)].offset + v->file_layout().sections[static_cast<size_t>(last)].size)
+                last = si.index;
+        const QRect end = v->map()->section_rect(last);
+        QVERIFY(!end.isEmpty());
+        const int rows_drawn = v->map()->height() / 16;  // whole 16-px rows
+        QVERIFY2(end.bottom() < rows_drawn * 16, qPrintable(QStringLiteral("%1 of %2 rows").arg(end.bottom()).arg(rows_drawn)));
+
+        // The histogram at a narrow dock's width: as many ticks as fit, none elided.
+        v->histogram_view()->setFixedWidth(220);
+        QSignalSpy shown(v, &ValidatorView::histogramShown);
+        v->select_sections({v->file_layout().tensors.front().section});
+        QVERIFY(wait_for(shown, 1));
+        QTest::qWait(100);  // the chart lays out, then the ticks are fitted
+        const auto axes = v->histogram_chart()->axes(Qt::Horizontal);
+        QCOMPARE(axes.size(), 1);
+        auto* x = qobject_cast<QValueAxis*>(axes.front());
+        const QStringList labels = v->histogram_tick_labels();
+        QVERIFY(labels.size() >= 2);
+        const double spacing = v->histogram_chart()->plotArea().width() / (labels.size() - 1);
+        for (const QString& label : labels) {
+            QVERIFY2(!label.contains(QChar(0x2026)), qPrintable(label));
+            QVERIFY2(QFontMetrics(x->labelsFont()).horizontalAdvance(label) + 8 < spacing,  // a gap between neighbours
+                     qPrintable(QStringLiteral("%1 in %2 px").arg(label).arg(spacing)));
+        }
+        v->histogram_view()->setMinimumWidth(0);
+        v->histogram_view()->setMaximumWidth(QWIDGETSIZE_MAX);
+    }
+
+    // Compared with its q4_0 copy: what differs comes first, worst first, identical tensors (the f32 norms and routers) last.
+    void comparison_lists_differing_tensors_first() {
+        const QString q4 = dir_.filePath(QStringLiteral("mixtral-q4_0.bin"));
+        QCOMPARE(run_cli({"convert", reference(QStringLiteral("hf/mixtral/model")), "-o", q4, "--type", "q4_0", "-q"}).exit_code, 0);
+        ValidatorView* v = window_->validator_view();
+        QSignalSpy verified(v, &ValidatorView::verifiedFile);
+        window_->validate_file(mixtral_);
+        QVERIFY(wait_for(verified, 1));
+        QSignalSpy compared(v, &ValidatorView::compared);
+        v->compare_with(q4);
+        QVERIFY(wait_for(compared, 1));
+        QCOMPARE(compared.at(0).at(0).toBool(), true);
+        QAbstractItemModel* shown = v->comparison_table()->model();
+        int identical_seen = 0, differs = 0;
+        double previous = 1e300;
+        for (int r = 0; r < shown->rowCount(); ++r) {
+            const QString result = shown->index(r, 1).data().toString();
+            if (result == QLatin1String("identical")) {
+                ++identical_seen;
+                continue;
+            }
+            QCOMPARE(result, QStringLiteral("differs"));
+            QCOMPARE(identical_seen, 0);  // nothing differing after an identical row
+            const double rel = shown->index(r, 6).data(Qt::EditRole).toDouble();
+            QVERIFY2(rel <= previous, qPrintable(QStringLiteral("row %1: %2 after %3").arg(r).arg(rel).arg(previous)));
+            previous = rel;
+            ++differs;
+        }
+        QVERIFY(differs > 0 && identical_seen > 0);
+        QCOMPARE(v->comparison_table()->horizontalHeader()->sortIndicatorSection(), -1);
     }
 };
 

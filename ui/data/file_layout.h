@@ -2,6 +2,7 @@
 // tensor by tensor) and the conversion it is asked for: plain values for the validator and the convert dialog.
 #pragma once
 #include <QMetaType>
+#include <QPair>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -82,6 +83,17 @@ struct TensorComparison {
     std::vector<TensorDiff> tensors;  // A's order, then what only B has
 };
 
+// What converting a source would give (tools::preview_conversion), for the convert dialog.
+struct SourcePreview {
+    QString source;
+    QString error;
+    QString family;
+    quint64 parameters = 0, source_bytes = 0;
+    int layers = 0, experts = 0, active_experts = 0, linear_layers = 0;
+    bool shared_expert = false, has_tokenizer = false;
+    QVector<QPair<QString, quint64>> output_bytes;  // weight type name, bytes of the .bin
+};
+
 struct ConvertJob {
     QString source;   // Hugging Face directory or .gguf file
     QString output;   // .bin, or .bin.zst when zstd
@@ -94,4 +106,5 @@ struct ConvertJob {
 Q_DECLARE_METATYPE(colibri::studio::FileLayout)
 Q_DECLARE_METATYPE(colibri::studio::TensorHistogram)
 Q_DECLARE_METATYPE(colibri::studio::TensorComparison)
+Q_DECLARE_METATYPE(colibri::studio::SourcePreview)
 Q_DECLARE_METATYPE(colibri::tools::CheckReport)

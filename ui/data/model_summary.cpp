@@ -2,6 +2,7 @@
 
 #include <QFileInfo>
 #include <map>
+#include <utility>
 
 #include "engine/core/model.h"
 
@@ -49,15 +50,31 @@ ModelSummary summarize(const Model& model, const QString& path) {
     return s;
 }
 
-QString human_bytes(quint64 bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(bytes);
+namespace {
+
+// n in the largest of five units (each `step` times the last) that keeps it at least 1: the value and the unit.
+std::pair<double, int> in_units(quint64 n, double step) {
+    double v = static_cast<double>(n);
     int u = 0;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
+    while (v >= step && u < 4) {
+        v /= step;
         ++u;
     }
+    return {v, u};
+}
+
+}  // namespace
+
+QString human_bytes(quint64 bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    const auto [v, u] = in_units(bytes, 1024.0);
     return u == 0 ? QStringLiteral("%1 B").arg(bytes) : QStringLiteral("%1 %2").arg(v, 0, 'f', 1).arg(QLatin1String(units[u]));
+}
+
+QString human_count(quint64 n) {
+    const char* units[] = {"", " k", " M", " B", " T"};
+    const auto [v, u] = in_units(n, 1000.0);
+    return u == 0 ? QString::number(n) : QString::number(v, 'g', 3) + QLatin1String(units[u]);
 }
 
 }  // namespace colibri::studio

@@ -54,6 +54,8 @@ ModelSummary summarize(const Model& model, const QString& path);
 
 // "1.5 MiB", "512 B": sizes for people.
 QString human_bytes(quint64 bytes);
+// "3.84 M", "1.2 B", "950": counts (parameters) for people, three significant digits.
+QString human_count(quint64 n);
 
 }  // namespace colibri::studio
 

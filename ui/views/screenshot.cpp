@@ -212,8 +212,9 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
     convert->set_type(QStringLiteral("f16"));
     if (!o.convert_source.isEmpty()) {
         if (!scratch.isValid()) return error("convert: no temporary directory");
+        // Into a models folder of its own, under the name the dialog gives the output.
+        convert->set_models_folder(scratch.filePath(QStringLiteral("Colibri models")));
         convert->set_source(o.convert_source);
-        convert->set_output(scratch.filePath(QStringLiteral("converted.bin")));
         SignalWaiter done(convert, &ConvertDialog::finished);
         if (!convert->start()) return error(("convert: " + convert->status_label()->text()).toStdString());
         if (!done.wait(o.timeout_ms)) return error("convert: the conversion did not finish in time");

@@ -18,6 +18,7 @@
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSplitter>
 #include <QTableView>
 #include <QToolTip>
@@ -34,15 +35,14 @@ namespace colibri::studio {
 
 namespace {
 constexpr int kRowHeight = 16;
-constexpr int kLegendHeight = 22;
 }  // namespace
 
 FileMapWidget::FileMapWidget(QWidget* parent) : QWidget(parent) {
-    setMinimumHeight(kRowHeight * 3 + kLegendHeight);
+    setMinimumHeight(kRowHeight * 3);
     setMouseTracking(true);
 }
 
-QSize FileMapWidget::minimumSizeHint() const { return {200, kRowHeight * 3 + kLegendHeight}; }
+QSize FileMapWidget::minimumSizeHint() const { return {200, kRowHeight * 3}; }
 
 void FileMapWidget::set_file(const FileLayout& layout, const std::vector<SectionState>& states) {
     layout_ = layout;
@@ -59,7 +59,10 @@ void FileMapWidget::set_highlight(int section) {
 // The byte offset of each row's start is written in a gutter on the left.
 int FileMapWidget::gutter() const { return fontMetrics().horizontalAdvance(QStringLiteral("999.9 MiB")) + 8; }
 
-int FileMapWidget::rows() const { return std::max(1, (height() - kLegendHeight) / kRowHeight); }
+int FileMapWidget::rows() const { return std::max(1, height() / kRowHeight); }
+
+// The strip runs right of the gutter only: counting the gutter's pixels too would wrap the file onto a row below the last.
+qint64 FileMapWidget::pixels() const { return static_cast<qint64>(std::max(width() - gutter(), 1)) * rows(); }
 
 FileMapWidget::Run FileMapWidget::run_of(const SectionInfo& s) const {
     const double scale = layout_.image_size > 0 ? static_cast<double>(pixels()) / static_cast<double>(layout_.image_size) : 0.0;
@@ -99,8 +102,8 @@ QString FileMapWidget::short_name(const SectionInfo& s) {
     if (s.expert >= 0) return QStringLiteral("L%1 E%2").arg(s.layer).arg(s.expert);
     if (s.kind == QLatin1String("attention")) return QStringLiteral("attn %1").arg(s.layer);
     if (s.kind == QLatin1String("router")) return QStringLiteral("router %1").arg(s.layer);
-    if (s.kind == QLatin1String("shared expert")) return QStringLiteral("shared %1").arg(s.layer);
-    if (s.kind == QLatin1String("dense mlp")) return QStringLiteral("mlp %1").arg(s.layer);
+    if (s.kind == QLatin1String("shared_expert")) return QStringLiteral("shared %1").arg(s.layer);
+    if (s.kind == QLatin1String("dense_mlp")) return QStringLiteral("mlp %1").arg(s.layer);
     if (s.layer >= 0) return QStringLiteral("%1 %2").arg(s.kind).arg(s.layer);
     return s.kind;
 }
@@ -109,7 +112,7 @@ void FileMapWidget::paintEvent(QPaintEvent*) {
     QPainter p(this);
     const QPalette pal = palette();
     const int g = gutter();
-    const int w = width() - g;
+    const int w = std::max(width() - g, 1);
     const int map_height = rows() * kRowHeight;
     drawn_names_.clear();
     axis_labels_.clear();
@@ -158,18 +161,6 @@ void FileMapWidget::paintEvent(QPaintEvent*) {
             first = last + 1;
         }
     }
-    // Legend.
-    int x = g;
-    const int y = map_height + 4;
-    for (SectionState st : {SectionState::NotChecked, SectionState::Ok, SectionState::Damaged, SectionState::Misaligned}) {
-        p.fillRect(QRect(x, y + 2, 12, 12), section_state_color(st));
-        p.setPen(pal.color(QPalette::WindowText));
-        const QString label = section_state_name(st);
-        p.drawText(QPoint(x + 16, y + 12), label);
-        x += 16 + fm.horizontalAdvance(label) + 14;
-    }
-    if (layout_.image_size > 0)
-        p.drawText(QPoint(x + 10, y + 12), tr("%1, %2 sections, to scale; left: byte offset of each row").arg(human_bytes(layout_.image_size)).arg(layout_.sections.size()));
 }
 
 void FileMapWidget::mousePressEvent(QMouseEvent* e) {
@@ -225,7 +216,37 @@ ValidatorView::ValidatorView(QWidget* parent)
     connect(cancel_, &QPushButton::clicked, this, &ValidatorView::cancel);
 
     map_ = new FileMapWidget;
-    connect(map_, &FileMapWidget::sectionClicked, this, &ValidatorView::select_section);
+    connect(map_, &FileMapWidget::sectionClicked, this, [this](int section) {
+        map_->set_highlight(section);
+        select_sections({section});
+    });
+    // The legend is a row of its own under the map, so it never covers the map's last row.
+    legend_ = new QWidget;
+    legend_->setObjectName(QStringLiteral("map_legend"));
+    auto* legend_layout = new QHBoxLayout(legend_);
+    legend_layout->setContentsMargins(0, 0, 0, 0);
+    legend_layout->setSpacing(4);
+    for (SectionState st : {SectionState::NotChecked, SectionState::Ok, SectionState::Damaged, SectionState::Misaligned}) {
+        QPixmap swatch(12, 12);
+        swatch.fill(section_state_color(st));
+        auto* mark = new QLabel;
+        mark->setPixmap(swatch);
+        legend_layout->addWidget(mark);
+        legend_layout->addWidget(new QLabel(section_state_name(st)));
+        legend_layout->addSpacing(10);
+    }
+    map_summary_ = new ElidedLabel;
+    legend_layout->addWidget(map_summary_, 1);
+
+    graph_ = new ModelGraphView;
+    connect(graph_, &ModelGraphView::blockClicked, this, [this](const std::vector<int>& sections) {
+        map_->set_highlight(sections.empty() ? -1 : sections.front());
+        select_sections(sections);
+    });
+    auto* graph_scroll = new QScrollArea;
+    graph_scroll->setWidget(graph_);
+    graph_scroll->setWidgetResizable(true);
+    graph_scroll->setToolTip(QString());
 
     filter_.setSourceModel(&tensors_);
     filter_.setSortRole(Qt::EditRole);
@@ -256,7 +277,10 @@ ValidatorView::ValidatorView(QWidget* parent)
     auto* comparison_table = new QTableView;
     comparison_table->setModel(&comparison_sort_);
     comparison_table->setSortingEnabled(true);
+    // Unsorted until a header is clicked: the rows come differing first (on_compared orders them).
+    comparison_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
     comparison_table->verticalHeader()->hide();
+    comparison_table_ = comparison_table;
     comparison_table->horizontalHeader()->setStretchLastSection(true);
 
     problem_list_ = new QListView;
@@ -267,6 +291,7 @@ ValidatorView::ValidatorView(QWidget* parent)
     chart_->setMargins(QMargins(2, 2, 2, 2));
     chart_view_ = new QChartView(chart_);
     chart_view_->setRenderHint(QPainter::Antialiasing);
+    chart_view_->installEventFilter(this);  // the axes' tick counts follow its width
     histogram_label_ = new QLabel(tr("Select a tensor for the histogram of its values."));
     histogram_label_->setWordWrap(true);
 
@@ -293,8 +318,14 @@ ValidatorView::ValidatorView(QWidget* parent)
     compared_layout->addWidget(comparison_table, 1);
     tabs_ = new QTabWidget;
     tabs_->setDocumentMode(true);
+    // The layer graph first, as wide as the tabs are (a dock leaves no room for it beside the table): a click on
+    // a block shows its tensors in the Tensors tab, the first one's histogram beside it.
+    tabs_->addTab(graph_scroll, tr("Layers"));
+    tabs_->setTabToolTip(0, tr("The model's layers: click a block to select its tensors"));
+    tables_tab_ = tables;
     tabs_->addTab(tables, tr("Tensors"));
     tabs_->addTab(problem_list_, tr("Problems"));
+    compared_tab_ = compared;
     tabs_->addTab(compared, tr("Compared"));
     auto* splitter = new QSplitter(Qt::Horizontal);
     splitter->addWidget(tabs_);
@@ -306,6 +337,7 @@ ValidatorView::ValidatorView(QWidget* parent)
     layout->addLayout(bar);
     layout->addWidget(status_);
     layout->addWidget(map_);
+    layout->addWidget(legend_);
     layout->addWidget(splitter, 1);
     show_status();
 }
@@ -323,6 +355,7 @@ void ValidatorView::open(const QString& path, bool verify_after) {
     states_.clear();
     tensors_.set_layout(layout_);
     map_->set_file(layout_, states_);
+    graph_->set_file(layout_, states_);
     problems_.setStringList({});
     clear_histogram(tr("Select a tensor for the histogram of its values."));
     diffs_.clear();
@@ -361,6 +394,7 @@ void ValidatorView::on_layout(const FileLayout& layout) {
         layout_.unreadable = true;
         layout_.error = layout.error;
         map_->set_file(FileLayout{}, {});
+        graph_->set_file(FileLayout{}, {});
         problems_.setStringList({layout.error});
         verify_->setEnabled(false);
         status_->setText(tr("Cannot open this file: %1").arg(layout.error));
@@ -371,6 +405,7 @@ void ValidatorView::on_layout(const FileLayout& layout) {
     states_ = section_states(layout_, nullptr);
     tensors_.set_layout(layout_);
     map_->set_file(layout_, states_);
+    graph_->set_file(layout_, states_);
     problems_.setStringList(layout_.error.isEmpty() ? layout_.problems : QStringList{layout_.error});
     table_->resizeColumnsToContents();
     show_status();
@@ -385,6 +420,7 @@ void ValidatorView::on_report(const tools::CheckReport& report) {
     states_ = section_states(layout_, &report_);
     tensors_.set_states(states_);
     map_->set_file(layout_, states_);
+    graph_->set_states(states_);
     QStringList problems;
     for (const std::string& p : report.problems) problems << QString::fromStdString(p);
     problems_.setStringList(problems);
@@ -412,7 +448,10 @@ void ValidatorView::show_status() {
             color = status_color(StatusColor::Error).name();
         }
     } else if (report_.valid) {
-        text = tr("Valid: every section is aligned and matches its checksum; shapes and tokenizer load.");
+        // The tokenizer is claimed only when the file has one (a model converted without tokenizer.json has none).
+        text = has_tokenizer() ? tr("Valid: every section is aligned and matches its checksum; shapes and tokenizer load.")
+                               : tr("Valid: every section is aligned and matches its checksum; shapes load. No tokenizer: this file "
+                                    "takes token ids, not text (convert it with tokenizer.json beside config.json to chat).");
         color = status_color(StatusColor::Ok).name();
     } else {
         text = tr("INVALID: %n problem(s) (listed below).", nullptr, static_cast<int>(report_.problems.size()));
@@ -421,17 +460,24 @@ void ValidatorView::show_status() {
     if (layout_.compressed) text += tr(" Compressed: %1 on disk for a %2 image.").arg(human_bytes(layout_.file_size), human_bytes(layout_.image_size));
     status_->setText(text);
     status_->setStyleSheet(color.isEmpty() ? QString() : QStringLiteral("color: %1").arg(color));
+    map_summary_->setText(layout_.image_size > 0 ? tr("%1, %2 sections, to scale; left: byte offset of each row")
+                                                       .arg(human_bytes(layout_.image_size)).arg(layout_.sections.size())
+                                                 : QString());
 }
 
-void ValidatorView::select_section(int section) {
-    // Select the section's tensors in the table; the first one gets the histogram.
-    map_->set_highlight(section);
-    tabs_->setCurrentIndex(0);
+bool ValidatorView::has_tokenizer() const {
+    return std::any_of(layout_.sections.begin(), layout_.sections.end(), [](const SectionInfo& s) { return s.kind == QLatin1String("tokenizer"); });
+}
+
+void ValidatorView::select_sections(const std::vector<int>& sections) {
+    // Select the sections' tensors in the table; the first one gets the histogram.
+    tabs_->setCurrentWidget(tables_tab_);
     table_->clearSelection();
     bool first = true;
     for (int r = 0; r < filter_.rowCount(); ++r) {
         const QModelIndex i = filter_.index(r, 0);
-        if (filter_.mapToSource(i).data(TensorTableModel::SectionRole).toInt() != section) continue;
+        const int section = filter_.mapToSource(i).data(TensorTableModel::SectionRole).toInt();
+        if (std::find(sections.begin(), sections.end(), section) == sections.end()) continue;
         if (first) {
             table_->setCurrentIndex(i);
             table_->scrollTo(i);
@@ -481,7 +527,7 @@ void ValidatorView::on_histogram(const TensorHistogram& h) {
     auto* x = new QValueAxis;
     x->setRange(lo, hi > lo ? hi : lo + 1.0);
     x->setTitleText(tr("value"));
-    x->setLabelFormat(QStringLiteral("%.3g"));
+    x->setLabelFormat(QStringLiteral("%.2g"));
     auto* y = new QValueAxis;
     y->setRange(0, top > 0 ? static_cast<double>(top) * 1.1 : 1.0);
     y->setLabelFormat(QStringLiteral("%d"));
@@ -491,6 +537,7 @@ void ValidatorView::on_histogram(const TensorHistogram& h) {
     area->attachAxis(y);
     chart_->setTitle(h.tensor);
     style_chart(chart_);
+    fit_histogram_ticks();
     QString text;
     if (h.constant()) text = tr("constant: every one of the %1 values is %2").arg(h.sampled).arg(h.min, 0, 'g', 6);
     else
@@ -504,6 +551,48 @@ void ValidatorView::on_histogram(const TensorHistogram& h) {
 
 QLabel* ValidatorView::comparison_label() const { return comparison_label_; }
 
+QStringList ValidatorView::histogram_tick_labels() const {
+    QStringList labels;
+    const auto axes = chart_->axes(Qt::Horizontal);
+    auto* x = axes.isEmpty() ? nullptr : qobject_cast<QValueAxis*>(axes.front());
+    if (x == nullptr) return labels;
+    for (int i = 0; i < x->tickCount(); ++i) {
+        const double v = x->min() + (x->max() - x->min()) * i / std::max(1, x->tickCount() - 1);
+        labels << QString::asprintf(x->labelFormat().toLatin1().constData(), v);
+    }
+    return labels;
+}
+
+// As many ticks on the value axis as their labels fit side by side in the plot's width (QtCharts elides the
+// labels to "…" instead of dropping ticks); the count axis gets as many as its height holds.
+void ValidatorView::fit_histogram_ticks() {
+    const auto xs = chart_->axes(Qt::Horizontal), ys = chart_->axes(Qt::Vertical);
+    auto* x = xs.isEmpty() ? nullptr : qobject_cast<QValueAxis*>(xs.front());
+    auto* y = ys.isEmpty() ? nullptr : qobject_cast<QValueAxis*>(ys.front());
+    if (x == nullptr || y == nullptr) return;
+    const QFontMetrics fm(x->labelsFont());
+    const double width = chart_->plotArea().width() > 0 ? chart_->plotArea().width() : chart_view_->width() * 0.8;
+    int ticks = 2;
+    for (int n = 7; n > 2; --n) {
+        x->setTickCount(n);
+        int widest = 0;
+        for (const QString& label : histogram_tick_labels()) widest = std::max(widest, fm.horizontalAdvance(label));
+        if ((widest + 12) * (n - 1) <= width) {
+            ticks = n;
+            break;
+        }
+    }
+    x->setTickCount(ticks);
+    const double height = chart_->plotArea().height() > 0 ? chart_->plotArea().height() : chart_view_->height() * 0.6;
+    y->setTickCount(std::clamp(static_cast<int>(height / (QFontMetrics(y->labelsFont()).height() * 2)) + 1, 2, 6));
+}
+
+bool ValidatorView::eventFilter(QObject* watched, QEvent* e) {
+    if (watched == chart_view_ && e->type() == QEvent::Resize)
+        QMetaObject::invokeMethod(this, &ValidatorView::fit_histogram_ticks, Qt::QueuedConnection);  // after the chart's own layout
+    return QWidget::eventFilter(watched, e);
+}
+
 void ValidatorView::compare_dialog() {
     const QString other = QFileDialog::getOpenFileName(this, tr("Compare with another model file"), QString(), tr("Colibri models (*.bin *.bin.zst)"));
     if (!other.isEmpty()) compare_with(other);
@@ -512,7 +601,7 @@ void ValidatorView::compare_dialog() {
 void ValidatorView::compare_with(const QString& other) {
     if (layout_.path.isEmpty() || verifying_) return;
     comparison_label_->setText(tr("Comparing with %1…").arg(QFileInfo(other).fileName()));
-    tabs_->setCurrentIndex(2);
+    tabs_->setCurrentWidget(compared_tab_);
     progress_->setRange(0, 1000);
     progress_->setValue(0);
     comparing_ = true;
@@ -530,6 +619,15 @@ void ValidatorView::on_compared(const TensorComparison& c) {
         return;
     }
     diffs_ = c.tensors;
+    // What differs first, worst first: tensors that do not match up, then differing ones by relative RMS difference,
+    // identical ones last (each group in file order).
+    auto rank = [](const TensorDiff& d) {
+        return d.kind == TensorDiff::Kind::Identical ? 2 : d.kind == TensorDiff::Kind::Differs ? 1 : 0;
+    };
+    std::stable_sort(diffs_.begin(), diffs_.end(), [&rank](const TensorDiff& a, const TensorDiff& b) {
+        if (rank(a) != rank(b)) return rank(a) < rank(b);
+        return rank(a) == 1 && a.relative_rms > b.relative_rms;
+    });
     QVector<QVector<Cell>> rows;
     int identical = 0, differ = 0, other = 0;
     double worst = 0;

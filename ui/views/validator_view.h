@@ -3,7 +3,7 @@
 // there is room, over a byte-offset axis; the tensor table with sorting and a filter, the damaged tensors'
 // rows highlighted; verification with progress and cancel; a histogram of the selected tensor's values (a
 // constant tensor says so); and two files compared tensor by tensor. A file the engine refuses opens here
-// too, with its damage shown.
+// too, with its damage shown. The first tab draws the model as a layer graph (ui/views/model_graph_view.h).
 #pragma once
 #include <QSortFilterProxyModel>
 #include <QStringListModel>
@@ -13,6 +13,7 @@
 #include "ui/file_worker.h"
 #include "ui/models/stats_table_model.h"
 #include "ui/views/elided_label.h"
+#include "ui/views/model_graph_view.h"
 #include "ui/models/validator_models.h"
 #include "ui/worker_thread.h"
 
@@ -61,7 +62,7 @@ private:
         qint64 first, last;  // pixel indices along the strip, inclusive
     };
     int rows() const;
-    qint64 pixels() const { return static_cast<qint64>(width()) * rows(); }
+    qint64 pixels() const;
     Run run_of(const SectionInfo& s) const;
     QRect rect_of(qint64 first, qint64 last) const;  // first and last on one row
 
@@ -98,6 +99,15 @@ public:
     FileWorker* worker() const { return worker_; }
     QLabel* histogram_label() const { return histogram_label_; }
     QChart* histogram_chart() const { return chart_; }
+    QChartView* histogram_view() const { return chart_view_; }
+    // The value axis's tick labels as the chart writes them (labelFormat over the range).
+    QStringList histogram_tick_labels() const;
+    QWidget* legend() const { return legend_; }
+    ModelGraphView* graph() const { return graph_; }
+    QTabWidget* tabs() const { return tabs_; }
+    QTableView* comparison_table() const { return comparison_table_; }
+    // Selects every tensor of these sections in the table (what a click on the map or the graph does).
+    void select_sections(const std::vector<int>& sections);
 
     // Tensor by tensor: the file shown here against another (a quantised copy, say), on the file worker.
     void compare_with(const QString& other);
@@ -117,8 +127,10 @@ private:
     void on_histogram(const TensorHistogram& h);
     void on_compared(const TensorComparison& c);
     void clear_histogram(const QString& text);
-    void select_section(int section);
     void show_status();
+    bool has_tokenizer() const;
+    void fit_histogram_ticks();
+    bool eventFilter(QObject* watched, QEvent* e) override;
 
     FileWorker* worker_;
     std::unique_ptr<WorkerThread> thread_;  // stops the worker before the views it reports to go away
@@ -146,10 +158,16 @@ private:
     QChartView* chart_view_ = nullptr;
     QLabel* histogram_label_ = nullptr;
     QTabWidget* tabs_ = nullptr;
+    QWidget* tables_tab_ = nullptr;
+    QWidget* compared_tab_ = nullptr;
     StatsTableModel comparison_;
     QSortFilterProxyModel comparison_sort_;
     std::vector<TensorDiff> diffs_;
     ElidedLabel* comparison_label_ = nullptr;
+    QTableView* comparison_table_ = nullptr;
+    QWidget* legend_ = nullptr;
+    ElidedLabel* map_summary_ = nullptr;
+    ModelGraphView* graph_ = nullptr;
     QPushButton* compare_ = nullptr;
 };
 
