@@ -14,6 +14,7 @@
 #include "engine/base/json_depth.h"
 #include "engine/file/mapped_file.h"
 #include "engine/file/model_file.h"
+#include "engine/core/generation_defaults.h"
 #include "engine/core/router.h"
 #include "engine/file/schema.h"
 #include "engine/core/thread_pool.h"
@@ -962,7 +963,7 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
     if (!fs::exists(cfg_path, ec2)) return error(hf_dir + ": no config.json");
     auto cfg_text = read_text(cfg_path);
     if (!cfg_text) return cfg_text.status();
-    auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json");
+    auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json", kMaxTextSectionBytes);  // a text section of the .bin
     if (!gen_text) return gen_text.status();
     auto set = SafetensorsSet::open_dir(hf_dir);
     if (!set) return set.status();
@@ -979,6 +980,13 @@ Result<ConvertSummary> convert_hf(const std::string& hf_dir, const std::string& 
     auto planned = plan_from_config_text(model_config, gen_text.value().value_or(std::string()), options.type);
     if (!planned) return error(hf_dir + "/" + planned.message());
     Plan plan = std::move(planned.value());
+    // The authors' sampling defaults travel too (format 2.4), checked as every reader will read them; a config
+    // that sets no sampling (only token ids) adds no section.
+    if (const std::optional<std::string>& gen = gen_text.value()) {
+        auto d = parse_generation_defaults(*gen);
+        if (!d) return error(hf_dir + "/generation_config.json: " + d.message());
+        if (!d->empty()) plan.sections.insert(plan.sections.begin(), PlannedSection{SectionKind::GenerationConfig, kNone, kNone, {}, *gen});
+    }
 
     // Tokenizer and chat template travel inside the .bin.
     ConvertSummary summary;
