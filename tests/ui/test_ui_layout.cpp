@@ -103,7 +103,7 @@ private slots:
         QVERIFY2(QRect(QPoint(0, 0), w.size()).contains(bar), qPrintable(QStringLiteral("status bar at y %1..%2").arg(bar.top()).arg(bar.bottom())));
         QVERIFY(bar.height() >= status->fontMetrics().height());
         // Every dock's title.
-        QCOMPARE(w.docks().size(), 10);
+        QCOMPARE(w.docks().size(), 11);
         for (QDockWidget* d : w.docks()) {
             if (d == w.dock_of(w.state_view())) continue;  // shown for hybrids only (test_ui_state)
             const QString problem = title_problem(w, d);
