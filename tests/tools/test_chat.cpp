@@ -241,7 +241,7 @@ private slots:
         const QJsonArray greedy = ids({"--greedy"});
         QVERIFY(greedy.size() >= 8);  // it may end its reply before -n
         // No sampler option: greedy whatever the seed (Colibri's own default, temperature 0.8, would sample).
-        for (const char* seed : {"1", "2", "3"}) QCOMPARE(ids({"--seed", seed}), greedy);
+        for (const char* seed : {"1", "2"}) QCOMPARE(ids({"--seed", seed}), greedy);
         // An option the user gives wins over the model's default: sampling at temperature 1.5 strays from greedy.
         bool strayed = false;
         for (const char* seed : {"1", "2", "3", "4"}) strayed = strayed || ids({"--seed", seed, "--temperature", "1.5"}) != greedy;

@@ -267,7 +267,14 @@ private slots:
         QVERIFY(wait_for(finished, 1, 60000));
         QVERIFY(finished.at(0).at(0).value<GenerationStats>().stopped);
         QVERIFY(w.conversation()->size() > 0);
+        // Ctrl+N ends a conversation this window does not keep (no conversations folder): asked first, answered Discard.
+        QStringList asked;
+        w.set_discard_question([&asked](const QString& action) {
+            asked << action;
+            return DiscardAnswer::Discard;
+        });
         QTest::keyClick(&w, Qt::Key_N, Qt::ControlModifier);
+        QCOMPARE(asked, QStringList{QStringLiteral("Starting a new conversation")});
         QCOMPARE(w.conversation()->size(), 0);
         QVERIFY(w.conversation()->messages().isEmpty());
     }
