@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "colibri 0.1.0");
     std::vector<std::unique_ptr<Command>> commands;
-    for (auto make : {convert_command, export_command, check_command, info_command, logits_command, route_command,
+    for (auto make : {start_command, convert_command, export_command, check_command, info_command, logits_command, route_command,
                       bench_command, generate_command, compare_command, swap_command, chat_command, eval_command,
                       cache_sim_command, serve_command, tune_command})
         commands.push_back(make(app));

@@ -29,7 +29,7 @@ void check_views(const ModelFile& f) {
         if (t.data != f.data() + t.offset) fuzz::fuzz_fail("tensor " + t.name + " does not point at its offset");
     }
     for (const format::SectionKind kind : {format::SectionKind::TokenizerJson, format::SectionKind::TokenizerConfig,
-                                           format::SectionKind::ChatTemplate}) {
+                                           format::SectionKind::ChatTemplate, format::SectionKind::GenerationConfig}) {
         const std::string_view text = f.section_text(kind);
         if (text.empty()) continue;
         const auto* p = reinterpret_cast<const uint8_t*>(text.data());

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "engine/core/generation_defaults.h"
 #include "engine/file/format.h"
 #include "engine/file/schema.h"
 #include "fuzz_support.h"
@@ -20,6 +21,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t nul = input.find('\0');
     const std::string_view config = input.substr(0, nul);
     const std::string_view generation = nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1);
+    // The sampling defaults the converter then carries (and every reader parses): refused in one line or in range.
+    if (auto d = parse_generation_defaults(generation); !d) {
+        fuzz::check_error_message(d.message());
+    } else {
+        fuzz_check(!d->temperature || (*d->temperature >= 0.0f && *d->temperature <= 100.0f), "a temperature out of range");
+        fuzz_check(!d->top_p || (*d->top_p >= 0.0f && *d->top_p <= 1.0f), "a top_p out of range");
+        fuzz_check(!d->top_k || *d->top_k >= 0, "a negative top_k");
+        fuzz_check(!d->repetition_penalty || *d->repetition_penalty > 0.0f, "a repetition penalty <= 0");
+    }
     for (const format::WeightType type : {format::WeightType::F16, format::WeightType::Q4_K}) {
         auto plan = tools::plan_from_config_text(config, generation, type);
         if (!plan) {

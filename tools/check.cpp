@@ -17,6 +17,7 @@
 #include "check_damage.h"
 #include "check_source.h"
 #include "check_tokenizer.h"
+#include "engine/core/generation_defaults.h"
 #include "engine/file/file_rules.h"
 #include "engine/file/format.h"
 
@@ -305,7 +306,7 @@ private:
         problem("check cancelled after " + std::to_string(done) + " of " + std::to_string(total_) + " bytes");
     }
 
-    // The tokenizer, its config and the chat template, as read while hashing (whatever their checksums said).
+    // The tokenizer, its config, the chat template and the generation config, as read while hashing (whatever their checksums said).
     void check_text_sections() {
         if (report_.cancelled) return;
         TokenizerCheckInput in;
@@ -316,6 +317,10 @@ private:
             const auto it = texts_.find(kind);
             if (it == texts_.end()) {
                 unreadable = true;  // out of bounds, damaged or too large: check_sections or hash_sections said so
+                continue;
+            }
+            if (kind == static_cast<uint32_t>(SectionKind::GenerationConfig)) {  // the loader refuses what does not parse
+                if (auto d = parse_generation_defaults(it->second); !d) report_.problems.push_back("generation config: " + d.message());
                 continue;
             }
             std::optional<std::string_view>& slot = kind == static_cast<uint32_t>(SectionKind::TokenizerJson) ? in.tokenizer_json

@@ -14,6 +14,7 @@
 #include "engine/base/json_depth.h"
 #include "engine/file/mapped_file.h"
 #include "engine/file/model_file.h"
+#include "engine/core/generation_defaults.h"
 #include "engine/core/router.h"
 #include "engine/file/schema.h"
 #include "engine/core/thread_pool.h"
@@ -973,7 +974,7 @@ struct HfPlan {
 Result<HfPlan> plan_hf_dir(const std::string& hf_dir, WeightType type, const SafetensorsSet& set) {
     auto cfg_text = read_text(fs::path(hf_dir) / "config.json");
     if (!cfg_text) return cfg_text.status();
-    auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json");
+    auto gen_text = read_optional(fs::path(hf_dir) / "generation_config.json", kMaxTextSectionBytes);  // a text section of the .bin
     if (!gen_text) return gen_text.status();
     std::string model_config = std::move(cfg_text.value());
     // Qwen3-Next's config does not count its MTP head (llama.cpp's converter counts it from the checkpoint too).
@@ -990,6 +991,13 @@ Result<HfPlan> plan_hf_dir(const std::string& hf_dir, WeightType type, const Saf
     HfPlan out{std::move(planned.value()), {}};
     Plan& plan = out.plan;
     ConvertSummary& summary = out.summary;
+    // The authors' sampling defaults travel too (format 2.4), checked as every reader will read them; a config
+    // that sets no sampling (only token ids) adds no section.
+    if (const std::optional<std::string>& gen = gen_text.value()) {
+        auto d = parse_generation_defaults(*gen);
+        if (!d) return error(hf_dir + "/generation_config.json: " + d.message());
+        if (!d->empty()) plan.sections.insert(plan.sections.begin(), PlannedSection{SectionKind::GenerationConfig, kNone, kNone, {}, *gen});
+    }
 
     // Tokenizer and chat template travel inside the .bin.
     summary.family = plan.family;

@@ -92,6 +92,9 @@ json model_info_json(const Model& m) {
     j["tokenizer"] = m.tokenizer() ? (m.tokenizer()->kind() == Tokenizer::Kind::ByteLevelBpe ? "byte-level BPE" : "SentencePiece BPE") : "none";
     if (m.tokenizer()) j["tokenizer_vocab"] = m.tokenizer()->vocab_size();
     j["chat_template"] = !m.chat_template().empty();
+    // What chat and generate sample with when no sampler option is given (its generation_config.json).
+    const std::string sampling = describe_generation_defaults(m.generation_defaults());
+    j["sampling_defaults"] = sampling.empty() ? "none (Colibri's)" : sampling;
     return j;
 }
 

@@ -27,7 +27,8 @@ ChatController::ChatController(EngineWorker* worker, Conversation* conversation,
         if (discarding_) return;
         if (expecting_reply_) {
             const auto& m = conversation_->messages();
-            if (m.isEmpty() || m.back().role != QLatin1String("assistant")) conversation_->begin_reply(position);
+            // A model that failed verification and was chatted with anyway marks every reply it writes.
+            if (m.isEmpty() || m.back().role != QLatin1String("assistant")) conversation_->begin_reply(position, !untrusted_.isEmpty());
         }
         conversation_->add_generated(position, token, text, end);
         // The rate over the tokens after the first: the first one waited for the prompt.
@@ -212,6 +213,24 @@ void ChatController::new_conversation() {
     progress_ = {};
     progress_.context_size = model_.context;
     emit progressed();
+}
+
+SamplerConfig preset_sampling(SamplingPreset preset, const SamplerConfig& model_default) {
+    SamplerConfig s;
+    switch (preset) {
+    case SamplingPreset::ModelDefault:
+    case SamplingPreset::Custom: return model_default;
+    case SamplingPreset::Greedy: s.greedy = true; break;
+    case SamplingPreset::Balanced:  // llama.cpp's and Colibri's everyday defaults
+        break;
+    case SamplingPreset::Creative:  // more varied: hotter, a wider nucleus, no top-k cut
+        s.temperature = 1.0f;
+        s.top_k = 0;
+        s.top_p = 0.98f;
+        s.min_p = 0.02f;
+        break;
+    }
+    return s;
 }
 
 }  // namespace colibri::studio

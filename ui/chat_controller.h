@@ -11,6 +11,12 @@
 
 namespace colibri::studio {
 
+// The sampling presets of the settings panel: the model's own defaults (its generation_config.json), or one of
+// ours. Custom is whatever the user set by hand.
+enum class SamplingPreset { ModelDefault, Greedy, Balanced, Creative, Custom };
+// The sampling a preset stands for; ModelDefault is `model_default` (ModelSummary::default_sampling).
+SamplerConfig preset_sampling(SamplingPreset preset, const SamplerConfig& model_default);
+
 struct ChatSettings {
     SamplerConfig sampling;
     bool random_seed = true;  // a fresh seed per request (regenerate gives another reply)

@@ -30,8 +30,8 @@ void Conversation::add_user_message(const QString& text) {
     emit messagesChanged();
 }
 
-void Conversation::begin_reply(int first_position) {
-    messages_.push_back({QStringLiteral("assistant"), QString(), first_position, 0});
+void Conversation::begin_reply(int first_position, bool unverified) {
+    messages_.push_back({QStringLiteral("assistant"), QString(), first_position, 0, {}, unverified});
     emit messagesChanged();
 }
 
@@ -208,6 +208,7 @@ QJsonObject Conversation::to_json() const {
                                       {"decode_evaluated", m.timing.decode_evaluated},
                                       {"prompt_seconds", m.timing.prompt_seconds}, {"decode_seconds", m.timing.decode_seconds},
                                       {"stopped", m.timing.stopped}, {"kernel", m.timing.kernel}};
+        if (m.unverified) o["unverified"] = true;
         messages.append(o);
     }
     for (const ConversationToken& t : tokens_) {
@@ -239,7 +240,8 @@ Status Conversation::from_json(const QJsonObject& o) {
         timing.decode_evaluated = std::max(0, t.value("decode_evaluated").toInt(timing.generated));
         timing.stopped = t.value("stopped").toBool();
         timing.kernel = t.value("kernel").toString();
-        messages.push_back({role, m.value("content").toString(), m.value("first_token").toInt(-1), m.value("token_count").toInt(0), timing});
+        messages.push_back({role, m.value("content").toString(), m.value("first_token").toInt(-1), m.value("token_count").toInt(0), timing,
+                            m.value("unverified").toBool()});
     }
     std::vector<ConversationToken> tokens;
     for (const auto& v : o.value("tokens").toArray()) {
@@ -255,7 +257,7 @@ Status Conversation::from_json(const QJsonObject& o) {
         tokens.push_back(std::move(ct));
     }
     for (const ConversationMessage& m : messages)
-        if (m.first_token >= 0 && m.first_token + m.token_count > static_cast<int>(tokens.size()))
+        if (m.token_count < 0 || (m.first_token >= 0 && int64_t(m.first_token) + m.token_count > static_cast<int64_t>(tokens.size())))
             return error("a reply's token range lies beyond the conversation's tokens");
     system_prompt_ = o.value("system").toString();
     messages_ = std::move(messages);
@@ -267,6 +269,8 @@ Status Conversation::from_json(const QJsonObject& o) {
     emit selectionChanged(-1);
     return Status::ok();
 }
+
+QString unverified_text() { return QObject::tr("⚠ unverified: the model failed verification"); }
 
 QString timing_text(const ReplyTiming& t) {
     if (!t.valid()) return {};
@@ -291,6 +295,7 @@ QString Conversation::to_markdown() const {
     for (const ConversationMessage& m : messages_) {
         out += QStringLiteral("## %1\n\n").arg(role_name(m.role));
         if (m.timing.valid()) out += QStringLiteral("*%1*\n\n").arg(timing_text(m.timing));
+        if (m.unverified) out += QStringLiteral("**%1**\n\n").arg(unverified_text());
         out += m.content.trimmed() + QStringLiteral("\n\n");
     }
     return out;

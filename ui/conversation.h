@@ -38,10 +38,13 @@ struct ConversationMessage {
     int first_token = -1;  // assistant replies: position of the first generated token
     int token_count = 0;
     ReplyTiming timing;    // assistant replies, once finished
+    bool unverified = false;  // written by a model that failed verification (the user chose "Chat anyway")
 };
 
 // "24 tokens · 160.2 tokens/s · prompt 63 tokens in 0.31 s · 0.46 s · AVX-512": a reply's timing for people.
 QString timing_text(const ReplyTiming& timing);
+// The mark on a reply written by a model that failed verification.
+QString unverified_text();
 
 class Conversation : public QObject {
     Q_OBJECT
@@ -60,7 +63,7 @@ public:
     // The messages the next request renders: the system prompt, then every message.
     QVector<ChatTurn> request_messages() const;
     void add_user_message(const QString& text);
-    void begin_reply(int first_position);
+    void begin_reply(int first_position, bool unverified = false);
     void finish_reply(const QString& text, const ReplyTiming& timing = {});
     // Regenerate drops the last reply; a failed request takes back its message.
     void remove_last_message();

@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-int cmd_chat(const tools::ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
+int cmd_chat(const CLI::App& cmd, const tools::ModelArgs& args, const SamplerConfig& sc, cli::ChatOptions options) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("chat", p);
     auto mode = parse_speculate_mode(options.speculate);
     if (!mode) return fail("chat", mode.message());
@@ -27,7 +27,7 @@ int cmd_chat(const tools::ModelArgs& args, const SamplerConfig& sc, cli::ChatOpt
         return fail("chat", args.path + ": model has no tokenizer (convert a directory with tokenizer.json)");
     options.model_path = args.path;
     options.history_path = cli::default_history_path();
-    return cli::run_chat(*l.model, *l.session, sc, options);
+    return cli::run_chat(*l.model, *l.session, sampler_for_model(cmd, sc, *l.model), options);
 }
 
 class Chat final : public Command {
@@ -45,7 +45,7 @@ public:
     int run() override {
         options_.reuse_prefix = !no_prefix_cache_;
         options_.report_speculation = speculate_option_->count() > 0;
-        return cmd_chat(args_, sampler_, options_);
+        return cmd_chat(*sub_, args_, sampler_, options_);
     }
 
 private:

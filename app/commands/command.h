@@ -20,6 +20,7 @@ protected:
 };
 
 // In the order `colibri --help` lists them.
+std::unique_ptr<Command> start_command(CLI::App& app);
 std::unique_ptr<Command> convert_command(CLI::App& app);
 std::unique_ptr<Command> export_command(CLI::App& app);
 std::unique_ptr<Command> check_command(CLI::App& app);

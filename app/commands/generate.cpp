@@ -38,7 +38,7 @@ json speculation_json(const std::string& mode, const SpeculationStats& s, uint32
     return j;
 }
 
-int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
+int cmd_generate(const CLI::App& cmd, const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt, int n,
                  const SamplerConfig& sc, const std::string& speculate, bool report_speculation, bool as_json) {
     if (const std::string p = sampler_config_problem(sc); !p.empty()) return fail("generate", p);
     auto mode = parse_speculate_mode(speculate);
@@ -51,7 +51,7 @@ int cmd_generate(const tools::ModelArgs& args, const std::string& tokens, const 
     auto drafter = make_drafter(mode.value(), *l.model);
     if (!drafter) return fail("generate", drafter.message());
     const std::vector<int32_t>& ids = loaded->ids;
-    Sampler sampler(sc);
+    Sampler sampler(sampler_for_model(cmd, sc, *l.model));
     GenerateRequest req;
     req.max_tokens = n;
     SpeculationStats speculation;
@@ -124,7 +124,7 @@ public:
         speculate_option_ = add_speculate_arg(sub_, speculate_);
         sub_->add_flag("--json", as_json_, "JSON output");
     }
-    int run() override { return cmd_generate(args_, tokens_, prompt_, n_, sampler_, speculate_, speculate_option_->count() > 0, as_json_); }
+    int run() override { return cmd_generate(*sub_, args_, tokens_, prompt_, n_, sampler_, speculate_, speculate_option_->count() > 0, as_json_); }
 
 private:
     tools::ModelArgs args_;

@@ -46,6 +46,25 @@ void add_sampler_args(CLI::App* cmd, SamplerConfig& s) {
     cmd->add_option("--min-p", s.min_p, "drop tokens below min-p x the best probability (0 = off)");
     cmd->add_option("--repeat-penalty", s.repetition_penalty, "repetition penalty (1 = off)");
     cmd->add_option("--repeat-last-n", s.repetition_window, "tokens the repetition penalty looks back over");
+    cmd->footer("Sampling: options not given take the model's defaults from its generation_config.json (do_sample false = "
+                "greedy; temperature, top_k, top_p, min_p, repetition_penalty), then Colibri's (temperature 0.8, top-k 40, "
+                "top-p 0.95, min-p 0.05). `colibri info` shows a model's defaults.");
+}
+
+SamplerConfig sampler_for_model(const CLI::App& cmd, const SamplerConfig& given, const Model& model) {
+    SamplerConfig s = apply_generation_defaults(SamplerConfig{}, model.generation_defaults());
+    s.seed = given.seed;
+    auto set = [&cmd](const char* name) { return cmd.count(name) > 0; };
+    // A sampling option the user gives means sampling, even on a model whose authors chose greedy decoding.
+    if (set("--temperature") || set("--top-k") || set("--top-p") || set("--min-p")) s.greedy = false;
+    if (set("--greedy")) s.greedy = given.greedy;
+    if (set("--temperature")) s.temperature = given.temperature;
+    if (set("--top-k")) s.top_k = given.top_k;
+    if (set("--top-p")) s.top_p = given.top_p;
+    if (set("--min-p")) s.min_p = given.min_p;
+    if (set("--repeat-penalty")) s.repetition_penalty = given.repetition_penalty;
+    if (set("--repeat-last-n")) s.repetition_window = given.repetition_window;
+    return s;
 }
 
 CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/base/status.h"
+#include "engine/core/model.h"
 #include "engine/core/open_model.h"
 #include "engine/core/sampler.h"
 #include "engine/core/speculation.h"
@@ -23,7 +24,11 @@ void add_budget_args(CLI::App* cmd, tools::ModelArgs& m);
 // -m (required, or else the build's demo model: chat and eval), -t, -c and the budget options.
 void add_model_args(CLI::App* cmd, tools::ModelArgs& m, bool required);
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt);
+// The sampler options; any the user leaves out take the model's generation_config.json defaults (sampler_for_model).
 void add_sampler_args(CLI::App* cmd, SamplerConfig& s);
+// The sampling a command runs with: the model's defaults (Model::generation_defaults) over Colibri's, and over both
+// every sampler option given on `cmd`'s command line.
+SamplerConfig sampler_for_model(const CLI::App& cmd, const SamplerConfig& given, const Model& model);
 // --speculate lookup|mtp|off (engine/core/speculation.h), checked when the command runs; `mode` holds the default.
 CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode);
 

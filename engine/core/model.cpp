@@ -314,6 +314,9 @@ Status Model::bind() {
         tokenizer_.emplace(std::move(tok.value()));
     }
     chat_template_ = std::string(file_->section_text(SectionKind::ChatTemplate));
+    auto defaults = parse_generation_defaults(file_->section_text(SectionKind::GenerationConfig));
+    if (!defaults) return error("generation config: " + defaults.message());
+    generation_defaults_ = defaults.value();
     return Status::ok();
 }
 

@@ -11,6 +11,7 @@
 #include "engine/base/status.h"
 #include "engine/cache/expert_cache.h"
 #include "engine/cache/expert_source.h"
+#include "engine/core/generation_defaults.h"
 #include "engine/core/rope.h"
 #include "engine/core/router.h"
 #include "engine/core/swap_lock.h"
@@ -120,6 +121,8 @@ public:
     // Null when the file carries no tokenizer (e.g. converted from a directory without tokenizer.json).
     const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
     const std::string& chat_template() const { return chat_template_; }
+    // The sampling its generation_config.json recommends (format 2.4; empty for older files and models without one).
+    const GenerationDefaults& generation_defaults() const { return generation_defaults_; }
     const RopeTable& rope() const { return rope_; }
     uint32_t moe_layer_count() const;
     const ModelRules& rules() const { return rules_; }
@@ -152,6 +155,7 @@ private:
     const TensorView* lm_head_ = nullptr;
     std::optional<Tokenizer> tokenizer_;
     std::string chat_template_;
+    GenerationDefaults generation_defaults_;
     RopeTable rope_;
     ModelRules rules_;
     mutable SwapLock swap_lock_;

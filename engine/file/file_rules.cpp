@@ -44,6 +44,7 @@ std::string section_description(const SectionEntry& s, uint32_t index, const std
         case SectionKind::SharedExpert: return layer + "shared expert" + parts;
         case SectionKind::DenseMlp: return layer + "dense mlp" + parts;
         case SectionKind::Output: return "output";
+        case SectionKind::GenerationConfig: return "generation config";
     }
     return "section #" + std::to_string(index) + " (kind " + std::to_string(s.kind) + ")";
 }

@@ -40,6 +40,7 @@ const char* section_kind_name(SectionKind k) {
         case SectionKind::SharedExpert: return "shared_expert";
         case SectionKind::DenseMlp: return "dense_mlp";
         case SectionKind::Output: return "output";
+        case SectionKind::GenerationConfig: return "generation_config";
     }
     return "unknown";
 }

@@ -13,9 +13,10 @@ namespace colibri::format {
 
 inline constexpr char kMagic[8] = {'C', 'O', 'L', 'I', 'B', 'R', 'I', '\x1a'};
 inline constexpr uint16_t kVersionMajor = 2;
-inline constexpr uint16_t kVersionMinor = 3;  // 2.1: the hyper-parameters of qwen3_moe, gpt_oss, deepseek_v3, glm4_moe;
+inline constexpr uint16_t kVersionMinor = 4;  // 2.1: the hyper-parameters of qwen3_moe, gpt_oss, deepseek_v3, glm4_moe;
                                               // 2.2: Gated DeltaNet hybrids (HyperParams' linear-attention fields);
-                                              // 2.3: the multi-token-prediction head (HyperParams::mtp_layers)
+                                              // 2.3: the multi-token-prediction head (HyperParams::mtp_layers);
+                                              // 2.4: the generation_config section (sampling defaults)
 // Format 1 differs from 2 only in the order of q4_K's codes (ggml's; 2 interleaves them, kernels/types.h), so a
 // 1.x file without q4_K tensors reads as it is, and one with them is refused (q4_k_needs_reconversion).
 inline constexpr uint16_t kOldestReadableMajor = 1;
@@ -46,6 +47,7 @@ enum class SectionKind : uint32_t {
     SharedExpert = 8,    // qwen2_moe shared expert
     DenseMlp = 9,        // a dense (non-MoE) layer's MLP
     Output = 10,         // final norm and lm head
+    GenerationConfig = 11,  // 2.4: generation_config.json, verbatim (optional; older readers ignore the kind)
 };
 
 // Bits of HyperParams::flags.
@@ -240,13 +242,13 @@ std::string numeric_hparams_problem(const HyperParams& hp);
 
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// The tokenizer, its config and the chat template are read whole into memory by the loader, the checker and the
+// The tokenizer, its config, the chat template and the generation config are read whole into memory by the loader, the checker and the
 // converters alike; each is at most this large (real ones are a few megabytes: Qwen3's tokenizer.json is 11 MB). One
-// bound for all three, so that no file converts and loads that `colibri check` calls invalid.
+// bound for all four, so that no file converts and loads that `colibri check` calls invalid.
 inline constexpr uint64_t kMaxTextSectionBytes = uint64_t(256) << 20;
 inline bool is_text_section(uint32_t kind) {
     return kind == static_cast<uint32_t>(SectionKind::TokenizerJson) || kind == static_cast<uint32_t>(SectionKind::TokenizerConfig) ||
-           kind == static_cast<uint32_t>(SectionKind::ChatTemplate);
+           kind == static_cast<uint32_t>(SectionKind::ChatTemplate) || kind == static_cast<uint32_t>(SectionKind::GenerationConfig);
 }
 
 // Decompression bounds of a .bin.zst (a small hostile file must not inflate to gigabytes). The metadata frame is

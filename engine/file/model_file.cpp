@@ -97,7 +97,7 @@ Status ModelFile::validate() {
 Status ModelFile::verify_text_sections() const {
     for (uint32_t i = 0; i < tables_.sections.size(); ++i) {
         const auto kind = static_cast<SectionKind>(tables_.sections[i].kind);
-        if (kind == SectionKind::TokenizerJson || kind == SectionKind::TokenizerConfig || kind == SectionKind::ChatTemplate) {
+        if (is_text_section(static_cast<uint32_t>(kind))) {
             if (!verify_section(i)) return error("section " + section_label(i) + " checksum mismatch");
         }
     }

@@ -1,6 +1,7 @@
 // `colibri chat` on the demo model the build makes: streaming replies per turn, /reset, EOF exits cleanly,
 // commands, statistics, Ctrl-C and line editing on a pseudo-terminal; and the demo model's logits are the same
-// for -t 1 and -t 2.
+// for -t 1 and -t 2. The demo model's own sampling defaults (its generation_config.json: greedy) are used when no
+// sampler option is given, and `colibri start` picks the Studio or this chat by the display.
 #include <QtTest>
 #include <poll.h>
 #include <pty.h>
@@ -225,6 +226,73 @@ private slots:
         // libedit's history file encodes blanks (What\\040is...): look for words.
         QVERIFY2(lines.contains("What") && lines.contains("plus"), lines.constData());
         QVERIFY2(!lines.contains("never"), lines.constData());
+    }
+
+    // The demo model ships generation_config.json with do_sample false: the build's conversion carries it into
+    // the .bin, and generate/chat decode greedily unless the user asks for sampling.
+    void the_models_sampling_defaults_are_used() {
+        const QJsonObject info = QJsonDocument::fromJson(run_cli({"info", kDemo, "--json"}).out).object();
+        QCOMPARE(info["sampling_defaults"].toString(), QStringLiteral("greedy"));
+        QCOMPARE(info["format_version"].toString(), QStringLiteral("2.4"));
+        auto ids = [](const QStringList& extra) {
+            const CliResult r = run_cli(QStringList{"generate", "-m", kDemo, "--prompt", "Once upon a time", "-n", "24", "--json"} + extra);
+            return r.exit_code == 0 ? QJsonDocument::fromJson(r.out).object()["new_ids"].toArray() : QJsonArray{};
+        };
+        const QJsonArray greedy = ids({"--greedy"});
+        QVERIFY(greedy.size() >= 8);  // it may end its reply before -n
+        // No sampler option: greedy whatever the seed (Colibri's own default, temperature 0.8, would sample).
+        for (const char* seed : {"1", "2"}) QCOMPARE(ids({"--seed", seed}), greedy);
+        // An option the user gives wins over the model's default: sampling at temperature 1.5 strays from greedy.
+        bool strayed = false;
+        for (const char* seed : {"1", "2", "3", "4"}) strayed = strayed || ids({"--seed", seed, "--temperature", "1.5"}) != greedy;
+        QVERIFY(strayed);
+        // chat too: the same replies with and without --greedy.
+        const QByteArray input = "Hello there!\nWhat is 12 plus 30?\n";
+        const CliResult plain = run_cli({"chat", "-n", "40", "--seed", "7"}, input);
+        const CliResult forced = run_cli({"chat", "-n", "40", "--greedy"}, input);
+        QVERIFY2(plain.exit_code == 0 && forced.exit_code == 0, plain.err.constData());
+        QCOMPARE(plain.out, forced.out);
+        // --help says so.
+        for (const char* command : {"chat", "generate"}) {
+            const QByteArray help = run_cli({command, "--help"}).out;
+            QVERIFY2(help.contains("take the model's defaults from its generation_config.json"), help.constData());
+        }
+    }
+
+    // `colibri start`: the Studio on the demo model with a display, the terminal chat without one (saying so).
+    void start_opens_the_studio_or_the_terminal_chat() {
+        const QByteArray display = qgetenv("DISPLAY"), wayland = qgetenv("WAYLAND_DISPLAY");
+        qunsetenv("DISPLAY");
+        qunsetenv("WAYLAND_DISPLAY");
+        const CliResult none = run_cli({"start", "--dry-run"});
+        QCOMPARE(none.exit_code, 0);
+        QCOMPARE(none.out, QByteArray(COLIBRI_CLI " chat -m ") + kDemo.toUtf8() + "\n");
+        QCOMPARE(none.err, QByteArray("colibri: start: no display ($DISPLAY and $WAYLAND_DISPLAY are not set): starting the chat in "
+                                      "this terminal instead of Colibri Studio\n"));
+        // Really: the README's first question, answered in the terminal with the model's default (greedy) sampling.
+        const CliResult chat = run_cli({"start"}, "What is 23 plus 45?\n");
+        QVERIFY2(chat.exit_code == 0 && !chat.crashed, chat.err.constData());
+        QVERIFY(chat.err.startsWith("colibri: start: no display"));
+        QVERIFY2(chat.out.trimmed().endsWith("So 23 plus 45 is 68."), chat.out.constData());
+        qputenv("WAYLAND_DISPLAY", "wayland-0");
+        const CliResult shown = run_cli({"start", "--dry-run"});
+        QCOMPARE(shown.exit_code, 0);
+        if (QFile::exists(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-studio"))) {
+            QCOMPARE(shown.out, QByteArray(COLIBRI_BUILD_DIR "/bin/colibri-studio ") + kDemo.toUtf8() + "\n");
+            QVERIFY(shown.err.isEmpty());
+        } else {
+            QVERIFY(shown.err.contains("Colibri Studio was not built"));
+        }
+        const CliResult terminal = run_cli({"start", "--dry-run", "--terminal"});
+        QVERIFY(terminal.out.contains(" chat -m "));
+        QVERIFY(terminal.err.contains("--terminal was given"));
+        const CliResult missing = run_cli({"start", "-m", "/no/such/model.bin"});
+        QCOMPARE(missing.exit_code, 1);
+        QVERIFY2(missing.err.startsWith("colibri: start: /no/such/model.bin: no such file"), missing.err.constData());
+        if (display.isEmpty()) qunsetenv("DISPLAY");
+        else qputenv("DISPLAY", display);
+        if (wayland.isEmpty()) qunsetenv("WAYLAND_DISPLAY");
+        else qputenv("WAYLAND_DISPLAY", wayland);
     }
 
     void eof_exits_cleanly() {

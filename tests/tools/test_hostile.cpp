@@ -1014,6 +1014,51 @@ private slots:
         QVERIFY2(c.out.contains("tokenizer_config.json holds a NUL byte at offset 2"), c.out.constData());
     }
 
+    // generation_config.json's sampling defaults: checked at conversion (one line naming the field), carried into
+    // the .bin as its own section, and that section, made hostile inside a sealed file, refused by the loader and
+    // reported by check in the same words.
+    void generation_config_sampling_is_checked() {
+        const QString d = hf_copy("gen-sampling", read_all(reference("hf/qwen2_moe/model/config.json")));
+        const QByteArray good = R"({"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95, "repetition_penalty": 1.05, "eos_token_id": 2})";
+        QFile::remove(d + "/generation_config.json");
+        write_all(d + "/generation_config.json", good);
+        const QString bin = dir_.filePath("gen-sampling.bin");
+        const CliResult c = run_cli({"convert", d, "-o", bin});
+        QVERIFY2(c.exit_code == 0, c.err.constData());
+        const QJsonObject info = QJsonDocument::fromJson(run_cli({"info", bin, "--json"}).out).object();
+        QCOMPARE(info["sampling_defaults"].toString(), QStringLiteral("temperature 0.6, top-k 20, top-p 0.95, repetition penalty 1.05"));
+        QCOMPARE(run_cli({"check", bin}).exit_code, 0);
+        for (const auto& [text, why] : std::initializer_list<std::pair<QByteArray, QString>>{
+                 {R"({"temperature": -1})", "temperature -1 is not in [0, 100]"},
+                 {R"({"temperature": "hot"})", "temperature is not a number"},
+                 {R"({"do_sample": "yes"})", "do_sample is not true or false"},
+                 {R"({"top_k": 1e30})", "top_k is not a whole number"},
+                 {R"({"top_k": -5})", "top_k -5 is not in [0, 2147483647]"},
+                 {R"({"top_p": 1.5})", "top_p 1.5 is not in [0, 1]"},
+                 {R"({"repetition_penalty": 0})", "repetition_penalty 0 is not in (0, 100]"},
+                 {"[1, 2]", "the top level is not a JSON object"}}) {
+            QFile::remove(d + "/generation_config.json");
+            write_all(d + "/generation_config.json", text);
+            const QString out = dir_.filePath("gen-bad.bin");
+            QVERIFY2(expect_failure({"convert", d, "-o", out}).endsWith("generation_config.json: " + why), qPrintable(why));
+            QVERIFY(!QFile::exists(out));
+            // The same text inside a converted file: the loader refuses it, check names it.
+            BinBytes b(read_all(bin));
+            const int i = b.find_section(SectionKind::GenerationConfig);
+            QVERIFY(i > 0);
+            QVERIFY(b.section(static_cast<uint32_t>(i)).size >= static_cast<uint64_t>(text.size()));
+            QByteArray padded = text;
+            padded.append(QByteArray(static_cast<qsizetype>(b.section(static_cast<uint32_t>(i)).size) - text.size(), ' '));
+            b.rewrite_section(static_cast<uint32_t>(i), 0, padded);
+            b.reseal();
+            const QString sealed = write_all(dir_.filePath("gen-sealed.bin"), b.bytes());
+            QVERIFY(expect_failure({"info", sealed}).endsWith("generation config: " + why));
+            const CliResult checked = run_cli({"check", sealed});
+            QCOMPARE(checked.exit_code, 1);
+            QVERIFY2(checked.out.contains(("generation config: " + why).toUtf8()), checked.out.constData());
+        }
+    }
+
     void sampling_values_are_checked() {
         for (const QStringList& bad : {QStringList{"--temperature", "nan"}, QStringList{"--temperature", "-1"}, QStringList{"--top-p", "-0.5"},
                                        QStringList{"--top-p", "nan"}, QStringList{"--min-p", "2"}, QStringList{"--repeat-penalty", "0"},

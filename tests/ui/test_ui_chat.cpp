@@ -2,10 +2,22 @@
 // every generated character still linked to its token, copy a message or a code block, export as Markdown,
 // the input kept when a send fails, the live context gauge and tokens/s while streaming with a warning
 // before the context runs out, the transcript keeping its place, New conversation clearing every figure in
-// every view, the top-5 alternatives of a generated token on hover, and each reply's timing.
+// every view, the top-5 alternatives of a generated token on hover, and each reply's timing. Conversations are kept:
+// autosaved, listed, reopened (also after a restart), renamed, deleted, exported, a damaged file refused in one
+// line, the question before a reply in progress or unsaved work is lost; sampling presets and the model's own
+// defaults (its generation_config.json); replies of a model that failed verification marked "unverified".
+#include <QAbstractProxyModel>
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDockWidget>
+#include <QLineEdit>
+#include <QListView>
+#include <QMessageBox>
+#include <QCheckBox>
+#include <QDoubleSpinBox>
+#include <QSpinBox>
+#include <QTableView>
 #include <QHelpEvent>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -17,15 +29,19 @@
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextDocument>
+#include <QToolButton>
 #include <QToolTip>
 
 #include "ui/markdown.h"
 #include "ui/views/analysis_view.h"
+#include "ui/views/banner.h"
 #include "ui/views/chat_view.h"
+#include "ui/views/conversation_list.h"
 #include "ui/views/heatmap_view.h"
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"
 #include "ui/views/routing_view.h"
+#include "ui/views/validator_view.h"
 #include "ui_test_support.h"
 
 using namespace colibri;
@@ -56,6 +72,39 @@ class TestChat : public QObject {
     std::unique_ptr<MainWindow> window_;
 
     bool send(const QString& text, int max_tokens) { return send_and_wait(*window_, text, max_tokens); }
+
+    // A window that keeps its conversations in `folder` (a Studio started on it), with the test model open
+    // unless `model` is empty; every discard question is recorded in asked_ and answered with answer_.
+    std::unique_ptr<MainWindow> keeping_window(const QString& folder, const QString& model = QStringLiteral(COLIBRI_UI_TEST_MODEL)) {
+        MainWindowOptions options;
+        options.persist_settings = false;
+        options.conversations_dir = folder;
+        auto w = std::make_unique<MainWindow>(options);
+        w->set_discard_question([this](const QString& action) {
+            asked_ << action;
+            return answer_;
+        });
+        w->resize(1280, 720);
+        w->show();
+        if (!QTest::qWaitForWindowExposed(w.get())) return {};
+        w->dock_of(w->conversation_list())->raise();  // its tab in front, as a user clicks it
+        if (!model.isEmpty()) {
+            QSignalSpy loaded(w.get(), &MainWindow::modelLoaded);
+            w->open_model(model);
+            if (!wait_for(loaded, 1)) return {};
+        }
+        return w;
+    }
+    QStringList asked_;
+    DiscardAnswer answer_ = DiscardAnswer::Discard;
+
+    static QString row_text(ConversationList* list, int row) { return list->model()->index(row).data().toString(); }
+    static void click_row(ConversationList* list, const QString& id) {
+        const QModelIndex source = list->model()->index(list->model()->row_of(id));
+        auto* proxy = qobject_cast<QAbstractProxyModel*>(list->view()->model());
+        const QRect r = list->view()->visualRect(proxy->mapFromSource(source));
+        QTest::mouseClick(list->view()->viewport(), Qt::LeftButton, {}, r.center());
+    }
 
 private slots:
     void initTestCase() {
@@ -304,6 +353,327 @@ private slots:
         QVERIFY(send(QStringLiteral("One more."), 40));
         chat->flush();
         QCOMPARE(bar->value(), bar->maximum());
+    }
+
+    // Autosave, the list, reopening a conversation (in this window and in a new one on the same folder).
+    void conversations_are_kept_and_reopen() {
+        const QString folder = dir_.filePath(QStringLiteral("kept"));
+        auto w = keeping_window(folder);
+        QVERIFY(w && w->autosaves());
+        ConversationList* list = w->conversation_list();
+        QVERIFY(list != nullptr);
+        QVERIFY(w->dock_of(list) != nullptr);
+        QCOMPARE(w->dock_of(list)->windowTitle(), QStringLiteral("Conversations"));
+        QCOMPARE(list->model()->rowCount(), 0);
+        QVERIFY(send_and_wait(*w, QStringLiteral("What do hummingbirds eat?\nAnd why?"), 8));
+        QVERIFY(send_and_wait(*w, QStringLiteral("How fast do they fly?"), 8));
+        const QString first = w->current_conversation_id();
+        QVERIFY(!first.isEmpty());
+        QVERIFY(QFile::exists(w->conversation_store()->path(first)));
+        QVERIFY(!w->has_unsaved_conversation());  // saved after every change: nothing to ask about
+        QCOMPARE(list->model()->rowCount(), 1);
+        // The row: the first line of the first message as the title, then when, which model, how many messages.
+        QVERIFY2(row_text(list, 0).startsWith(QStringLiteral("What do hummingbirds eat?\ntoday ")), qPrintable(row_text(list, 0)));
+        QVERIFY2(row_text(list, 0).endsWith(QStringLiteral("ui-test.bin · 4 messages")), qPrintable(row_text(list, 0)));
+        QVERIFY(list->model()->index(0).data(Qt::FontRole).value<QFont>().bold());  // the one shown
+        const QVector<ConversationMessage> kept = w->conversation()->messages();
+        const std::vector<int32_t> kept_tokens = w->conversation()->token_ids();
+
+        // New (the list's button): nothing is asked (it is kept), the chat is empty, the next message is another one.
+        asked_.clear();
+        QTest::mouseClick(list->new_button(), Qt::LeftButton);
+        QVERIFY(asked_.isEmpty());
+        QVERIFY(w->conversation()->messages().isEmpty());
+        QVERIFY(w->chat_view()->transcript()->toPlainText().isEmpty());
+        QVERIFY(w->current_conversation_id().isEmpty());
+        QVERIFY(send_and_wait(*w, QStringLiteral("Tell me a joke"), 6));
+        const QString second = w->current_conversation_id();
+        QVERIFY(second != first);
+        QCOMPARE(list->model()->rowCount(), 2);
+        QVERIFY(row_text(list, 0).startsWith(QStringLiteral("Tell me a joke\n")));  // newest first
+
+        // Clicking the first row reopens it: its turns shown again and replayed through the model (the views fill).
+        QSignalSpy replayed(w->chat(), &ChatController::finished);
+        click_row(list, first);
+        QCOMPARE(w->current_conversation_id(), first);
+        QVERIFY(wait_for(replayed, 1, 60000));
+        QCOMPARE(w->conversation()->messages().size(), kept.size());
+        for (qsizetype i = 0; i < kept.size(); ++i) {
+            QCOMPARE(w->conversation()->messages()[i].role, kept[i].role);
+            QCOMPARE(w->conversation()->messages()[i].content, kept[i].content);
+        }
+        QCOMPARE(w->conversation()->token_ids(), kept_tokens);
+        QCOMPARE(w->conversation()->evaluated_count(), w->conversation()->size());
+        const QString shown = w->chat_view()->transcript()->toPlainText();
+        for (const ConversationMessage& m : kept) QVERIFY2(shown.contains(m.content.trimmed().section(QLatin1Char('\n'), 0, 0)), qPrintable(shown));
+        QVERIFY(shown.contains(timing_text(kept[1].timing)));
+        QVERIFY(!w->has_unsaved_conversation());
+
+        // The Studio started again on the same folder: both listed; the first reopens without a model too.
+        w.reset();
+        auto again = keeping_window(folder, {});
+        QVERIFY(again);
+        QCOMPARE(again->conversation_list()->model()->rowCount(), 2);
+        QVERIFY(again->open_conversation(first).is_ok());
+        QCOMPARE(again->conversation()->messages().size(), kept.size());
+        QCOMPARE(again->conversation()->messages()[2].content, kept[2].content);
+        QVERIFY(again->chat_view()->transcript()->toPlainText().contains(QStringLiteral("How fast do they fly?")));
+    }
+
+    void rename_delete_and_export() {
+        const QString folder = dir_.filePath(QStringLiteral("kept2"));
+        auto w = keeping_window(folder);
+        QVERIFY(w);
+        ConversationList* list = w->conversation_list();
+        QVERIFY(send_and_wait(*w, QStringLiteral("What do hummingbirds eat?"), 8));
+        const QString first = w->current_conversation_id();
+        w->chat_view()->new_action()->trigger();
+        QVERIFY(send_and_wait(*w, QStringLiteral("Tell me a joke"), 6));
+        const QString second = w->current_conversation_id();
+        QCOMPARE(list->model()->rowCount(), 2);
+
+        // Rename: the row shows the new title, and it stays when the conversation is saved again.
+        QVERIFY(list->rename(second, QStringLiteral("  Jokes  ")).is_ok());
+        QVERIFY(row_text(list, list->model()->row_of(second)).startsWith(QStringLiteral("Jokes\n")));
+        QVERIFY(send_and_wait(*w, QStringLiteral("Another one"), 6));
+        QVERIFY(row_text(list, 0).startsWith(QStringLiteral("Jokes\n")));
+        QCOMPARE(QJsonDocument::fromJson(read_all(w->conversation_store()->path(second))).object()["title"].toString(), QStringLiteral("Jokes"));
+        list->select(second);
+        QVERIFY(list->rename_button()->isEnabled() && list->delete_button()->isEnabled() && list->export_button()->isEnabled());
+
+        // Export: JSON that Chat ▸ Load conversation reads back, and Markdown under the conversation's title.
+        const QString json = dir_.filePath(QStringLiteral("jokes.json")), md = dir_.filePath(QStringLiteral("jokes.md"));
+        QVERIFY(list->export_to(second, json, ExportFormat::Json).is_ok());
+        QVERIFY(list->export_to(second, md, ExportFormat::Markdown).is_ok());
+        const QString text = QString::fromUtf8(read_all(md));
+        QVERIFY2(text.startsWith(QStringLiteral("# Jokes\n\n## You\n\nTell me a joke\n\n## Model\n\n*")), qPrintable(text));
+        QVERIFY(text.contains(QStringLiteral("## You\n\nAnother one\n\n")));
+        QVERIFY(!list->export_to(second, dir_.filePath(QStringLiteral("no/such/dir/x.md")), ExportFormat::Markdown).is_ok());
+        const QVector<ConversationMessage> shown = w->conversation()->messages();
+        w->chat_view()->new_action()->trigger();
+        QVERIFY(w->load_conversation(json).is_ok());
+        QCOMPARE(w->conversation()->messages().size(), shown.size());
+        QCOMPARE(w->conversation()->messages().back().content, shown.back().content);
+        QSignalSpy replayed(w->chat(), &ChatController::finished);
+        QVERIFY(wait_for(replayed, 1, 60000));
+
+        // Delete (after its question): the row and the file go; Cancel keeps both.
+        QStringList asked;
+        bool yes = false;
+        list->set_delete_question([&](const QString& title) {
+            asked << title;
+            return yes;
+        });
+        list->select(first);
+        QTest::mouseClick(list->delete_button(), Qt::LeftButton);
+        QCOMPARE(asked, QStringList{QStringLiteral("What do hummingbirds eat?")});
+        QVERIFY(QFile::exists(w->conversation_store()->path(first)));
+        yes = true;
+        QTest::mouseClick(list->delete_button(), Qt::LeftButton);
+        QVERIFY(!QFile::exists(w->conversation_store()->path(first)));
+        QCOMPARE(list->model()->row_of(first), -1);
+        QCOMPARE(list->message_label()->text(), QStringLiteral("Deleted “What do hummingbirds eat?”"));
+        // Deleting the conversation shown clears the chat.
+        QVERIFY(w->open_conversation(second).is_ok());
+        QVERIFY(wait_for(replayed, 2, 60000));
+        QVERIFY(list->remove(second).is_ok());
+        QVERIFY(w->conversation()->messages().isEmpty());
+        QVERIFY(w->current_conversation_id().isEmpty());
+    }
+
+    // Damaged or hostile files in the folder: listed with a one-line reason; opening one changes nothing shown.
+    void a_damaged_conversation_file_is_one_line() {
+        const QString folder = dir_.filePath(QStringLiteral("kept3"));
+        auto w = keeping_window(folder);
+        QVERIFY(w);
+        QVERIFY(send_and_wait(*w, QStringLiteral("Hello"), 4));
+        const QString good = w->current_conversation_id();
+        const std::pair<QString, QByteArray> bad[] = {
+            {QStringLiteral("20990101-000000-0001"), R"({"format": "colibri-studio-conversation", "version": 1, "messages": [)"},
+            {QStringLiteral("20990101-000000-0002"), "[1, 2, 3]"},
+            {QStringLiteral("20990101-000000-0003"),
+             R"({"format":"colibri-studio-conversation","version":1,"messages":[{"role":"assistant","content":"x","first_token":2147483647,"token_count":5}],"tokens":[]})"},
+            {QStringLiteral("20990101-000000-0004"), QByteArray(1 << 16, '[')},
+            {QStringLiteral("20990101-000000-0005"), R"({"format":"something else"})"}};
+        for (const auto& [id, bytes] : bad) write_all(w->conversation_store()->path(id), bytes);
+        ConversationList* list = w->conversation_list();
+        list->refresh(good);
+        QCOMPARE(list->model()->rowCount(), 6);
+        const QString before = w->chat_view()->transcript()->toPlainText();
+        for (const auto& [id, bytes] : bad) {
+            const int row = list->model()->row_of(id);
+            QVERIFY(row >= 0);
+            const QString text = row_text(list, row);
+            QVERIFY2(text.startsWith(QStringLiteral("⚠ ") + id + QStringLiteral(".json\ncannot be opened: ") + id + QStringLiteral(".json: ")),
+                     qPrintable(text));
+            QVERIFY2(text.count(QLatin1Char('\n')) == 1, qPrintable(text));
+            list->select(id);
+            QVERIFY(!list->rename_button()->isEnabled() && !list->export_button()->isEnabled() && list->delete_button()->isEnabled());
+            click_row(list, id);
+            const QString message = list->message_label()->text();
+            QVERIFY2(message.startsWith(id + QStringLiteral(".json: ")) && !message.contains(QLatin1Char('\n')), qPrintable(message));
+            QVERIFY(list->message_label()->isVisible());  // shown under the list
+            QCOMPARE(w->current_conversation_id(), good);
+            QCOMPARE(w->chat_view()->transcript()->toPlainText(), before);
+        }
+        QVERIFY(row_text(list, list->model()->row_of(bad[0].first)).contains(QStringLiteral("not JSON")));
+        QVERIFY(row_text(list, list->model()->row_of(bad[1].first)).contains(QStringLiteral("not a JSON object")));
+        QVERIFY(row_text(list, list->model()->row_of(bad[2].first)).contains(QStringLiteral("token range")));
+        QVERIFY(row_text(list, list->model()->row_of(bad[4].first)).contains(QStringLiteral("not a Colibri Studio conversation")));
+        // A damaged file can be deleted.
+        QVERIFY(list->remove(bad[0].first).is_ok());
+        QCOMPARE(list->model()->rowCount(), 5);
+    }
+
+    // With autosave, only a reply in progress is asked about; where saving fails, the conversation is.
+    void the_discard_question() {
+        const QString folder = dir_.filePath(QStringLiteral("kept4"));
+        auto w = keeping_window(folder);
+        QVERIFY(w);
+        ChatView* chat = w->chat_view();
+        QSignalSpy generated(w->worker(), &EngineWorker::tokenGenerated);
+        chat->set_settings(greedy(2000));
+        chat->input()->setPlainText(QStringLiteral("A long one."));
+        QTest::mouseClick(chat->send_button(), Qt::LeftButton);
+        QVERIFY(wait_for(generated, 3, 60000));
+        QVERIFY(w->chat()->generating());
+        QVERIFY(w->has_unsaved_conversation());
+        asked_.clear();
+        answer_ = DiscardAnswer::Cancel;
+        QTest::mouseClick(chat->new_button(), Qt::LeftButton);           // New conversation
+        w->open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));             // opening a model
+        QVERIFY(!w->close());                                             // quitting
+        QCOMPARE(asked_, (QStringList{QStringLiteral("Starting a new conversation"), QStringLiteral("Opening ui-test.bin"), QStringLiteral("Quitting")}));
+        QVERIFY(w->chat()->generating());  // Cancel: the reply goes on
+        QCOMPARE(w->conversation()->messages().size(), 2);
+        // Stop the reply: New goes on, and what the reply wrote is kept in the list.
+        answer_ = DiscardAnswer::Discard;
+        const QString id = w->current_conversation_id();
+        QTest::mouseClick(chat->new_button(), Qt::LeftButton);
+        QCOMPARE(asked_.size(), 4);
+        QVERIFY(w->conversation()->messages().isEmpty());
+        QTRY_VERIFY_WITH_TIMEOUT(!w->chat()->generating(), 30000);
+        const QJsonObject saved = QJsonDocument::fromJson(read_all(w->conversation_store()->path(id))).object();
+        QCOMPARE(saved["messages"].toArray().size(), 2);
+        QVERIFY(saved["tokens"].toArray().size() > 0);
+        // The message box itself: "Stop the reply" or Cancel.
+        chat->set_settings(greedy(2000));
+        chat->input()->setPlainText(QStringLiteral("Another long one."));
+        QTest::mouseClick(chat->send_button(), Qt::LeftButton);
+        w->set_discard_question({});
+        QString box_text;
+        answer_modal([&](QWidget* widget) {
+            auto* box = qobject_cast<QMessageBox*>(widget);
+            if (box == nullptr || box->objectName() != QLatin1String("discard_question")) return false;
+            box_text = box->text() + QLatin1Char('|') + box->button(QMessageBox::Discard)->text();
+            box->button(QMessageBox::Cancel)->click();
+            return true;
+        });
+        QVERIFY(!w->close());
+        QCOMPARE(box_text, QStringLiteral("Quitting stops the reply that is being generated.|Stop the reply"));
+        w->chat()->stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!w->chat()->generating(), 30000);
+        QVERIFY(!w->has_unsaved_conversation());
+
+        // A folder that cannot be written: the conversation is not kept, says so, and leaving it asks.
+        const QString blocked = write_all(dir_.filePath(QStringLiteral("a-file")), "not a folder");
+        auto b = keeping_window(blocked + QStringLiteral("/conversations"));
+        QVERIFY(b);
+        asked_.clear();
+        QVERIFY(send_and_wait(*b, QStringLiteral("Hello"), 4));
+        QVERIFY(b->has_unsaved_conversation());
+        QVERIFY2(b->conversation_list()->message_label()->text().startsWith(QStringLiteral("Not saved: ")), qPrintable(b->conversation_list()->message_label()->text()));
+        answer_ = DiscardAnswer::Cancel;
+        b->chat_view()->new_action()->trigger();
+        QCOMPARE(asked_, QStringList{QStringLiteral("Starting a new conversation")});
+        QCOMPARE(b->conversation()->messages().size(), 2);
+        answer_ = DiscardAnswer::Discard;
+    }
+
+    // Sampling: the presets, and the model's own defaults from its generation_config.json shown and applied.
+    void sampling_presets_and_the_models_defaults() {
+        auto w = keeping_window(dir_.filePath(QStringLiteral("kept5")), QStringLiteral(COLIBRI_BUILD_DIR "/demo/demo.bin"));
+        QVERIFY(w);
+        ChatView* chat = w->chat_view();
+        QComboBox* preset = chat->preset_box();
+        QCOMPARE(preset->currentText(), QStringLiteral("Model default"));
+        // The demo model's generation_config.json says do_sample false: greedy, shown in the panel and the Model dock.
+        QCOMPARE(chat->model_default_label()->text(), QStringLiteral("Model default: greedy"));
+        QVERIFY(chat->settings().sampling.greedy);
+        QVERIFY(chat->settings_panel()->findChild<QCheckBox*>()->isChecked());
+        bool listed = false;
+        for (int r = 0; r < w->summary_model()->rowCount(); ++r)
+            if (w->summary_model()->index(r, 0).data().toString() == QLatin1String("sampling"))
+                listed = w->summary_model()->index(r, 1).data().toString() == QLatin1String("greedy (its generation_config.json)");
+        QVERIFY(listed);
+        // Same message twice: the same reply (greedy), whatever the seed.
+        QVERIFY(send_and_wait(*w, QStringLiteral("What is 23 plus 45?"), 160));
+        const QString reply = w->conversation()->messages().back().content;
+        QVERIFY2(reply.endsWith(QStringLiteral("So 23 plus 45 is 68.")), qPrintable(reply));
+        // Presets set the values; editing one by hand is Custom.
+        auto choose = [&](const QString& name) {
+            preset->setCurrentIndex(preset->findText(name));
+            emit preset->activated(preset->currentIndex());
+        };
+        choose(QStringLiteral("Creative"));
+        QVERIFY(!chat->settings().sampling.greedy);
+        QCOMPARE(chat->settings().sampling.temperature, 1.0f);
+        QCOMPARE(chat->settings().sampling.top_k, 0);
+        choose(QStringLiteral("Balanced"));
+        QCOMPARE(chat->settings().sampling.temperature, SamplerConfig{}.temperature);
+        QCOMPARE(chat->settings().sampling.top_k, SamplerConfig{}.top_k);
+        chat->settings_panel()->findChildren<QDoubleSpinBox*>().front()->setValue(0.3);
+        QCOMPARE(preset->currentText(), QStringLiteral("Custom"));
+        QCOMPARE(chat->settings().sampling.temperature, 0.3f);
+        choose(QStringLiteral("Greedy"));
+        QVERIFY(chat->settings().sampling.greedy);
+        // Model default follows the model: one without sampling defaults gets Colibri's.
+        choose(QStringLiteral("Model default"));
+        QSignalSpy loaded(w.get(), &MainWindow::modelLoaded);
+        w->open_model(QStringLiteral(COLIBRI_UI_TEST_MODEL));
+        QVERIFY(wait_for(loaded, 1));
+        QCOMPARE(chat->model_default_label()->text(), QStringLiteral("Model default: none given (Colibri's: temperature 0.8)"));
+        QVERIFY(!chat->settings().sampling.greedy);
+        QCOMPARE(chat->settings().sampling.temperature, SamplerConfig{}.temperature);
+    }
+
+    // After "Chat anyway" on a model that failed verification, every reply it writes is marked, in the
+    // transcript, in the saved conversation and in the Markdown export; replies of a verified model are not.
+    void replies_after_chat_anyway_are_marked_unverified() {
+        auto w = keeping_window(dir_.filePath(QStringLiteral("kept6")));
+        QVERIFY(w);
+        QVERIFY(send_and_wait(*w, QStringLiteral("Hello"), 4));
+        QVERIFY(!w->conversation()->messages().back().unverified);
+        QVERIFY(!w->chat_view()->transcript()->toPlainText().contains(QStringLiteral("unverified")));
+        const QString damaged = dir_.filePath(QStringLiteral("damaged.bin"));
+        QVERIFY(damage_first_expert(QStringLiteral(COLIBRI_UI_TEST_MODEL), damaged) > 0);
+        QSignalSpy verified(w->validator_view(), &ValidatorView::verifiedFile);
+        QSignalSpy loaded(w.get(), &MainWindow::modelLoaded);
+        w->open_model(damaged);
+        QVERIFY(wait_for(loaded, 1));
+        QVERIFY(wait_for(verified, 1));
+        QPushButton* anyway = w->banner()->button(QStringLiteral("Chat anyway"));
+        QVERIFY2(anyway != nullptr, qPrintable(w->banner()->text()));
+        QTest::mouseClick(anyway, Qt::LeftButton);
+        QVERIFY(send_and_wait(*w, QStringLiteral("Are you all right?"), 4));
+        QVERIFY(send_and_wait(*w, QStringLiteral("Really?"), 4));
+        const auto& m = w->conversation()->messages();
+        QCOMPARE(m.size(), 4);
+        QVERIFY(m[1].unverified && m[3].unverified);
+        w->chat_view()->flush();
+        const QString shown = w->chat_view()->transcript()->toPlainText();
+        QCOMPARE(shown.count(QStringLiteral("⚠ unverified")), 2);
+        const QTextBlock header = block_starting(*w->chat_view()->transcript()->document(), QStringLiteral("Model"));
+        QVERIFY2(header.text().contains(QStringLiteral("⚠ unverified")), qPrintable(header.text()));
+        const QString md = dir_.filePath(QStringLiteral("unverified.md"));
+        QVERIFY(w->export_markdown(md).is_ok());
+        QCOMPARE(QString::fromUtf8(read_all(md)).count(QStringLiteral("**⚠ unverified: the model failed verification**")), 2);
+        // Kept with the conversation: reopened, the marks are still there.
+        const QString id = w->current_conversation_id();
+        w->chat_view()->new_action()->trigger();
+        QVERIFY(w->open_conversation(id).is_ok());
+        QVERIFY(w->conversation()->messages()[1].unverified);
+        QCOMPARE(w->chat_view()->transcript()->toPlainText().count(QStringLiteral("⚠ unverified")), 2);
     }
 
     void new_conversation_clears_every_figure() {

@@ -36,21 +36,6 @@ struct Shown {
     bool operator==(const Shown&) const = default;
 };
 
-// Polls for a modal widget until `handle` takes it (returns true); gives up after timeout_ms.
-void answer_modal(std::function<bool(QWidget*)> handle, int timeout_ms = 20000) {
-    auto* timer = new QTimer;
-    QElapsedTimer clock;
-    clock.start();
-    QObject::connect(timer, &QTimer::timeout, [timer, clock, handle, timeout_ms] {
-        QWidget* w = QApplication::activeModalWidget();
-        if ((w != nullptr && handle(w)) || clock.elapsed() > timeout_ms) {
-            timer->stop();
-            timer->deleteLater();
-        }
-    });
-    timer->start(20);
-}
-
 }  // namespace
 
 class TestUiFailedActions : public QObject {

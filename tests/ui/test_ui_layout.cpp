@@ -103,7 +103,7 @@ private slots:
         QVERIFY2(QRect(QPoint(0, 0), w.size()).contains(bar), qPrintable(QStringLiteral("status bar at y %1..%2").arg(bar.top()).arg(bar.bottom())));
         QVERIFY(bar.height() >= status->fontMetrics().height());
         // Every dock's title.
-        QCOMPARE(w.docks().size(), 10);
+        QCOMPARE(w.docks().size(), 11);
         for (QDockWidget* d : w.docks()) {
             if (d == w.dock_of(w.state_view())) continue;  // shown for hybrids only (test_ui_state)
             const QString problem = title_problem(w, d);
@@ -267,7 +267,14 @@ private slots:
         QVERIFY(wait_for(finished, 1, 60000));
         QVERIFY(finished.at(0).at(0).value<GenerationStats>().stopped);
         QVERIFY(w.conversation()->size() > 0);
+        // Ctrl+N ends a conversation this window does not keep (no conversations folder): asked first, answered Discard.
+        QStringList asked;
+        w.set_discard_question([&asked](const QString& action) {
+            asked << action;
+            return DiscardAnswer::Discard;
+        });
         QTest::keyClick(&w, Qt::Key_N, Qt::ControlModifier);
+        QCOMPARE(asked, QStringList{QStringLiteral("Starting a new conversation")});
         QCOMPARE(w.conversation()->size(), 0);
         QVERIFY(w.conversation()->messages().isEmpty());
     }

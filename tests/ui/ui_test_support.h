@@ -1,7 +1,11 @@
 // Helpers shared by the Studio's QtTest suites: reference models converted with the CLI, a damaged copy of a
 // model, the CLI's routing of the same tokens, and waiting for a worker without blocking the event loop.
 #pragma once
+#include <QApplication>
 #include <QDeadlineTimer>
+#include <QElapsedTimer>
+#include <QTimer>
+#include <functional>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -26,6 +30,21 @@ inline bool wait_for(QSignalSpy& spy, int n, int timeout_ms = 60000) {
     QDeadlineTimer deadline(timeout_ms);
     while (spy.count() < n && !deadline.hasExpired()) QTest::qWait(2);
     return spy.count() >= n;
+}
+
+// Polls for a modal widget until `handle` takes it (returns true); gives up after timeout_ms.
+inline void answer_modal(std::function<bool(QWidget*)> handle, int timeout_ms = 20000) {
+    auto* timer = new QTimer;
+    QElapsedTimer clock;
+    clock.start();
+    QObject::connect(timer, &QTimer::timeout, [timer, clock, handle, timeout_ms] {
+        QWidget* w = QApplication::activeModalWidget();
+        if ((w != nullptr && handle(w)) || clock.elapsed() > timeout_ms) {
+            timer->stop();
+            timer->deleteLater();
+        }
+    });
+    timer->start(20);
 }
 
 // Greedy chat settings with a fixed seed and a token limit: what every suite that chats asks for.

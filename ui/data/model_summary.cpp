@@ -38,6 +38,8 @@ ModelSummary summarize(const Model& model, const QString& path) {
         s.tokenizer = QStringLiteral("none");
     }
     s.has_chat_template = !model.chat_template().empty();
+    s.default_sampling = apply_generation_defaults(SamplerConfig{}, model.generation_defaults());
+    s.default_sampling_text = QString::fromStdString(describe_generation_defaults(model.generation_defaults()));
     if (const ExpertCache* c = model.expert_cache()) {
         s.cache.budget = c->budget();
         s.cache.resident_bytes = c->resident_bytes();

@@ -6,6 +6,8 @@
 #include <QVector>
 #include <utility>
 
+#include "engine/core/sampler.h"
+
 namespace colibri {
 class Model;
 }
@@ -36,6 +38,10 @@ struct ModelSummary {
     QString tokenizer;        // "byte-level BPE", "SentencePiece BPE" or "none"
     bool has_tokenizer = false;
     bool has_chat_template = false;
+    // The sampling its generation_config.json recommends, over Colibri's defaults; the text says what the file set
+    // ("greedy", "temperature 0.7, top-p 0.8"), empty when it set nothing.
+    SamplerConfig default_sampling;
+    QString default_sampling_text;
     int threads = 0;
     bool remote = false;      // a colibri serve elsewhere (path is its address): no file, no counters
     // With a RAM budget (the expert cache): 0 budget means the whole model is mapped.

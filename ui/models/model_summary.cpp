@@ -28,6 +28,8 @@ void ModelSummaryModel::set_summary(const ModelSummary& s) {
     rows_.push_back({tr("size"), s.file_size == s.image_size ? human_bytes(s.file_size)
                                                             : tr("%1 (%2 uncompressed)").arg(human_bytes(s.file_size), human_bytes(s.image_size))});
     rows_.push_back({tr("tokenizer"), s.tokenizer + (s.has_chat_template ? tr(", chat template") : QString())});
+    rows_.push_back({tr("sampling"), s.default_sampling_text.isEmpty() ? tr("no defaults of its own (Colibri's)")
+                                                                      : tr("%1 (its generation_config.json)").arg(s.default_sampling_text)});
     rows_.push_back({tr("context"), QStringLiteral("%1 of %2 tokens").arg(s.context).arg(s.max_position)});
     rows_.push_back({tr("threads"), QString::number(s.threads)});
     if (s.cache.budget > 0)

@@ -5,6 +5,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QClipboard>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFontDatabase>
 #include <QFormLayout>
@@ -93,7 +94,7 @@ ChatView::ChatView(ChatController* chat, Conversation* conversation, QWidget* pa
     connect(send_, &QPushButton::clicked, this, &ChatView::send);
     connect(stop_, &QPushButton::clicked, chat_, &ChatController::stop);
     connect(regenerate_, &QPushButton::clicked, this, &ChatView::regenerate);
-    connect(new_, &QPushButton::clicked, chat_, &ChatController::new_conversation);
+    connect(new_, &QPushButton::clicked, this, &ChatView::start_new_conversation);
 
     send_action_ = new QAction(tr("&Send"), this);
     send_action_->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Return), QKeySequence(Qt::CTRL | Qt::Key_Enter)});
@@ -106,7 +107,7 @@ ChatView::ChatView(ChatController* chat, Conversation* conversation, QWidget* pa
     connect(regenerate_action_, &QAction::triggered, this, &ChatView::regenerate);
     new_action_ = new QAction(tr("&New conversation"), this);
     new_action_->setShortcut(QKeySequence::New);
-    connect(new_action_, &QAction::triggered, chat_, &ChatController::new_conversation);
+    connect(new_action_, &QAction::triggered, this, &ChatView::start_new_conversation);
     addActions(chat_actions());
 
     speed_ = new ElidedLabel;
@@ -195,6 +196,21 @@ QWidget* ChatView::build_settings_panel() {
     seed_->setSpecialValueText(tr("random"));
     max_tokens_ = new QSpinBox;
     max_tokens_->setRange(1, 1 << 20);
+    preset_ = new QComboBox;
+    preset_->setObjectName(QStringLiteral("sampling_preset"));
+    preset_->addItem(tr("Model default"), static_cast<int>(SamplingPreset::ModelDefault));
+    preset_->addItem(tr("Greedy"), static_cast<int>(SamplingPreset::Greedy));
+    preset_->addItem(tr("Balanced"), static_cast<int>(SamplingPreset::Balanced));
+    preset_->addItem(tr("Creative"), static_cast<int>(SamplingPreset::Creative));
+    preset_->addItem(tr("Custom"), static_cast<int>(SamplingPreset::Custom));
+    preset_->setItemData(0, tr("What the model's authors recommend (its generation_config.json)"), Qt::ToolTipRole);
+    preset_->setItemData(1, tr("Always the most likely token: the same reply every time"), Qt::ToolTipRole);
+    preset_->setItemData(2, tr("Temperature 0.8, top-k 40, top-p 0.95, min-p 0.05"), Qt::ToolTipRole);
+    preset_->setItemData(3, tr("Temperature 1.0, top-p 0.98, min-p 0.02: more varied, more mistakes"), Qt::ToolTipRole);
+    model_default_ = new ElidedLabel;
+    model_default_->setObjectName(QStringLiteral("model_default_sampling"));
+    form->addRow(tr("preset"), preset_);
+    form->addRow(model_default_);
     form->addRow(greedy_);
     form->addRow(tr("temperature"), temperature_);
     form->addRow(tr("top-k"), top_k_);
@@ -218,13 +234,42 @@ QWidget* ChatView::build_settings_panel() {
     connect(greedy_, &QCheckBox::toggled, this, [this](bool on) {
         for (QWidget* w : std::initializer_list<QWidget*>{temperature_, top_k_, top_p_, min_p_}) w->setEnabled(!on);
     });
+    connect(preset_, &QComboBox::activated, this, [this] { set_preset(preset()); });
+    auto by_hand = [this] {
+        if (!applying_preset_) preset_->setCurrentIndex(preset_->findData(static_cast<int>(SamplingPreset::Custom)));
+    };
+    connect(greedy_, &QCheckBox::toggled, this, by_hand);
+    for (QDoubleSpinBox* b : {temperature_, top_p_, min_p_, repetition_}) connect(b, &QDoubleSpinBox::valueChanged, this, by_hand);
+    connect(top_k_, &QSpinBox::valueChanged, this, by_hand);
     auto* layout = new QVBoxLayout(panel);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(system_prompt_);
     layout->addLayout(form);
     layout->addStretch();
     set_settings(ChatSettings{});
+    set_preset(SamplingPreset::ModelDefault);
     return panel;
+}
+
+QLabel* ChatView::model_default_label() const { return model_default_; }
+
+SamplingPreset ChatView::preset() const { return static_cast<SamplingPreset>(preset_->currentData().toInt()); }
+
+void ChatView::set_preset(SamplingPreset preset) {
+    preset_->setCurrentIndex(preset_->findData(static_cast<int>(preset)));
+    // The model's own defaults, shown whatever the preset, so the user knows what "Model default" means.
+    const ModelSummary& m = chat_->model();
+    model_default_->setText(!chat_->has_model()                   ? tr("Model default: open a model to see it")
+                            : m.default_sampling_text.isEmpty()   ? tr("Model default: none given (Colibri's: temperature 0.8)")
+                                                                  : tr("Model default: %1").arg(m.default_sampling_text));
+    model_default_->setToolTip(tr("From the model's generation_config.json, carried into the .bin by colibri convert"));
+    if (preset == SamplingPreset::Custom) return;
+    ChatSettings s = settings();
+    s.sampling = preset_sampling(preset, chat_->has_model() ? m.default_sampling : SamplerConfig{});
+    s.sampling.seed = settings().sampling.seed;
+    applying_preset_ = true;
+    set_settings(s);
+    applying_preset_ = false;
 }
 
 ChatSettings ChatView::settings() const {
@@ -266,6 +311,7 @@ void ChatView::save_settings(QSettings& q) const {
     q.setValue("seed", seed_->value());
     q.setValue("max_tokens", s.max_tokens);
     q.setValue("speculate", speculate_mode_name(s.speculate));
+    q.setValue("preset", static_cast<int>(preset()));
     q.endGroup();
     q.setValue("chat/system_prompt", system_prompt_->toPlainText());
 }
@@ -284,8 +330,12 @@ void ChatView::restore_settings(QSettings& q) {
     s.sampling.seed = seed < 0 ? 0 : static_cast<uint64_t>(seed);
     s.max_tokens = q.value("max_tokens", s.max_tokens).toInt();
     if (auto mode = parse_speculate_mode(q.value("speculate", "off").toString().toStdString())) s.speculate = mode.value();
+    const auto preset = static_cast<SamplingPreset>(std::clamp(q.value("preset", 0).toInt(), 0, static_cast<int>(SamplingPreset::Custom)));
     q.endGroup();
+    applying_preset_ = true;
     set_settings(s);
+    applying_preset_ = false;
+    set_preset(preset);  // a preset other than Custom sets its own values
     system_prompt_->setPlainText(q.value("chat/system_prompt").toString());
 }
 
@@ -299,6 +349,11 @@ void ChatView::send() {
     }
     last_sent_ = text;
     input_->clear();
+}
+
+void ChatView::start_new_conversation() {
+    if (discard_check_ && !discard_check_(tr("Starting a new conversation"))) return;
+    chat_->new_conversation();
 }
 
 void ChatView::regenerate() {
@@ -320,6 +375,7 @@ void ChatView::model_changed() {
     const bool head = chat_->has_model() && chat_->model().mtp_layers > 0;
     items->item(speculate_->findData(int(SpeculateMode::Mtp)))->setEnabled(head);
     if (!head && speculate_->currentData().toInt() == int(SpeculateMode::Mtp)) speculate_->setCurrentIndex(0);
+    set_preset(preset());  // Model default follows the model
     update_buttons();
 }
 
@@ -437,6 +493,13 @@ void ChatView::render_message(QTextCursor& c, int index) {
     const bool streaming = index == conversation_->messages().size() - 1 && chat_->generating() && m.role == QLatin1String("assistant");
     const QString timing = streaming ? tr("generating…") : timing_text(m.timing);
     if (!timing.isEmpty()) c.insertText(QStringLiteral("   ") + timing, muted);
+    if (m.unverified) {
+        QTextCharFormat warn;
+        warn.setFontWeight(QFont::Bold);
+        warn.setForeground(status_color(StatusColor::Warning));
+        warn.setToolTip(tr("Written by a model that failed verification: its weights may be damaged, so this reply cannot be trusted"));
+        c.insertText(QStringLiteral("   ") + tr("⚠ unverified"), warn);
+    }
     QTextCharFormat link = muted;
     link.setAnchor(true);
     link.setAnchorHref(QStringLiteral("copy:%1").arg(index));

@@ -6,6 +6,7 @@
 #pragma once
 #include <QTimer>
 #include <QWidget>
+#include <functional>
 
 #include "ui/chat_controller.h"
 #include "ui/markdown.h"
@@ -50,6 +51,12 @@ public:
     QProgressBar* context_bar() const { return context_; }
     QLabel* context_warning() const;
     QLabel* error_label() const;
+    // The sampling preset (Model default, Greedy, Balanced, Creative, Custom) and the line that says what the
+    // model's default is; editing a value by hand makes the preset Custom.
+    QComboBox* preset_box() const { return preset_; }
+    QLabel* model_default_label() const;
+    SamplingPreset preset() const;
+    void set_preset(SamplingPreset preset);
     // The system prompt and sampling settings (the main window docks it).
     QWidget* settings_panel() const { return panel_; }
     // Send (Ctrl+Return), Stop (Esc), Regenerate (Ctrl+R), New conversation (Ctrl+N): for the window's menu.
@@ -63,12 +70,16 @@ public:
     QString token_tooltip(int token_position) const;
     // Follows a transcript link as a click does: "tok:N", "copy:M" (message M), "copycode:M:K".
     void open_link(const QUrl& url);
+    // Asked before New conversation ends this one ("Starting a new conversation"); false keeps it. The main
+    // window answers (its discard question); without one, New goes ahead.
+    void set_discard_check(std::function<bool(const QString& action)> check) { discard_check_ = std::move(check); }
     // Renders the streaming reply now (it is otherwise batched).
     void flush();
 
 public slots:
     void send();
     void regenerate();
+    void start_new_conversation();
     void model_changed();
 
 signals:
@@ -104,6 +115,9 @@ private:
     QProgressBar* context_ = nullptr;
     QWidget* panel_ = nullptr;
     QCheckBox* greedy_ = nullptr;
+    QComboBox* preset_ = nullptr;
+    ElidedLabel* model_default_ = nullptr;
+    bool applying_preset_ = false;  // the values change because a preset was chosen, not by hand
     QDoubleSpinBox *temperature_ = nullptr, *top_p_ = nullptr, *min_p_ = nullptr, *repetition_ = nullptr;
     QSpinBox *top_k_ = nullptr, *seed_ = nullptr, *max_tokens_ = nullptr;
     QComboBox* speculate_ = nullptr;
@@ -111,6 +125,7 @@ private:
     int body_start_ = -1;       // document position where the last message's body begins
     int rendered_selection_ = -1;
     QString last_sent_;
+    std::function<bool(const QString&)> discard_check_;
 };
 
 }  // namespace colibri::studio

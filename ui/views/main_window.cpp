@@ -12,6 +12,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -37,6 +38,7 @@
 #include "ui/views/budget_dialog.h"
 #include "ui/views/cache_view.h"
 #include "ui/views/chat_view.h"
+#include "ui/views/conversation_list.h"
 #include "ui/views/convert_dialog.h"
 #include "ui/views/elided_label.h"
 #include "ui/views/heatmap_view.h"
@@ -76,7 +78,8 @@ QString conversion_source(const QString& path) {
 MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     : QMainWindow(parent), options_(options), worker_(new EngineWorker),
       engine_thread_(std::make_unique<WorkerThread>(worker_, QStringLiteral("engine"), [w = worker_] { w->requestStop(); })),
-      chat_(new ChatController(worker_, &conversation_, this)) {
+      chat_(new ChatController(worker_, &conversation_, this)), store_(options.conversations_dir),
+      autosave_(options.persist_settings || !options.conversations_dir.isEmpty()) {
     setWindowTitle(tr("Colibri Studio"));
     setWindowIcon(QIcon(QStringLiteral(":/colibri/colibri-studio.png")));
     setAcceptDrops(true);
@@ -115,6 +118,8 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     QDockWidget* model = add_dock(summary_view_, tr("Model"), QStringLiteral("model"), Qt::LeftDockWidgetArea);
     QDockWidget* settings = add_dock(chat_view_->settings_panel(), tr("Chat settings"), QStringLiteral("settings"), Qt::LeftDockWidgetArea);
     tabifyDockWidget(model, settings);
+    conversation_list_ = new ConversationList(&store_);
+    tabifyDockWidget(model, add_dock(conversation_list_, tr("Conversations"), QStringLiteral("conversations"), Qt::LeftDockWidgetArea));
     model->raise();
     add_dock(routing_view_, tr("Routing"), QStringLiteral("routing"), Qt::RightDockWidgetArea);
     QDockWidget* heat = add_dock(heatmap_view_, tr("Expert heatmap"), QStringLiteral("heatmap"), Qt::BottomDockWidgetArea);
@@ -137,7 +142,26 @@ MainWindow::MainWindow(const MainWindowOptions& options, QWidget* parent)
     statusBar()->addPermanentWidget(model_label_, 1);
     connect(worker_, &EngineWorker::loaded, this, &MainWindow::on_loaded);
     connect(worker_, &EngineWorker::loadFailed, this, &MainWindow::on_load_failed);
-    connect(&conversation_, &Conversation::messagesChanged, this, [this] { unsaved_ = !conversation_.messages().isEmpty(); });
+    connect(&conversation_, &Conversation::messagesChanged, this, [this] {
+        if (conversation_.messages().isEmpty()) {  // a new conversation: the next message starts another file
+            current_id_.clear();
+            current_title_.clear();
+            conversation_list_->model()->set_current({});
+        }
+        unsaved_ = !opening_conversation_ && !conversation_.messages().isEmpty();
+        if (autosave_ && unsaved_) autosave_now();
+    });
+    chat_view_->set_discard_check([this](const QString& action) { return may_discard_conversation(action); });
+    connect(conversation_list_, &ConversationList::openRequested, this, [this](const QString& id) { open_conversation(id); });
+    connect(conversation_list_, &ConversationList::newRequested, chat_view_->new_action(), &QAction::trigger);
+    connect(conversation_list_, &ConversationList::renamed, this, [this](const QString& id, const QString& title) {
+        if (id == current_id_) current_title_ = title;
+    });
+    connect(conversation_list_, &ConversationList::removed, this, [this](const QString& id) {
+        if (id == current_id_) chat_->new_conversation();  // what is shown was that file
+    });
+    if (autosave_) conversation_list_->refresh({});
+    else conversation_list_->show_message(tr("Conversations are not kept in this session"), false);
     // Context `this`: the calls run on this thread and post to the worker's.
     connect(profiler_view_, &ProfilerView::countingChanged, this, [this](Counting mode) { worker_->setCounting(mode); });
     connect(chat_, &ChatController::finished, profiler_view_, &ProfilerView::note_generation);
@@ -243,6 +267,7 @@ void MainWindow::arrange_docks(LayoutMode mode) {
         // Under the chat (the bottom area ends where the right one begins).
         addDockWidget(Qt::BottomDockWidgetArea, model);
         tabifyDockWidget(model, settings);
+        tabifyDockWidget(model, dock_of(conversation_list_));
     }
     model->raise();
     heat->raise();
@@ -638,22 +663,36 @@ QString MainWindow::model_display_name() const {
 }
 
 bool MainWindow::may_discard_conversation(const QString& action) {
-    if (!unsaved_) return true;
+    if (!has_unsaved_conversation()) return true;
+    const bool only_the_reply = chat_->generating() && !unsaved_;  // the messages are kept; the reply would be cut
     switch (ask_discard_ ? ask_discard_(action) : ask_discard_with_box(action)) {
-    case DiscardAnswer::Discard: return true;
-    case DiscardAnswer::Save: return save_conversation_dialog();
-    case DiscardAnswer::Cancel: break;
+    case DiscardAnswer::Discard: break;
+    case DiscardAnswer::Save:
+        if (only_the_reply) break;  // kept: what the reply wrote so far is saved below
+        return save_conversation_dialog();
+    case DiscardAnswer::Cancel: return false;
     }
-    return false;
+    if (chat_->generating()) autosave_now();  // the tokens so far, before the reply is stopped
+    return true;
 }
 
 DiscardAnswer MainWindow::ask_discard_with_box(const QString& action) {
-    QMessageBox box(QMessageBox::Question, tr("Unsaved conversation"),
-                    tr("%1 ends this conversation, which has not been saved.").arg(action),
-                    QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, this);
+    const bool only_the_reply = chat_->generating() && !unsaved_;
+    const QString why = only_the_reply ? tr("%1 stops the reply that is being generated.").arg(action)
+                        : !save_error_.isEmpty() ? tr("%1 ends this conversation, which could not be saved (%2).").arg(action, save_error_)
+                                                 : tr("%1 ends this conversation, which has not been saved.").arg(action);
+    QMessageBox box(QMessageBox::Question, only_the_reply ? tr("Reply in progress") : tr("Unsaved conversation"), why,
+                    only_the_reply ? QMessageBox::Discard | QMessageBox::Cancel : QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel,
+                    this);
     box.setObjectName(QStringLiteral("discard_question"));
-    box.setInformativeText(tr("Save it first?"));
-    box.setDefaultButton(QMessageBox::Save);
+    if (only_the_reply) {
+        box.button(QMessageBox::Discard)->setText(tr("Stop the reply"));
+        box.setInformativeText(tr("What it has written so far stays in the conversation."));
+        box.setDefaultButton(QMessageBox::Cancel);
+    } else {
+        box.setInformativeText(tr("Save it first?"));
+        box.setDefaultButton(QMessageBox::Save);
+    }
     box.setEscapeButton(QMessageBox::Cancel);
     switch (box.exec()) {
     case QMessageBox::Save: return DiscardAnswer::Save;
@@ -678,6 +717,84 @@ Status MainWindow::save_conversation(const QString& path) {
     return Status::ok();
 }
 
+Status MainWindow::autosave_now() {
+    if (!autosave_ || conversation_.messages().isEmpty()) return Status::ok();
+    if (current_id_.isEmpty()) {
+        current_id_ = ConversationStore::new_id();
+        for (const ConversationMessage& m : conversation_.messages())
+            if (m.role == QLatin1String("user")) {
+                current_title_ = ConversationStore::title_from(m.content);
+                break;
+            }
+        if (current_title_.isEmpty()) current_title_ = tr("Conversation");
+    }
+    const QString model = chat_->has_model() ? chat_->model().path : QString();
+    if (Status s = store_.write(current_id_, conversation_.to_json(), current_title_, model); !s) {
+        const bool first = save_error_.isEmpty();
+        save_error_ = QString::fromStdString(s.message());
+        unsaved_ = true;
+        if (first) statusBar()->showMessage(tr("Could not save the conversation: %1").arg(save_error_), 8000);
+        conversation_list_->show_message(tr("Not saved: %1").arg(save_error_), true);
+        return s;
+    }
+    conversation_list_->clear_error();  // a failed save or a damaged file's line is stale now
+    save_error_.clear();
+    unsaved_ = false;
+    StoredConversation kept;
+    kept.id = current_id_;
+    kept.title = current_title_;
+    kept.model = model;
+    kept.updated = QDateTime::currentDateTime();
+    kept.messages = static_cast<int>(conversation_.messages().size());
+    conversation_list_->saved(kept);
+    return Status::ok();
+}
+
+Status MainWindow::open_conversation(const QString& id) {
+    if (id == current_id_) return Status::ok();
+    auto doc = store_.read(id);
+    if (!doc) {  // damaged: say why in one line; what is shown stays
+        const QString why = QString::fromStdString(doc.message());
+        conversation_list_->show_message(why, true);
+        conversation_list_->select(current_id_);
+        statusBar()->showMessage(tr("Could not open the conversation: %1").arg(why), 8000);
+        return doc.status();
+    }
+    QJsonObject o = doc.value();
+    const QString title = o.value("title").toString();
+    if (!may_discard_conversation(tr("Opening “%1”").arg(title))) {
+        conversation_list_->select(current_id_);
+        return error("cancelled");
+    }
+    if (chat_->generating()) chat_->new_conversation();  // the reply stops; what it wrote was saved
+    // Token ids belong to the model that produced them: with another model only the messages are reopened
+    // (the next turn encodes them again).
+    if (!chat_->has_model() || o.value("model").toString() != chat_->model().path) {
+        QJsonArray messages;
+        for (const QJsonValue& v : o.value("messages").toArray()) {
+            QJsonObject m = v.toObject();
+            m.remove(QStringLiteral("first_token"));
+            m.remove(QStringLiteral("token_count"));
+            messages.append(m);
+        }
+        o["messages"] = messages;
+        o["tokens"] = QJsonArray();
+    }
+    opening_conversation_ = true;
+    const Status loaded = conversation_.from_json(o);
+    opening_conversation_ = false;
+    if (!loaded) return loaded;  // read() checked it the same way
+    current_id_ = id;
+    current_title_ = title;
+    unsaved_ = false;
+    conversation_list_->show_message({}, false);
+    conversation_list_->model()->set_current(id);
+    conversation_list_->select(id);
+    worker_->resetConversation();
+    if (chat_->has_model() && conversation_.size() > 0) return chat_->replay();
+    return Status::ok();
+}
+
 Status MainWindow::export_markdown(const QString& path) const {
     return save_file(path, conversation_.to_markdown().toUtf8());
 }
@@ -689,8 +806,15 @@ Status MainWindow::load_conversation(const QString& path) {
     const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &perr);
     if (perr.error != QJsonParseError::NoError) return error((path + ": not JSON (" + perr.errorString() + ")").toStdString());
     if (chat_->generating()) return error("a reply is still being generated");
-    if (Status s = conversation_.from_json(doc.object()); !s) return error(path.toStdString() + ": " + s.message());
-    unsaved_ = false;  // what is shown is that file
+    opening_conversation_ = true;
+    const Status loaded = conversation_.from_json(doc.object());
+    opening_conversation_ = false;
+    if (!loaded) return error(path.toStdString() + ": " + loaded.message());
+    // What is shown is that file; kept as a new conversation from its next change on.
+    current_id_.clear();
+    current_title_ = ConversationStore::title_from(QFileInfo(path).completeBaseName());
+    conversation_list_->model()->set_current({});
+    unsaved_ = false;
     worker_->resetConversation();
     // With a model loaded, evaluate the tokens again so every view has its traces.
     if (chat_->has_model() && conversation_.size() > 0) return chat_->replay();
@@ -823,6 +947,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
         e->ignore();
         return;
     }
+    if (chat_->generating()) chat_->stop();
     if (options_.persist_settings) save_settings();
     e->accept();
 }

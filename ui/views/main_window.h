@@ -12,6 +12,7 @@
 
 #include "ui/chat_controller.h"
 #include "ui/conversation.h"
+#include "ui/conversation_store.h"
 #include "ui/engine_worker.h"
 #include "ui/models/model_summary.h"
 #include "ui/worker_thread.h"
@@ -28,6 +29,7 @@ class AnalysisView;
 class Banner;
 class CacheView;
 class ChatView;
+class ConversationList;
 class ConvertDialog;
 class ElidedLabel;
 class HeatmapView;
@@ -50,6 +52,9 @@ struct MainWindowOptions {
     bool keep_on_screen = true;    // off for --screenshot: its pictures have the size asked for, whatever the screen
     LoadOptions load;
     QString demo_model;            // File ▸ Open the demo model (when the file is there)
+    // Where conversations are kept (autosaved); empty: the user's data location, or with persist_settings off
+    // (tests, --screenshot) nowhere: nothing is autosaved then.
+    QString conversations_dir;
 };
 
 class MainWindow : public QMainWindow {
@@ -67,6 +72,17 @@ public:
     void connect_server(const QString& url, const QString& api_key = {});
     void validate_file(const QString& path);
     Status save_conversation(const QString& path);
+    // The kept conversations: the one shown is saved after every change (autosave) and listed in the
+    // Conversations dock, from which any other reopens. Its id is "" until its first message.
+    const QString& current_conversation_id() const { return current_id_; }
+    ConversationList* conversation_list() const { return conversation_list_; }
+    ConversationStore* conversation_store() { return &store_; }
+    bool autosaves() const { return autosave_; }
+    // Reopens a kept conversation (asking first when a reply is being generated); a damaged file is refused with
+    // a one-line reason in the list and the status bar, and the conversation shown stays.
+    Status open_conversation(const QString& id);
+    // Writes the conversation shown now (what the autosave does after each change).
+    Status autosave_now();
     Status load_conversation(const QString& path);
     Status export_markdown(const QString& path) const;
     Status import_tune_report(const QString& path);
@@ -94,9 +110,9 @@ public:
     QDockWidget* dock_of(QWidget* view) const;
     QList<QDockWidget*> docks() const;
     bool model_loaded() const { return chat_->has_model(); }
-    // Messages that were never saved, or changed since: opening another model, connecting to a server, loading
-    // a conversation or quitting asks first (Save, Discard, Cancel).
-    bool has_unsaved_conversation() const { return unsaved_; }
+    // Work that would be lost: a reply being generated, or messages not kept (autosave off, or it failed):
+    // opening another model, connecting to a server, loading or starting a conversation, or quitting asks first.
+    bool has_unsaved_conversation() const { return unsaved_ || chat_->generating(); }
     // Who answers that question (the action in words, "Opening demo.bin"); by default a QMessageBox on this
     // window. Tests answer it here.
     void set_discard_question(std::function<DiscardAnswer(const QString& action)> ask) { ask_discard_ = std::move(ask); }
@@ -186,6 +202,12 @@ private:
     QString loading_;       // path being loaded
     LoadOptions loading_options_;
     bool unsaved_ = false;
+    ConversationStore store_;
+    ConversationList* conversation_list_ = nullptr;
+    bool autosave_ = false;
+    bool opening_conversation_ = false;  // a conversation being put in place is not a change to save
+    QString current_id_, current_title_;
+    QString save_error_;  // why the last autosave failed ("" when it worked)
     std::function<DiscardAnswer(const QString&)> ask_discard_;
     QString loaded_path_;   // the model the chat runs on
     QByteArray default_state_;    // the chat mode's arrangement
