@@ -7,6 +7,7 @@
 #include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <string_view>
 #include <cstring>
 #include <set>
 
@@ -72,9 +73,11 @@ private slots:
     void bit_identical_logits_data() {
         QTest::addColumn<QString>("family");
         QTest::addColumn<QString>("type");
+        // Sanitized (kSanitized): one float and one block type per family; the decompression path is the same for all.
         for (const char* family : {"mixtral", "qwen2_moe", "olmoe"})
             for (const char* type : {"f32", "f16", "bf16", "q8_0", "q4_k", "q4_0"})
-                QTest::newRow((std::string(family) + "/" + type).c_str()) << family << type;
+                if (!kSanitized || std::string_view(type) == "f16" || std::string_view(type) == "q4_k")
+                    QTest::newRow((std::string(family) + "/" + type).c_str()) << family << type;
     }
     void bit_identical_logits() {
         QFETCH(QString, family);

@@ -2,6 +2,7 @@
 // converting the HF directories directly; damaged or unsupported GGUF files give one-line errors.
 #include <QTemporaryDir>
 #include <QtTest>
+#include <string_view>
 
 #include "../test_support.h"
 
@@ -61,7 +62,9 @@ private slots:
         QTest::addColumn<QString>("family");
         QTest::addColumn<QString>("gguf");
         QTest::addColumn<QString>("type");
+        // Sanitized (kSanitized): f32 only; the f16 rows repeat the same import path with other numbers.
         for (const char* type : {"f32", "f16"}) {
+            if (kSanitized && type == std::string_view("f16")) continue;
             QTest::newRow(qPrintable(QString("qwen2_moe ") + type)) << "qwen2_moe" << "qwen2moe-f32.gguf" << type;
             QTest::newRow(qPrintable(QString("olmoe ") + type)) << "olmoe" << "olmoe-f32.gguf" << type;
             QTest::newRow(qPrintable(QString("qwen3_moe ") + type)) << "qwen3_moe" << "qwen3moe-f32.gguf" << type;
@@ -180,8 +183,9 @@ private slots:
         b.replace(at, 5, "gpt2x");
         QVERIFY(expect_failure(write_variant("arch.gguf", b)).contains("architecture 'gpt2x' is not supported"));
         // Every single-byte flip in the first 4 KiB (keys, types, counts, tensor infos): an error or a valid file,
-        // never a crash or a hang.
-        for (int pos = 0; pos < 4096; pos += 61) {
+        // never a crash or a hang (sanitized, a third of them: fuzz_gguf and the corruption sweep run such flips
+        // under ASan by the thousand).
+        for (int pos = 0; pos < 4096; pos += kSanitized ? 183 : 61) {
             QByteArray f = good;
             f[pos] = static_cast<char>(f[pos] ^ 0xFF);
             const CliResult r = run_cli({"convert", write_variant("flip.gguf", f), "-o", dir_.filePath("flip.bin"), "-q"});
