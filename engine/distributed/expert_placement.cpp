@@ -45,18 +45,23 @@ ExpertPlacement ExpertPlacement::balanced(uint32_t ranks, const PlacementShape& 
         std::iota(order.begin(), order.end(), 0u);
         std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return h[a] > h[b]; });
         std::vector<double> load(ranks, 0.0);
+        std::vector<uint64_t> greedy(shape.n_experts);
         for (uint32_t i = 0; i < order.size(); ++i) {
             const uint32_t e = order[i];
-            uint64_t& holders = p.holders_[l * shape.n_experts + e];
             if (i < replicate && ranks > 1) {
-                holders = all;
+                greedy[e] = all;
                 for (double& x : load) x += double(h[e]) / ranks;
                 continue;
             }
             const auto least = static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
-            holders = uint64_t(1) << least;
+            greedy[e] = uint64_t(1) << least;
             load[least] += double(h[e]);
         }
+        // Each layer waits for its slowest rank: keep round-robin where it happens to spread this layer better.
+        std::vector<double> dealt(ranks, 0.0);
+        for (uint32_t e = 0; e < shape.n_experts; ++e) dealt[e % ranks] += double(h[e]);
+        if (*std::max_element(dealt.begin(), dealt.end()) < *std::max_element(load.begin(), load.end())) continue;
+        std::copy(greedy.begin(), greedy.end(), p.holders_.begin() + std::ptrdiff_t(l * shape.n_experts));
     }
     return p;
 }

@@ -314,6 +314,37 @@ private slots:
         QVERIFY2(QString::fromStdString(p.message()).contains(why), p.message().c_str());
     }
 
+    void placement_command() {
+        // colibri placement from a route trace: a file --placement reads back, each rank's share printed; what does
+        // not fit is one line and a non-zero exit, and no file.
+        const QString model = convert("olmoe"), trace = dir_.filePath("olmoe-trace.json"), out = dir_.filePath("olmoe-placement.json");
+        const CliResult route = run_cli({"route", "-m", model, "--tokens", "1,2,3,4,5,6,7,8,9,10", "--json"});
+        QCOMPARE(route.exit_code, 0);
+        write_all(trace, route.out);
+        const CliResult ok = run_cli({"placement", "-m", model, "--trace", trace, "--ranks", "3", "--replicate", "2", "-o", out});
+        QVERIFY2(ok.exit_code == 0, ok.err.constData());
+        QVERIFY2(ok.out.startsWith("rank 0: ") && ok.out.contains("\nrank 2: ") && ok.out.contains("% of the expert work (round-robin: "), ok.out.constData());
+        auto m = Model::load(model.toStdString());
+        QVERIFY(m);
+        auto read = ExpertPlacement::read(out.toStdString(), 3, m.value()->placement_shape());
+        QVERIFY2(read, read.message().c_str());
+        struct Refusal {
+            QStringList args;
+            const char* why;
+        };
+        const QString other = dir_.filePath("other.json");
+        for (const Refusal& r : {Refusal{{"--ranks", "0"}, "--ranks must be in [1, 64]"},
+                                 Refusal{{"--ranks", "2", "--replicate", "999"}, "--replicate 999: the model has"},
+                                 Refusal{{"--ranks", "2", "--trace", write_all(dir_.filePath("bad-trace.json"), "{\"layers\": 3}")}, "bad-trace.json"}}) {
+            QStringList args{"placement", "-m", model, "-o", other};
+            if (!r.args.contains("--trace")) args << "--trace" << trace;
+            const CliResult got = run_cli(args + r.args);
+            QCOMPARE(got.exit_code, 1);
+            QVERIFY2(got.err.startsWith("colibri: placement: ") && got.err.contains(r.why) && got.err.count('\n') == 1, got.err.constData());
+            QVERIFY(!QFile::exists(other));
+        }
+    }
+
     void placement_shares_and_balance() {
         const PlacementShape shape{4, {true, false, true}};
         auto p = ExpertPlacement::parse(R"({"ranks": 3, "layers": {"0": [[0,1,2],1,[0,2],2]}})", 3, shape);
@@ -340,6 +371,13 @@ private slots:
         QCOMPARE(shares.size(), size_t(2));
         QVERIFY(std::abs(shares[0] + shares[1] - 1.0) < 1e-12);
         QVERIFY(std::abs(shares[0] - shares[1]) < 0.1);
+        // Two equally hot experts that round-robin already puts on different ranks: replicating one and placing the
+        // other would load one rank 3:1, so the layer stays round-robin.
+        const std::vector<std::vector<uint64_t>> pair{{4, 0, 0, 4}, {}, {}};
+        const ExpertPlacement kept = ExpertPlacement::balanced(2, shape, pair, 1);
+        QCOMPARE(kept.to_json(), ExpertPlacement::round_robin(2, shape).to_json());
+        const std::vector<double> even = kept.expected_shares(pair);
+        QVERIFY(std::abs(even[0] - 0.5) < 1e-12);
     }
 };
 
