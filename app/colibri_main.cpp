@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<Command>> commands;
     for (auto make : {start_command, convert_command, export_command, check_command, info_command, logits_command, route_command,
                       bench_command, generate_command, compare_command, swap_command, chat_command, eval_command,
-                      cache_sim_command, serve_command, tune_command})
+                      cache_sim_command, serve_command, tune_command, placement_command})
         commands.push_back(make(app));
 
     try {

@@ -45,6 +45,7 @@ Status drop_page_cache(const std::string& path) {
 }
 
 struct Loaded {
+    std::unique_ptr<ExpertParallel> parallel;  // outlives the model's sessions
     std::unique_ptr<Model> model;
     std::unique_ptr<Session> session;
 };
@@ -60,8 +61,21 @@ Result<Loaded> open_session(const std::string& path, ThreadPool& pool, uint32_t 
     if (!model) return model.status();
     Loaded l;
     l.model = std::move(model.value());
+    if (config.ranks && config.ranks->comm) {
+        auto parallel = join_ranks(*l.model, *config.ranks->comm, *config.ranks);
+        if (!parallel) return parallel.status();
+        l.parallel = std::move(parallel.value());
+    }
     l.session = std::make_unique<Session>(*l.model, pool, context, config.session);
     return l;
+}
+
+ExchangeStats exchange_since(const ExchangeStats& a, const ExchangeStats& b) {
+    return {b.exchanges - a.exchanges, b.bytes_sent - a.bytes_sent, b.bytes_received - a.bytes_received, b.wait_ns - a.wait_ns};
+}
+
+ExchangeStats add_exchange(const ExchangeStats& a, const ExchangeStats& b) {
+    return {a.exchanges + b.exchanges, a.bytes_sent + b.bytes_sent, a.bytes_received + b.bytes_received, a.wait_ns + b.wait_ns};
 }
 
 json spread_json(const Spread& s) {
@@ -204,15 +218,18 @@ Result<Repetition> measure_repetition(Session& s, std::span<const int32_t> promp
     Repetition rep;
     if (Status st = start(); !st) return st;
     rep.prompt_first_position = s.position();
+    const ExchangeStats before_prompt = s.exchange_stats();
     auto t0 = std::chrono::steady_clock::now();
     auto logits = s.eval(prompt);
     if (!logits) return logits.status();
     rep.prompt = {prompt.size(), seconds_since(t0)};
+    rep.prompt_exchange = exchange_since(before_prompt, s.exchange_stats());
 
     if (Status st = start(); !st) return st;
     rep.decode_first_position = s.position();
     rep.decoded.reserve(decode_tokens);  // before the clock: the timed loop allocates nothing
     int32_t next = first;
+    const ExchangeStats before_decode = s.exchange_stats();
     t0 = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < decode_tokens; ++i) {
         rep.decoded.push_back(next);
@@ -221,6 +238,7 @@ Result<Repetition> measure_repetition(Session& s, std::span<const int32_t> promp
         next = argmax(logits.value());
     }
     rep.decode = {decode_tokens, seconds_since(t0)};
+    rep.decode_exchange = exchange_since(before_decode, s.exchange_stats());
     return rep;
 }
 
@@ -317,6 +335,8 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
         // passes r - 1 and r, in the same stretch of time as its tokens/s.
         probe.pass();
         if (r == 0) continue;
+        report.prompt_exchange = add_exchange(report.prompt_exchange, rep->prompt_exchange);
+        report.decode_exchange = add_exchange(report.decode_exchange, rep->decode_exchange);
         prompt_tps.push_back(rep->prompt.per_second());
         decode_tps.push_back(rep->decode.per_second());
     }
@@ -331,6 +351,8 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
         report.decode_token_us = profile->token_us;
     }
     report.bytes = decode_token_bytes(*l->model);
+    report.ranks = l->parallel ? l->parallel->comm->size() : 1;
+    report.moe_layers = l->model->moe_layer_count();
     if (const ExpertCache* c = l->model->expert_cache())
         report.expert_cache = BenchReport::CacheUse{c->policy(), c->budget(), c->slots_per_layer(), c->total_stats()};
     report.kernels = kernel_choices(*l->model);
@@ -488,6 +510,20 @@ json bench_json(const BenchReport& r) {
     }
     j["machine_load"] = load_json(r.load);
     j["unreliable"] = r.unreliable();
+    j["ranks"] = r.ranks;
+    if (r.ranks > 1) {
+        // Per token and MoE layer over the timed repetitions: what this rank sent and received, and the exchange's
+        // time (the wait for the slowest rank included).
+        const auto per_token_layer = [&](const ExchangeStats& e, uint64_t tokens) {
+            const double units = double(std::max<uint64_t>(tokens * r.moe_layers, 1));
+            return json{{"bytes_sent_per_token_layer", double(e.bytes_sent) / units},
+                        {"bytes_received_per_token_layer", double(e.bytes_received) / units},
+                        {"exchange_us_per_layer_step", e.exchanges ? double(e.wait_ns) * 1e-3 / double(e.exchanges) : 0.0},
+                        {"exchanges", e.exchanges}};
+        };
+        j["exchange"] = {{"prompt", per_token_layer(r.prompt_exchange, uint64_t(r.config.prompt_tokens) * r.config.reps)},
+                         {"decode", per_token_layer(r.decode_exchange, uint64_t(r.config.decode_tokens) * r.config.reps)}};
+    }
     return j;
 }
 

@@ -46,6 +46,8 @@ struct BenchConfig {
     size_t bandwidth_buffer = 0;  // bytes read by the bandwidth benchmark; 0 = bandwidth_buffer_bytes()
     SessionOptions session;
     std::optional<ExpertCacheRequest> cache;  // --ram-budget: the routed experts in a cache of slots
+    // Under mpirun: the experts spread over the ranks of ranks->comm (which the caller keeps for the whole bench).
+    std::optional<RankRequest> ranks;
 };
 
 
@@ -124,6 +126,7 @@ struct Repetition {
     TokenRate prompt, decode;
     uint32_t prompt_first_position = 0, decode_first_position = 0;  // the session's positions when each began
     std::vector<int32_t> decoded;  // the ids the decode fed, `first` first
+    ExchangeStats prompt_exchange, decode_exchange;  // expert parallelism: what each part's MoE exchanges cost
 };
 using BenchStart = std::function<Status()>;
 Result<Repetition> measure_repetition(Session& session, std::span<const int32_t> prompt, int32_t first,
@@ -171,6 +174,10 @@ struct BenchReport {
     MachineLoad load;
     // Why these figures should not be trusted (a busy machine, repetitions far apart), or "".
     std::string unreliable() const;
+    // Expert parallelism: the ranks, and the timed repetitions' MoE exchanges (prompt and decode apart) of this rank.
+    uint32_t ranks = 1;
+    uint32_t moe_layers = 0;
+    ExchangeStats prompt_exchange, decode_exchange;
     double roofline_tps() const { return bandwidth.best.median * 1e9 / double(bytes.total()); }
     // Each decode repetition against the bandwidth measured on either side of it (paired_roofline_fractions),
     // in order; the headline fraction is their median. On a host whose bandwidth moves between repetitions,

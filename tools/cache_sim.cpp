@@ -358,16 +358,23 @@ std::vector<std::vector<uint32_t>> pinned_sets(const RoutingTrace& trace, const 
     return sets;
 }
 
-std::vector<std::vector<uint32_t>> hot_experts(const RoutingTrace& trace) {
+std::vector<std::vector<uint64_t>> expert_heat(const RoutingTrace& trace) {
     uint32_t last = 0;
     for (uint32_t l : trace.layers) last = std::max(last, l);
-    std::vector<std::vector<uint32_t>> hot(size_t(last) + 1);
+    std::vector<std::vector<uint64_t>> heat(trace.layers.empty() ? 0 : size_t(last) + 1);
     for (size_t li = 0; li < trace.layers.size(); ++li) {
-        std::vector<uint64_t> counts(trace.n_experts, 0);
+        std::vector<uint64_t>& counts = heat[trace.layers[li]];
+        counts.assign(trace.n_experts, 0);
         for (const auto& choice : trace.choices[li])
             for (uint32_t e : choice) ++counts[e];
-        hot[trace.layers[li]] = hot_set(counts, trace.n_experts);
     }
+    return heat;
+}
+
+std::vector<std::vector<uint32_t>> hot_experts(const RoutingTrace& trace) {
+    const std::vector<std::vector<uint64_t>> heat = expert_heat(trace);
+    std::vector<std::vector<uint32_t>> hot(heat.empty() ? 1 : heat.size());
+    for (uint32_t l : trace.layers) hot[l] = hot_set(heat[l], trace.n_experts);
     return hot;
 }
 

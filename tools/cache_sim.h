@@ -129,6 +129,10 @@ struct ReplayResult {
 // at that layer (no pins for a layer the source lacks). The other top_k slots serve everything else.
 std::vector<std::vector<uint32_t>> pinned_sets(const RoutingTrace& trace, const RoutingTrace& source, uint32_t n_slots);
 
+// Per model layer (index = layer id, up to the largest in the trace): how often the trace chose each expert (empty for
+// a layer the trace lacks); what expert placement balances (engine/distributed/expert_placement.h).
+std::vector<std::vector<uint64_t>> expert_heat(const RoutingTrace& trace);
+
 // Per model layer (index = layer id, up to the largest in the trace): its experts by use in the trace, most
 // used first (ties: lower id), unused ones left out; what the engine's pinned policy reads.
 std::vector<std::vector<uint32_t>> hot_experts(const RoutingTrace& trace);

@@ -10,6 +10,7 @@ packages=(
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev xvfb openbox x11-utils
   clang libclang-rt-14-dev
   libsimde-dev libbenchmark-dev g++-aarch64-linux-gnu qemu-user
+  libopenmpi-dev openmpi-bin  # optional: expert parallelism under mpirun (test_mpi_ranks)
   dpkg-dev appstream desktop-file-utils shared-mime-info
   curl
 )

@@ -42,6 +42,10 @@ Result<OpenOptions> open_options(const ModelArgs& args, const SessionOptions& se
     o.cache = std::move(cache.value());
     o.session = session;
     o.session.mtp = o.session.mtp || args.mtp;
+    if (args.ranks) {
+        if (!(args.rank_timeout_s > 0 && args.rank_timeout_s <= 86400)) return error("--rank-timeout must be in (0, 86400] seconds");
+        o.ranks = RankRequest{args.placement, std::chrono::milliseconds(static_cast<int64_t>(args.rank_timeout_s * 1000)), nullptr};
+    }
     return o;
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "engine/distributed/launch.h"
 #include "engine/core/router.h"
 #include "kernels/registry.h"
 #include "model_options.h"
@@ -40,6 +41,19 @@ int cmd_bench(const tools::ModelArgs& args, BenchArgs& ba, bool as_json) {
     if (args.path.empty()) return fail("bench", "no model given (use -m model.bin)");
     auto mode = parse_speculate_mode(ba.speculate);
     if (!mode) return fail("bench", mode.message());
+    // Under mpirun every rank runs the same bench in step, its experts spread (rank 0 reports).
+    std::unique_ptr<Communicator> comm;
+    if (launched_ranks() > 1) {
+        if (mode.value() != SpeculateMode::Off) return fail("bench", "under mpirun, bench measures plain decoding (no --speculate)");
+        auto made = communicator_from_environment();
+        if (!made) return fail("bench", made.message());
+        comm = std::move(made.value());
+        if (!(args.rank_timeout_s > 0 && args.rank_timeout_s <= 86400)) return fail("bench", "--rank-timeout must be in (0, 86400] seconds");
+        ba.config.ranks = RankRequest{args.placement, std::chrono::milliseconds(static_cast<int64_t>(args.rank_timeout_s * 1000)), comm.get()};
+        if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return fail("bench", "cannot silence stdout");
+    } else if (!args.placement.empty()) {
+        return fail("bench", "--placement: this is one process (start the ranks with mpirun -np N)");
+    }
     if (mode.value() != SpeculateMode::Off) {  // a model that cannot draft so fails before the bench runs
         auto l = load(args);
         if (!l) return fail("bench", l.message());
@@ -102,6 +116,7 @@ public:
         sub_->add_option("-t,--threads", args_.threads, "worker threads (default: all cores)");
         sub_->add_option("-c,--context", args_.context, "KV cache size in tokens (default: what -d, -p and -n need)");
         add_budget_args(sub_, args_);
+        add_rank_args(sub_, args_);
         sub_->add_option("--kernel", bench_.kernel,
                          "kernel variant for every op and type: scalar, avx2, avx512, neon, neon_translated; a comma "
                          "list or 'all' runs the bench once per variant and compares them");

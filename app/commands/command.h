@@ -36,6 +36,7 @@ std::unique_ptr<Command> eval_command(CLI::App& app);
 std::unique_ptr<Command> cache_sim_command(CLI::App& app);
 std::unique_ptr<Command> serve_command(CLI::App& app);
 std::unique_ptr<Command> tune_command(CLI::App& app);
+std::unique_ptr<Command> placement_command(CLI::App& app);
 
 // COLIBRI_KERNEL, else the tune cache, else CPUID; prints `colibri: COLIBRI_KERNEL: <why>` and returns false
 // for a variant this binary or CPU cannot run (app/commands/tune.cpp).

@@ -97,6 +97,12 @@ int cmd_generate(const CLI::App& cmd, const tools::ModelArgs& args, const std::s
         if (tok) j["text"] = tok->decode(out.value());
         if (req.drafter) j["speculation"] = speculation_json(speculate, speculation, l.model->hparams().n_experts_active);
         if (const ExpertCache* c = l.model->expert_cache()) j["expert_cache"] = tools::expert_cache_json(*c);
+        j["ranks"] = l.comm ? l.comm->size() : 1;
+        if (l.parallel) {  // this rank's MoE exchanges over the whole run
+            const ExchangeStats& e = l.session->exchange_stats();
+            j["exchange"] = {{"exchanges", e.exchanges}, {"bytes_sent", e.bytes_sent}, {"bytes_received", e.bytes_received},
+                             {"exchange_s", double(e.wait_ns) * 1e-9}};
+        }
         std::printf("%s\n", j.dump().c_str());
     } else if (!tok) {
         for (size_t i = 0; i < out->size(); ++i) std::printf("%s%d", i ? "," : "", out.value()[i]);
@@ -118,6 +124,7 @@ public:
     explicit Generate(CLI::App& app) {
         sub_ = app.add_subcommand("generate", "generate tokens");
         add_model_args(sub_, args_, true);
+        add_rank_args(sub_, args_);
         add_input_args(sub_, tokens_, prompt_);
         sub_->add_option("-n", n_, "tokens to generate");
         add_sampler_args(sub_, sampler_);

@@ -27,7 +27,7 @@ int cmd_logits(const tools::ModelArgs& args, const std::string& tokens, const st
         if (!logits) return fail("logits", logits.message());
         all.insert(all.end(), logits->begin(), logits->end());
     }
-    if (!out.empty()) {
+    if (!out.empty() && !(l.comm && l.comm->rank() != 0)) {  // under mpirun, rank 0 writes the file
         if (Status s = tools::write_output_file(out, all.data(), all.size() * sizeof(float)); !s) return fail("logits", s.message());
     }
     if (as_json || top > 0 || out.empty()) {
@@ -61,6 +61,7 @@ public:
     explicit Logits(CLI::App& app) {
         sub_ = app.add_subcommand("logits", "print or dump the logits at every position");
         add_model_args(sub_, args_, true);
+        add_rank_args(sub_, args_);
         add_input_args(sub_, tokens_, prompt_);
         sub_->add_option("--out", out_, "write raw float32 [tokens x vocab] here");
         sub_->add_option("--top", top_, "show the top K logits per position");

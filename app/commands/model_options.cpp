@@ -2,14 +2,20 @@
 
 #include <cstdio>
 
+#include "engine/distributed/launch.h"
+
 #ifndef COLIBRI_DEMO_MODEL
 #define COLIBRI_DEMO_MODEL ""
 #endif
 
 namespace colibri::cli {
 
+namespace {
+bool quiet_failure = false;  // a rank other than 0 refusing what rank 0 refuses alike
+}
+
 int fail(const std::string& what, const std::string& why) {
-    std::fprintf(stderr, "colibri: %s: %s\n", what.c_str(), why.c_str());
+    if (!quiet_failure) std::fprintf(stderr, "colibri: %s: %s\n", what.c_str(), why.c_str());
     return 1;
 }
 
@@ -30,6 +36,13 @@ void add_model_args(CLI::App* cmd, tools::ModelArgs& m, bool required) {
     cmd->add_option("-t,--threads", m.threads, "worker threads (default: all cores)");
     cmd->add_option("-c,--context", m.context, "context length in tokens (default: min(model, 4096))");
     add_budget_args(cmd, m);
+}
+
+void add_rank_args(CLI::App* cmd, tools::ModelArgs& m) {
+    m.ranks = true;
+    cmd->add_option("--placement", m.placement,
+                    "under mpirun: which rank holds each expert (JSON from colibri placement; default round-robin)");
+    cmd->add_option("--rank-timeout", m.rank_timeout_s, "under mpirun: seconds an exchange waits for the other ranks (default 60)");
 }
 
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt) {
@@ -73,9 +86,23 @@ CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode) {
 }
 
 Result<OpenedModel> load(const tools::ModelArgs& args) {
+    if (!args.ranks && launched_ranks() > 1) {
+        quiet_failure = launched_rank() != 0;  // every rank refuses alike
+        return error("runs in one process (under mpirun: generate, logits and bench)");
+    }
     auto options = tools::open_options(args);
     if (!options) return options.status();
-    return open_model(options.value());
+    OpenFailure failure = OpenFailure::Options;
+    auto opened = open_model(options.value(), &failure);
+    if (!opened) {
+        quiet_failure = failure == OpenFailure::Placement && launched_rank() != 0;
+        // A file one machine lacks or holds damaged: each rank says which it is.
+        if (failure == OpenFailure::File && launched_ranks() > 1) return error("rank " + std::to_string(launched_rank()) + ": " + opened.message());
+        return opened.status();
+    }
+    if (opened->comm && opened->comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+        return error("rank " + std::to_string(opened->comm->rank()) + ": cannot silence stdout");
+    return opened;
 }
 
 Result<LoadedInput> load_with_input(const tools::ModelArgs& args, const std::string& tokens, const std::string& prompt) {

@@ -20,6 +20,7 @@
 #include "engine/base/thread_start.h"
 #include "engine/core/model.h"
 #include "engine/core/open_model.h"
+#include "engine/distributed/launch.h"
 #include "model_options.h"
 #include "tools/model_args.h"
 #include "server/http_server.h"
@@ -153,6 +154,8 @@ private:
 };
 
 int cmd_serve(ServeArgs a) {
+    // Not yet expert-parallel: N ranks would be N servers on one port.
+    if (launched_ranks() > 1) return fail("runs in one process (under mpirun: generate, logits and bench)");
     auto options = tools::open_options(a.model);
     if (!options) return fail(options.message());
     options->with_session = false;  // the scheduler starts the pool and one session per slot

@@ -268,6 +268,18 @@ uint32_t Model::moe_layer_count() const {
     return n;
 }
 
+PlacementShape Model::placement_shape() const {
+    PlacementShape shape;
+    shape.n_experts = hparams().n_experts;
+    for (const LayerWeights& l : layers()) shape.moe.push_back(l.is_moe);
+    return shape;
+}
+
+uint64_t Model::fingerprint() const {
+    const format::FileHeader& h = file_->header();
+    return h.metadata_xxh64 ^ (h.file_size * 0x9E3779B97F4A7C15ull);
+}
+
 Status Model::bind() {
     const HyperParams& hp = hparams();
     const std::vector<bool> layer_is_moe = moe_layers(file_->tables());

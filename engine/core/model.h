@@ -10,6 +10,7 @@
 
 #include "engine/base/status.h"
 #include "engine/cache/expert_cache.h"
+#include "engine/distributed/expert_parallel.h"
 #include "engine/cache/expert_source.h"
 #include "engine/core/generation_defaults.h"
 #include "engine/core/rope.h"
@@ -140,6 +141,15 @@ public:
     Status use_expert_cache(const ExpertCacheConfig& config);
     // Null without a RAM budget.
     ExpertCache* expert_cache() const { return expert_cache_.get(); }
+    // Expert parallelism (engine/distributed/): sessions compute only this rank's experts and exchange the outputs.
+    // Null in one process; set before any session evaluates, and outlives them.
+    void set_expert_parallel(ExpertParallel* parallel) { expert_parallel_ = parallel; }
+    ExpertParallel* expert_parallel() const { return expert_parallel_; }
+    // What a placement must fit: the decoder layers, which are MoE layers, the routed experts.
+    PlacementShape placement_shape() const;
+    // What ranks compare before the first token: the metadata checksum (which covers every section's checksum) and
+    // the file's size, read without touching a weight.
+    uint64_t fingerprint() const;
     // Sessions hold this shared while they evaluate a token.
     SwapLock& swap_lock() const { return swap_lock_; }
 
@@ -160,6 +170,7 @@ private:
     ModelRules rules_;
     mutable SwapLock swap_lock_;
     std::unique_ptr<ExpertCache> expert_cache_;
+    ExpertParallel* expert_parallel_ = nullptr;
 };
 
 // The one context check of every front end: a session of `context` positions (0: the default) on this model.

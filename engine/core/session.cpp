@@ -179,6 +179,15 @@ void Session::size_buffers() {
     // With an expert cache nothing reads experts through the mapping, so there is nothing to advise.
     if (options_.prefetch_experts && model_.expert_cache() == nullptr) prefetcher_ = std::make_unique<ExpertPrefetcher>(model_);
     chosen_.reserve(n_exp);
+    computed_.reserve(n_exp);
+    share_begin_.assign(n_exp, 0);
+    share_rows_.assign(n_exp, 0);
+    if (const ExpertParallel* parallel = model_.expert_parallel(); parallel != nullptr && parallel->comm->size() > 1) {
+        exchange_send_.resize(C * k * H * sizeof(float));
+        exchange_recv_.resize(exchange_send_.size());
+        exchange_counts_.resize(parallel->comm->size());
+        exchange_at_.resize(parallel->comm->size());
+    }
     {  // next-layer prediction (options_.predict_experts, or a prefetching expert cache): small, always sized
         sized(predict_in_, C * H);
         predict_selected_.resize(C * k);

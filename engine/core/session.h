@@ -107,6 +107,8 @@ public:
         uint64_t experts = 0, layer_passes = 0;
     };
     ExpertReads expert_reads() const { return expert_reads_; }
+    // An expert-parallel run's MoE exchanges so far (Model::expert_parallel; all zero in one process).
+    const ExchangeStats& exchange_stats() const { return exchange_stats_; }
 
     void reset();
     // Drops everything after n tokens (regenerate from an earlier point). A KV cache is cut back at once; a Gated
@@ -260,8 +262,7 @@ private:
     // The chosen experts' outputs into their blocks of ffn_out_ (down bias included), the shared expert's into
     // shared_out_ (its gate into shared_gate_). The one place that decides how the routed experts run: through
     // the mapping in two hand-offs with the shared expert, one at a time when the observer counts per expert, or
-    // through the expert cache group by group. (Expert parallelism would compute this rank's share of chosen_
-    // here and exchange the blocks before combine_experts.)
+    // through the expert cache group by group. Only computed_ run: in an expert-parallel run this rank's share.
     Status run_experts(uint32_t layer, const LayerWeights& w, uint32_t n);
     Status mapped_experts(uint32_t layer, const LayerWeights& w, uint32_t n);
     Status counted_experts(uint32_t layer, const LayerWeights& w, uint32_t n, CounterSource& counters);
@@ -275,6 +276,13 @@ private:
     void queue_shared_expert(const LayerWeights& w, uint32_t n);
     // gpt_oss's down-projection bias on expert e's output rows.
     void add_down_bias(const FfnWeights& f, uint32_t expert);
+    // Which of the chosen experts' rows this rank computes (share_begin_, share_rows_; computed_: those with rows):
+    // all of them in one process or at the MTP head's layer, else its share under the placement.
+    void share_experts(uint32_t layer, const ExpertParallel* parallel);
+    // Whether this rank may read expert e of `layer` (always in one process).
+    bool holds(uint32_t layer, uint32_t expert) const;
+    // Every rank's computed rows of ffn_out_ to every rank, each into its place: ffn_out_ is then one process's.
+    Status exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer);
     // moe_out_: per token its experts' outputs times their weights in ascending expert order, then the shared
     // expert (scaled by its sigmoid gate where the family has one).
     void combine_experts(const LayerWeights& w, uint32_t n);
@@ -361,6 +369,14 @@ private:
     std::vector<MatmulJob> jobs_;         // reserved for every expert's down projection and the shared expert's
     std::vector<GatedJob> gated_jobs_;    // reserved for every expert's gate/up projections and the shared expert's
     std::vector<uint32_t> chosen_;    // the chunk's experts at a layer, ascending
+    // Of expert e's rows, this rank computes [share_begin_[e], + share_rows_[e]); computed_: the chosen experts it
+    // computes any rows of, ascending.
+    std::vector<uint32_t> share_begin_, share_rows_, computed_;
+    // Expert parallelism: this rank's rows out, every rank's in (bytes, at most a chunk's token-expert rows each), the
+    // byte count per rank and where each rank's next rows are in exchange_recv_.
+    std::vector<uint8_t> exchange_send_, exchange_recv_;
+    std::vector<size_t> exchange_counts_, exchange_at_;
+    ExchangeStats exchange_stats_;
     // Expert cache prefetch: the next MoE layer's router applied to this layer's hidden state (predict_in_, the
     // residual under the next layer's norm), its choices per token and their union, ascending (predicted_next_).
     ActivationBuffer<float> predict_in_;

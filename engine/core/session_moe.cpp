@@ -2,9 +2,12 @@
 // chunk's tokens are grouped by expert, each chosen expert computes once for all its tokens (through the mapping,
 // or the expert cache), the shared expert beside them, and each token sums its experts' outputs in ascending
 // expert order. Which experts run and how is decided in run_experts alone: its output is one block of rows per
-// chosen expert in ffn_out_, whoever computed it, and combine_experts only reads those blocks.
+// chosen expert in ffn_out_, whoever computed it, and combine_experts only reads those blocks. In an expert-parallel
+// run (engine/distributed/) each rank computes its share of the blocks (share_experts) and the ranks exchange them
+// (exchange_expert_outputs) before combine_experts, which then sums the same bits in the same order as one process.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 
 #include "engine/core/elementwise.h"
@@ -27,13 +30,17 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     route(layer, w, n);
     group_by_expert(n);
     // The MTP head's layer (past n_layers) is neither advised nor predicted, reads its experts through the mapping,
-    // and is not counted among the model's expert reads.
+    // and is not counted among the model's expert reads; every rank computes it whole.
     const bool decoder = layer < model_.hparams().n_layers;
+    ExpertParallel* const parallel = decoder ? model_.expert_parallel() : nullptr;
+    share_experts(layer, parallel);
     if (decoder) expert_reads_.experts += chosen_.size(), ++expert_reads_.layer_passes;
     if (prefetcher_ && decoder) advise_experts(layer, n);
     if (predicting() && decoder) predict_next_layer(layer, n);
     gather_expert_inputs(n);
     if (Status s = run_experts(layer, w, n); !s) return s;
+    if (parallel != nullptr && parallel->comm->size() > 1)
+        if (Status s = exchange_expert_outputs(*parallel, layer); !s) return s;
     combine_experts(w, n);
     return Status::ok();
 }
@@ -94,11 +101,14 @@ void Session::advise_experts(uint32_t layer, uint32_t n) {
     // This layer's experts are known now: start reading all of them before the first one is computed.
     // The next layer's are not, so guess the previous token's choices there.
     const uint32_t k = model_.hparams().n_experts_active;
-    for (uint32_t e : chosen_) {
+    for (uint32_t e : computed_) {
         const int32_t id = static_cast<int32_t>(e);
         prefetcher_->prefetch(layer, std::span<const int32_t>(&id, 1));
     }
-    if (layer + 1 < model_.hparams().n_layers) prefetcher_->prefetch(layer + 1, std::span<const int32_t>(predicted_.data() + (layer + 1) * k, k));
+    if (layer + 1 < model_.hparams().n_layers)
+        for (uint32_t s = 0; s < k; ++s)
+            if (const int32_t id = predicted_[(layer + 1) * k + s]; id >= 0 && holds(layer + 1, static_cast<uint32_t>(id)))
+                prefetcher_->prefetch(layer + 1, std::span<const int32_t>(&id, 1));
     std::copy(selected_.begin() + (n - 1) * k, selected_.begin() + n * k, predicted_.begin() + layer * k);
 }
 
@@ -106,9 +116,9 @@ void Session::gather_expert_inputs(uint32_t n) {
     if (n == 1) return;  // a single token's experts all read h_
     const size_t H = model_.hparams().hidden_size;
     const uint32_t k = model_.hparams().n_experts_active;
-    for (uint32_t e : chosen_) {
+    for (uint32_t e : computed_) {
         const uint32_t* rows = expert_rows_.data() + size_t(e) * capacity_;
-        for (uint32_t r = 0; r < expert_count_[e]; ++r)
+        for (uint32_t r = share_begin_[e]; r < share_begin_[e] + share_rows_[e]; ++r)
             std::copy_n(h_.data() + (rows[r] / k) * H, H, expert_in_.data() + (expert_block_[e] + r) * H);
     }
 }
@@ -136,24 +146,25 @@ Status Session::run_experts(uint32_t layer, const LayerWeights& w, uint32_t n) {
 
 Status Session::mapped_experts(uint32_t layer, const LayerWeights& w, uint32_t n) {
     // A .bin.zst decompresses an expert on first use; a damaged frame fails the eval.
-    for (uint32_t e : chosen_)
+    for (uint32_t e : computed_)
         if (Status s = model_.ensure_expert(layer, e); !s) return s;
     // Two hand-offs for all experts: every gate and up projection with the activation, then every down projection.
     gated_jobs_.clear();
     jobs_.clear();
-    for (uint32_t e : chosen_) queue_expert(w.experts[e], e, n);
+    for (uint32_t e : computed_) queue_expert(w.experts[e], e, n);
     if (w.shared_expert.gate != nullptr) queue_shared_expert(w, n);
+    if (gated_jobs_.empty()) return Status::ok();  // a rank with none of the chunk's experts, and no shared expert
     run_gated_matmuls(pool_, gated_jobs_);
     run_matmuls(pool_, jobs_);
-    for (uint32_t e : chosen_) add_down_bias(w.experts[e], e);
+    for (uint32_t e : computed_) add_down_bias(w.experts[e], e);
     return Status::ok();
 }
 
 Status Session::counted_experts(uint32_t layer, const LayerWeights& w, uint32_t n, CounterSource& counters) {
     // One expert at a time, so each one's counters are its own.
-    for (uint32_t e : chosen_)
+    for (uint32_t e : computed_)
         if (Status s = model_.ensure_expert(layer, e); !s) return s;
-    for (uint32_t e : chosen_) {
+    for (uint32_t e : computed_) {
         counters.start(1);
         gated_jobs_.clear();
         jobs_.clear();
@@ -170,15 +181,15 @@ Status Session::cached_experts(uint32_t layer, uint32_t n, ExpertCache& cache) {
     std::unique_lock<std::mutex> lock = cache.lock(layer);
     const ExpertCacheStats before = cache.layer_stats(layer);
     cache.advance(layer, n);
-    cache.score_prediction(layer, chosen_);
+    cache.score_prediction(layer, computed_);
     // Ascending expert order, as many at a time as the layer's slots hold; each group is computed before the
     // next one may evict it. Every output row is the same computation on the same bytes as without a cache.
     // Within a group the resident experts compute while its misses are read, then the misses: each expert writes
     // only its own rows, so the order changes no bit.
-    for (size_t done = 0; done < chosen_.size();) {
-        auto group = cache.begin_acquire(layer, std::span<const uint32_t>(chosen_).subspan(done));
+    for (size_t done = 0; done < computed_.size();) {
+        auto group = cache.begin_acquire(layer, std::span<const uint32_t>(computed_).subspan(done));
         if (!group) return group.status();
-        const std::span<const uint32_t> experts = std::span<const uint32_t>(chosen_).subspan(done, group.value());
+        const std::span<const uint32_t> experts = std::span<const uint32_t>(computed_).subspan(done, group.value());
         const bool misses = std::any_of(experts.begin(), experts.end(), [&](uint32_t e) { return cache.missed(layer, e); });
         if (misses) compute_cached(layer, n, cache, experts, false);  // the hits, while the misses are read
         if (Status s = cache.finish_acquire(layer); !s) return s;
@@ -220,14 +231,15 @@ void Session::report_cache(uint32_t layer, uint32_t n, const ExpertCache& cache,
 
 void Session::queue_expert(const FfnWeights& f, uint32_t expert, uint32_t n) {
     const size_t H = model_.hparams().hidden_size;
-    const size_t at = size_t(expert_block_[expert]) * model_.hparams().expert_ffn;
-    GatedJob j{f.gate, f.up, expert_input(expert, n), expert_count_[expert], gate_.data() + at, up_.data() + at};
+    const size_t row = size_t(expert_block_[expert]) + share_begin_[expert], rows = share_rows_[expert];
+    const size_t at = row * model_.hparams().expert_ffn;
+    GatedJob j{f.gate, f.up, expert_input(expert, n) + size_t(share_begin_[expert]) * H, uint32_t(rows), gate_.data() + at, up_.data() + at};
     // gpt_oss: biases on the gate and up projections, and the clamped activation.
     j.gate_bias = f.gate_bias ? f32(f.gate_bias) : nullptr;
     j.up_bias = f.up_bias ? f32(f.up_bias) : nullptr;
     j.limit = model_.rules().swiglu_limit;
     gated_jobs_.push_back(j);
-    jobs_.push_back({f.down, gate_.data() + at, expert_count_[expert], ffn_out_.data() + size_t(expert_block_[expert]) * H});
+    jobs_.push_back({f.down, gate_.data() + at, uint32_t(rows), ffn_out_.data() + row * H});
 }
 
 void Session::queue_shared_expert(const LayerWeights& w, uint32_t n) {
@@ -240,7 +252,7 @@ void Session::add_down_bias(const FfnWeights& f, uint32_t expert) {
     if (f.down_bias == nullptr) return;
     const size_t H = model_.hparams().hidden_size;
     const float* b = f32(f.down_bias);
-    for (uint32_t r = 0; r < expert_count_[expert]; ++r) {
+    for (uint32_t r = share_begin_[expert]; r < share_begin_[expert] + share_rows_[expert]; ++r) {
         float* y = ffn_out_.data() + (expert_block_[expert] + r) * H;
         for (size_t i = 0; i < H; ++i) y[i] += b[i];
     }
@@ -273,6 +285,60 @@ void Session::combine_experts(const LayerWeights& w, uint32_t n) {
             for (size_t i = 0; i < H; ++i) out[i] += y[i];
         }
     }
+}
+
+bool Session::holds(uint32_t layer, uint32_t expert) const {
+    const ExpertParallel* parallel = model_.expert_parallel();
+    return parallel == nullptr || layer >= model_.hparams().n_layers || parallel->placement.holds(layer, expert, parallel->comm->rank());
+}
+
+void Session::share_experts(uint32_t layer, const ExpertParallel* parallel) {
+    computed_.clear();
+    for (uint32_t e : chosen_) {
+        const ExpertPlacement::Share share =
+            parallel ? parallel->placement.share(layer, e, parallel->comm->rank(), expert_count_[e]) : ExpertPlacement::Share{0, expert_count_[e]};
+        share_begin_[e] = share.begin;
+        share_rows_[e] = share.count;
+        if (share.count > 0) computed_.push_back(e);
+    }
+}
+
+Status Session::exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer) {
+    // Each rank's rows travel in ascending expert order; every rank knows every other's shares from the routing, so
+    // it can size and place what it receives. The chunk's (token, slot) rows are each computed by exactly one rank.
+    const uint64_t t0 = now_ns();
+    const size_t H = model_.hparams().hidden_size, row_bytes = H * sizeof(float);
+    Communicator& comm = *parallel.comm;
+    const uint32_t me = comm.rank(), ranks = comm.size();
+    if (exchange_counts_.size() != ranks) return error("expert parallelism: this session was made before the model joined the ranks");
+    std::fill(exchange_counts_.begin(), exchange_counts_.end(), size_t(0));
+    size_t sent = 0;
+    for (uint32_t e : chosen_)
+        for (uint32_t r = 0; r < ranks; ++r) exchange_counts_[r] += parallel.placement.share(layer, e, r, expert_count_[e]).count * row_bytes;
+    for (uint32_t e : computed_) {
+        std::memcpy(exchange_send_.data() + sent, ffn_out_.data() + (size_t(expert_block_[e]) + share_begin_[e]) * H, share_rows_[e] * row_bytes);
+        sent += share_rows_[e] * row_bytes;
+    }
+    size_t total = 0;
+    for (uint32_t r = 0; r < ranks; ++r) exchange_at_[r] = total, total += exchange_counts_[r];
+    if (Status s = comm.allgatherv(std::span<const uint8_t>(exchange_send_.data(), sent), std::span<uint8_t>(exchange_recv_.data(), total),
+                                   exchange_counts_);
+        !s)
+        return s;
+    for (uint32_t e : chosen_)
+        for (uint32_t r = 0; r < ranks; ++r) {
+            const ExpertPlacement::Share share = parallel.placement.share(layer, e, r, expert_count_[e]);
+            if (share.count == 0) continue;
+            if (r != me)
+                std::memcpy(ffn_out_.data() + (size_t(expert_block_[e]) + share.begin) * H, exchange_recv_.data() + exchange_at_[r],
+                            share.count * row_bytes);
+            exchange_at_[r] += share.count * row_bytes;
+        }
+    exchange_stats_.exchanges += 1;
+    exchange_stats_.bytes_sent += sent;
+    exchange_stats_.bytes_received += total - sent;
+    exchange_stats_.wait_ns += now_ns() - t0;
+    return Status::ok();
 }
 
 void Session::ffn(const FfnWeights& w, const float* x, uint32_t n, float* out) {
@@ -326,7 +392,7 @@ void Session::predict_layer(uint32_t target, uint32_t n) {
     for (uint32_t s = 0; s < n * k; ++s) predict_mark_[static_cast<uint32_t>(predict_selected_[s])] = 1;
     predicted_next_.clear();
     for (uint32_t e = 0; e < n_exp; ++e)
-        if (predict_mark_[e]) predicted_next_.push_back(e);
+        if (predict_mark_[e] && holds(target, e)) predicted_next_.push_back(e);
     if (observed_)
         for (uint32_t t = 0; t < n; ++t)
             if (rows_[t].observer)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine's wings depend one way: core -> cache, file, text -> base, and the cache reads the file wing
+# The engine's wings depend one way: core -> cache, distributed, file, text -> base, and the cache reads the file wing
 # (docs/ARCHITECTURE.md, "engine/"). This reads every #include of ENGINE_DIR and fails, naming each one, on an
 # include that runs upward or sideways between wings, leaves the engine for another part of the tree (only
 # "engine/..." and "kernels/..." paths; no Qt), or closes a circle between two files (a header and its source
@@ -15,7 +15,8 @@ declare -A may_include=(
   [file]="file base"
   [text]="text base"
   [cache]="cache file base"
-  [core]="core cache file text base include"
+  [distributed]="distributed base"
+  [core]="core cache distributed file text base include"
   [include]="include"
 )
 
@@ -32,7 +33,7 @@ while IFS= read -r -d '' path; do
   file=${path#./}
   wing=${file%%/*}
   if [[ $file != */* || -z ${may_include[$wing]+x} ]]; then
-    problem "$file: not in a wing (base, file, text, cache, core, include)"
+    problem "$file: not in a wing (base, file, text, cache, distributed, core, include)"
     continue
   fi
   module=${file%.*}
@@ -73,4 +74,4 @@ if ((problems > 0)); then
   echo "colibri: engine includes: $problems problem(s) above"
   exit 1
 fi
-echo "ok: engine/ includes run one way (core -> cache, file, text -> base; cache -> file), without a circle"
+echo "ok: engine/ includes run one way (core -> cache, distributed, file, text -> base; cache -> file), without a circle"

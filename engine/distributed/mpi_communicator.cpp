@@ -1,0 +1,112 @@
+#include "engine/distributed/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+
+namespace colibri {
+
+bool mpi_built() { return true; }
+
+namespace {
+
+std::string mpi_error(int code) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+    return std::string(text, static_cast<size_t>(length));
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+    explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+        int r = 0, n = 1;
+        MPI_Comm_rank(comm_, &r);
+        MPI_Comm_size(comm_, &n);
+        rank_ = static_cast<uint32_t>(r);
+        size_ = static_cast<uint32_t>(n);
+        counts_.resize(size_);
+        displs_.resize(size_);
+    }
+    ~MpiCommunicator() override {
+        if (broken_) return;  // a dead peer would hold MPI_Finalize's fence forever
+        MPI_Comm_free(&comm_);
+        MPI_Finalize();
+    }
+    uint32_t rank() const override { return rank_; }
+    uint32_t size() const override { return size_; }
+    bool broken() const override { return broken_; }
+
+    Status allgatherv(std::span<const uint8_t> send, std::span<uint8_t> recv, std::span<const size_t> counts) override {
+        if (broken_) return error("exchange: an earlier exchange with the other ranks failed");
+        if (counts.size() != size_ || counts[rank_] != send.size() ||
+            recv.size() != std::accumulate(counts.begin(), counts.end(), size_t(0)))
+            return error("exchange: byte counts do not match the ranks");
+        size_t at = 0;
+        for (uint32_t r = 0; r < size_; ++r) {
+            if (counts[r] > size_t(INT32_MAX) || at > size_t(INT32_MAX)) return error("exchange: more than 2 GiB in one exchange");
+            counts_[r] = static_cast<int>(counts[r]);
+            displs_[r] = static_cast<int>(at);
+            at += counts[r];
+        }
+        MPI_Request request = MPI_REQUEST_NULL;
+        int rc = MPI_Iallgatherv(send.data(), static_cast<int>(send.size()), MPI_BYTE, recv.data(), counts_.data(), displs_.data(),
+                                 MPI_BYTE, comm_, &request);
+        if (rc != MPI_SUCCESS) return fail("exchange: " + mpi_error(rc));
+        return wait(request);
+    }
+
+private:
+    // MPI_Test until done or the wait limit: spinning briefly (decode's exchanges are short), then yielding the
+    // core and sleeping, so that ranks sharing cores (mpirun --oversubscribe) still make progress.
+    Status wait(MPI_Request& request) {
+        using Clock = std::chrono::steady_clock;
+        const Clock::time_point deadline = Clock::now() + wait_limit_;
+        for (uint32_t polls = 0;; ++polls) {
+            int done = 0;
+            const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) return fail("exchange with the other ranks failed: " + mpi_error(rc));
+            if (done) return Status::ok();
+            if (polls < 64) continue;
+            if (polls < 4096) {
+                std::this_thread::yield();
+                continue;
+            }
+            if (Clock::now() >= deadline) {
+                broken_ = true;
+                return peer_lost();
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+    }
+    Status fail(const std::string& why) {
+        broken_ = true;
+        return error(why);
+    }
+    MPI_Comm comm_;
+    uint32_t rank_ = 0, size_ = 1;
+    bool broken_ = false;
+    std::vector<int> counts_, displs_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        int provided = 0;
+        if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return error("MPI_Init failed");
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm comm = MPI_COMM_NULL;
+    if (const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm); rc != MPI_SUCCESS) return error("MPI_Comm_dup: " + mpi_error(rc));
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(comm));
+}
+
+}  // namespace colibri

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Expert parallelism under mpirun (several processes on this machine): the logits and generated ids of 2 and 3 ranks,
+# round-robin and a placement written by `colibri placement` from a routing trace (the hottest expert replicated), are
+# byte for byte one process's for a Mixtral, a DeepSeek-V3 (shared expert, latent attention) and a Qwen3-Next hybrid;
+# generate and bench --json name the ranks and bench reports the exchange per token and MoE layer; a placement naming
+# experts the model lacks is refused before any token with one line and a non-zero exit; a rank killed mid-run makes
+# the other stop with one line within its --rank-timeout, never a hang. Exit 77 (skipped) in a build without MPI.
+# Usage: mpi_ranks_test.sh CLI MAKE_MODEL REFERENCE_DIR MPI_BUILT(ON|OFF)
+set -euo pipefail
+cli="$1"
+make_model="$2"
+reference="$3"
+if [[ "$4" != ON ]]; then
+  echo "skipped: this build has no MPI (libopenmpi-dev)"
+  exit 77
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1
+# Every mpirun is bounded: a hang fails the test instead of holding CI.
+ranks() { local n="$1"; shift; timeout 120 mpirun --oversubscribe -np "$n" "$@"; }
+check() { if ! "$@"; then echo "FAIL: $*" >&2; exit 1; fi; }
+
+"$make_model" -o "$work/mixtral-hf" --family mixtral --vocab 300 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --experts 8 \
+  --top-k 2 --ffn 128 --seed 3 > /dev/null
+"$cli" convert "$work/mixtral-hf" -o "$work/mixtral.bin" -q
+"$cli" convert "$reference/hf/deepseek_v3/model" -o "$work/deepseek_v3.bin" --type q8_0 -q
+"$cli" convert "$reference/hf/qwen3_next/model" -o "$work/qwen3_next.bin" --type q8_0 -q
+tokens="1,17,42,99,5,25,3,77,8,14,64,12,30,2,9,11,40,7"
+
+# Per model: one process's logits and ids, then each case's ranks: "model ranks [trace]" (trace: a placement written
+# by `colibri placement` from this model's routing trace, the hottest expert of each layer on every rank).
+solo() {
+  "$cli" logits -m "$work/$1.bin" --tokens "$tokens" --out "$work/solo.f32" -t 1 > /dev/null
+  "$cli" generate -m "$work/$1.bin" --tokens "$tokens" -n 12 --greedy --json -t 1 > "$work/solo.json"
+}
+placement() {
+  "$cli" route -m "$work/$1.bin" --tokens "$tokens" --json > "$work/trace.json"
+  "$cli" placement -m "$work/$1.bin" --trace "$work/trace.json" --ranks "$2" --replicate 1 -o "$work/placement.json" > "$work/shares.txt"
+  check grep -q "^rank $(($2 - 1)): .*% of the expert work (round-robin: .*%)$" "$work/shares.txt"
+}
+same_logits() {  # model ranks [placement args]
+  local m="$1" n="$2"
+  shift 2
+  ranks "$n" "$cli" logits -m "$work/$m.bin" --tokens "$tokens" --out "$work/ranks.f32" -t 1 "$@" > /dev/null
+  check cmp "$work/solo.f32" "$work/ranks.f32"
+  rm -f "$work/ranks.f32"
+  echo "ok: $m: $n ranks $* give one process's logits"
+}
+same_ids() {
+  local m="$1" n="$2"
+  shift 2
+  ranks "$n" "$cli" generate -m "$work/$m.bin" --tokens "$tokens" -n 12 --greedy --json -t 1 "$@" > "$work/ranks.json"
+  check test "$(wc -l < "$work/ranks.json")" -eq 1  # rank 0 alone prints
+  check python3 - "$work/solo.json" "$work/ranks.json" "$n" <<'PY'
+import json, sys
+solo, ranks = (json.load(open(p)) for p in sys.argv[1:3])
+assert solo["new_ids"] == ranks["new_ids"], (solo["new_ids"], ranks["new_ids"])
+assert solo["ranks"] == 1 and ranks["ranks"] == int(sys.argv[3]), ranks["ranks"]
+assert ranks["exchange"]["bytes_received"] > 0 and ranks["exchange"]["exchanges"] > 0
+PY
+  echo "ok: $m: $n ranks $* generate one process's ids"
+}
+solo mixtral
+placement mixtral 3
+same_logits mixtral 3 --placement "$work/placement.json"
+same_ids mixtral 3 --placement "$work/placement.json"
+solo deepseek_v3
+same_logits deepseek_v3 3
+solo qwen3_next
+placement qwen3_next 2
+same_logits qwen3_next 2 --placement "$work/placement.json"
+
+# bench --json under mpirun: the ranks and the exchange per token and MoE layer.
+ranks 2 "$cli" bench -m "$work/mixtral.bin" -p 8 -n 8 -r 1 -t 1 --bandwidth-mib 8 --json > "$work/bench.json"
+check python3 - "$work/bench.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert b["ranks"] == 2
+d = b["exchange"]["decode"]
+# 2 ranks: each sends about half of a token's k=2 expert rows of 64 floats per layer.
+assert 0 < d["bytes_sent_per_token_layer"] <= 2 * 64 * 4 and d["exchange_us_per_layer_step"] > 0, d
+PY
+echo "ok: bench --json names the ranks and the exchange per token and MoE layer"
+
+# A placement naming experts the model lacks: one line, before any token, a non-zero exit.
+echo '{"ranks": 2, "layers": {"0": [0,1,0,1,0,1,0,1,0]}}' > "$work/bad.json"
+if ranks 2 "$cli" generate -m "$work/mixtral.bin" --tokens "$tokens" -n 4 --placement "$work/bad.json" > "$work/out.txt" 2> "$work/err.txt"; then
+  echo "FAIL: a bad placement was accepted" >&2
+  exit 1
+fi
+check test "$(grep -c '^colibri:' "$work/err.txt")" -eq 1
+check grep -q "^colibri: generate: --placement $work/bad.json: layer 0 places 9 experts, the model has 8$" "$work/err.txt"
+check test ! -s "$work/out.txt"
+echo "ok: a bad placement is refused with one line"
+
+# A rank killed mid-run: the other stops with one line within its --rank-timeout (mpirun --enable-recovery keeps the
+# survivor running, so the line is colibri's own, not mpirun's killing it).
+start=$(date +%s)
+timeout 60 mpirun --oversubscribe --enable-recovery -np 2 "$cli" generate -m "$work/mixtral.bin" --tokens "$tokens" -n 100000 \
+  -c 4096 --rank-timeout 2 -t 1 > "$work/out.txt" 2> "$work/err.txt" &
+runner=$!
+victim=""
+for _ in $(seq 100); do
+  sleep 0.1
+  launcher=$(ps -o pid= --ppid $runner | head -1 | tr -d ' ')
+  [[ -n "$launcher" ]] || continue
+  for pid in $(ps -o pid= --ppid "$launcher"); do
+    if grep -qzx OMPI_COMM_WORLD_RANK=1 "/proc/$pid/environ" 2> /dev/null; then victim=$pid; fi
+  done
+  # Past MPI's start and the model's loading: the model file is mapped.
+  [[ -n "$victim" ]] && grep -q mixtral.bin "/proc/$victim/maps" 2> /dev/null && break
+done
+check test -n "$victim"
+sleep 0.5
+kill -9 "$victim"
+wait $runner || true
+elapsed=$(($(date +%s) - start))
+check test "$elapsed" -lt 50
+check grep -q "^colibri: generate: .*rank 0: another rank did not answer within 2 s (it stopped or died)$" "$work/err.txt"
+check test "$(grep -c '^colibri:' "$work/err.txt")" -eq 1
+echo "ok: a killed rank stops the other with one line in ${elapsed}s"
