@@ -97,9 +97,10 @@ Result<ExpertPlacement> ExpertPlacement::parse(std::string_view text, uint32_t r
         for (uint32_t e = 0; e < shape.n_experts; ++e) {
             const json& h = experts[e];
             uint64_t holders = 0;
-            const auto add = [&](const json& r) -> Status {
+            // The layer's name by value: clang 14 does not let a lambda capture a structured binding (C++20 does).
+            const auto add = [&, name = key](const json& r) -> Status {
                 if (!r.is_number_unsigned() || r.get<uint64_t>() >= ranks)
-                    return error("layer " + key + " expert " + std::to_string(e) + ": " + r.dump() + " is not a rank in [0, " +
+                    return error("layer " + name + " expert " + std::to_string(e) + ": " + r.dump() + " is not a rank in [0, " +
                                  std::to_string(ranks) + ")");
                 holders |= uint64_t(1) << r.get<uint64_t>();
                 return Status::ok();
