@@ -28,6 +28,7 @@
 #include "ui/views/analysis_view.h"
 #include "ui/views/bar_chart.h"
 #include "ui/views/heatmap_view.h"
+#include "ui/views/kernels_view.h"
 #include "ui/views/main_window.h"
 #include "ui/views/routing_view.h"
 #include "ui/views/state_view.h"
@@ -261,6 +262,14 @@ private slots:
         for (QTableView* t : tables) {
             const QStringList clipped = clipped_headers(t);
             QVERIFY2(clipped.isEmpty(), qPrintable(clipped.join(QStringLiteral("; "))));
+        }
+        // The kernel comparison's tables too, raised and still empty ("prompt tok/s (min–max)" was clipped).
+        w->dock_of(w->kernels_view())->raise();
+        QTest::qWait(50);
+        for (QTableView* t : w->kernels_view()->findChildren<QTableView*>()) {
+            if (!t->isVisible()) continue;
+            const QStringList clipped = clipped_headers(t);
+            QVERIFY2(clipped.isEmpty(), qPrintable(QStringLiteral("kernels: ") + clipped.join(QStringLiteral("; "))));
         }
     }
 

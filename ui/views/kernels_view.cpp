@@ -211,6 +211,13 @@ KernelsView::KernelsView(QWidget* parent) : QWidget(parent) {
     comparison_table_->setModel(&comparison_model_);
     comparison_table_->verticalHeader()->hide();
     comparison_table_->horizontalHeader()->setStretchLastSection(true);
+    // Headers whole from the start ("prompt tok/s (min–max)" was clipped in an empty table at 1280×720), and again
+    // whenever the columns change (a second comparison beside).
+    for (QTableView* t : {table_, comparison_table_}) {
+        t->resizeColumnsToContents();
+        connect(t->model(), &QAbstractItemModel::modelReset, t, &QTableView::resizeColumnsToContents);
+        connect(t->model(), &QAbstractItemModel::headerDataChanged, t, &QTableView::resizeColumnsToContents);
+    }
     comparison_selector_ = new QComboBox;
     comparison_selector_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     comparison_selector_->setMinimumContentsLength(16);
