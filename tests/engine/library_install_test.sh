@@ -8,7 +8,8 @@ set -euo pipefail
 build="$1"
 model="$2"
 prefix="$(mktemp -d)"
-trap 'rm -rf "$prefix"' EXIT
+# A failure says how much room the prefix's file system had: the install copies every binary of the build.
+trap 'status=$?; [ $status -eq 0 ] || df -h "$prefix" >&2; rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" > /dev/null
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib64/pkgconfig"
 test -f "$prefix/include/colibri/colibri.h"

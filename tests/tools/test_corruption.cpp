@@ -6,9 +6,9 @@
 // opened, loaded and run for one token. The GGUF is truncated and flipped over its header, key/values and
 // tensor infos and converted. Every case must end in one non-empty error line or a model that loads and
 // runs: never a crash, a hang, an exception, or an output file left behind by a failed conversion.
-// The same suite runs under ASan/UBSan as test_corruption_asan (fuzz/CMakeLists.txt), on a sample of the same
-// cases: `test_corruption --stride N` runs about one case in N of every sweep (the baselines always run); the
-// ASan preset's run samples one in 3.
+// The same suite runs under ASan/UBSan in the sanitized tree (ctest --preset asan) on a sample of the same cases:
+// `test_corruption --stride N` runs about one case in N of every sweep (the baselines always run); the ASan
+// preset's run samples one in 3 (a clang fuzzing tree's test_corruption_asan, fuzz/CMakeLists.txt, one in 8).
 #include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -43,8 +43,7 @@ namespace {
 bool one_line(const std::string& message) { return !message.empty() && message.find('\n') == std::string::npos; }
 
 // --stride N: the share of cases each sweep runs (1 = all). The ASan/UBSan tree's own run (ctest --preset asan)
-// samples one in 3: the full sweep took 281 s there, the release tree runs it whole and test_corruption_asan
-// samples another share under clang's sanitizers.
+// samples one in 3: the full sweep took 281 s there; the release tree runs it whole.
 uint64_t g_stride = kSanitized ? 3 : 1;
 
 // Whether candidate case k of a sweep is in the sample: a hash of k, not k itself, so that a stride cannot alias
