@@ -353,6 +353,8 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
     report.bytes = decode_token_bytes(*l->model);
     report.ranks = l->parallel ? l->parallel->comm->size() : 1;
     report.moe_layers = l->model->moe_layer_count();
+    report.hidden = l->model->hparams().hidden_size;
+    report.experts_per_token = l->model->hparams().n_experts_active;
     if (const ExpertCache* c = l->model->expert_cache())
         report.expert_cache = BenchReport::CacheUse{c->policy(), c->budget(), c->slots_per_layer(), c->total_stats()};
     report.kernels = kernel_choices(*l->model);
@@ -522,7 +524,8 @@ json bench_json(const BenchReport& r) {
                         {"exchanges", e.exchanges}};
         };
         j["exchange"] = {{"prompt", per_token_layer(r.prompt_exchange, uint64_t(r.config.prompt_tokens) * r.config.reps)},
-                         {"decode", per_token_layer(r.decode_exchange, uint64_t(r.config.decode_tokens) * r.config.reps)}};
+                         {"decode", per_token_layer(r.decode_exchange, uint64_t(r.config.decode_tokens) * r.config.reps)},
+                         {"hidden", r.hidden}, {"experts_per_token", r.experts_per_token}, {"moe_layers", r.moe_layers}};
     }
     return j;
 }

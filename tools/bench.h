@@ -177,6 +177,7 @@ struct BenchReport {
     // Expert parallelism: the ranks, and the timed repetitions' MoE exchanges (prompt and decode apart) of this rank.
     uint32_t ranks = 1;
     uint32_t moe_layers = 0;
+    uint32_t hidden = 0, experts_per_token = 0;  // the exchanged rows' width and count per token (the cost model's units)
     ExchangeStats prompt_exchange, decode_exchange;
     double roofline_tps() const { return bandwidth.best.median * 1e9 / double(bytes.total()); }
     // Each decode repetition against the bandwidth measured on either side of it (paired_roofline_fractions),

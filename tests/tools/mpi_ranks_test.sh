@@ -82,6 +82,13 @@ d = b["exchange"]["decode"]
 assert 0 < d["bytes_sent_per_token_layer"] <= 2 * 64 * 4 and d["exchange_us_per_layer_step"] > 0, d
 PY
 echo "ok: bench --json names the ranks and the exchange per token and MoE layer"
+# The cost model of docs/DISTRIBUTED.md reads that measurement: its bytes per token and layer are the model's
+# top_k x hidden x 4 x (N-1)/N (8 decode tokens of a random model route unevenly: a wide tolerance).
+cost_model="$(dirname "$0")/../../bench/scripts/ep_cost_model.py"
+check python3 "$cost_model" --measured "$work/bench.json" --tolerance 0.6 > "$work/cost.txt"
+check grep -q "2 ranks, hidden 64, top-2: received .* B per token and MoE layer (model: 256)" "$work/cost.txt"
+check grep -q "^| kimi-k2 | 8 | .* | RDMA, 100 Gb/s (UCX) |" "$work/cost.txt"
+echo "ok: the cost model agrees with the measured exchange"
 
 # A placement naming experts the model lacks: one line, before any token, a non-zero exit.
 echo '{"ranks": 2, "layers": {"0": [0,1,0,1,0,1,0,1,0]}}' > "$work/bad.json"
