@@ -26,7 +26,10 @@ QVector<ChatTurn> Conversation::request_messages() const {
 }
 
 void Conversation::add_user_message(const QString& text) {
-    messages_.push_back({QStringLiteral("user"), text, -1, 0});
+    ConversationMessage m;
+    m.role = QStringLiteral("user");
+    m.content = text;
+    messages_.push_back(std::move(m));
     emit messagesChanged();
 }
 

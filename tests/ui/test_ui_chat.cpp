@@ -536,6 +536,8 @@ private slots:
         chat->input()->setPlainText(QStringLiteral("A long one."));
         QTest::mouseClick(chat->send_button(), Qt::LeftButton);
         QVERIFY(wait_for(generated, 3, 60000));
+        // The spy counts in the worker's thread; the reply reaches the conversation through the UI thread's queue.
+        QTRY_COMPARE(w->conversation()->messages().size(), 2);
         QVERIFY(w->chat()->generating());
         QVERIFY(w->has_unsaved_conversation());
         asked_.clear();

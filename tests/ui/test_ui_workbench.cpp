@@ -15,6 +15,7 @@
 #include <QMenu>
 #include <QScreen>
 #include <QScrollArea>
+#include <QProgressBar>
 #include <QScrollBar>
 #include <QSettings>
 #include <QStatusBar>
@@ -398,6 +399,14 @@ private slots:
         for (int c = 1; c < table->distribution_column(); ++c)
             QVERIFY(table->headerData(c, Qt::Horizontal).toString().contains(QStringLiteral("weight")));
         QVERIFY(table->headerData(table->distribution_column(), Qt::Horizontal).toString().contains(QStringLiteral("probability")));
+        // The demo model's top-2 table fits its dock without scrolling sideways (it scrolled at 1280x720 with the
+        // longer headers and a sparkline of fixed width).
+        QTRY_COMPARE(routing->table()->horizontalScrollBar()->maximum(), 0);
+        // The chat column's context bar holds its text on one line ("context 93 / 512" wrapped at 1280x720).
+        auto* bar = w->chat_view()->findChild<QProgressBar*>(QStringLiteral("context"));
+        QVERIFY(bar != nullptr);
+        QVERIFY2(bar->width() >= bar->fontMetrics().horizontalAdvance(bar->text()) + 8,
+                 qPrintable(QStringLiteral("%1 px for \"%2\"").arg(bar->width()).arg(bar->text())));
         QVERIFY(routing->weights_note()->isVisible());
         QVERIFY(routing->weights_note()->text().contains(QStringLiteral("weights")) &&
                 routing->weights_note()->text().contains(QStringLiteral("router probability")) &&

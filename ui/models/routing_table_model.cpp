@@ -66,11 +66,16 @@ QVariant RoutingTableModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant RoutingTableModel::headerData(int section, Qt::Orientation o, int role) const {
+    if (o == Qt::Vertical) return role == Qt::DisplayRole ? QVariant(section + 1) : QVariant();
+    const bool expert_column = section > 0 && section != distribution_column();
+    // "#1 weight": short, so that a top-2 model's table fits the dock at 1280x720 without scrolling sideways (the
+    // view's caption says what a cell holds); the tooltip says it in full.
+    if (role == Qt::ToolTipRole && expert_column) return tr("the expert chosen #%1 for this layer, and its weight").arg(section);
+    if (role == Qt::ToolTipRole && section == distribution_column()) return tr("the router's probability of every expert");
     if (role != Qt::DisplayRole) return {};
-    if (o == Qt::Vertical) return section + 1;
     if (section == 0) return tr("layer");
-    if (section == distribution_column()) return tr("router probability");
-    return tr("#%1 expert, weight").arg(section);
+    if (section == distribution_column()) return tr("probability");
+    return tr("#%1 weight").arg(section);
 }
 
 }  // namespace colibri::studio

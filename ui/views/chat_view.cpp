@@ -369,7 +369,7 @@ void ChatView::model_changed() {
                                     : ids              ? tr("Type token ids below; Ctrl+Return sends them.")
                                                        : tr("Write a message below; Ctrl+Return sends it."));
     clear_figures();
-    context_->setRange(0, std::max(chat_->model().context, 1));
+    set_context_size(chat_->model().context);
     // Drafting with the MTP head needs a model that has one.
     auto* items = qobject_cast<QStandardItemModel*>(speculate_->model());
     const bool head = chat_->has_model() && chat_->model().mtp_layers > 0;
@@ -383,7 +383,7 @@ void ChatView::clear_figures() {
     speed_->clear();
     error_->clear();
     warning_->clear();
-    context_->setRange(0, std::max(chat_->has_model() ? chat_->model().context : 1, 1));
+    set_context_size(chat_->has_model() ? chat_->model().context : 1);
     context_->setValue(0);
     context_->setStyleSheet(QString());
 }
@@ -410,9 +410,19 @@ void ChatView::show_progress() {
     update_context(p.context_used, p.context_size > 0 ? p.context_size : chat_->model().context);
 }
 
+void ChatView::set_context_size(int size) {
+    size = std::max(size, 1);
+    if (size == context_->maximum() && context_->minimumWidth() > 80) return;
+    // The bar is as wide as its text at the fullest ("context 4096 / 4096"): a narrower one wrapped it onto two lines
+    // in the chat column at 1280x720. Only when the context changes, not per token.
+    const int text_width = context_->fontMetrics().horizontalAdvance(tr("context %1 / %1").arg(size));
+    context_->setMinimumWidth(std::max(80, text_width + 2 * context_->fontMetrics().averageCharWidth() + 16));
+    context_->setRange(0, size);
+}
+
 void ChatView::update_context(int used, int size) {
     size = std::max(size, 1);
-    context_->setRange(0, size);
+    set_context_size(size);
     context_->setValue(std::min(used, size));
     const int left = size - used;
     const double full = static_cast<double>(used) / size;

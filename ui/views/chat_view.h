@@ -97,6 +97,7 @@ private:
     void show_progress();
     void show_stats(const GenerationStats& stats);
     void show_error(const QString& error);
+    void set_context_size(int size);  // the bar's range, and a width that fits its text
     void update_context(int used, int size);
     void clear_figures();
     MarkdownStyle markdown_style() const;

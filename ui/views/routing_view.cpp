@@ -1,6 +1,7 @@
 #include "ui/views/routing_view.h"
 
 #include <QComboBox>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -46,6 +47,22 @@ QSize DistributionDelegate::sizeHint(const QStyleOptionViewItem& option, const Q
     return QSize(std::clamp(n * 6, 120, 384), std::max(QStyledItemDelegate::sizeHint(option, index).height(), 26));
 }
 
+void RoutingView::fit_columns() {
+    table_->resizeColumnsToContents();
+    const int columns = table_model_.columnCount();
+    if (columns < 2 || delegate_column_ != columns - 1) return;
+    int others = 0;
+    for (int c = 0; c + 1 < columns; ++c) others += table_->columnWidth(c);
+    const int room = table_->viewport()->width() - others;
+    const int wanted = table_->columnWidth(delegate_column_);
+    table_->setColumnWidth(delegate_column_, std::max(kMinSparklineWidth, std::min(wanted, room)));
+}
+
+bool RoutingView::eventFilter(QObject* watched, QEvent* event) {
+    if (watched == table_->viewport() && event->type() == QEvent::Resize) fit_columns();
+    return QWidget::eventFilter(watched, event);
+}
+
 RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
     title_ = new ElidedLabel(tr("Select a token in the chat or in the text below."));
     title_->setObjectName(QStringLiteral("routing_title"));
@@ -57,12 +74,13 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     table_->verticalHeader()->hide();
     // Columns as wide as their contents and headers: a narrow dock scrolls rather than clipping "router probability".
     table_->horizontalHeader()->setStretchLastSection(false);
+    table_->viewport()->installEventFilter(this);
     connect(&table_model_, &QAbstractItemModel::modelReset, this, [this] {
         // The distribution column moves with the model's top-k.
         table_->setItemDelegateForColumn(delegate_column_, nullptr);
         delegate_column_ = table_model_.distribution_column();
         table_->setItemDelegateForColumn(delegate_column_, delegate_);
-        table_->resizeColumnsToContents();
+        fit_columns();
         if (table_model_.rowCount() > 0) table_->selectRow(0);
         else show_distribution(-1);
     });

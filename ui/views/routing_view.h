@@ -63,7 +63,14 @@ public:
     // Renders pending changes now (they are otherwise batched while tokens stream in).
     void refresh();
 
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
 private:
+    // The columns as wide as their contents, but the last (the router's sparkline) gives way down to
+    // kMinSparklineWidth so that a top-2 model's table fits the dock at 1280x720 without scrolling sideways.
+    void fit_columns();
+    static constexpr int kMinSparklineWidth = 48;
     void show_selected();
     void show_distribution(int row);
     void render_text();  // the whole text again
