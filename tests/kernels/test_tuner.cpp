@@ -127,6 +127,21 @@ private slots:
         QVERIFY(r.out.contains("choice saved to"));
     }
 
+    // --variants: only those are measured and chosen; an unknown or unsupported name is one line and exit 1.
+    void only_the_variants_asked_for() {
+        qputenv("COLIBRI_TUNE_CACHE", dir_.filePath("some/tune.json").toUtf8());
+        const QString best = variant_name(supported_variants().back());
+        CliResult r = run_cli({"tune", "--quick", "--json", "--variants", "scalar," + best});
+        QVERIFY2(r.exit_code == 0 && !r.crashed, r.err.constData());
+        std::set<QString> seen;
+        for (const QJsonValue& v : QJsonDocument::fromJson(r.out).object()["results"].toArray()) seen.insert(v.toObject()["variant"].toString());
+        QVERIFY(seen == (std::set<QString>{QStringLiteral("scalar"), best}));
+        r = run_cli({"tune", "--quick", "--variants", "avx9000"});
+        QCOMPARE(r.exit_code, 1);
+        QCOMPARE(r.err, QByteArray("colibri: tune: --variants: unknown kernel variant 'avx9000' (scalar, avx2, avx512, neon, neon_translated)\n"));
+        QVERIFY(r.out.isEmpty());
+    }
+
     // Entries of other machines survive a save; the matching one is replaced.
     void cache_keeps_other_keys() {
         const std::string path = dir_.filePath("keys/tune.json").toStdString();

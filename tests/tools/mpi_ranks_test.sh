@@ -103,24 +103,28 @@ echo "ok: a bad placement is refused with one line"
 
 # A rank killed mid-run: the other stops with one line within its --rank-timeout (mpirun --enable-recovery keeps the
 # survivor running, so the line is colibri's own, not mpirun's killing it).
+# The hybrid (the slowest model here: 4096 tokens take about 1.2 s in one process) is killed as soon as rank 1 has
+# mapped it; a pause before the kill let the mixtral finish its whole context first (0.4 s) on a quiet machine.
 start=$(date +%s)
-timeout 60 mpirun --oversubscribe --enable-recovery -np 2 "$cli" generate -m "$work/mixtral.bin" --tokens "$tokens" -n 100000 \
+timeout 60 mpirun --oversubscribe --enable-recovery -np 2 "$cli" generate -m "$work/qwen3_next.bin" --tokens "$tokens" -n 100000 \
   -c 4096 --rank-timeout 2 -t 1 > "$work/out.txt" 2> "$work/err.txt" &
 runner=$!
 victim=""
-for _ in $(seq 100); do
-  sleep 0.1
+for _ in $(seq 200); do
+  sleep 0.05
   launcher=$(ps -o pid= --ppid $runner | head -1 | tr -d ' ')
   [[ -n "$launcher" ]] || continue
   for pid in $(ps -o pid= --ppid "$launcher"); do
     if grep -qzx OMPI_COMM_WORLD_RANK=1 "/proc/$pid/environ" 2> /dev/null; then victim=$pid; fi
   done
-  # Past MPI's start and the model's loading: the model file is mapped.
-  [[ -n "$victim" ]] && grep -q mixtral.bin "/proc/$victim/maps" 2> /dev/null && break
+  # Past MPI's start and into the model's loading: the model file is mapped.
+  [[ -n "$victim" ]] && grep -q qwen3_next.bin "/proc/$victim/maps" 2> /dev/null && break
 done
 check test -n "$victim"
-sleep 0.5
-kill -9 "$victim"
+if ! kill -9 "$victim"; then
+  echo "FAIL: rank 1 ended before it could be killed (the run was too short)" >&2
+  exit 1
+fi
 wait $runner || true
 elapsed=$(($(date +%s) - start))
 check test "$elapsed" -lt 50
