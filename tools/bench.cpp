@@ -609,7 +609,7 @@ std::string bench_text(const BenchReport& r) {
     return out;
 }
 
-Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list) {
+Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list, const std::string& option) {
     std::string runnable;
     for (kernels::Variant v : kernels::supported_variants()) runnable += (runnable.empty() ? "" : ", ") + std::string(kernels::variant_name(v));
     if (list == "all") return kernels::supported_variants();
@@ -620,9 +620,9 @@ Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list)
         const std::string name = list.substr(begin, end - begin);
         kernels::Variant v{};
         if (!kernels::variant_from_name(name, &v))
-            return error("--kernel: unknown variant '" + name + "' (all, or some of: scalar, avx2, avx512, neon, neon_translated)");
+            return error(option + ": unknown variant '" + name + "' (all, or some of: scalar, avx2, avx512, neon, neon_translated)");
         if (!kernels::variant_supported(v))
-            return error("--kernel: " + name + ": this CPU or build cannot run it (it runs " + runnable + ")");
+            return error(option + ": " + name + ": this CPU or build cannot run it (it runs " + runnable + ")");
         if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
         begin = end + 1;
     }

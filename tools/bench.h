@@ -199,9 +199,10 @@ Result<BenchReport> run_bench(const std::string& model_path, unsigned threads, c
 nlohmann::json bench_json(const BenchReport& report);
 std::string bench_text(const BenchReport& report);
 
-// `colibri bench --kernel LIST`: "all" (every variant this CPU runs) or names separated by commas
-// (kernels::variant_from_name); an error names a variant that is unknown or that this CPU cannot run.
-Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list);
+// `colibri bench --kernel LIST`, `colibri tune --variants LIST`: "all" (every variant this CPU runs) or names
+// separated by commas (kernels::variant_from_name); an error, prefixed with the option's name, names a variant
+// that is unknown or that this CPU cannot run.
+Result<std::vector<kernels::Variant>> parse_kernel_list(const std::string& list, const std::string& option = "--kernel");
 // The same bench run once per kernel variant (selected for every op and type), side by side: `colibri bench
 // --kernel LIST` (a full run_bench each) and the Studio's kernel comparison (compare_kernels).
 struct KernelRun {

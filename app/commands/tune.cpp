@@ -5,10 +5,10 @@
 
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "kernels/tuner.h"
 #include "model_options.h"
+#include "tools/bench.h"
 #include "tools/tune_cache.h"
 
 namespace colibri::cli {
@@ -26,16 +26,14 @@ bool configure_kernels_or_report() {
 namespace {
 
 // Runs the tuner, prints a table (or the JSON report) on stdout and writes the cache. Exit status.
-int cmd_tune(bool as_json, bool quick, const std::vector<std::string>& variant_names) {
+int cmd_tune(bool as_json, bool quick, const std::string& variant_list) {
     using namespace kernels;
     TuneOptions options;
     options.quick = quick;
-    for (const std::string& name : variant_names) {
-        Variant v;
-        if (!variant_from_name(name, &v))
-            return fail("tune", "--variants: unknown kernel variant '" + name + "' (scalar, avx2, avx512, neon, neon_translated)");
-        if (!variant_supported(v)) return fail("tune", "--variants: " + name + ": this CPU or build cannot run it");
-        options.variants.push_back(v);
+    if (!variant_list.empty()) {
+        auto variants = tools::parse_kernel_list(variant_list, "--variants");
+        if (!variants) return fail("tune", variants.message());
+        options.variants = std::move(variants.value());
     }
     const bool show_progress = isatty(STDERR_FILENO) != 0;
     const TuneReport report = run_tuner(options, [&](size_t done, size_t total, const TuneResult&) {
@@ -76,15 +74,14 @@ public:
         sub_ = app.add_subcommand("tune", "benchmark the kernel variants, pick the fastest per op and type, cache the choice");
         sub_->add_flag("--json", as_json_, "JSON output");
         sub_->add_flag("--quick", quick_, "one shape, three repetitions");
-        sub_->add_option("--variants", variants_, "measure only these kernel variants (e.g. avx2,avx512); the others are never chosen")
-            ->delimiter(',');
+        sub_->add_option("--variants", variants_, "measure only these kernel variants (e.g. avx2,avx512); the others are never chosen");
     }
     int run() override { return cmd_tune(as_json_, quick_, variants_); }
     bool uses_configured_kernels() const override { return false; }
 
 private:
     bool as_json_ = false, quick_ = false;
-    std::vector<std::string> variants_;
+    std::string variants_;
 };
 
 }  // namespace

@@ -121,10 +121,9 @@ ChatView::ChatView(ChatController* chat, Conversation* conversation, QWidget* pa
     context_ = new QProgressBar;
     context_->setObjectName(QStringLiteral("context"));
     context_->setFormat(tr("context %v / %m"));
-    context_->setRange(0, 1);
-    context_->setValue(0);
-    context_->setMinimumWidth(80);
     context_->setMaximumWidth(260);
+    set_context_size(1);
+    context_->setValue(0);
 
     auto* buttons = new QHBoxLayout;
     buttons->addWidget(send_);
@@ -412,9 +411,9 @@ void ChatView::show_progress() {
 
 void ChatView::set_context_size(int size) {
     size = std::max(size, 1);
-    if (size == context_->maximum() && context_->minimumWidth() > 80) return;
+    if (size == context_->maximum()) return;  // a new bar's 100 is never the constructor's 1: the first call measures
     // The bar is as wide as its text at the fullest ("context 4096 / 4096"): a narrower one wrapped it onto two lines
-    // in the chat column at 1280x720. Only when the context changes, not per token.
+    // in the chat column at 1280x720. Measured when the context changes, not per token.
     const int text_width = context_->fontMetrics().horizontalAdvance(tr("context %1 / %1").arg(size));
     context_->setMinimumWidth(std::max(80, text_width + 2 * context_->fontMetrics().averageCharWidth() + 16));
     context_->setRange(0, size);

@@ -72,7 +72,8 @@ RoutingView::RoutingView(Conversation* conversation, QWidget* parent) : QWidget(
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->verticalHeader()->hide();
-    // Columns as wide as their contents and headers: a narrow dock scrolls rather than clipping "router probability".
+    // Columns as wide as their contents and headers, but the sparkline gives way to the dock's width (fit_columns):
+    // a top-k too wide for it still scrolls rather than clipping the weights.
     table_->horizontalHeader()->setStretchLastSection(false);
     table_->viewport()->installEventFilter(this);
     connect(&table_model_, &QAbstractItemModel::modelReset, this, [this] {
