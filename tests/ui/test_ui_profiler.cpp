@@ -6,10 +6,15 @@
 // on the same model, medians of alternating runs (docs/PERFORMANCE.md quotes it).
 #include <QComboBox>
 #include <QDockWidget>
+#include <QJsonArray>
 #include <QLabel>
+#include <QMenu>
 #include <QTabWidget>
+#include <QToolButton>
+#include <sys/stat.h>
 
 #include "engine/core/perf_counters.h"
+#include "ui/data/profile_snapshot.h"
 #include "ui/trace_stats.h"
 #include "ui/views/main_window.h"
 #include "ui/views/profiler_view.h"
@@ -165,6 +170,165 @@ private slots:
         p->set_counting(Counting::Off);
         QVERIFY(chat(w, QStringLiteral("12"), 3));
         QVERIFY(!w.conversation()->tokens().back().trace.counted);
+    }
+
+    // A profile kept as the baseline, saved, loaded back and compared: the step's change and whether it stands
+    // out of the noise, the baseline's totals per layer in the table and on the chart, warnings when the models
+    // differ; a file that is not a profile is one line of error and the baseline stays as it was.
+    void compare_with_a_baseline_profile() {
+        MainWindowOptions options;
+        options.persist_settings = false;
+        MainWindow w(options);
+        w.resize(1280, 720);
+        w.show();
+        QVERIFY(open(w, QStringLiteral(COLIBRI_UI_TEST_MODEL)));
+        ProfilerView* p = w.profiler_view();
+        QVERIFY(!p->keep_as_baseline());  // nothing profiled yet
+        QVERIFY(!p->baseline().has_value());
+        QVERIFY(chat(w, QStringLiteral("Hello! What do hummingbirds eat?"), 12));
+        p->refresh();
+        QVERIFY(p->comparison_label()->isHidden());
+        const int plain_columns = p->layer_model()->columnCount();
+        const int layer_rows = p->layer_model()->rowCount();
+        QVERIFY(layer_rows > 0);
+        QVERIFY(p->keep_as_baseline());
+        const ProfileSnapshot base = *p->baseline();
+        QCOMPARE(base.model, QFileInfo(QStringLiteral(COLIBRI_UI_TEST_MODEL)).fileName());
+        QVERIFY2(base.tokens_kind.startsWith(QStringLiteral("generated tokens")), qPrintable(base.tokens_kind));
+        QVERIFY(!base.kernel.isEmpty());
+        QVERIFY(base.step_ms.samples.size() >= 10);  // 12 generated tokens, the first's step is the prompt's
+        QCOMPARE(static_cast<int>(base.layers.size()), layer_rows);
+        // From now on the profiler shows the tokens after the baseline: none yet.
+        const int kept_at = w.conversation()->size();
+        QCOMPARE(p->profiled_from(), kept_at);
+        QCOMPARE(p->token_model()->rowCount(), 0);
+        QVERIFY2(p->comparison_label()->text().contains(QStringLiteral("Generate to compare")), qPrintable(p->comparison_label()->text()));
+        // The next reply is compared with it: the table gains the baseline's total and the change per layer, the
+        // chart its markers.
+        QVERIFY(chat(w, QStringLiteral("What is 23 plus 45?"), 12));
+        p->refresh();
+        // The next turn re-evaluates what its template renders differently from the reply's tokens (from the
+        // first differing one): everything evaluated after the baseline is this run's, nothing before it.
+        QVERIFY2(p->profiled_from() > 0 && p->profiled_from() <= kept_at, qPrintable(QStringLiteral("%1 %2").arg(p->profiled_from()).arg(kept_at)));
+        QCOMPARE(p->token_model()->rowCount(), w.conversation()->size() - p->profiled_from());
+        LayerProfileModel* layers = p->layer_model();
+        QCOMPARE(layers->columnCount(), plain_columns + 2);
+        QCOMPARE(layers->headerData(layers->baseline_column(), Qt::Horizontal).toString(), QStringLiteral("baseline µs"));
+        QCOMPARE(layers->headerData(layers->baseline_column() + 1, Qt::Horizontal).toString(), QStringLiteral("change"));
+        QCOMPARE(static_cast<size_t>(layers->rowCount()), base.layers.size());
+        for (int r = 0; r < layers->rowCount(); ++r) {
+            QCOMPARE(layers->baseline_total_us(r), base.layers[static_cast<size_t>(r)].total_us());
+            const double change = layers->index(r, layers->baseline_column() + 1).data(Qt::EditRole).toDouble();
+            QVERIFY(std::fabs(change - (layers->mean_us(r, LayerProfileModel::Total) / base.layers[static_cast<size_t>(r)].total_us() - 1)) < 1e-9);
+        }
+        QVERIFY(!p->comparison_label()->isHidden());
+        QString line = p->comparison_label()->text();
+        QVERIFY2(line.startsWith(QStringLiteral("From position %1 on: vs baseline: ").arg(p->profiled_from())) && line.contains(QStringLiteral(" ms per token (")) &&
+                     line.contains(QStringLiteral("the noise")) && line.endsWith(QStringLiteral("; baseline: ") + base.label()),
+                 qPrintable(line));
+        QVERIFY2(!line.contains(QStringLiteral("different models")), qPrintable(line));
+        const QList<qreal> markers = p->baseline_chart_values();
+        QCOMPARE(markers.size(), layers->rowCount());
+        for (int r = 0; r < markers.size(); ++r) QCOMPARE(markers[r], base.layers[static_cast<size_t>(r)].total_us());
+        // A profile against itself: no change, within the noise.
+        p->set_baseline(p->snapshot(), p->profiled_from());
+        for (int r = 0; r < layers->rowCount(); ++r)
+            QCOMPARE(layers->index(r, layers->baseline_column() + 1).data().toString(), QStringLiteral("±0 %"));
+        line = p->comparison_label()->text();
+        QVERIFY2(line.contains(QStringLiteral("(±0 %), within the noise")), qPrintable(line));
+        p->set_baseline(base, p->profiled_from());
+
+        // Saved and loaded back: the same profile.
+        const QString saved = dir_.filePath(QStringLiteral("profile.json"));
+        QVERIFY(p->save_profile(saved));
+        auto back = ProfileSnapshot::read(saved);
+        QVERIFY2(back, back.message().c_str());
+        QCOMPARE(back.value().model, base.model);
+        QCOMPARE(back.value().kernel, base.kernel);
+        QCOMPARE(back.value().step_ms.samples.size(), base.step_ms.samples.size());
+        QCOMPARE(back.value().layers.size(), base.layers.size());
+        for (size_t i = 0; i < base.layers.size(); ++i) QCOMPARE(back.value().layers[i].layer, base.layers[i].layer);
+
+        // A baseline far slower in every step and layer (another kernel, say): this run is faster, beyond the
+        // noise, and a different model is said.
+        ProfileSnapshot slow = base;
+        slow.model = QStringLiteral("other.bin");
+        std::vector<double> steps = base.step_ms.samples;
+        const double top = *std::max_element(steps.begin(), steps.end());
+        for (double& v : steps) v = 2 * top + v;  // every step beyond this run's slowest: the IQRs cannot overlap
+        slow.step_ms = tools::Spread::of(steps);
+        for (ProfileLayer& l : slow.layers) l.experts_us += 9 * l.total_us();  // ten times the total
+        const QString slow_path = dir_.filePath(QStringLiteral("slow.json"));
+        QVERIFY(slow.save(slow_path));
+        QVERIFY(p->compare_with_file(slow_path));
+        QCOMPARE(p->profiled_from(), 0);  // a saved profile is compared with every token shown
+        line = p->comparison_label()->text();
+        QVERIFY2(line.contains(QStringLiteral("other.bin")) && line.contains(QStringLiteral("beyond the noise")) &&
+                     line.contains(QStringLiteral("(−")) && line.contains(QStringLiteral("different models")),
+                 qPrintable(line));
+        for (int r = 0; r < layers->rowCount(); ++r) {
+            const QString change = layers->index(r, layers->baseline_column() + 1).data().toString();
+            QVERIFY2(change.startsWith(QStringLiteral("−")), qPrintable(change));
+            const double expected = layers->mean_us(r, LayerProfileModel::Total) / (10 * base.layers[static_cast<size_t>(r)].total_us()) - 1;
+            QVERIFY(std::fabs(layers->index(r, layers->baseline_column() + 1).data(Qt::EditRole).toDouble() - expected) < 1e-9);
+        }
+
+        // Files that are not profiles: an error each, the baseline kept.
+        auto write = [this](const char* name, const QByteArray& bytes) {
+            const QString path = dir_.filePath(QString::fromLatin1(name));
+            QFile f(path);
+            if (!f.open(QIODevice::WriteOnly)) return QString();
+            f.write(bytes);
+            return path;
+        };
+        QJsonObject good = slow.to_json();
+        QJsonObject negative = good;
+        negative["step_ms"] = QJsonArray{1.0, -2.0};
+        QJsonObject no_steps = good;
+        no_steps["step_ms"] = QJsonArray{};
+        QJsonObject twice = good;
+        QJsonArray repeated = good["layers"].toArray();
+        repeated.append(repeated.at(0));
+        twice["layers"] = repeated;
+        QJsonObject future = good;
+        future["version"] = 2;
+        QJsonObject kernel_results{{"format", "colibri-kernel-results"}};
+        const QString fifo = dir_.filePath(QStringLiteral("fifo.json"));
+        QCOMPARE(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+        const QString huge = write("huge.json", QByteArray());
+        QVERIFY(QFile::resize(huge, kMaxProfileBytes + 1));
+        const QStringList hostile{dir_.filePath(QStringLiteral("missing.json")),
+                                  dir_.path(),
+                                  fifo,
+                                  huge,
+                                  write("text.json", "not json at all"),
+                                  write("array.json", "[1, 2, 3]"),
+                                  write("kernels.json", QJsonDocument(kernel_results).toJson()),
+                                  write("negative.json", QJsonDocument(negative).toJson()),
+                                  write("no_steps.json", QJsonDocument(no_steps).toJson()),
+                                  write("twice.json", QJsonDocument(twice).toJson()),
+                                  write("future.json", QJsonDocument(future).toJson())};
+        for (const QString& path : hostile) {
+            const Status st = p->compare_with_file(path);
+            QVERIFY2(!st, qPrintable(path));
+            QVERIFY2(st.message().find('\n') == std::string::npos && !st.message().empty(), st.message().c_str());
+            QCOMPARE(p->baseline()->model, QStringLiteral("other.bin"));  // kept
+        }
+
+        // The menu offers all four, and stopping the comparison takes its columns, line and markers away.
+        QCOMPARE(p->compare_button()->menu()->actions().size(), 5);  // four and a separator
+        p->clear_baseline();
+        QVERIFY(!p->baseline().has_value());
+        QCOMPARE(layers->columnCount(), plain_columns);
+        QVERIFY(p->comparison_label()->isHidden());
+        QVERIFY(p->baseline_chart_values().isEmpty());
+        QCOMPARE(p->token_model()->rowCount(), w.conversation()->size());
+        QVERIFY(!p->save_profile(dir_.filePath(QStringLiteral("missing-dir/profile.json"))));
+        // A baseline kept, then a new conversation: its tokens are all profiled against the baseline.
+        QVERIFY(p->keep_as_baseline());
+        QVERIFY(p->profiled_from() > 0);
+        w.chat()->new_conversation();
+        QTRY_COMPARE(p->profiled_from(), 0);
     }
 
 #else

@@ -4,46 +4,9 @@
 #include <algorithm>
 
 #include "kernels/registry.h"
+#include "ui/data/json_values.h"
 
 namespace colibri::studio {
-
-namespace {
-
-template <typename T>
-QJsonArray array_of(const std::vector<T>& v) {
-    QJsonArray a;
-    for (const T& x : v) a.append(static_cast<double>(x));
-    return a;
-}
-
-template <typename T>
-std::vector<T> vector_of(const QJsonValue& v) {
-    std::vector<T> out;
-    for (const auto& x : v.toArray()) out.push_back(static_cast<T>(x.toDouble()));
-    return out;
-}
-
-QJsonObject load_json(const tools::MachineLoad& l) {
-    return QJsonObject{{"measured", l.measured}, {"not_measured", QString::fromStdString(l.not_measured)}, {"cpus", static_cast<int>(l.cpus)},
-                       {"own_cpus", l.own_cpus}, {"other_cpus", l.other_cpus}};
-}
-
-tools::MachineLoad load_of(const QJsonValue& v) {
-    tools::MachineLoad l;
-    if (!v.isObject()) {
-        l.not_measured = "not recorded (measured before the Studio watched the machine's load)";
-        return l;
-    }
-    const QJsonObject o = v.toObject();
-    l.measured = o.value("measured").toBool();
-    l.not_measured = o.value("not_measured").toString().toStdString();
-    l.cpus = static_cast<unsigned>(std::max(o.value("cpus").toInt(), 0));
-    l.own_cpus = o.value("own_cpus").toDouble();
-    l.other_cpus = o.value("other_cpus").toDouble();
-    return l;
-}
-
-}  // namespace
 
 QString variant_key(const KernelRun& run) { return QString::fromLatin1(kernels::variant_name(run.variant)); }
 QString variant_label(const KernelRun& run) { return QString::fromLatin1(kernels::variant_display_name(run.variant)); }
@@ -74,14 +37,14 @@ QJsonObject KernelComparison::to_json() const {
         }
         list.append(QJsonObject{{"variant", variant_key(r)},
                                 {"display", variant_label(r)},
-                                {"prompt_tokens_per_s", array_of(r.report.prompt_tps.samples)},
-                                {"decode_tokens_per_s", array_of(r.report.decode_tps.samples)},
-                                {"layers", array_of(layers)},
-                                {"layer_us", array_of(layer_us)},
+                                {"prompt_tokens_per_s", json_array_of(r.report.prompt_tps.samples)},
+                                {"decode_tokens_per_s", json_array_of(r.report.decode_tps.samples)},
+                                {"layers", json_array_of(layers)},
+                                {"layer_us", json_array_of(layer_us)},
                                 {"layer_stages_us", stages},
                                 {"lm_head_us", r.report.decode_lm_head_us},
                                 {"token_us", r.report.decode_token_us},
-                                {"decoded", array_of(r.decoded)}});
+                                {"decoded", json_array_of(r.decoded)}});
     }
     return QJsonObject{{"format", "colibri-kernel-comparison"},
                        {"version", 1},
@@ -93,7 +56,7 @@ QJsonObject KernelComparison::to_json() const {
                        {"reps", reps},
                        {"complete", complete},
                        {"when", when},
-                       {"machine_load", load_json(load())},
+                       {"machine_load", machine_load_json(load())},
                        {"runs", list}};
 }
 
@@ -109,17 +72,17 @@ Result<KernelComparison> KernelComparison::from_json(const QJsonObject& o) {
     c.reps = o.value("reps").toInt();
     c.complete = o.value("complete").toBool(true);
     c.when = o.value("when").toString();
-    const tools::MachineLoad load = load_of(o.value("machine_load"));
+    const tools::MachineLoad load = machine_load_from_json(o.value("machine_load"));
     for (const auto& v : o.value("runs").toArray()) {
         const QJsonObject r = v.toObject();
         KernelRun run;
         const QString variant = r.value("variant").toString();
         if (!kernels::variant_from_name(variant.toStdString(), &run.variant))
             return colibri::error("a run's kernel variant '" + variant.toStdString() + "' is unknown");
-        run.report.prompt_tps = tools::Spread::of(vector_of<double>(r.value("prompt_tokens_per_s")));
-        run.report.decode_tps = tools::Spread::of(vector_of<double>(r.value("decode_tokens_per_s")));
-        const std::vector<int> layers = vector_of<int>(r.value("layers"));
-        const std::vector<double> layer_us = vector_of<double>(r.value("layer_us"));
+        run.report.prompt_tps = tools::Spread::of(vector_from_json<double>(r.value("prompt_tokens_per_s")));
+        run.report.decode_tps = tools::Spread::of(vector_from_json<double>(r.value("decode_tokens_per_s")));
+        const std::vector<int> layers = vector_from_json<int>(r.value("layers"));
+        const std::vector<double> layer_us = vector_from_json<double>(r.value("layer_us"));
         const QJsonArray stages = r.value("layer_stages_us").toArray();
         if (layers.size() != layer_us.size()) return colibri::error("a run lacks its layer times");
         for (size_t i = 0; i < layers.size(); ++i) {
@@ -137,7 +100,7 @@ Result<KernelComparison> KernelComparison::from_json(const QJsonObject& o) {
         }
         run.report.decode_lm_head_us = r.value("lm_head_us").toDouble();
         run.report.decode_token_us = r.value("token_us").toDouble();
-        run.decoded = vector_of<int32_t>(r.value("decoded"));
+        run.decoded = vector_from_json<int32_t>(r.value("decoded"));
         run.report.load = load;
         c.runs.push_back(std::move(run));
     }

@@ -66,7 +66,50 @@ void LayerProfileModel::declare_columns() {
                                [this, step](int row) { return QVariant(mean_step_us(row, step)); }});
         }
     }
+    if (baseline_ != nullptr) {
+        // "—" for a layer the baseline lacks (another model), rather than a change from nothing.
+        const auto missing = [] { return QVariant(QStringLiteral("—")); };
+        columns.push_back({tr("baseline µs"),
+                           [this, missing](int row) {
+                               const double b = baseline_total_us(row);
+                               return std::isnan(b) ? missing() : QVariant(QString::number(b, 'f', 1));
+                           },
+                           [this](int row) {
+                               const double b = baseline_total_us(row);
+                               return QVariant(std::isnan(b) ? -1.0 : b);
+                           },
+                           Qt::AlignRight | Qt::AlignVCenter,
+                           [this](int) { return QVariant(tr("Total µs per token in this layer in the baseline: %1").arg(baseline_->label())); }});
+        const auto change = [this](int row) {
+            const double b = baseline_total_us(row);
+            return std::isnan(b) || b <= 0 ? std::numeric_limits<double>::quiet_NaN() : mean_us(row, Total) / b - 1.0;
+        };
+        columns.push_back({tr("change"),
+                           [change, missing](int row) {
+                               const double c = change(row);
+                               return std::isnan(c) ? missing() : QVariant(percent_change(c));
+                           },
+                           [change](int row) {
+                               const double c = change(row);
+                               return QVariant(std::isnan(c) ? 0.0 : c);
+                           },
+                           Qt::AlignRight | Qt::AlignVCenter,
+                           [](int) { return QVariant(tr("This profile's total against the baseline's: negative is faster")); }});
+    }
     set_columns(std::move(columns));
+}
+
+void LayerProfileModel::set_baseline(const ProfileSnapshot* baseline) {
+    beginResetModel();
+    baseline_ = baseline;
+    declare_columns();
+    endResetModel();
+}
+
+double LayerProfileModel::baseline_total_us(int row) const {
+    if (baseline_ == nullptr || row < 0 || row >= rowCount()) return std::numeric_limits<double>::quiet_NaN();
+    const ProfileLayer* l = baseline_->layer(totals_.layers[static_cast<size_t>(row)]);
+    return l != nullptr ? l->total_us() : std::numeric_limits<double>::quiet_NaN();
 }
 
 void LayerProfileModel::set_deltanet_steps(bool on) {

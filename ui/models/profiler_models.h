@@ -3,9 +3,11 @@
 // activations and the mean counter deltas per activation (ExpertCounterModel); per token where its time went
 // (TokenTimeModel). Counter columns follow the loaded model's CounterSet; a Gated DeltaNet hybrid's layer table ends
 // with the linear layers' mixer in its steps (input projections, conv, gates, delta rule, gated norm, output projection).
+// Compared with a baseline profile, the layer table ends with the baseline's total per layer and the change.
 #pragma once
 #include <QStringList>
 
+#include "ui/data/profile_snapshot.h"
 #include "ui/models/table_model.h"
 #include "ui/trace_stats.h"
 
@@ -31,6 +33,12 @@ public:
     // Whether any token of the totals had its counters read.
     bool counters_measured() const;
     const ProfileTotals& totals() const { return totals_; }
+    // A profile to compare with (nullptr: none): two more columns, its total µs per token in the same layer and
+    // the change from it. The snapshot must outlive the model's use of it.
+    void set_baseline(const ProfileSnapshot* baseline);
+    int baseline_column() const { return first_step_column() + (steps_ ? static_cast<int>(kDeltaNetSteps) : 0); }
+    // The baseline's total in a row's layer; NaN: no baseline, or the layer is not in it.
+    double baseline_total_us(int row) const;
 
 private:
     int rows() const override { return static_cast<int>(totals_.layers.size()); }
@@ -38,6 +46,7 @@ private:
     QStringList counters_;
     bool steps_ = false;
     ProfileTotals totals_;
+    const ProfileSnapshot* baseline_ = nullptr;
 };
 
 class ExpertCounterModel : public TableModel {

@@ -5,16 +5,24 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QDir>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDateTime>
 #include <QEvent>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMenu>
+#include <QScatterSeries>
 #include <QSplitter>
+#include <QStandardPaths>
 #include <QStackedBarSeries>
 #include <QTabWidget>
 #include <QTableView>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <cmath>
@@ -41,6 +49,25 @@ QTableView* table_for(QAbstractItemModel* model) {
     return t;
 }
 
+// The tokens the summary's figures are of. Generated tokens tell the decode's cost; prompt tokens share batched
+// chunks. Tokens with counters read are slower (the reads, and per expert one expert at a time), so they are
+// never mixed with the others: the figures are the uncounted tokens' when there are any.
+struct ShownTokens {
+    int n = 0;
+    QString which;
+    const TokenTime* sum = nullptr;
+    const std::vector<double>* steps = nullptr;
+};
+
+ShownTokens shown_tokens(const TimeTotals& t) {
+    const bool gen = t.generated > 0;
+    const bool uncounted = gen && t.uncounted > 0;
+    return {!gen ? t.tokens : uncounted ? t.uncounted : t.counted,
+            !gen ? QObject::tr("prompt tokens") : uncounted ? QObject::tr("generated tokens, counters off") : QObject::tr("generated tokens, all with counters read"),
+            !gen ? &t.sum : uncounted ? &t.uncounted_sum : &t.counted_sum,
+            !gen ? &t.step_ms : uncounted ? &t.uncounted_step_ms : &t.counted_step_ms};
+}
+
 }  // namespace
 
 ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidget(parent), conversation_(conversation) {
@@ -62,6 +89,28 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     reliability_->setObjectName(QStringLiteral("profiler_reliability"));
     reliability_->setStyleSheet(QStringLiteral("color: %1; font-weight: bold").arg(status_color(StatusColor::Warning).name()));
     reliability_->hide();
+    comparison_ = new ElidedLabel;
+    comparison_->setObjectName(QStringLiteral("profiler_comparison"));
+    comparison_->hide();
+    compare_ = new QToolButton;
+    compare_->setObjectName(QStringLiteral("profiler_compare"));
+    compare_->setText(tr("Compare"));
+    compare_->setToolTip(tr("Compare this profile with another: keep it as the baseline, or open one saved before. A change "
+                            "counts when the two runs' middle halves of token steps (IQR) do not overlap; the layer table and "
+                            "chart show the baseline's total per layer beside this run's."));
+    compare_->setPopupMode(QToolButton::InstantPopup);
+    auto* menu = new QMenu(compare_);
+    menu->addAction(tr("Keep this profile as the baseline"), this, [this] {
+        if (Status st = keep_as_baseline(); !st) {
+            comparison_->setText(QString::fromStdString(st.message()));
+            comparison_->show();
+        }
+    });
+    menu->addAction(tr("Compare with a saved profile…"), this, &ProfilerView::compare_with_chosen_file);
+    menu->addAction(tr("Save this profile…"), this, &ProfilerView::save_profile_as);
+    menu->addSeparator();
+    menu->addAction(tr("Stop comparing"), this, &ProfilerView::clear_baseline);
+    compare_->setMenu(menu);
     status_ = new QLabel(tr("Open a model to profile it."));
     status_->setObjectName(QStringLiteral("counter_status"));
     status_->setWordWrap(true);
@@ -146,19 +195,26 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     options->addWidget(counting_);
     options->addWidget(generated_only_);
     options->addWidget(overhead_, 1);
+    options->addWidget(compare_);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->setSpacing(3);
     layout->addLayout(options);
     layout->addWidget(summary_);
     layout->addWidget(reliability_);
+    layout->addWidget(comparison_);
     layout->addWidget(tabs_, 1);
 
     timer_.setSingleShot(true);
     timer_.setInterval(250);
     connect(&timer_, &QTimer::timeout, this, &ProfilerView::refresh);
     connect(conversation_, &Conversation::traceUpdated, this, &ProfilerView::schedule);
-    connect(conversation_, &Conversation::tokensChanged, this, &ProfilerView::schedule);
+    connect(conversation_, &Conversation::tokensChanged, this, [this](int from) {
+        // Tokens re-evaluated after the baseline are this run's (the next turn's template re-evaluates the reply's
+        // last token); a new conversation is all of it.
+        since_ = std::min(since_, std::max(from, 0));
+        schedule();
+    });
     style_chart(chart_);
     style_chart(counter_chart_);
     refresh();
@@ -167,6 +223,7 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
 QLabel* ProfilerView::summary_label() const { return summary_; }
 QLabel* ProfilerView::overhead_label() const { return overhead_; }
 QLabel* ProfilerView::reliability_label() const { return reliability_; }
+QLabel* ProfilerView::comparison_label() const { return comparison_; }
 
 Counting ProfilerView::counting() const { return static_cast<Counting>(counting_->currentData().toInt()); }
 
@@ -177,6 +234,9 @@ void ProfilerView::set_counting(Counting mode) {
 
 void ProfilerView::set_model(const ModelSummary& model, const CounterSet& counters) {
     counter_set_ = counters;
+    model_name_ = QFileInfo(model.path).fileName();
+    threads_ = model.threads;
+    kernel_.clear();
     layers_.set_deltanet_steps(!model.linear_layer_ids.isEmpty());
     layers_.set_counter_names(counters.names);
     counter_->blockSignals(true);
@@ -225,6 +285,7 @@ void ProfilerView::changeEvent(QEvent* e) {
 void ProfilerView::refresh() {
     timer_.stop();
     TokenSpan span;
+    span.from = since_;
     span.generated_only = generated_only_->isChecked();
     const ProfileTotals totals = profile_totals(*conversation_, span, static_cast<int>(counter_set_.names.size()));
     layers_.set_totals(totals);
@@ -234,7 +295,9 @@ void ProfilerView::refresh() {
     layer_table_->resizeColumnsToContents();
     expert_table_->resizeColumnsToContents();
     token_table_->resizeColumnsToContents();
-    show_summary(time_totals(*conversation_, span));
+    times_ = time_totals(*conversation_, span);
+    show_summary(times_);
+    show_comparison();
     rebuild_chart();
     rebuild_counter_chart();
 }
@@ -247,16 +310,13 @@ void ProfilerView::show_summary(const TimeTotals& t) {
         overhead_->clear();
         return;
     }
-    // Generated tokens tell the decode's cost; prompt tokens share batched chunks. Tokens with counters read are
-    // slower (the reads, and per expert one expert at a time), so they are never mixed with the others: the
-    // figures are the uncounted tokens' when there are any.
-    const bool gen = t.generated > 0;
-    const bool uncounted = gen && t.uncounted > 0;
-    const int n = !gen ? t.tokens : uncounted ? t.uncounted : t.counted;
-    const TokenTime& s = !gen ? t.sum : uncounted ? t.uncounted_sum : t.counted_sum;
-    const tools::Spread step = tools::Spread::of(!gen ? t.step_ms : uncounted ? t.uncounted_step_ms : t.counted_step_ms);
+    const ShownTokens shown = shown_tokens(t);
+    const int n = shown.n;
+    const TokenTime& s = *shown.sum;
+    const tools::Spread step = tools::Spread::of(*shown.steps);
     auto mean = [n](uint64_t ns) { return static_cast<double>(ns) / n / 1e6; };
-    const QString which = !gen ? tr("prompt tokens") : uncounted ? tr("generated tokens, counters off") : tr("generated tokens, all with counters read");
+    const QString& which = shown.which;
+    const bool uncounted = t.generated > 0 && t.uncounted > 0;
     QString text = tr("%1 %2: %3 ms per token median (IQR %4–%5, min–max %6–%7); mean %8 = attention %9 + router %10 + experts %11 + "
                       "lm head %12 + sampling %13 + counters %14 + other %15 ms")
                        .arg(n).arg(which)
@@ -296,8 +356,9 @@ void ProfilerView::rebuild_chart() {
     const int columns[3] = {LayerProfileModel::Attention, LayerProfileModel::Router, LayerProfileModel::Experts};
     // The series is made again only when the layers change; new values replace the old in place, which keeps
     // Qt Charts from drawing a removed axis's labels over the new one.
-    if (categories != categories_ || sets_[0] == nullptr) {
+    if (categories != categories_ || sets_[0] == nullptr || baseline_.has_value() != (baseline_markers_ != nullptr)) {
         reset_chart(chart_);
+        baseline_markers_ = nullptr;
         categories_ = categories;
         auto* series = new QStackedBarSeries;
         const char* names[3] = {QT_TR_NOOP("attention"), QT_TR_NOOP("router"), QT_TR_NOOP("experts")};
@@ -318,13 +379,31 @@ void ProfilerView::rebuild_chart() {
         chart_->addAxis(y_axis_, Qt::AlignLeft);
         series->attachAxis(x);
         series->attachAxis(y_axis_);
+        if (baseline_) {
+            // The baseline's total per layer as a marker over each stacked bar: above it, this run is faster there.
+            baseline_markers_ = new QScatterSeries;
+            baseline_markers_->setName(tr("baseline total"));
+            baseline_markers_->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+            baseline_markers_->setMarkerSize(9);
+            baseline_markers_->setColor(status_color(StatusColor::Warning));
+            chart_->addSeries(baseline_markers_);
+            baseline_markers_->attachAxis(x);
+            baseline_markers_->attachAxis(y_axis_);
+        }
         style_chart(chart_);
     }
     double top = 0;
+    QList<QPointF> markers;
     for (int r = 0; r < layers_.rowCount(); ++r) {
         top = std::max(top, layers_.mean_us(r, LayerProfileModel::Total));
         for (int s = 0; s < 3; ++s) sets_[s]->replace(r, layers_.mean_us(r, columns[s]));
+        const double b = layers_.baseline_total_us(r);
+        if (!std::isnan(b)) {
+            markers << QPointF(r, b);
+            top = std::max(top, b);
+        }
     }
+    if (baseline_markers_ != nullptr) baseline_markers_->replace(markers);
     y_axis_->setRange(0, top > 0 ? top * 1.1 : 1.0);
 }
 
@@ -379,7 +458,108 @@ void ProfilerView::rebuild_counter_chart() {
 
 void ProfilerView::note_generation(const GenerationStats& stats) {
     last_load_ = stats.load;
+    if (!stats.kernel.isEmpty()) kernel_ = stats.kernel;
     refresh();
+}
+
+void ProfilerView::show_comparison() {
+    if (!baseline_) {
+        comparison_->clear();
+        comparison_->hide();
+        return;
+    }
+    const ProfileSnapshot now = snapshot();
+    QString text = now.empty() ? tr("Baseline: %1. Generate to compare with it.").arg(baseline_->label()) : describe_step_change(*baseline_, now);
+    if (since_ > 0) text = tr("From position %1 on: ").arg(since_) + text;
+    comparison_->setText(text);
+    comparison_->show();
+}
+
+ProfileSnapshot ProfilerView::snapshot() const {
+    ProfileSnapshot p;
+    p.model = model_name_;
+    p.kernel = kernel_;
+    p.threads = threads_;
+    p.when = QDateTime::currentDateTime().toString(Qt::ISODate);
+    const ShownTokens shown = shown_tokens(times_);
+    p.tokens_kind = shown.which;
+    p.step_ms = tools::Spread::of(*shown.steps);
+    for (int r = 0; r < layers_.rowCount(); ++r)
+        p.layers.push_back({layers_.totals().layers[static_cast<size_t>(r)], layers_.mean_us(r, LayerProfileModel::Attention),
+                            layers_.mean_us(r, LayerProfileModel::Router), layers_.mean_us(r, LayerProfileModel::Experts)});
+    p.load = last_load_;
+    return p;
+}
+
+Status ProfilerView::keep_as_baseline() {
+    ProfileSnapshot p = snapshot();
+    if (p.empty()) return error("nothing profiled yet: generate a reply first");
+    set_baseline(p, conversation_->size());
+    return Status::ok();
+}
+
+void ProfilerView::set_baseline(const ProfileSnapshot& baseline, int since) {
+    baseline_ = baseline;
+    since_ = std::max(since, 0);
+    layers_.set_baseline(&*baseline_);
+    refresh();
+}
+
+void ProfilerView::clear_baseline() {
+    layers_.set_baseline(nullptr);
+    baseline_.reset();
+    since_ = 0;
+    refresh();
+}
+
+Status ProfilerView::compare_with_file(const QString& path) {
+    auto p = ProfileSnapshot::read(path);
+    if (!p) return error(p.message());
+    set_baseline(p.value());
+    return Status::ok();
+}
+
+Status ProfilerView::save_profile(const QString& path) const {
+    const ProfileSnapshot p = snapshot();
+    if (p.empty()) return error("nothing profiled yet: generate a reply first");
+    return p.save(path);
+}
+
+namespace {
+
+QString profiles_folder() {
+    const QString docs = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+    return docs.isEmpty() ? QDir::homePath() : docs;
+}
+
+}  // namespace
+
+void ProfilerView::save_profile_as() {
+    const QString name = QStringLiteral("profile-%1-%2.json")
+                             .arg(QFileInfo(model_name_).completeBaseName(), QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmm")));
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save this profile"), QDir(profiles_folder()).filePath(name),
+                                                      tr("Colibri profiles (*.json)"));
+    if (path.isEmpty()) return;
+    if (Status st = save_profile(path); !st) {
+        comparison_->setText(tr("Not saved: %1").arg(QString::fromStdString(st.message())));
+        comparison_->show();
+    }
+}
+
+void ProfilerView::compare_with_chosen_file() {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Compare with a saved profile"), profiles_folder(), tr("Colibri profiles (*.json)"));
+    if (path.isEmpty()) return;
+    if (Status st = compare_with_file(path); !st) {
+        comparison_->setText(tr("Cannot compare: %1").arg(QString::fromStdString(st.message())));
+        comparison_->show();
+    }
+}
+
+QList<qreal> ProfilerView::baseline_chart_values() const {
+    QList<qreal> v;
+    if (baseline_markers_ == nullptr) return v;
+    for (const QPointF& p : baseline_markers_->points()) v << p.y();
+    return v;
 }
 
 QString ProfilerView::counter_chart_title() const { return counter_chart_->title(); }

@@ -4,6 +4,9 @@
 // only when asked (they slow generation: per-expert counting runs one expert at a time); their cost is measured
 // and shown (the time spent reading them, taken out of the stage it fell in, and the step with and without
 // them), and the line says plainly which counters this machine does not give (hardware counters on a VM).
+// A profile can be kept as a baseline, saved and compared with later (another kernel, thread count or build, as
+// Hotspot compares two recordings): the step's change with whether it stands out of the noise, and per layer the
+// baseline's total beside this one's, in the table and as markers on the chart.
 #pragma once
 #include <QSortFilterProxyModel>
 #include <QTimer>
@@ -11,11 +14,16 @@
 
 #include "ui/data/generation.h"
 #include "ui/data/model_summary.h"
+#include "ui/data/profile_snapshot.h"
 #include "ui/models/profiler_models.h"
 #include "ui/data/token_trace.h"
 #include "ui/trace_collector.h"
 
+#include <optional>
+
 class QBarSet;
+class QScatterSeries;
+class QToolButton;
 class QChart;
 class QChartView;
 class QCheckBox;
@@ -61,6 +69,26 @@ public:
     // A finished reply: its machine load (other processes during the turn) flags the summary when busy.
     void note_generation(const colibri::studio::GenerationStats& stats);
 
+    // What the summary and the layer table show now, as a profile to keep; empty() when nothing is profiled.
+    ProfileSnapshot snapshot() const;
+    // This profile becomes the baseline that later ones are compared with (an error when nothing is profiled);
+    // from then on the profiler shows the tokens evaluated after it (in this conversation; all of a new one).
+    Status keep_as_baseline();
+    // A saved profile (ProfileSnapshot::read) becomes the baseline, compared with the whole span shown; on an
+    // error the baseline stays as it was.
+    Status compare_with_file(const QString& path);
+    // `since`: the first position profiled against it (0: every token).
+    void set_baseline(const ProfileSnapshot& baseline, int since = 0);
+    int profiled_from() const { return since_; }
+    void clear_baseline();
+    const std::optional<ProfileSnapshot>& baseline() const { return baseline_; }
+    Status save_profile(const QString& path) const;
+    // "vs baseline (…): 6.25 → 5.10 ms per token (−18 %), beyond the noise …"; hidden without a baseline.
+    QLabel* comparison_label() const;
+    QToolButton* compare_button() const { return compare_; }
+    // The chart's baseline markers, per layer (µs per token); empty without a baseline.
+    QList<qreal> baseline_chart_values() const;
+
 signals:
     void countingChanged(colibri::studio::Counting mode);
 
@@ -72,6 +100,10 @@ private:
     void rebuild_chart();
     void rebuild_counter_chart();
     void show_summary(const TimeTotals& t);
+    void show_comparison();
+    // The menu's file dialogs; errors go to the comparison line.
+    void save_profile_as();
+    void compare_with_chosen_file();
 
     Conversation* conversation_;
     LayerProfileModel layers_;
@@ -104,6 +136,14 @@ private:
     QTableView* expert_table_ = nullptr;
     QTimer timer_;
     tools::MachineLoad last_load_;  // of the last reply
+    QString model_name_, kernel_;
+    int threads_ = 0;
+    TimeTotals times_;  // of the span shown
+    std::optional<ProfileSnapshot> baseline_;
+    int since_ = 0;  // the first position shown: evaluated after a baseline kept from this conversation
+    ElidedLabel* comparison_ = nullptr;
+    QToolButton* compare_ = nullptr;
+    QScatterSeries* baseline_markers_ = nullptr;
 };
 
 }  // namespace colibri::studio

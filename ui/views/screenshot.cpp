@@ -128,6 +128,11 @@ Result<QStringList> take_screenshots(MainWindow& w, const ScreenshotOptions& o) 
         COLIBRI_TRY(w.chat()->send(message, chat));
         loop.exec();
         if (!finished) return error(("chat: " + failure).toStdString());
+        // The profiler's picture compares the last reply with the first, kept as its baseline.
+        if (&message == &messages.front() && messages.size() > 1) {
+            COLIBRI_TRY(w.profiler_view()->keep_as_baseline());
+            w.profiler_view()->tabs()->setCurrentIndex(1);  // per layer: the baseline's markers over this run's bars
+        }
     }
     for (const ConversationToken& t : w.conversation()->tokens())
         if (t.trace.generated) {
