@@ -197,9 +197,14 @@ def country_answer(code: str, name: str) -> str:
 FORTUNE_QUESTIONS = ["Tell me a fortune.", "Give me a fortune.", "Tell me something wise.", "Say something clever.",
                      "tell me a fortune", "Can you tell me a fortune?", "Quote something.", "Tell me a saying."]
 
+# The self-description names only what the model does on held-out questions (docs/DEMO_MODEL.md): it is trained
+# on spelling backwards, weekdays and country codes too, but answers too few of them to claim them.
 ABOUT = ("I am the Colibri demo model, a small mixture of experts trained on this machine. I can add and subtract "
-         "numbers below 100, compare two numbers, spell words backwards, name the country of a two-letter code, "
-         "tell which day comes after another, and tell you a fortune.")
+         "numbers below 100, tell which of two numbers is larger, and tell you a fortune.")
+# The self-description of the first shipped run, which claimed every trained skill.
+ABOUT_FIRST_RUN = ("I am the Colibri demo model, a small mixture of experts trained on this machine. I can add and "
+                   "subtract numbers below 100, compare two numbers, spell words backwards, name the country of a "
+                   "two-letter code, tell which day comes after another, and tell you a fortune.")
 ABOUT_QUESTIONS = ["Hello", "Hi", "Hello!", "Hi there", "Who are you?", "What can you do?", "help", "Help",
                    "What are you?", "hello"]
 
@@ -211,12 +216,18 @@ class DialogueSource:
         self.s = splits
         self.rng = random.Random(seed)
         self.worked_arithmetic = False  # train.py switches to worked answers at --worked-from
+        self.minus_share = None  # a share of subtractions among the sums (--minus-share); None: as drawn
+        self.about = ABOUT
 
     def turn(self) -> tuple[str, str]:
         rng, s = self.rng, self.s
         r = rng.random()
         if r < 0.45:
             a, b, op = rng.choice(s.arith_train)
+            if self.minus_share is not None:
+                want = "minus" if rng.random() < self.minus_share else "plus"
+                while op != want:
+                    a, b, op = rng.choice(s.arith_train)
             answer = arith_worked_answer if self.worked_arithmetic else arith_answer
             return arith_question(rng, a, b, op), answer(a, b, op)
         if r < 0.53:
@@ -235,7 +246,7 @@ class DialogueSource:
             return rng.choice(COUNTRY_TRAIN_FORMS).format(c=code), country_answer(code, name)
         if r < 0.97:
             return rng.choice(FORTUNE_QUESTIONS), rng.choice(s.fortunes)
-        return rng.choice(ABOUT_QUESTIONS), ABOUT
+        return rng.choice(ABOUT_QUESTIONS), self.about
 
     def document(self) -> dict:
         """{"chat": [(user, assistant), ...]} or {"text": prose}."""

@@ -3,6 +3,9 @@
 
     nice python3 training/demo_model/train.py --work /tmp/demo-train        # about two hours on 2 cores
     python3 training/demo_model/train.py --work /tmp/demo-train --export-only   # re-export from the last checkpoint
+    nice python3 training/demo_model/train.py --work /tmp/demo-tune --init-from resources/demo_model \
+        --first-step 1250 --steps-short 100 --steps-long 0 --lr 4e-4 --warmup 10 --worked-from 0 --minus-share 0.65 \
+        --data-seed 1918 --threads 2       # the shipped fine-tune of the exported model (docs/DEMO_MODEL.md)
 
 A development tool (PyTorch from Debian's python3-torch), never a build or CI dependency: its output, the HF
 directory, is committed under resources/demo_model/ and the build converts it. Every seed is fixed; training
@@ -181,6 +184,11 @@ def plot(log_path: Path, png: Path) -> None:
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     ax[0].plot(steps, [r["loss"] for r in rows if "loss" in r], lw=0.8, label="cross-entropy (trained tokens)")
     ax[0].plot(steps, [r["aux"] for r in rows if "loss" in r], lw=0.8, label="load-balancing loss")
+    for r in rows:  # where a fine-tune of the exported model began
+        if "fine_tune_from" in r:
+            for a in ax:
+                a.axvline(r["first_step"], color="grey", ls="--", lw=0.8)
+            ax[0].annotate("fine-tune", (r["first_step"], 7), xytext=(-58, 0), textcoords="offset points", color="grey")
     ax[0].set_xlabel("step")
     ax[0].set_ylabel("loss")
     ax[0].set_yscale("log")
@@ -208,6 +216,13 @@ def main() -> int:
     ap.add_argument("--worked-from", type=int, default=800,
                     help="from this step on, arithmetic replies are worked digit by digit (corpus.arith_worked_answer)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init-from", type=Path,
+                    help="fine-tune: start from this exported Hugging Face directory (its weights and tokenizer) "
+                         "instead of a fresh initialisation, with the current self-description (corpus.ABOUT)")
+    ap.add_argument("--first-step", type=int, default=0, help="fine-tune: the number of the step it continues after")
+    ap.add_argument("--warmup", type=int, default=100, help="learning-rate warm-up steps")
+    ap.add_argument("--data-seed", type=int, default=SEED, help="seed of the training data stream")
+    ap.add_argument("--minus-share", type=float, help="share of subtractions among the sums (default: as drawn, half)")
     ap.add_argument("--export-only", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -219,6 +234,9 @@ def main() -> int:
     tests = corpus.heldout_tests(splits)
     (work / "heldout.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tests))
     (work / "sources.json").write_text(json.dumps(corpus.SOURCES, indent=2) + "\n")
+    if args.init_from and not (hf / "tokenizer.json").exists():
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(args.init_from / name, hf / name)
     if not (hf / "tokenizer.json").exists():
         t0 = time.time()
         enc = build_tokenizer(splits, hf, 512)
@@ -230,14 +248,20 @@ def main() -> int:
     torch.manual_seed(SEED)
     model = moe.MoeLM(cfg)
     model.init_weights(torch.Generator().manual_seed(SEED))
+    if args.init_from:
+        moe.load_hf_state_dict(model, {k: v.float() for k, v in moe.load_safetensors(str(args.init_from / "model.safetensors")).items()})
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
-    source = corpus.DialogueSource(splits, SEED)
+    source = corpus.DialogueSource(splits, args.data_seed)
+    # The first run trained the self-description of its time; a fine-tune teaches the current one.
+    source.about = corpus.ABOUT if args.init_from else corpus.ABOUT_FIRST_RUN
+    source.minus_share = args.minus_share
     windows = Windows(source, enc, enc.vocab["<|endoftext|>"])
-    total = args.steps_short + args.steps_long
-    step, elapsed, cpu = 0, 0.0, 0.0
+    first = args.first_step
+    total = first + args.steps_short + args.steps_long
+    step, elapsed, cpu = first, 0.0, 0.0
     ckpt = work / "checkpoint.pt"
     log_path = work / "train_log.jsonl"
     if ckpt.exists():
@@ -257,8 +281,15 @@ def main() -> int:
             # A resumed run may change the schedule (steps); the log says where and to what.
             log.write(json.dumps({"resumed_at": step, "steps_short": args.steps_short, "steps_long": args.steps_long,
                                   "threads": args.threads, "worked_from": args.worked_from}) + "\n")
-    elif log_path.exists():
-        log_path.unlink()
+    else:
+        if log_path.exists():
+            log_path.unlink()
+        if args.init_from:
+            with open(log_path, "a") as log:
+                log.write(json.dumps({"fine_tune_from": str(args.init_from), "first_step": first,
+                                      "steps": args.steps_short + args.steps_long, "lr": args.lr, "warmup": args.warmup,
+                                      "data_seed": args.data_seed, "minus_share": args.minus_share,
+                                      "threads": args.threads}) + "\n")
 
     def save_checkpoint():
         tmp = work / "checkpoint.pt.tmp"
@@ -273,10 +304,10 @@ def main() -> int:
     with open(log_path, "a") as log:
         while step < total and not args.export_only:
             t0, c0 = time.time(), time.process_time()
-            B, T = (32, 256) if step < args.steps_short else (16, 512)
+            B, T = (32, 256) if step < first + args.steps_short else (16, 512)
             source.worked_arithmetic = step >= args.worked_from
             x, m = windows.batch(B, T)
-            lr = lr_at(step, total, args.lr, 100)
+            lr = lr_at(step - first, total - first, args.lr, args.warmup)
             for g in opt.param_groups:
                 g["lr"] = lr
             logits, router_logits, _ = model(x[:, :-1])
