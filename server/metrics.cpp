@@ -64,6 +64,8 @@ std::string prometheus_text(const SchedulerStats& s, const RequestCounters& requ
     sample(out, "colibri_active_slots", model, s.active);
     family(out, "colibri_slots", "gauge", "Slots (sequences that decode together).");
     sample(out, "colibri_slots", model, s.slots);
+    family(out, "colibri_ranks", "gauge", "Processes the routed experts are spread over (mpirun -np N; 1: this process alone).");
+    sample(out, "colibri_ranks", model, s.ranks);
     family(out, "colibri_decode_tokens_per_second", "gauge", "Tokens generated per second over the last 10 seconds, all slots together.");
     sample(out, "colibri_decode_tokens_per_second", model, s.decode_tokens_per_second);
     family(out, "colibri_http_connections", "gauge", "HTTP connections open, by state: waiting (idle or a request arriving), queued, serving.");

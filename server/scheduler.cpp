@@ -27,6 +27,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 // As the session's observer it counts expert activations and, when the job asks, keeps each position's trace.
 struct Scheduler::Slot final : TraceObserver {
     Scheduler& owner;
+    uint32_t index;  // its place in slots_, and in the other ranks' slots (SessionMirror)
     std::unique_ptr<Session> session;
     std::vector<int32_t> cached;  // tokens the session holds
     uint32_t scope = 0;           // the cache_scope of the job that filled it
@@ -48,12 +49,13 @@ struct Scheduler::Slot final : TraceObserver {
     // Keeps the check's rows up to the one sampled from (the tokens plain decoding evaluated) and drops the rest.
     void settle() {
         if (drafts == 0) return;
+        owner.mirror_.keep_verified(index, row + 1);
         session->keep_verified(row + 1);
         drafter->on_verified(drafts, row);
         drafts = 0;
     }
 
-    Slot(Scheduler& s, std::unique_ptr<Session> sess) : owner(s), session(std::move(sess)) { session->set_observer(this); }
+    Slot(Scheduler& s, uint32_t i, std::unique_ptr<Session> sess) : owner(s), index(i), session(std::move(sess)) { session->set_observer(this); }
 
     bool busy() const { return job != nullptr; }
     bool prefilling() const { return busy() && next_prompt < job->spec().prompt.size(); }
@@ -83,15 +85,28 @@ struct Scheduler::Slot final : TraceObserver {
     }
 };
 
+namespace {
+
+// The slots' sessions, made alike on every rank (Scheduler and follow_scheduler).
+std::vector<std::unique_ptr<Session>> slot_sessions(const Model& model, ThreadPool& pool, const SchedulerOptions& options) {
+    std::vector<std::unique_ptr<Session>> sessions;
+    for (uint32_t i = 0; i < std::max(options.slots, 1u); ++i) sessions.push_back(std::make_unique<Session>(model, pool, options.context));
+    return sessions;
+}
+
+}  // namespace
+
 Scheduler::Scheduler(const Model& model, const SchedulerOptions& options)
-    : model_(model), options_(options), expert_counts_(size_t(model.hparams().n_layers) * std::max(model.hparams().n_experts, 1u)) {
+    : model_(model), options_(options), mirror_(options.ranks),
+      expert_counts_(size_t(model.hparams().n_layers) * std::max(model.hparams().n_experts, 1u)) {
     options_.slots = std::max(options_.slots, 1u);
     options_.prefill_chunk = std::max(options_.prefill_chunk, 1u);
     pool_ = std::make_unique<ThreadPool>(options_.threads);
-    for (uint32_t i = 0; i < options_.slots; ++i)
-        slots_.push_back(std::make_unique<Slot>(*this, std::make_unique<Session>(model_, *pool_, options_.context)));
+    for (auto& session : slot_sessions(model_, *pool_, options_))
+        slots_.push_back(std::make_unique<Slot>(*this, static_cast<uint32_t>(slots_.size()), std::move(session)));
     context_ = slots_.front()->session->context();
     stats_.slots = options_.slots;
+    stats_.ranks = mirror_.ranks();
     stats_.layers = model.hparams().n_layers;
     stats_.experts = model.hparams().n_experts;
     thread_ = std::thread([this] { run(); });
@@ -157,6 +172,7 @@ void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error
     }
     if (!error.empty()) {
         // The session may hold part of an evaluation: start its next job from nothing.
+        mirror_.reset(slot.index);
         slot.session->reset();
         slot.cached.clear();
     } else {
@@ -206,6 +222,7 @@ void Scheduler::admit_locked() {
         queue_.pop_front();
         const JobSpec& spec = slot.job->spec();
         size_t common = std::min(best_common, spec.prompt.size() - 1);  // at least one token is evaluated
+        mirror_.truncate(slot.index, static_cast<uint32_t>(common));
         if (!slot.session->truncate(static_cast<uint32_t>(common))) common = 0;  // a failed re-evaluation reset it
         slot.cached.resize(common);
         slot.scope = spec.cache_scope;
@@ -220,6 +237,7 @@ void Scheduler::admit_locked() {
         if (spec.speculate != SpeculateMode::Off && !spec.trace) {
             if (auto d = make_drafter(spec.speculate, model_); d && d.value()) {
                 slot.drafter = std::move(d.value());
+                mirror_.reserve_verify(slot.index, kMaxDrafts + 1);
                 slot.session->reserve_verify(kMaxDrafts + 1);
                 slot.fed = spec.prompt;
             }
@@ -231,37 +249,70 @@ void Scheduler::admit_locked() {
     stats_.queued = static_cast<uint32_t>(queue_.size());
 }
 
+Status Scheduler::lost() const {
+    std::lock_guard lock(mutex_);
+    return lost_;
+}
+
 void Scheduler::run() {
     for (;;) {
+        bool idle = false;
         {
             std::unique_lock lock(mutex_);
-            wake_.wait(lock, [&] {
+            const auto ready = [&] {
                 return stopping_ || !queue_.empty() || std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
-            });
+            };
+            // The other ranks wait for rank 0's next operation within their wait limit: an idle engine keeps them waiting.
+            if (mirror_.active()) idle = !wake_.wait_for(lock, mirror_.heartbeat(), ready);
+            else wake_.wait(lock, ready);
             if (stopping_) break;
-            admit_locked();
-            stats_.active = static_cast<uint32_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); }));
+            if (!idle) {
+                admit_locked();
+                stats_.active = static_cast<uint32_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); }));
+            }
         }
-        try {
-            step();
-        } catch (const std::exception& e) {
-            // Out of memory in the middle of a step: those jobs fail, the server goes on.
-            for (auto& s : slots_)
-                if (s->busy()) finish(*s, FinishReason::None, std::string("engine error: ") + e.what());
-            std::lock_guard lock(mutex_);
-            stats_.active = 0;
+        if (idle) {
+            mirror_.idle();
+        } else {
+            try {
+                step();
+            } catch (const std::exception& e) {
+                // Out of memory in the middle of a step: those jobs fail, the server goes on.
+                for (auto& s : slots_)
+                    if (s->busy()) finish(*s, FinishReason::None, std::string("engine error: ") + e.what());
+                std::lock_guard lock(mutex_);
+                stats_.active = 0;
+            }
+        }
+        if (Status gone = mirror_.lost(); !gone) {
+            // A rank stopped answering: no evaluation can succeed any more, so every job fails and nothing is taken.
+            {
+                std::lock_guard lock(mutex_);
+                lost_ = gone;
+                stopping_ = true;
+            }
+            fail_all(gone.message());
+            if (options_.on_ranks_lost) options_.on_ranks_lost();
+            return;
         }
     }
-    // Shutting down: every job gets an answer.
+    // Shutting down: every job gets an answer, and the other ranks stop.
+    fail_all("the server is shutting down");
+    mirror_.stop();
+}
+
+void Scheduler::fail_all(const std::string& why) {
     for (auto& s : slots_)
-        if (s->busy()) finish(*s, FinishReason::None, "the server is shutting down");
+        if (s->busy()) finish(*s, FinishReason::None, why);
     std::lock_guard lock(mutex_);
     for (auto& j : queue_) {
         JobOutcome out;
-        out.error = "the server is shutting down";
+        out.error = why;
         j->sink().on_finish(std::move(out));
     }
     queue_.clear();
+    stats_.queued = 0;
+    stats_.active = 0;
 }
 
 struct Scheduler::Input {
@@ -334,6 +385,7 @@ void Scheduler::step() {
     size_t begin = 0;
     while (begin < inputs.size()) {
         batch_.clear();
+        mirrored_.clear();
         size_t room = capacity, end = begin;
         for (; end < inputs.size() && room > 0; ++end) {
             Input& in = inputs[end];
@@ -341,13 +393,17 @@ void Scheduler::step() {
             in.verify = in.verify && in.tokens.size() > 1;
             room -= in.tokens.size();
             batch_.push_back({in.slot->session.get(), in.tokens, in.verify});
+            mirrored_.push_back({in.slot->index, in.tokens, in.verify});
         }
         ++passes;
         batched += capacity - room;
+        mirror_.eval_batch(mirrored_);
         if (Status s = Session::eval_batch(batch_); !s) {
+            if (!mirror_.lost()) return;  // a rank is gone: run() fails every job
             // Say which job failed: evaluate them one by one (eval_batch checked before evaluating anything).
             for (size_t i = begin; i < end; ++i) {
                 Session& session = *inputs[i].slot->session;
+                mirror_.eval(inputs[i].slot->index, inputs[i].tokens, inputs[i].verify);
                 auto r = inputs[i].verify ? session.verify(inputs[i].tokens) : session.eval(inputs[i].tokens);
                 if (!r) finish(*inputs[i].slot, FinishReason::None, r.message());
             }
@@ -381,6 +437,15 @@ void Scheduler::step() {
         recent_.emplace_back(t, sampled);
         while (recent_.size() > 2 && t - recent_.front().first > kRateWindow) recent_.pop_front();
     }
+}
+
+Status follow_scheduler(const Model& model, const SchedulerOptions& options) {
+    if (options.ranks == nullptr || options.ranks->rank() == 0) return error("follow_scheduler: this is rank 0");
+    ThreadPool pool(options.threads);
+    std::vector<std::unique_ptr<Session>> sessions = slot_sessions(model, pool, options);
+    std::vector<Session*> slots;
+    for (auto& s : sessions) slots.push_back(s.get());
+    return follow_slots(*options.ranks, slots);
 }
 
 }  // namespace colibri::server

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
 #include "server/job.h"
+#include "server/session_mirror.h"
 
 namespace colibri::server {
 
@@ -27,6 +29,12 @@ struct SchedulerOptions {
     uint32_t prefill_chunk = 64;  // prompt tokens a slot evaluates per step, so that decoding slots keep pace
     // A slot's cached prefix serves requests of any JobSpec::cache_scope (API key); by default only its own.
     bool share_cache_across_scopes = false;
+    // Expert parallelism: the ranks (null or one: this process alone). On rank 0 the Scheduler tells the other
+    // ranks every operation on its slots' sessions (server/session_mirror.h); they run follow_scheduler.
+    Communicator* ranks = nullptr;
+    // Called once on the engine thread when a rank is lost: every job has failed and the scheduler takes no more
+    // (lost() says why).
+    std::function<void()> on_ranks_lost;
 };
 
 struct SchedulerStats {
@@ -36,6 +44,7 @@ struct SchedulerStats {
     uint64_t forward_passes = 0, batched_tokens = 0;  // eval_batch calls and the tokens they evaluated together
     uint64_t drafted = 0, accepted = 0;  // speculative decoding: draft tokens checked, and those the sampler kept
     uint32_t queued = 0, active = 0, slots = 0;
+    uint32_t ranks = 1;  // processes that share the experts (expert parallelism)
     double decode_tokens_per_second = 0.0;  // generated tokens over the last 10 s (or since the first token), at the time asked
     uint32_t layers = 0, experts = 0;
     std::vector<uint64_t> expert_activations;  // [layer][expert]: routed tokens (prompt and generated)
@@ -53,10 +62,14 @@ public:
     SchedulerStats stats() const;
     uint32_t context() const { return context_; }
     const Model& model() const { return model_; }
+    // Ok unless a rank stopped answering (then the server can only stop: the error names the rank where known).
+    Status lost() const;
 
 private:
     struct Slot;
     void run();
+    // Every job, running or queued, ends with `why`.
+    void fail_all(const std::string& why);
     void admit_locked();
     void step();
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
@@ -71,15 +84,22 @@ private:
     std::unique_ptr<ThreadPool> pool_;
     std::vector<std::unique_ptr<Slot>> slots_;
     std::vector<Session::BatchPart> batch_;  // the engine thread's, reused every step
+    std::vector<SessionMirror::Part> mirrored_;  // the same step as the other ranks are told it
+    SessionMirror mirror_;
 
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<Job>> queue_;
     bool stopping_ = false;
+    Status lost_;  // guarded by mutex_
     SchedulerStats stats_;                               // guarded by mutex_
     std::deque<std::pair<double, uint32_t>> recent_;     // (seconds, tokens) of recent steps, guarded by mutex_
     std::vector<std::atomic<uint64_t>> expert_counts_;   // [layer][expert], bumped by the engine thread
     std::thread thread_;
 };
+
+// A rank other than 0 behind rank 0's Scheduler: the same slot sessions (options' slots, context and threads), each
+// operation rank 0's mirror sends applied to them, until it says stop (ok) or stops answering (the error).
+Status follow_scheduler(const Model& model, const SchedulerOptions& options);
 
 }  // namespace colibri::server

@@ -85,13 +85,14 @@ CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode) {
         ->capture_default_str();
 }
 
-Result<OpenedModel> load(const tools::ModelArgs& args) {
+Result<OpenedModel> load(const tools::ModelArgs& args, bool with_session) {
     if (!args.ranks && launched_ranks() > 1) {
         quiet_failure = launched_rank() != 0;  // every rank refuses alike
-        return error("runs in one process (under mpirun: generate, logits and bench)");
+        return error("runs in one process (under mpirun: generate, logits, bench and serve)");
     }
     auto options = tools::open_options(args);
     if (!options) return options.status();
+    options->with_session = with_session;
     OpenFailure failure = OpenFailure::Options;
     auto opened = open_model(options.value(), &failure);
     if (!opened) {

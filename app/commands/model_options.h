@@ -23,7 +23,7 @@ int fail(const std::string& what, const std::string& why);
 void add_budget_args(CLI::App* cmd, tools::ModelArgs& m);
 // -m (required, or else the build's demo model: chat and eval), -t, -c and the budget options.
 void add_model_args(CLI::App* cmd, tools::ModelArgs& m, bool required);
-// --placement and --rank-timeout: the command runs expert-parallel under mpirun (generate, logits, bench).
+// --placement and --rank-timeout: the command runs expert-parallel under mpirun (generate, logits, bench, serve).
 void add_rank_args(CLI::App* cmd, tools::ModelArgs& m);
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt);
 // The sampler options; any the user leaves out take the model's generation_config.json defaults (sampler_for_model).
@@ -35,8 +35,9 @@ SamplerConfig sampler_for_model(const CLI::App& cmd, const SamplerConfig& given,
 CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode);
 
 // Under mpirun a command without add_rank_args is refused; ranks other than 0 print nothing on stdout, and an error
-// every rank meets alike (a refused placement) is said by rank 0 alone.
-Result<OpenedModel> load(const tools::ModelArgs& args);
+// every rank meets alike (a refused placement) is said by rank 0 alone. Without with_session, the model alone (serve
+// starts its own pool and sessions).
+Result<OpenedModel> load(const tools::ModelArgs& args, bool with_session = true);
 // The model and the input tokens (--tokens or --prompt), checked against its vocabulary.
 struct LoadedInput {
     OpenedModel l;

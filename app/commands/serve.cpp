@@ -20,7 +20,6 @@
 #include "engine/base/thread_start.h"
 #include "engine/core/model.h"
 #include "engine/core/open_model.h"
-#include "engine/distributed/launch.h"
 #include "model_options.h"
 #include "tools/model_args.h"
 #include "server/http_server.h"
@@ -32,7 +31,7 @@ namespace colibri::cli {
 namespace {
 
 struct ServeArgs {
-    tools::ModelArgs model;            // -m, -t, -c (per slot) and the RAM budget options
+    tools::ModelArgs model;            // -m, -t, -c (per slot), the RAM budget options, --placement and --rank-timeout
     std::string host = "127.0.0.1";    // HOST or HOST:PORT ([::1]:PORT for IPv6)
     int port = -1;                     // -1: from --host, else 8080; 0: any free port
     uint32_t slots = 4;
@@ -118,6 +117,13 @@ public:
         }
         return Status::ok();
     }
+    // Stops as the first signal does, from any thread (a lost rank): runs the stop action, or has on_signal() say so.
+    void stop_now() {
+        std::lock_guard lock(mutex_);
+        if (signalled_) return;
+        signalled_ = true;
+        if (action_) action_();
+    }
     // Runs `stop` on the next signal; false (and nothing set) when one has come already.
     bool on_signal(std::function<void()> stop) {
         std::lock_guard lock(mutex_);
@@ -153,12 +159,19 @@ private:
     std::thread thread_;
 };
 
+// A rank other than 0 under mpirun: no server; the same slots as rank 0's scheduler, following it until it says stop.
+// Its first SIGINT or SIGTERM (mpirun passes them on to every rank) is taken and does nothing: rank 0 stops the
+// others once it has answered its requests.
+int follow(const Model& model, const server::SchedulerOptions& so) {
+    try {
+        if (Status s = server::follow_scheduler(model, so); !s) return fail(s.message());
+    } catch (const std::system_error& e) {
+        return fail(thread_start_failure("the engine's threads", e));
+    }
+    return 0;
+}
+
 int cmd_serve(ServeArgs a) {
-    // Not yet expert-parallel: N ranks would be N servers on one port.
-    if (launched_ranks() > 1) return fail("runs in one process (under mpirun: generate, logits and bench)");
-    auto options = tools::open_options(a.model);
-    if (!options) return fail(options.message());
-    options->with_session = false;  // the scheduler starts the pool and one session per slot
     int port = a.port;
     std::string host;
     if (!split_host(a.host, host, port)) return fail("--host '" + a.host + "' is not HOST, HOST:PORT or [IPV6]:PORT");
@@ -178,12 +191,26 @@ int cmd_serve(ServeArgs a) {
 
     auto speculate = parse_speculate_mode(a.speculate);
     if (!speculate) return fail(speculate.message());
-    auto model = load_model(options.value());
-    if (!model) return fail(model.message());
-    if (auto drafter = make_drafter(speculate.value(), *model.value()); !drafter) return fail(drafter.message());
     if (const std::string p = server::server_speculate_problem(speculate.value()); !p.empty()) return fail(p);
+    // The signals are blocked before MPI starts its threads (they would take a SIGTERM and end the process at once).
+    StopSignals stop;
+    if (Status s = stop.start(); !s) return fail(s.message());
+    // Under mpirun every rank opens the model and joins the others (engine/core/open_model.h); the scheduler starts
+    // the pool and one session per slot.
+    auto opened = load(a.model, false);
+    if (!opened) return fail(opened.message());
+    Communicator* ranks = opened->comm && opened->comm->size() > 1 ? opened->comm.get() : nullptr;
+    if (auto drafter = make_drafter(speculate.value(), *opened->model); !drafter) return fail(drafter.message());
+    server::SchedulerOptions so;
+    so.slots = a.slots;
+    so.context = a.model.context;
+    so.threads = a.model.threads;
+    so.max_queue = a.max_queue;
+    so.share_cache_across_scopes = a.share_prefix_cache;
+    so.ranks = ranks;
+    if (ranks && ranks->rank() != 0) return follow(*opened->model, so);
     server::ServedModel served;
-    served.model = model.value().get();
+    served.model = opened->model.get();
     served.id = model_id(a.model.path);
     served.aliases = a.aliases;
     struct stat st{};
@@ -191,15 +218,8 @@ int cmd_serve(ServeArgs a) {
 
     // Every thread starts before "listening" is printed: a limit on threads is an error here, not a server that
     // accepts connections and never answers.
-    StopSignals stop;
-    if (Status s = stop.start(); !s) return fail(s.message());
     try {
-        server::SchedulerOptions so;
-        so.slots = a.slots;
-        so.context = a.model.context;
-        so.threads = a.model.threads;
-        so.max_queue = a.max_queue;
-        so.share_cache_across_scopes = a.share_prefix_cache;
+        so.on_ranks_lost = [&stop] { stop.stop_now(); };  // the server stops, and says why below
         server::Scheduler scheduler(*served.model, so);
         served.context = scheduler.context();
         server::ApiLimits limits;
@@ -235,8 +255,9 @@ int cmd_serve(ServeArgs a) {
             local = std::make_unique<server::LocalServer>(scheduler, served, local_limits, lo);
             if (Status s = local->start(); !s) return fail(s.message());
         }
-        if (!stop.on_signal([&http] { http.stop(); })) {  // signalled while starting
+        if (!stop.on_signal([&http] { http.stop(); })) {  // signalled (or a rank lost) while starting
             if (local) local->stop();
+            if (Status gone = scheduler.lost(); !gone) return fail(gone.message());
             std::fprintf(stderr, "colibri serve: stopped\n");
             return 0;
         }
@@ -244,9 +265,10 @@ int cmd_serve(ServeArgs a) {
             std::fprintf(stderr, "colibri serve: expert cache: %s, %u slots per layer within %llu bytes (--ram-budget)\n",
                          cache_policy_name(c->policy()), c->slots_per_layer(), static_cast<unsigned long long>(c->budget()));
         const bool v6 = host.find(':') != std::string::npos;
-        std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
-                     format::family_name(served.model->family()), a.slots, scheduler.context(), v6 ? "[" : "", host.c_str(),
-                     v6 ? "]" : "", bound.value(), a.api_keys.empty() ? "" : " (API key required)");
+        const std::string spread = ranks ? ", experts over " + std::to_string(ranks->size()) + " ranks" : "";
+        std::fprintf(stderr, "colibri serve: %s (%s), %u slots of %u tokens%s, listening on http://%s%s%s:%d%s\n", served.id.c_str(),
+                     format::family_name(served.model->family()), a.slots, scheduler.context(), spread.c_str(), v6 ? "[" : "",
+                     host.c_str(), v6 ? "]" : "", bound.value(), a.api_keys.empty() ? "" : " (API key required)");
         if (local)
             std::fprintf(stderr, "colibri serve: local mode on %s (mode 0660)%s\n", a.socket_path.c_str(),
                          a.api_keys.empty() ? "" : " (API key required)");
@@ -256,6 +278,8 @@ int cmd_serve(ServeArgs a) {
         } detach{stop};
         http.run();
         if (local) local->stop();
+        // A rank that stopped answering ended the server: one line, and a non-zero exit.
+        if (Status gone = scheduler.lost(); !gone) return fail(gone.message());
     } catch (const std::system_error& e) {
         return fail(thread_start_failure("the server's threads", e));
     }
@@ -272,6 +296,7 @@ public:
         sub_->add_option("-t,--threads", a.model.threads, "worker threads (default: all cores)");
         sub_->add_option("-c,--context", a.model.context, "context per slot in tokens (default: min(model, 4096))");
         add_budget_args(sub_, a.model);
+        add_rank_args(sub_, a.model);
         sub_->add_option("--host", a.host, "address to listen on, HOST or HOST:PORT (default 127.0.0.1:8080)");
         sub_->add_option("--port", a.port, "port (default 8080; 0 picks a free one)");
         sub_->add_option("--slots", a.slots, "sequences decoded together, each with its own KV cache (default 4)");
@@ -289,6 +314,10 @@ public:
         sub_->add_option("--timeout", a.timeout_s, "seconds a request may take to arrive, and one read or write to wait (default 10)");
         sub_->add_option("--alias", a.aliases, "another name clients may give as \"model\"");
         sub_->add_flag("-q,--quiet", a.quiet, "no line per request");
+        sub_->footer("Under mpirun -np N (expert parallelism, docs/DISTRIBUTED.md): rank 0 serves and the other ranks, each "
+                     "holding its share of the experts, follow every step of its slots; replies are one process's. A rank "
+                     "that stops answering for --rank-timeout seconds stops the server (exit 1, one line naming it); SIGINT "
+                     "or SIGTERM to rank 0 stops every rank.");
     }
     int run() override { return cmd_serve(args_); }
 

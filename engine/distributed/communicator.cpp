@@ -15,12 +15,15 @@ Status SoloCommunicator::allgatherv(std::span<const uint8_t> send, std::span<uin
     return Status::ok();
 }
 
-Status Communicator::peer_lost() const {
+Status Communicator::peer_lost(std::span<const uint32_t> lost) const {
     const long long ms = wait_limit_.count();
     char limit[32];
     if (ms % 1000 == 0) std::snprintf(limit, sizeof limit, "%lld s", ms / 1000);
     else std::snprintf(limit, sizeof limit, "%.3g s", double(ms) / 1000.0);
-    return error("rank " + std::to_string(rank()) + ": another rank did not answer within " + limit + " (it stopped or died)");
+    std::string who = lost.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < lost.size(); ++i) who += (i == 0 ? "" : i + 1 == lost.size() ? " and " : ", ") + std::to_string(lost[i]);
+    if (lost.empty()) who = "another rank";
+    return error("rank " + std::to_string(rank()) + ": " + who + " did not answer within " + limit + " (it stopped or died)");
 }
 
 Status allgather(Communicator& comm, std::span<const uint8_t> mine, std::span<uint8_t> all) {

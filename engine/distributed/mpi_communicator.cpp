@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -60,15 +61,73 @@ public:
         return wait(request);
     }
 
+    Status broadcast(std::vector<uint8_t>& bytes) override {
+        if (broken_) return error("exchange: an earlier exchange with the other ranks failed");
+        if (size_ == 1) return Status::ok();
+        if (bytes.size() > size_t(INT32_MAX)) return error("broadcast: more than 2 GiB in one message");
+        if (rank_ == 0) return send_to_all(bytes);
+        return receive_from_first(bytes);
+    }
+
 private:
-    // MPI_Test until done or the wait limit: spinning briefly (decode's exchanges are short), then yielding the
-    // core and sleeping, so that ranks sharing cores (mpirun --oversubscribe) still make progress.
+    static constexpr int kOpTag = 1, kAckTag = 2;  // the broadcast's point-to-point messages
+
+    // Rank 0: the bytes to each rank, and each rank's acknowledgement back; a rank whose acknowledgement did not come
+    // within the wait limit is named.
+    Status send_to_all(const std::vector<uint8_t>& bytes) {
+        requests_.assign(2 * size_t(size_ - 1), MPI_REQUEST_NULL);
+        acks_.assign(size_, 0);
+        for (uint32_t r = 1; r < size_; ++r) {
+            MPI_Request* pair = &requests_[2 * size_t(r - 1)];
+            int rc = MPI_Irecv(&acks_[r], 1, MPI_BYTE, int(r), kAckTag, comm_, pair + 1);
+            if (rc == MPI_SUCCESS) rc = MPI_Isend(bytes.data(), int(bytes.size()), MPI_BYTE, int(r), kOpTag, comm_, pair);
+            if (rc != MPI_SUCCESS) return fail("broadcast: " + mpi_error(rc));
+        }
+        if (Status s = poll([&](int& done) { return test_all(done); }); !s) {
+            if (!timed_out_) return s;  // an MPI error, not a silent rank
+            std::vector<uint32_t> lost;
+            for (uint32_t r = 1; r < size_; ++r)
+                if (requests_[2 * size_t(r - 1)] != MPI_REQUEST_NULL || requests_[2 * size_t(r - 1) + 1] != MPI_REQUEST_NULL) lost.push_back(r);
+            return peer_lost(lost);
+        }
+        return Status::ok();
+    }
+    // Every other rank: rank 0's next message (whatever its size), then the acknowledgement.
+    Status receive_from_first(std::vector<uint8_t>& bytes) {
+        MPI_Status status;
+        COLIBRI_TRY(poll([&](int& done) { return MPI_Iprobe(0, kOpTag, comm_, &done, &status); }));
+        int count = 0;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        bytes.resize(size_t(std::max(count, 0)));
+        if (const int rc = MPI_Recv(bytes.data(), count, MPI_BYTE, 0, kOpTag, comm_, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
+            return fail("broadcast: " + mpi_error(rc));
+        MPI_Request request = MPI_REQUEST_NULL;
+        if (const int rc = MPI_Isend(&ack_, 1, MPI_BYTE, 0, kAckTag, comm_, &request); rc != MPI_SUCCESS) return fail("broadcast: " + mpi_error(rc));
+        return wait(request);
+    }
+    int test_all(int& done) {
+        done = 1;
+        for (MPI_Request& r : requests_) {
+            if (r == MPI_REQUEST_NULL) continue;
+            int one = 0;
+            if (const int rc = MPI_Test(&r, &one, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+            done = done && one;
+        }
+        return MPI_SUCCESS;
+    }
     Status wait(MPI_Request& request) {
+        return poll([&](int& done) { return MPI_Test(&request, &done, MPI_STATUS_IGNORE); });
+    }
+    // Calls `test` (an MPI call that sets its flag when done) until done or the wait limit: spinning briefly
+    // (decode's exchanges are short), then yielding the core and sleeping, so that ranks sharing cores (mpirun
+    // --oversubscribe) still make progress.
+    template <typename Test>
+    Status poll(Test test) {
         using Clock = std::chrono::steady_clock;
         const Clock::time_point deadline = Clock::now() + wait_limit_;
         for (uint32_t polls = 0;; ++polls) {
             int done = 0;
-            const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+            const int rc = test(done);
             if (rc != MPI_SUCCESS) return fail("exchange with the other ranks failed: " + mpi_error(rc));
             if (done) return Status::ok();
             if (polls < 64) continue;
@@ -77,7 +136,7 @@ private:
                 continue;
             }
             if (Clock::now() >= deadline) {
-                broken_ = true;
+                broken_ = timed_out_ = true;
                 return peer_lost();
             }
             std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -89,8 +148,11 @@ private:
     }
     MPI_Comm comm_;
     uint32_t rank_ = 0, size_ = 1;
-    bool broken_ = false;
+    bool broken_ = false, timed_out_ = false;
     std::vector<int> counts_, displs_;
+    std::vector<MPI_Request> requests_;  // rank 0's broadcast: per other rank its send, then its acknowledgement
+    std::vector<uint8_t> acks_;
+    uint8_t ack_ = 1;
 };
 
 }  // namespace
@@ -99,8 +161,10 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
+        // Serialized: the server's engine thread, not the main one, calls MPI while it serves (one thread at a time).
         int provided = 0;
-        if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return error("MPI_Init failed");
+        if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) return error("MPI_Init failed");
+        if (provided < MPI_THREAD_SERIALIZED) return error("this MPI library does not let threads take turns calling it (MPI_THREAD_SERIALIZED)");
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm comm = MPI_COMM_NULL;

@@ -32,6 +32,15 @@ public:
         if (!group_.barrier(lock, wait_limit_)) return lost();
         return Status::ok();
     }
+    Status broadcast(std::vector<uint8_t>& bytes) override {
+        std::unique_lock<std::mutex> lock(group_.mutex_);
+        if (rank_ == 0) group_.shared_ = &bytes;
+        if (!group_.barrier(lock, wait_limit_)) return lost();
+        if (rank_ != 0) bytes = *group_.shared_;
+        // Rank 0 keeps its bytes until every rank has copied them.
+        if (!group_.barrier(lock, wait_limit_)) return lost();
+        return Status::ok();
+    }
 
 private:
     Status lost() const { return peer_lost(); }

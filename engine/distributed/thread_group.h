@@ -29,6 +29,7 @@ private:
     uint64_t generation_ = 0;
     bool broken_ = false;
     std::vector<std::span<const uint8_t>> sends_;
+    const std::vector<uint8_t>* shared_ = nullptr;  // rank 0's bytes in a broadcast
     std::vector<std::unique_ptr<Rank>> ranks_;
 };
 

@@ -4,7 +4,10 @@
 # byte for byte one process's for a Mixtral, a DeepSeek-V3 (shared expert, latent attention) and a Qwen3-Next hybrid;
 # generate and bench --json name the ranks and bench reports the exchange per token and MoE layer; a placement naming
 # experts the model lacks is refused before any token with one line and a non-zero exit; a rank killed mid-run makes
-# the other stop with one line within its --rank-timeout, never a hang. Exit 77 (skipped) in a build without MPI.
+# the other stop with one line within its --rank-timeout, never a hang. `colibri serve` under mpirun answers as one
+# process does (two requests at once, lookup speculation, the trace extension); SIGTERM to rank 0 stops every rank;
+# a killed follower stops rank 0 with one line naming it, a killed rank 0 the followers, within the rank timeout.
+# Exit 77 (skipped) in a build without MPI.
 # Usage: mpi_ranks_test.sh CLI MAKE_MODEL REFERENCE_DIR MPI_BUILT(ON|OFF)
 set -euo pipefail
 cli="$1"
@@ -15,7 +18,8 @@ if [[ "$4" != ON ]]; then
   exit 77
 fi
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# A server left running by a failed check goes with the test (its `timeout` passes the signal on).
+trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_rmaps_base_oversubscribe=1
 # Every mpirun is bounded: a hang fails the test instead of holding CI.
 ranks() { local n="$1"; shift; timeout 120 mpirun --oversubscribe -np "$n" "$@"; }
@@ -131,3 +135,142 @@ check test "$elapsed" -lt 50
 check grep -q "^colibri: generate: .*rank 0: another rank did not answer within 2 s (it stopped or died)$" "$work/err.txt"
 check test "$(grep -c '^colibri:' "$work/err.txt")" -eq 1
 echo "ok: a killed rank stops the other with one line in ${elapsed}s"
+
+# colibri serve under mpirun: rank 0 serves HTTP, the other ranks follow every operation on its slots' sessions
+# (server/session_mirror.h). The same requests to one process, 2 and 3 ranks: a long streamed reply with a short one
+# sent while it decodes (steps that evaluate both slots in one eval_batch; the client checks that some step sampled
+# both), lookup speculation (checks and keep_verified) and the trace extension (each position's token and routing).
+cat > "$work/client.py" <<'PY'
+# Usage: client.py PORT OUT RANKS: the replies (ids, dates and timings left out) into OUT.
+import json, sys, threading, time, urllib.request
+port, out_path, ranks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+base = "http://127.0.0.1:" + port
+
+def post(body):
+    request = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(request, timeout=60)
+
+def metrics():
+    # A reply ends before its last step is counted: read them once no slot is active.
+    for _ in range(100):
+        m = {}
+        for line in urllib.request.urlopen(base + "/metrics", timeout=10).read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                m[name.split("{")[0]] = m.get(name.split("{")[0], 0) + float(value)
+        if m["colibri_active_slots"] == 0:
+            return m
+        time.sleep(0.05)
+    raise AssertionError("a slot stays active")
+
+def clean(reply):
+    for key in ("id", "created", "timings"):
+        reply.pop(key, None)
+    for position in reply.get("colibri", {}).get("trace", []):
+        position.pop("timings")
+    return reply
+
+greedy = {"model": "mixtral", "temperature": 0, "logprobs": 1, "ignore_eos": True}
+out = {}
+decoding = threading.Event()
+def long_reply():
+    chunks = []
+    for line in post({**greedy, "prompt": [1, 17, 42, 99, 5, 25, 3, 77], "max_tokens": 900, "stream": True}):
+        if line.startswith(b"data: {"):
+            chunks.append(json.loads(line[6:]))
+            decoding.set()
+    out["long"] = {"logprobs": [x for c in chunks for ch in c["choices"] if ch["logprobs"] for x in ch["logprobs"]["token_logprobs"]],
+                   "finish": [ch["finish_reason"] for c in chunks for ch in c["choices"] if ch["finish_reason"]]}
+    decoding.set()
+reader = threading.Thread(target=long_reply)
+reader.start()
+assert decoding.wait(60)
+out["short"] = clean(json.load(post({**greedy, "prompt": [8, 14, 64, 12, 30, 2, 9, 11, 40, 7], "max_tokens": 40})))
+reader.join()
+m = metrics()
+assert m["colibri_ranks"] == ranks, m["colibri_ranks"]
+# Each step samples at most one token per slot: more tokens than steps means some step ran both slots.
+assert m["colibri_generated_tokens_total"] > m["colibri_engine_steps_total"], (m["colibri_generated_tokens_total"], m["colibri_engine_steps_total"])
+assert len(out["long"]["logprobs"]) == 900 and out["short"]["usage"]["completion_tokens"] == 40
+out["lookup"] = clean(json.load(post({**greedy, "prompt": [5, 6, 7, 8] * 4, "max_tokens": 48, "speculate": "lookup"})))
+s = metrics()
+out["speculation"] = {k: s[k] - m[k] for k in ("colibri_speculative_drafted_total", "colibri_speculative_accepted_total")}
+assert out["speculation"]["colibri_speculative_drafted_total"] > 0, out["speculation"]
+out["trace"] = clean(json.load(post({**greedy, "prompt": [3, 1, 4, 1, 5, 9, 2, 6], "max_tokens": 8, "colibri": {"trace": True}})))
+json.dump(out, open(out_path, "w"), sort_keys=True)
+PY
+descendants() { local p; for p in $(ps -o pid= --ppid "$1"); do echo "$p"; descendants "$p"; done; }
+rank_pid() {  # RUNNER RANK: the colibri process of that rank under RUNNER (one process: RANK "")
+  local p
+  for p in $(descendants "$1"); do
+    [[ "$(cat "/proc/$p/comm" 2> /dev/null)" == colibri ]] || continue
+    if [[ -z "$2" ]] || grep -qzx "OMPI_COMM_WORLD_RANK=$2" "/proc/$p/environ" 2> /dev/null; then echo "$p"; return; fi
+  done
+}
+listening_port() {  # LOG: the port rank 0 listens on, once it says so (empty after 30 s)
+  local port=""
+  for _ in $(seq 300); do
+    port=$(sed -n 's|^colibri serve: .*listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$1" 2> /dev/null)
+    [[ -n "$port" ]] && break
+    sleep 0.1
+  done
+  echo "$port"
+}
+serve_args=(serve -m "$work/mixtral.bin" --port 0 -t 1 -c 1024 --slots 2 -q)
+serve() {  # N (1: one process): the client's replies into serve-N.json, then SIGTERM to rank 0 stops every rank
+  local n="$1" runner port root rc=0 start elapsed
+  rm -f "$work/serve.log"  # not the last run's line
+  if [[ "$n" == 1 ]]; then
+    timeout 60 "$cli" "${serve_args[@]}" 2> "$work/serve.log" &
+  else
+    timeout 60 mpirun --oversubscribe -np "$n" "$cli" "${serve_args[@]}" --rank-timeout 20 2> "$work/serve.log" &
+  fi
+  runner=$!
+  port=$(listening_port "$work/serve.log")
+  check test -n "$port"
+  if [[ "$n" != 1 ]]; then check grep -q "experts over $n ranks, listening" "$work/serve.log"; fi
+  check python3 "$work/client.py" "$port" "$work/serve-$n.json" "$n"
+  root=$(rank_pid "$runner" "$([[ "$n" == 1 ]] || echo 0)")
+  check test -n "$root"
+  start=$(date +%s)
+  kill -TERM "$root"
+  wait "$runner" || rc=$?
+  elapsed=$(($(date +%s) - start))
+  check test "$rc" -eq 0
+  check test "$elapsed" -lt 15
+  check grep -q "^colibri serve: stopped$" "$work/serve.log"
+  check test "$(grep -c '^colibri:' "$work/serve.log")" -eq 0
+}
+serve 1
+for n in 2 3; do
+  serve "$n"
+  check cmp "$work/serve-1.json" "$work/serve-$n.json"
+  echo "ok: serve: $n ranks answer as one process does; SIGTERM to rank 0 stopped every rank"
+done
+
+# A rank killed (kill -9) while the server waits for requests: with a follower gone rank 0 stops serving and exits 1
+# with one line naming it; with rank 0 gone the follower exits 1 with one line; each within its --rank-timeout (and
+# rank 0's heartbeat). mpirun --enable-recovery keeps the survivor running, so that the line is colibri's; each rank's
+# exit status is written beside the log.
+export COLIBRI_TEST_EXIT="$work/exit"
+killed() {  # RANK LINE: kill RANK; the survivor's one line
+  local victim rc start elapsed runner
+  rm -f "$work"/exit.* "$work/serve.log"
+  timeout 60 mpirun --oversubscribe --enable-recovery -np 2 bash -c '"$0" "$@"; echo $? > "$COLIBRI_TEST_EXIT.$OMPI_COMM_WORLD_RANK"' \
+    "$cli" "${serve_args[@]}" --rank-timeout 2 2> "$work/serve.log" &
+  runner=$!
+  check test -n "$(listening_port "$work/serve.log")"
+  victim=$(rank_pid "$runner" "$1")
+  check test -n "$victim"
+  start=$(date +%s)
+  kill -9 "$victim"
+  wait "$runner" || true
+  elapsed=$(($(date +%s) - start))
+  check test "$elapsed" -lt 15
+  check test "$(cat "$work/exit.$((1 - $1))")" -eq 1
+  check grep -qx "$2" "$work/serve.log"
+  check test "$(grep -c '^colibri:' "$work/serve.log")" -eq 1
+  echo "ok: serve: rank $1 killed: the other rank exits 1 with one line in ${elapsed}s"
+}
+killed 1 "colibri: serve: rank 0: rank 1 did not answer within 2 s (it stopped or died)"
+killed 0 "colibri: serve: rank 1: another rank did not answer within 2 s (it stopped or died)"
