@@ -185,9 +185,19 @@ private slots:
         ProfilerView* p = w.profiler_view();
         QVERIFY(!p->keep_as_baseline());  // nothing profiled yet
         QVERIFY(!p->baseline().has_value());
+        // The menu greys out what cannot be done: keep, (open), save, —, stop.
+        QMenu* menu = p->compare_button()->menu();
+        const auto enabled = [menu] {
+            emit menu->aboutToShow();
+            QString states;
+            for (QAction* a : menu->actions()) states += a->isSeparator() ? QLatin1Char('-') : a->isEnabled() ? QLatin1Char('1') : QLatin1Char('0');
+            return states;
+        };
+        QCOMPARE(enabled(), QStringLiteral("010-0"));
         QVERIFY(chat(w, QStringLiteral("Hello! What do hummingbirds eat?"), 12));
         p->refresh();
         QVERIFY(p->comparison_label()->isHidden());
+        QCOMPARE(enabled(), QStringLiteral("111-0"));
         const int plain_columns = p->layer_model()->columnCount();
         const int layer_rows = p->layer_model()->rowCount();
         QVERIFY(layer_rows > 0);
@@ -198,6 +208,7 @@ private slots:
         QVERIFY(!base.kernel.isEmpty());
         QVERIFY(base.step_ms.samples.size() >= 10);  // 12 generated tokens, the first's step is the prompt's
         QCOMPARE(static_cast<int>(base.layers.size()), layer_rows);
+        QCOMPARE(enabled(), QStringLiteral("010-1"));  // nothing profiled since the baseline
         // From now on the profiler shows the tokens after the baseline: none yet.
         const int kept_at = w.conversation()->size();
         QCOMPARE(p->profiled_from(), kept_at);
@@ -316,7 +327,7 @@ private slots:
         }
 
         // The menu offers all four, and stopping the comparison takes its columns, line and markers away.
-        QCOMPARE(p->compare_button()->menu()->actions().size(), 5);  // four and a separator
+        QCOMPARE(menu->actions().size(), 5);  // four and a separator
         p->clear_baseline();
         QVERIFY(!p->baseline().has_value());
         QCOMPARE(layers->columnCount(), plain_columns);

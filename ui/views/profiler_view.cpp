@@ -109,7 +109,14 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     menu->addAction(tr("Compare with a saved profile…"), this, &ProfilerView::compare_with_chosen_file);
     menu->addAction(tr("Save this profile…"), this, &ProfilerView::save_profile_as);
     menu->addSeparator();
-    menu->addAction(tr("Stop comparing"), this, &ProfilerView::clear_baseline);
+    QAction* stop = menu->addAction(tr("Stop comparing"), this, &ProfilerView::clear_baseline);
+    // What cannot be done now is greyed out: keeping or saving needs a profile, stopping a baseline.
+    connect(menu, &QMenu::aboutToShow, this, [this, menu, stop] {
+        const bool profiled = !snapshot().empty();
+        menu->actions().at(0)->setEnabled(profiled);
+        menu->actions().at(2)->setEnabled(profiled);
+        stop->setEnabled(baseline_.has_value());
+    });
     compare_->setMenu(menu);
     status_ = new QLabel(tr("Open a model to profile it."));
     status_->setObjectName(QStringLiteral("counter_status"));
@@ -137,7 +144,8 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     // Per layer.
     chart_ = new QChart;
     chart_->setTitle(tr("Time per token and layer (µs)"));
-    chart_->legend()->setAlignment(Qt::AlignRight);
+    // Below the plot: at dock width a legend at the side took the width the layers' bars and labels need.
+    chart_->legend()->setAlignment(Qt::AlignBottom);
     chart_->setMargins(QMargins(2, 2, 2, 2));
     chart_view_ = new QChartView(chart_);
     chart_view_->setRenderHint(QPainter::Antialiasing);
