@@ -191,7 +191,6 @@ int cmd_serve(ServeArgs a) {
 
     auto speculate = parse_speculate_mode(a.speculate);
     if (!speculate) return fail(speculate.message());
-    if (const std::string p = server::server_speculate_problem(speculate.value()); !p.empty()) return fail(p);
     // The signals are blocked before MPI starts its threads (they would take a SIGTERM and end the process at once).
     StopSignals stop;
     if (Status s = stop.start(); !s) return fail(s.message());
@@ -200,7 +199,9 @@ int cmd_serve(ServeArgs a) {
     auto opened = load(a.model, false);
     if (!opened) return fail(opened.message());
     Communicator* ranks = opened->comm && opened->comm->size() > 1 ? opened->comm.get() : nullptr;
+    // What the model lacks first ("no multi-token-prediction head"), then what the server does not do yet.
     if (auto drafter = make_drafter(speculate.value(), *opened->model); !drafter) return fail(drafter.message());
+    if (const std::string p = server::server_speculate_problem(speculate.value()); !p.empty()) return fail(p);
     server::SchedulerOptions so;
     so.slots = a.slots;
     so.context = a.model.context;

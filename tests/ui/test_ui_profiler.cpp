@@ -266,9 +266,11 @@ private slots:
         slow.model = QStringLiteral("other.bin");
         std::vector<double> steps = base.step_ms.samples;
         const double top = *std::max_element(steps.begin(), steps.end());
-        for (double& v : steps) v = 2 * top + v;  // every step beyond this run's slowest: the IQRs cannot overlap
+        // Every step a thousand times the baseline's slowest: beyond any step of this run, even on a busy machine
+        // (twice was not: a second reply on a loaded machine was slower than that).
+        for (double& v : steps) v = 1000 * top + v;
         slow.step_ms = tools::Spread::of(steps);
-        for (ProfileLayer& l : slow.layers) l.experts_us += 9 * l.total_us();  // ten times the total
+        for (ProfileLayer& l : slow.layers) l.experts_us += 999 * l.total_us();  // a thousand times the total
         const QString slow_path = dir_.filePath(QStringLiteral("slow.json"));
         QVERIFY(slow.save(slow_path));
         QVERIFY(p->compare_with_file(slow_path));
@@ -280,7 +282,7 @@ private slots:
         for (int r = 0; r < layers->rowCount(); ++r) {
             const QString change = layers->index(r, layers->baseline_column() + 1).data().toString();
             QVERIFY2(change.startsWith(QStringLiteral("−")), qPrintable(change));
-            const double expected = layers->mean_us(r, LayerProfileModel::Total) / (10 * base.layers[static_cast<size_t>(r)].total_us()) - 1;
+            const double expected = layers->mean_us(r, LayerProfileModel::Total) / (1000 * base.layers[static_cast<size_t>(r)].total_us()) - 1;
             QVERIFY(std::fabs(layers->index(r, layers->baseline_column() + 1).data(Qt::EditRole).toDouble() - expected) < 1e-9);
         }
 
