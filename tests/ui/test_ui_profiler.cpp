@@ -11,6 +11,7 @@
 #include <QMenu>
 #include <QTabWidget>
 #include <QToolButton>
+#include <memory>
 #include <sys/stat.h>
 
 #include "engine/core/perf_counters.h"
@@ -46,6 +47,16 @@ class TestProfiler : public QObject {
         return wait_for(loaded, 1);
     }
 
+    // A window at 1280x720 that keeps no settings.
+    static std::unique_ptr<MainWindow> shown_window() {
+        MainWindowOptions options;
+        options.persist_settings = false;
+        auto w = std::make_unique<MainWindow>(options);
+        w->resize(1280, 720);
+        w->show();
+        return w;
+    }
+
     static bool chat(MainWindow& w, const QString& text, int max_tokens) {
         QSignalSpy finished(w.chat(), &ChatController::finished);
         if (!w.chat()->send(text, greedy(max_tokens)).is_ok()) return false;
@@ -55,11 +66,8 @@ class TestProfiler : public QObject {
 private slots:
 #ifndef COLIBRI_PROFILER_BENCH
     void counters_off_by_default_and_every_token_accounted_for() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.resize(1280, 720);
-        w.show();
+        const std::unique_ptr<MainWindow> window = shown_window();
+        MainWindow& w = *window;
         QVERIFY(open(w, QStringLiteral(COLIBRI_UI_TEST_MODEL)));
         ProfilerView* p = w.profiler_view();
         QCOMPARE(p->counting(), Counting::Off);
@@ -176,11 +184,8 @@ private slots:
     // out of the noise, the baseline's totals per layer in the table and on the chart, warnings when the models
     // differ; a file that is not a profile is one line of error and the baseline stays as it was.
     void compare_with_a_baseline_profile() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        MainWindow w(options);
-        w.resize(1280, 720);
-        w.show();
+        const std::unique_ptr<MainWindow> window = shown_window();
+        MainWindow& w = *window;
         QVERIFY(open(w, QStringLiteral(COLIBRI_UI_TEST_MODEL)));
         ProfilerView* p = w.profiler_view();
         QVERIFY(!p->keep_as_baseline());  // nothing profiled yet
