@@ -1,8 +1,11 @@
 #include "chat_command.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +17,8 @@
 #include "engine/core/chat_service.h"
 #include "engine/file/format.h"
 #include "engine/core/generate.h"
+#include "engine/core/session_follow.h"
+#include "engine/core/session_mirror.h"
 #include "engine/file/model_file.h"
 #include "line_editor.h"
 
@@ -45,6 +50,65 @@ public:
 private:
     struct sigaction previous_ = {};
 };
+
+// Rank 0 under mpirun: the chat ends (SIGTERM, or a rank lost while the user types).
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_terminate(int) {
+    g_stop.store(true);
+    g_interrupted = 1;  // a reply being written stops too
+}
+
+// Rank 0 across ranks: the session tells the other ranks each operation, a heartbeat keeps them waiting while the
+// user types, SIGTERM ends the chat; at the end they are told to stop.
+class RankLead {
+public:
+    RankLead(Session& session, Communicator* ranks) : session_(session), mirror_(ranks) {}
+    ~RankLead() { (void)finish(); }
+    RankLead(const RankLead&) = delete;
+    RankLead& operator=(const RankLead&) = delete;
+    bool active() const { return mirror_.active(); }
+
+    Status start(LineEditor& editor) {
+        if (!active()) return Status::ok();
+        // Without SA_RESTART: a read at the prompt returns at once. Left installed to the end (a late one is harmless).
+        struct sigaction sa = {};
+        sa.sa_handler = on_terminate;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, nullptr);
+        session_.set_mirror(&mirror_, 0);
+        editor.stop_when(&g_stop);
+        const pthread_t main = pthread_self();
+        return mirror_.start_heartbeat([main] {
+            g_stop.store(true);
+            pthread_kill(main, SIGTERM);  // a terminal's read, interrupted
+        });
+    }
+    // Stops the other ranks; the error when one stopped answering.
+    Status finish() {
+        if (!active() || finished_) return Status::ok();
+        finished_ = true;
+        const Status gone = mirror_.lost();
+        (void)mirror_.stop();
+        session_.set_mirror(nullptr);
+        return gone;
+    }
+
+private:
+    Session& session_;
+    SessionMirror mirror_;
+    bool finished_ = false;
+};
+
+volatile sig_atomic_t g_follower_terms = 0;
+
+// A follower takes SIGINT (Ctrl-C is for rank 0's reply) and its first SIGTERM (one sent to every rank reaches rank 0
+// too, which then stops the others); a second SIGTERM ends it at once.
+extern "C" void on_follower_signal(int sig) {
+    if (sig != SIGTERM) return;
+    if (g_follower_terms != 0) _exit(1);
+    g_follower_terms = 1;
+}
 
 void print(const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -118,12 +182,27 @@ void print_statistics(size_t generated, double decode_seconds, size_t prompt_tok
 
 }  // namespace
 
-int run_chat(Model& model, Session& session, const SamplerConfig& sampling, const ChatOptions& options) {
+int follow_chat(Communicator& ranks, Session& session) {
+    struct sigaction sa = {};
+    sa.sa_handler = on_follower_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    Session* const sessions[] = {&session};
+    if (Status s = follow_slots(ranks, sessions); !s) return std::fprintf(stderr, "colibri: chat: %s\n", s.message().c_str()), 1;
+    return 0;
+}
+
+int run_chat(Model& model, Session& session, const SamplerConfig& sampling, const ChatOptions& options, Communicator* ranks) {
     InterruptHandler interrupts;
     LineEditor editor(options.history_path);
+    RankLead lead(session, ranks);
+    if (Status s = lead.start(editor); !s) return std::fprintf(stderr, "colibri: chat: %s\n", s.message().c_str()), 1;
+    const std::string spread = lead.active() ? ", experts over " + std::to_string(ranks->size()) + " ranks" : "";
     if (editor.interactive())
-        std::fprintf(stderr, "colibri chat: %s (%s). Type a message; /help lists the commands; Ctrl-C stops a reply; Ctrl-D exits.\n",
-                     options.model_path.c_str(), format::family_name(model.family()));
+        std::fprintf(stderr, "colibri chat: %s (%s%s). Type a message; /help lists the commands; Ctrl-C stops a reply; Ctrl-D exits.\n",
+                     options.model_path.c_str(), format::family_name(model.family()), spread.c_str());
     Sampler sampler(sampling);
     auto mode = parse_speculate_mode(options.speculate);
     if (!mode) return std::fprintf(stderr, "colibri: chat: %s\n", mode.message().c_str()), 1;
@@ -153,6 +232,8 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
                 messages.erase(messages.begin() + (options.system_prompt.empty() ? 0 : 1), messages.end());
                 chat.reset();
                 std::fprintf(stderr, "(conversation reset)\n");
+            } else if (command == "/swap" && lead.active()) {
+                std::fprintf(stderr, "colibri: chat: /swap: not across ranks (each rank holds its own share of the experts)\n");
             } else if (command == "/swap") {
                 chat_swap(model, line);
             } else {
@@ -199,8 +280,10 @@ int run_chat(Model& model, Session& session, const SamplerConfig& sampling, cons
         if (turn.drafter && options.report_speculation) std::fprintf(stderr, "[%s]\n", speculation_summary(mode.value(), out->speculation, model.hparams().n_experts_active).c_str());
         InterruptHandler::clear();
         messages.push_back({"assistant", out->reply});
+        if (g_stop.load()) break;
     }
     if (editor.interactive()) std::fprintf(stderr, "\n");
+    if (Status gone = lead.finish(); !gone) return std::fprintf(stderr, "colibri: chat: %s\n", gone.message().c_str()), 1;
     return 0;
 }
 

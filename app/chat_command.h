@@ -5,6 +5,7 @@
 #include "engine/core/model.h"
 #include "engine/core/sampler.h"
 #include "engine/core/session.h"
+#include "engine/distributed/communicator.h"
 
 namespace colibri::cli {
 
@@ -22,6 +23,11 @@ struct ChatOptions {
 // Reads messages from the terminal (libedit: line editing, history) or from piped stdin, streams each reply to
 // stdout and its statistics to stderr. Ctrl-C stops the reply being written, not the program; /help lists the
 // commands. Returns the exit code.
-int run_chat(Model& model, Session& session, const SamplerConfig& sampling, const ChatOptions& options);
+// Under mpirun (`ranks` of several, this rank 0): the session tells the other ranks every operation
+// (engine/core/session_mirror.h), a heartbeat keeps them waiting while the user types, SIGTERM ends the chat, and the
+// end (or a rank that stops answering: one line, exit 1) stops them.
+int run_chat(Model& model, Session& session, const SamplerConfig& sampling, const ChatOptions& options, Communicator* ranks = nullptr);
+// Every other rank: follows rank 0's chat on `session` until it ends (0) or stops answering (1, one line).
+int follow_chat(Communicator& ranks, Session& session);
 
 }  // namespace colibri::cli

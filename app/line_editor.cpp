@@ -1,6 +1,7 @@
 #include "line_editor.h"
 
 #include <histedit.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -101,6 +102,16 @@ LineEditor::LineEditor(const std::string& history_path)
 
 LineEditor::~LineEditor() = default;
 
+bool LineEditor::wait_for_input() const {
+    if (stop_ == nullptr) return true;
+    pollfd in{STDIN_FILENO, POLLIN, 0};
+    while (!stopping()) {
+        const int ready = ::poll(&in, 1, 100);
+        if (ready > 0 || (ready < 0 && errno != EINTR)) return true;  // input, its end or an error: the read says which
+    }
+    return false;
+}
+
 bool LineEditor::read_plain(std::string& line) {
     line.clear();
     for (;;) {
@@ -112,6 +123,7 @@ bool LineEditor::read_plain(std::string& line) {
             return true;
         }
         char chunk[4096];
+        if (!wait_for_input()) return false;
         const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
         if (n < 0 && errno == EINTR) continue;  // Ctrl-C while waiting for piped input: nothing to stop
         if (n <= 0) {  // end of input: a last line without its newline still counts
@@ -124,6 +136,7 @@ bool LineEditor::read_plain(std::string& line) {
 }
 
 LineEditor::Outcome LineEditor::read(std::string& line) {
+    if (stopping()) return Outcome::End;
     if (!el_) {
         if (interactive_) std::fputs("> ", stderr);
         return read_plain(line) ? Outcome::Line : Outcome::End;
@@ -144,7 +157,7 @@ LineEditor::Outcome LineEditor::read(std::string& line) {
         if (count < 0 && errno == EINTR) {
             el_reset(el_->el);
             std::fputs("\n", stderr);
-            return Outcome::Interrupted;
+            return stopping() ? Outcome::End : Outcome::Interrupted;
         }
         return Outcome::End;
     }

@@ -1,6 +1,7 @@
 // `colibri chat`'s input: on a terminal, libedit's line editing (emacs keys, arrows) with a history kept
 // across runs; otherwise plain lines from stdin. Ctrl-C at the prompt clears the line instead of quitting.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,9 @@ public:
     // Adds a line to the history (and the history file).
     void remember(const std::string& line);
     bool interactive() const { return interactive_; }
+    // A read waiting for input ends (End) once *flag is set, by a signal handler or another thread: piped input is
+    // polled for it every 100 ms, a terminal's read is interrupted by the signal. Null: never.
+    void stop_when(const std::atomic<bool>* flag) { stop_ = flag; }
 
 private:
     struct Editline;
@@ -29,6 +33,9 @@ private:
     std::string history_path_;
     std::unique_ptr<Editline> el_;
     std::string buffer_;  // read_plain's bytes after the last line
+    const std::atomic<bool>* stop_ = nullptr;
+    bool stopping() const { return stop_ != nullptr && stop_->load(); }
+    bool wait_for_input() const;  // false: stopping() before input came
 };
 
 // $XDG_STATE_HOME/colibri/chat_history, else ~/.local/state/colibri/chat_history (empty when neither is known).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/session.h"
+#include "engine/core/session_follow.h"
 #include "engine/core/speculation.h"
 
 namespace colibri::server {
@@ -49,7 +50,6 @@ struct Scheduler::Slot final : TraceObserver {
     // Keeps the check's rows up to the one sampled from (the tokens plain decoding evaluated) and drops the rest.
     void settle() {
         if (drafts == 0) return;
-        owner.mirror_.keep_verified(index, row + 1);
         session->keep_verified(row + 1);
         drafter->on_verified(drafts, row);
         drafts = 0;
@@ -104,6 +104,8 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& options)
     pool_ = std::make_unique<ThreadPool>(options_.threads);
     for (auto& session : slot_sessions(model_, *pool_, options_))
         slots_.push_back(std::make_unique<Slot>(*this, static_cast<uint32_t>(slots_.size()), std::move(session)));
+    if (mirror_.active())
+        for (auto& slot : slots_) slot->session->set_mirror(&mirror_, slot->index);
     context_ = slots_.front()->session->context();
     stats_.slots = options_.slots;
     stats_.ranks = mirror_.ranks();
@@ -172,7 +174,6 @@ void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error
     }
     if (!error.empty()) {
         // The session may hold part of an evaluation: start its next job from nothing.
-        mirror_.reset(slot.index);
         slot.session->reset();
         slot.cached.clear();
     } else {
@@ -222,7 +223,6 @@ void Scheduler::admit_locked() {
         queue_.pop_front();
         const JobSpec& spec = slot.job->spec();
         size_t common = std::min(best_common, spec.prompt.size() - 1);  // at least one token is evaluated
-        mirror_.truncate(slot.index, static_cast<uint32_t>(common));
         if (!slot.session->truncate(static_cast<uint32_t>(common))) common = 0;  // a failed re-evaluation reset it
         slot.cached.resize(common);
         slot.scope = spec.cache_scope;
@@ -237,7 +237,6 @@ void Scheduler::admit_locked() {
         if (spec.speculate != SpeculateMode::Off && !spec.trace) {
             if (auto d = make_drafter(spec.speculate, model_); d && d.value()) {
                 slot.drafter = std::move(d.value());
-                mirror_.reserve_verify(slot.index, kMaxDrafts + 1);
                 slot.session->reserve_verify(kMaxDrafts + 1);
                 slot.fed = spec.prompt;
             }
@@ -385,7 +384,6 @@ void Scheduler::step() {
     size_t begin = 0;
     while (begin < inputs.size()) {
         batch_.clear();
-        mirrored_.clear();
         size_t room = capacity, end = begin;
         for (; end < inputs.size() && room > 0; ++end) {
             Input& in = inputs[end];
@@ -393,17 +391,14 @@ void Scheduler::step() {
             in.verify = in.verify && in.tokens.size() > 1;
             room -= in.tokens.size();
             batch_.push_back({in.slot->session.get(), in.tokens, in.verify});
-            mirrored_.push_back({in.slot->index, in.tokens, in.verify});
         }
         ++passes;
         batched += capacity - room;
-        mirror_.eval_batch(mirrored_);
         if (Status s = Session::eval_batch(batch_); !s) {
             if (!mirror_.lost()) return;  // a rank is gone: run() fails every job
             // Say which job failed: evaluate them one by one (eval_batch checked before evaluating anything).
             for (size_t i = begin; i < end; ++i) {
                 Session& session = *inputs[i].slot->session;
-                mirror_.eval(inputs[i].slot->index, inputs[i].tokens, inputs[i].verify);
                 auto r = inputs[i].verify ? session.verify(inputs[i].tokens) : session.eval(inputs[i].tokens);
                 if (!r) finish(*inputs[i].slot, FinishReason::None, r.message());
             }

@@ -16,8 +16,8 @@
 #include "engine/core/model.h"
 #include "engine/core/session.h"
 #include "engine/core/thread_pool.h"
+#include "engine/core/session_mirror.h"
 #include "server/job.h"
-#include "server/session_mirror.h"
 
 namespace colibri::server {
 
@@ -29,8 +29,8 @@ struct SchedulerOptions {
     uint32_t prefill_chunk = 64;  // prompt tokens a slot evaluates per step, so that decoding slots keep pace
     // A slot's cached prefix serves requests of any JobSpec::cache_scope (API key); by default only its own.
     bool share_cache_across_scopes = false;
-    // Expert parallelism: the ranks (null or one: this process alone). On rank 0 the Scheduler tells the other
-    // ranks every operation on its slots' sessions (server/session_mirror.h); they run follow_scheduler.
+    // Expert parallelism: the ranks (null or one: this process alone). On rank 0 the slots' sessions tell the other
+    // ranks every operation on them (engine/core/session_mirror.h, slot i as i); they run follow_scheduler.
     Communicator* ranks = nullptr;
     // Called once on the engine thread when a rank is lost: every job has failed and the scheduler takes no more
     // (lost() says why).
@@ -84,8 +84,7 @@ private:
     std::unique_ptr<ThreadPool> pool_;
     std::vector<std::unique_ptr<Slot>> slots_;
     std::vector<Session::BatchPart> batch_;  // the engine thread's, reused every step
-    std::vector<SessionMirror::Part> mirrored_;  // the same step as the other ranks are told it
-    SessionMirror mirror_;
+    SessionMirror mirror_;  // the slots' sessions tell it each operation; the engine thread sends idle and stop
 
     mutable std::mutex mutex_;
     std::condition_variable wake_;

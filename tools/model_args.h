@@ -19,7 +19,7 @@ struct ModelArgs {
     std::string hot_trace;             // pinned: the routing trace the hot set is learned from
     bool cache_prefetch = false;       // read the next MoE layer's predicted experts ahead of use
     bool mtp = false;                  // run the model's multi-token-prediction head (--speculate mtp)
-    // Expert parallelism under mpirun (generate, logits, bench): the command spreads the experts over the ranks.
+    // Expert parallelism under mpirun (generate, logits, bench, chat, serve): the command spreads the experts over the ranks.
     bool ranks = false;
     std::string placement;             // --placement FILE; empty: round-robin
     double rank_timeout_s = 60;        // --rank-timeout: how long an exchange waits for the other ranks

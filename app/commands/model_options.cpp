@@ -88,7 +88,7 @@ CLI::Option* add_speculate_arg(CLI::App* cmd, std::string& mode) {
 Result<OpenedModel> load(const tools::ModelArgs& args, bool with_session) {
     if (!args.ranks && launched_ranks() > 1) {
         quiet_failure = launched_rank() != 0;  // every rank refuses alike
-        return error("runs in one process (under mpirun: generate, logits, bench and serve)");
+        return error("runs in one process (under mpirun: generate, logits, bench, chat and serve)");
     }
     auto options = tools::open_options(args);
     if (!options) return options.status();

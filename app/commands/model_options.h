@@ -23,7 +23,7 @@ int fail(const std::string& what, const std::string& why);
 void add_budget_args(CLI::App* cmd, tools::ModelArgs& m);
 // -m (required, or else the build's demo model: chat and eval), -t, -c and the budget options.
 void add_model_args(CLI::App* cmd, tools::ModelArgs& m, bool required);
-// --placement and --rank-timeout: the command runs expert-parallel under mpirun (generate, logits, bench, serve).
+// --placement and --rank-timeout: the command runs expert-parallel under mpirun (generate, logits, bench, chat, serve).
 void add_rank_args(CLI::App* cmd, tools::ModelArgs& m);
 void add_input_args(CLI::App* cmd, std::string& tokens, std::string& prompt);
 // The sampler options; any the user leaves out take the model's generation_config.json defaults (sampler_for_model).

@@ -1,6 +1,8 @@
 // The C API over Model, Session, Tokenizer, generate() and the chat service; no C++ exception crosses it.
 #include "colibri/colibri.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -12,9 +14,17 @@
 #include "engine/core/model.h"
 #include "engine/core/open_model.h"
 #include "engine/core/session.h"
+#include "engine/core/session_follow.h"
+#include "engine/core/session_mirror.h"
+#include "engine/distributed/launch.h"
 
 struct colibri_model {
+    // Under mpirun: the ranks and this rank's share of the experts (null in one process); they outlive the model.
+    std::unique_ptr<colibri::Communicator> comm;
+    std::unique_ptr<colibri::ExpertParallel> parallel;
     std::unique_ptr<colibri::Model> model;
+    mutable std::atomic<int> sessions{0};  // open across ranks: one at a time (the other ranks follow one)
+    colibri::Communicator* ranks() const { return comm && comm->size() > 1 ? comm.get() : nullptr; }
 };
 
 // Forwards the session's routing records to a C callback.
@@ -31,8 +41,15 @@ struct RouteForwarder : colibri::TraceObserver {
 struct colibri_session {
     const colibri_model* owner;
     std::unique_ptr<colibri::ThreadPool> pool;
+    // Rank 0 across ranks: what the session tells the other ranks (before the session: it outlives it).
+    std::unique_ptr<colibri::SessionMirror> mirror;
     std::unique_ptr<colibri::Session> session;
     RouteForwarder routes;
+    ~colibri_session() {
+        if (mirror) (void)mirror->stop();  // the other ranks' colibri_session_follow returns
+        session.reset();
+        if (owner->ranks()) owner->sessions = 0;
+    }
 };
 
 struct colibri_chat {
@@ -45,6 +62,30 @@ namespace {
 thread_local std::string g_last_error;
 
 void set_error(const std::string& e) { g_last_error = e; }
+
+// Across ranks only rank 0 drives a session; the others follow it (colibri_session_follow). True, with the error
+// set, on another rank.
+bool refused_on_follower(const colibri_session* s) {
+    const colibri::Communicator* ranks = s ? s->owner->ranks() : nullptr;
+    if (ranks == nullptr || ranks->rank() == 0) return false;
+    set_error("rank " + std::to_string(ranks->rank()) + " follows rank 0's session (colibri_session_follow): only rank 0 uses it");
+    return true;
+}
+
+// COLIBRI_RANK_TIMEOUT (seconds) and COLIBRI_PLACEMENT (a `colibri placement` file): the ranks' options, as the
+// command line's --rank-timeout and --placement.
+colibri::Result<colibri::RankRequest> rank_request() {
+    colibri::RankRequest request;
+    if (const char* p = std::getenv("COLIBRI_PLACEMENT"); p != nullptr && *p != '\0') request.placement = p;
+    if (const char* t = std::getenv("COLIBRI_RANK_TIMEOUT"); t != nullptr && *t != '\0') {
+        char* end = nullptr;
+        const double seconds = std::strtod(t, &end);
+        if (end == t || *end != '\0' || !(seconds > 0.0) || seconds > 86400.0)
+            return colibri::error(std::string("COLIBRI_RANK_TIMEOUT '") + t + "': seconds above 0, at most 86400");
+        request.wait_limit = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
+    }
+    return request;
+}
 
 colibri::SamplerConfig sampler_config(const colibri_sampler_params* params) {
     const colibri_sampler_params p = params ? *params : colibri_sampler_defaults();
@@ -103,12 +144,22 @@ colibri_model* open_with(const char* path, std::optional<colibri::ExpertCacheReq
     options.path = path;
     options.cache = std::move(cache);
     options.with_session = false;
-    auto m = colibri::load_model(options);
+    // Launched by mpirun with several ranks: this process joins them (every rank opens the same model).
+    if (colibri::launched_ranks() > 1) {
+        auto ranks = rank_request();
+        if (!ranks) return set_error(ranks.message()), nullptr;
+        options.ranks = std::move(ranks.value());
+    }
+    auto m = colibri::open_model(options);
     if (!m) {
         set_error(m.message());
         return nullptr;
     }
-    return new colibri_model{std::move(m.value())};
+    auto* opened = new colibri_model;
+    opened->comm = std::move(m->comm);
+    opened->parallel = std::move(m->parallel);
+    opened->model = std::move(m->model);
+    return opened;
 }
 }  // namespace
 
@@ -156,6 +207,7 @@ int colibri_model_swap_expert(colibri_model* model, uint32_t layer, uint32_t exp
             set_error("no model or donor path given");
             return -1;
         }
+        if (model->ranks()) return set_error("expert hot-swap: not across ranks (each rank holds its own share of the experts)"), -1;
         auto donor = colibri::ModelFile::open(donor_path);
         if (!donor) {
             set_error(donor.message());
@@ -204,19 +256,59 @@ int32_t colibri_detokenize(const colibri_model* m, const int32_t* ids, size_t co
 colibri_session* colibri_session_new(const colibri_model* m, unsigned threads, uint32_t context) {
     return guarded<>(static_cast<colibri_session*>(nullptr), [&]() -> colibri_session* {
         if (m == nullptr) return set_error("null model"), nullptr;
+        colibri::Communicator* ranks = m->ranks();
+        int none = 0;
+        if (ranks && !m->sessions.compare_exchange_strong(none, 1))
+            return set_error("across ranks a model has one session at a time (free the other one first)"), nullptr;
         auto parts = colibri::open_session(*m->model, threads, context, colibri::SessionOptions::from_environment());
-        if (!parts) return set_error(parts.message()), nullptr;
-        return new colibri_session{m, std::move(parts->pool), std::move(parts->session), {}};
+        if (!parts) {
+            if (ranks) m->sessions = 0;
+            return set_error(parts.message()), nullptr;
+        }
+        // From here the session counts itself out when it goes.
+        auto* s = new colibri_session{m, std::move(parts->pool), nullptr, std::move(parts->session), {}};
+        if (ranks == nullptr || ranks->rank() != 0) return s;  // another rank's follows rank 0's (colibri_session_follow)
+        // Rank 0: the session tells the other ranks each operation; the heartbeat keeps them waiting between calls.
+        s->mirror = std::make_unique<colibri::SessionMirror>(ranks);
+        s->session->set_mirror(s->mirror.get(), 0);
+        if (colibri::Status st = s->mirror->start_heartbeat(); !st) {
+            delete s;
+            return set_error(st.message()), nullptr;
+        }
+        return s;
     });
+}
+
+int colibri_session_follow(colibri_session* s) {
+    return guarded<>(-1, [&]() -> int {
+        if (s == nullptr) return set_error("null session"), -1;
+        colibri::Communicator* ranks = s->owner->ranks();
+        if (ranks == nullptr || ranks->rank() == 0)
+            return set_error("colibri_session_follow: this process drives its session (rank 0, or one process alone)"), -1;
+        colibri::Session* const sessions[] = {s->session.get()};
+        if (colibri::Status st = colibri::follow_slots(*ranks, sessions); !st) return set_error(st.message()), -1;
+        return 0;
+    });
+}
+
+int32_t colibri_model_rank(const colibri_model* m) {
+    if (m == nullptr) return set_error("null model"), -1;
+    return m->ranks() ? static_cast<int32_t>(m->ranks()->rank()) : 0;
+}
+
+int32_t colibri_model_rank_count(const colibri_model* m) {
+    if (m == nullptr) return set_error("null model"), -1;
+    return m->ranks() ? static_cast<int32_t>(m->ranks()->size()) : 1;
 }
 
 void colibri_session_free(colibri_session* s) { delete s; }
 void colibri_session_reset(colibri_session* s) {
-    if (s) s->session->reset();
+    if (s && !refused_on_follower(s)) s->session->reset();
 }
 uint32_t colibri_session_position(const colibri_session* s) { return s ? s->session->position() : 0; }
 
 int colibri_session_set_router(colibri_session* s, const char* router) {
+    if (refused_on_follower(s)) return -1;
     const auto kind = s && router ? colibri::parse_router_kind(router) : std::nullopt;
     if (!kind) {
         set_error(std::string("unknown router '") + (router ? router : "") + "' (exact or lut)");
@@ -249,6 +341,7 @@ int colibri_session_set_route_callback(colibri_session* s, colibri_route_callbac
 int colibri_session_eval(colibri_session* s, const int32_t* tokens, size_t count, float* logits) {
     return guarded<>(-1, [&]() -> int {
         if (s == nullptr || tokens == nullptr || count == 0) return set_error("no tokens"), -1;
+        if (refused_on_follower(s)) return -1;
         auto r = s->session->eval(std::span<const int32_t>(tokens, count));
         if (!r) return set_error(r.message()), -1;
         if (logits) std::memcpy(logits, r->data(), r->size() * sizeof(float));
@@ -261,6 +354,7 @@ int32_t colibri_generate(colibri_session* s, const int32_t* prompt, size_t promp
                          colibri_token_callback callback, void* user) {
     return guarded<>(int32_t(-1), [&]() -> int32_t {
         if (s == nullptr || prompt == nullptr || prompt_count == 0) return set_error("no prompt"), -1;
+        if (refused_on_follower(s)) return -1;
         const colibri::SamplerConfig cfg = sampler_config(params);
         if (const std::string problem = colibri::sampler_config_problem(cfg); !problem.empty()) return set_error(problem), -1;
         colibri::Sampler sampler(cfg);
@@ -286,13 +380,14 @@ colibri_chat* colibri_chat_new(colibri_session* session) {
 void colibri_chat_free(colibri_chat* chat) { delete chat; }
 
 void colibri_chat_reset(colibri_chat* chat) {
-    if (chat) chat->service.reset();
+    if (chat && !refused_on_follower(chat->session)) chat->service.reset();
 }
 
 int32_t colibri_chat_turn(colibri_chat* chat, const colibri_chat_message* messages, size_t count, int32_t max_tokens,
                           const colibri_sampler_params* params, colibri_text_callback callback, void* user) {
     return guarded<>(int32_t(-1), [&]() -> int32_t {
         if (chat == nullptr || messages == nullptr || count == 0) return set_error("no messages"), -1;
+        if (refused_on_follower(chat->session)) return -1;
         std::vector<colibri::ChatMessage> conversation;
         for (size_t i = 0; i < count; ++i) {
             if (messages[i].role == nullptr || messages[i].content == nullptr) return set_error("message without role or content"), -1;

@@ -10,6 +10,7 @@
 #include "engine/core/matmul_jobs.h"
 #include "engine/core/rope.h"
 #include "engine/core/session_internal.h"
+#include "engine/core/session_mirror.h"
 #include "kernels/matvec.h"
 
 #ifndef COLIBRI_HUGEPAGE_DEFAULT
@@ -241,6 +242,20 @@ Status Session::check_input(std::span<const int32_t> tokens) const {
 Result<std::span<const float>> Session::eval(int32_t token) { return eval(std::span<const int32_t>(&token, 1)); }
 
 Result<std::span<const float>> Session::eval(std::span<const int32_t> tokens) {
+    if (!mirror_) return evaluate(tokens);
+    if (tokens.empty()) return error("no tokens to evaluate");
+    if (Status s = check_input(tokens); !s) return s;
+    const auto held = mirror_->hold();  // from telling the other ranks to the last exchange
+    COLIBRI_TRY(mirror_->eval(mirror_slot_, tokens, false));
+    return evaluate(tokens);
+}
+
+void Session::set_router(RouterKind kind) {
+    if (mirror_) (void)mirror_->set_router(mirror_slot_, static_cast<uint32_t>(kind));  // a loss shows at the next eval
+    options_.router = kind;
+}
+
+Result<std::span<const float>> Session::evaluate(std::span<const int32_t> tokens) {
     if (tokens.empty()) return error("no tokens to evaluate");
     if (Status s = check_input(tokens); !s) return s;
     // Counters are sampled per token: with a counting observer, chunks are single tokens.
@@ -389,6 +404,7 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
         if (p.session == nullptr || p.tokens.empty()) return error("a batch part without a session or tokens");
         if (&p.session->model_ != &lead.model_ || &p.session->pool_ != &lead.pool_)
             return error("the sessions of a batch must share one model and thread pool");
+        if (p.session->mirror_ != lead.mirror_) return error("the sessions of a batch must share one mirror");
         for (size_t j = 0; j < i; ++j)
             if (parts[j].session == p.session) return error("a session appears twice in one batch");
         if (Status s = p.verify ? p.session->check_verify(p.tokens) : p.session->check_input(p.tokens); !s) return s;
@@ -403,6 +419,14 @@ Status Session::eval_batch(std::span<const BatchPart> parts) {
     }
     if (total > lead.capacity_)
         return error("a batch of " + std::to_string(total) + " tokens exceeds the chunk capacity of " + std::to_string(lead.capacity_));
+    // Across ranks the step is told as one (the counting path above tells each part's own evaluation).
+    std::unique_lock<std::recursive_mutex> held;
+    if (SessionMirror* mirror = lead.mirror_) {
+        std::vector<SessionMirror::Part> told;
+        for (const BatchPart& p : parts) told.push_back({p.session->mirror_slot_, p.tokens, p.verify});
+        held = mirror->hold();
+        COLIBRI_TRY(mirror->eval_batch(told));
+    }
 
     std::shared_lock weights(lead.model_.swap_lock());  // an expert hot-swap waits for this step
     for (const BatchPart& p : parts)

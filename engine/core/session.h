@@ -22,6 +22,7 @@ namespace colibri {
 
 struct AttentionShape;  // session_attention.cpp
 struct LatentShape;
+class SessionMirror;   // session_mirror.h
 
 struct SessionOptions {
     RouterKind router = RouterKind::Exact;
@@ -120,7 +121,15 @@ public:
     const Model& model() const { return model_; }
     uint32_t context() const { return context_; }
     const SessionOptions& options() const { return options_; }
-    void set_router(RouterKind kind) { options_.router = kind; }
+    void set_router(RouterKind kind);
+    // Expert parallelism (engine/core/session_mirror.h): rank 0's session tells `mirror` each operation here that
+    // changes it (eval, eval_batch, verify, reserve_verify, keep_verified, reset, truncate, set_router) before doing
+    // it, as slot `slot`, so that the other ranks' sessions (follow_slots, session_follow.h) do the same and every
+    // MoE exchange happens on every rank in the same order; an evaluation the mirror could not tell fails with its
+    // error. Null: none (one process, or a follower's own session). mtp_draft is rank 0's alone (the head's layer
+    // exchanges nothing). A counting observer (TraceObserver::counters) is not for mirrored sessions.
+    void set_mirror(SessionMirror* mirror, uint32_t slot = 0) { mirror_ = mirror, mirror_slot_ = slot; }
+    SessionMirror* mirror() const { return mirror_; }
     // SessionOptions::predict_experts, between evals.
     void set_predict_experts(bool on) { options_.predict_experts = on; }
     // Records arrive per token and layer. A batched eval delivers a chunk layer by layer (within a layer by
@@ -164,6 +173,9 @@ private:
     void plan_caches();
     void size_buffers();
     Status check_input(std::span<const int32_t> tokens) const;
+    // eval and reset without telling the mirror (truncate's re-evaluation is part of the truncation it told).
+    Result<std::span<const float>> evaluate(std::span<const int32_t> tokens);
+    void clear();
     // Evaluates tokens [0, n) at positions position_.. (n <= chunk capacity); with_logits computes the
     // logits of the last one, every_row those of each into verify_logits_ (speculation's check).
     Status eval_chunk(const int32_t* tokens, uint32_t n, bool with_logits, bool every_row = false);
@@ -308,6 +320,8 @@ private:
     uint32_t capacity_ = 1;  // tokens per chunk the buffers hold
     uint32_t position_ = 0;
     TraceObserver* observer_ = nullptr;
+    SessionMirror* mirror_ = nullptr;
+    uint32_t mirror_slot_ = 0;
     // Whose token each row of the current chunk is (its observer and position): this session's, or in
     // eval_batch each part's session.
     struct RowOwner {

@@ -6,10 +6,16 @@
 #include <algorithm>
 
 #include "engine/core/session.h"
+#include "engine/core/session_mirror.h"
 
 namespace colibri {
 
 void Session::reset() {
+    if (mirror_) (void)mirror_->reset(mirror_slot_);  // a loss shows at the next evaluation
+    clear();
+}
+
+void Session::clear() {
     position_ = 0;
     history_.clear();
     checkpoints_.clear();
@@ -55,6 +61,14 @@ void Session::save_checkpoint() {
 
 Status Session::truncate(uint32_t n) {
     if (n >= position_) return Status::ok();
+    std::unique_lock<std::recursive_mutex> held;  // a hybrid's re-evaluation exchanges too
+    if (mirror_) {
+        held = mirror_->hold();
+        if (Status s = mirror_->truncate(mirror_slot_, n); !s) {
+            clear();
+            return s;
+        }
+    }
     // The MTP head's row n - 1 needs the token at n, which goes.
     mtp_position_ = std::min(mtp_position_, n == 0 ? 0 : n - 1);
     mtp_row_drafted_ = false;
@@ -74,10 +88,10 @@ Status Session::truncate(uint32_t n) {
     // The re-evaluation is not the observer's: it saw these positions when they were first evaluated.
     TraceObserver* observer = observer_;
     observer_ = nullptr;
-    auto replay = eval(std::span<const int32_t>(history_.data() + from, n - from));
+    auto replay = evaluate(std::span<const int32_t>(history_.data() + from, n - from));
     observer_ = observer;
     if (!replay) {
-        reset();
+        clear();
         return replay.status();
     }
     return Status::ok();

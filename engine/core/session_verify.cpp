@@ -14,6 +14,7 @@
 #include "engine/core/session.h"
 #include "engine/core/elementwise.h"
 #include "engine/core/session_internal.h"
+#include "engine/core/session_mirror.h"
 
 namespace colibri {
 
@@ -23,6 +24,7 @@ using namespace session_internal;
 void Session::reserve_verify(uint32_t rows) {
     rows = std::clamp<uint32_t>(rows, 1, capacity_);
     if (rows <= verify_rows_) return;
+    if (mirror_) (void)mirror_->reserve_verify(mirror_slot_, rows);  // a loss shows at the next evaluation
     verify_rows_ = rows;
     const HyperParams& hp = model_.hparams();
     verify_logits_.resize(size_t(rows) * hp.vocab_size);
@@ -83,6 +85,11 @@ void Session::end_verify(std::span<const int32_t> tokens, bool ok) {
 
 Result<std::span<const float>> Session::verify(std::span<const int32_t> tokens) {
     COLIBRI_TRY(check_verify(tokens));
+    std::unique_lock<std::recursive_mutex> held;  // from telling the other ranks to the last exchange
+    if (mirror_) {
+        held = mirror_->hold();
+        COLIBRI_TRY(mirror_->eval(mirror_slot_, tokens, true));
+    }
     const auto n = static_cast<uint32_t>(tokens.size());
     const size_t V = model_.hparams().vocab_size;
     begin_verify(n);
@@ -130,6 +137,7 @@ void Session::replay_deltanet(uint32_t layer, uint32_t keep) {
 }
 
 void Session::keep_verified(uint32_t keep) {
+    if (mirror_) (void)mirror_->keep_verified(mirror_slot_, keep);
     keep = std::clamp<uint32_t>(keep, 1, verify_count_);
     const uint32_t end = verify_from_ + keep;
     if (recurrent_) {

@@ -24,7 +24,8 @@ std::string mpi_error(int code) {
 
 class MpiCommunicator final : public Communicator {
 public:
-    explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    // finalize: MPI_Init was this communicator's to call (a program that started MPI itself finalizes it).
+    MpiCommunicator(MPI_Comm comm, bool finalize) : comm_(comm), finalize_(finalize) {
         int r = 0, n = 1;
         MPI_Comm_rank(comm_, &r);
         MPI_Comm_size(comm_, &n);
@@ -36,7 +37,7 @@ public:
     ~MpiCommunicator() override {
         if (broken_) return;  // a dead peer would hold MPI_Finalize's fence forever
         MPI_Comm_free(&comm_);
-        MPI_Finalize();
+        if (finalize_) MPI_Finalize();
     }
     uint32_t rank() const override { return rank_; }
     uint32_t size() const override { return size_; }
@@ -147,6 +148,7 @@ private:
         return error(why);
     }
     MPI_Comm comm_;
+    bool finalize_;
     uint32_t rank_ = 0, size_ = 1;
     bool broken_ = false, timed_out_ = false;
     std::vector<int> counts_, displs_;
@@ -158,19 +160,25 @@ private:
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
-    int initialized = 0;
+    int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    // MPI starts once per process: a model across ranks closed (the C API) has finalized it for good.
+    if (finalized) return error("MPI was finalized in this process (a model opened across ranks was closed): open one for the process's life");
+    // Serialized: the server's engine thread and a session's heartbeat, not only the main thread, call MPI (one thread
+    // at a time).
+    int provided = 0;
     if (!initialized) {
-        // Serialized: the server's engine thread, not the main one, calls MPI while it serves (one thread at a time).
-        int provided = 0;
         if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) return error("MPI_Init failed");
-        if (provided < MPI_THREAD_SERIALIZED) return error("this MPI library does not let threads take turns calling it (MPI_THREAD_SERIALIZED)");
+    } else {
+        MPI_Query_thread(&provided);
     }
+    if (provided < MPI_THREAD_SERIALIZED) return error("this MPI library does not let threads take turns calling it (MPI_THREAD_SERIALIZED)");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm comm = MPI_COMM_NULL;
     if (const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm); rc != MPI_SUCCESS) return error("MPI_Comm_dup: " + mpi_error(rc));
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(comm));
+    return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(comm, !initialized));
 }
 
 }  // namespace colibri

@@ -45,6 +45,27 @@ private slots:
         colibri_model_close(m);
     }
 
+    // One process is rank 0 of 1: it drives its sessions, and following is refused (mpirun: test_mpi_ranks).
+    void one_process_is_rank_0_of_1() {
+        colibri_model* m = colibri_model_open(model_path_.toUtf8().constData());
+        QVERIFY2(m != nullptr, colibri_last_error());
+        QCOMPARE(colibri_model_rank(m), 0);
+        QCOMPARE(colibri_model_rank_count(m), 1);
+        QCOMPARE(colibri_model_rank(nullptr), -1);
+        colibri_session* s = colibri_session_new(m, 1, 64);
+        QVERIFY2(s != nullptr, colibri_last_error());
+        QCOMPARE(colibri_session_follow(s), -1);
+        QVERIFY(QString(colibri_last_error()).contains("this process drives its session"));
+        // Sessions are not limited to one in one process.
+        colibri_session* t = colibri_session_new(m, 1, 64);
+        QVERIFY2(t != nullptr, colibri_last_error());
+        const int32_t token = 1;
+        QCOMPARE(colibri_session_eval(s, &token, 1, nullptr), 0);
+        colibri_session_free(t);
+        colibri_session_free(s);
+        colibri_model_close(m);
+    }
+
     // A RAM budget of top-k slots per layer: the same logits, counters that saw the misses; a budget too small
     // and an unknown policy are errors.
     void ram_budget() {

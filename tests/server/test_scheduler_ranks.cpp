@@ -1,4 +1,4 @@
-// The server's scheduler across ranks that are threads of this process (server/session_mirror.h; under mpirun:
+// The server's scheduler across ranks that are threads of this process (engine/core/session_mirror.h; under mpirun:
 // tests/tools/mpi_ranks_test.sh): rank 0's Scheduler tells the other ranks every operation on its slots' sessions and
 // they follow (follow_scheduler). Greedy replies are one process's token for token and log-probability for
 // log-probability: jobs decoded together, slots reusing a cached prefix (a hybrid's truncation evaluates again),

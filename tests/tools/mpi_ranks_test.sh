@@ -7,12 +7,19 @@
 # the other stop with one line within its --rank-timeout, never a hang. `colibri serve` under mpirun answers as one
 # process does (two requests at once, lookup speculation, the trace extension); SIGTERM to rank 0 stops every rank;
 # a killed follower stops rank 0 with one line naming it, a killed rank 0 the followers, within the rank timeout.
+# `colibri chat` under mpirun (stdin to rank 0, the other ranks following its session) writes one process's replies
+# on 2 and 3 ranks, with lookup speculation too, and after sitting idle past its --rank-timeout; SIGTERM to rank 0
+# ends every rank, a killed follower ends rank 0 with one line; `generate`'s streamed text is one process's; a C
+# program on the C API (rank 0 drives, the other follows with colibri_session_follow) prints one process's ids and
+# replies under mpirun -np 2, idle past its COLIBRI_RANK_TIMEOUT in between.
 # Exit 77 (skipped) in a build without MPI.
-# Usage: mpi_ranks_test.sh CLI MAKE_MODEL REFERENCE_DIR MPI_BUILT(ON|OFF)
+# Usage: mpi_ranks_test.sh CLI MAKE_MODEL REFERENCE_DIR MPI_BUILT(ON|OFF) C_API_PROGRAM DEMO_MODEL
 set -euo pipefail
 cli="$1"
 make_model="$2"
 reference="$3"
+c_api_program="$5"
+demo="$6"
 if [[ "$4" != ON ]]; then
   echo "skipped: this build has no MPI (libopenmpi-dev)"
   exit 77
@@ -137,7 +144,7 @@ check test "$(grep -c '^colibri:' "$work/err.txt")" -eq 1
 echo "ok: a killed rank stops the other with one line in ${elapsed}s"
 
 # colibri serve under mpirun: rank 0 serves HTTP, the other ranks follow every operation on its slots' sessions
-# (server/session_mirror.h). The same requests to one process, 2 and 3 ranks: a long streamed reply with a short one
+# (engine/core/session_mirror.h). The same requests to one process, 2 and 3 ranks: a long streamed reply with a short one
 # sent while it decodes (steps that evaluate both slots in one eval_batch; the client checks that some step sampled
 # both), lookup speculation (checks and keep_verified) and the trace extension (each position's token and routing).
 cat > "$work/client.py" <<'PY'
@@ -274,3 +281,85 @@ killed() {  # RANK LINE: kill RANK; the survivor's one line
 }
 killed 1 "colibri: serve: rank 0: rank 1 did not answer within 2 s (it stopped or died)"
 killed 0 "colibri: serve: rank 1: another rank did not answer within 2 s (it stopped or died)"
+
+# colibri chat under mpirun: stdin reaches rank 0, which chats; the other ranks follow its session (every operation
+# told before it is done: engine/core/session_mirror.h). Three turns and a /reset on the demo model, greedy: the
+# replies on stdout are one process's byte for byte, on 2 and 3 ranks, and with lookup speculation (its checks and
+# the rows they keep are told too).
+printf 'What is 23 plus 45?\nWho are you?\n/reset\nWhat is 71 minus 28?\n' > "$work/chat.txt"
+chat_args=(chat -m "$demo" --greedy -t 1)
+"$cli" "${chat_args[@]}" < "$work/chat.txt" > "$work/chat-1.out" 2> "$work/chat-1.err"
+check test "$(grep -c 'tokens/s; prompt' "$work/chat-1.err")" -eq 3
+check grep -q "So 23 plus 45 is 68.$" "$work/chat-1.out"
+for n in 2 3; do
+  ranks "$n" "$cli" "${chat_args[@]}" < "$work/chat.txt" > "$work/chat-$n.out" 2> "$work/chat-$n.err"
+  check cmp "$work/chat-1.out" "$work/chat-$n.out"
+  check test "$(grep -c 'tokens/s; prompt' "$work/chat-$n.err")" -eq 3
+  check test "$(grep -c '^colibri:' "$work/chat-$n.err")" -eq 0
+  echo "ok: chat: $n ranks reply as one process does"
+done
+ranks 2 "$cli" "${chat_args[@]}" --speculate lookup < "$work/chat.txt" > "$work/chat-lookup.out" 2> "$work/chat-lookup.err"
+check cmp "$work/chat-1.out" "$work/chat-lookup.out"
+check grep -q "^\[speculation (lookup): [1-9][0-9]* drafted" "$work/chat-lookup.err"  # checks were told
+echo "ok: chat: 2 ranks with lookup speculation reply as one process does"
+# Idle for three times the --rank-timeout between two messages: rank 0's heartbeat keeps the follower waiting.
+(head -2 "$work/chat.txt"; sleep 3; tail -2 "$work/chat.txt") | ranks 2 "$cli" "${chat_args[@]}" --rank-timeout 1 > "$work/chat-idle.out" 2> "$work/chat-idle.err"
+check cmp "$work/chat-1.out" "$work/chat-idle.out"
+check test "$(grep -c '^colibri:' "$work/chat-idle.err")" -eq 0
+echo "ok: chat: idle past --rank-timeout, 2 ranks still reply as one process does"
+# Rank 0 waiting for input: SIGTERM to it ends every rank (exit 0); a killed follower ends rank 0 with one line and
+# exit 1 within its --rank-timeout. Each rank's exit status is written beside the log (mpirun --enable-recovery keeps
+# the survivor running).
+chat_ended() {  # VICTIM_RANK SIGNAL SURVIVOR_EXIT [LINE]
+  local runner victim start elapsed survivor=$((1 - $1)) i
+  rm -f "$work"/exit.* "$work/chat.err" "$work/chat.fifo"
+  mkfifo "$work/chat.fifo"
+  timeout 60 mpirun --oversubscribe --enable-recovery -np 2 \
+    bash -c '"$0" "$@"; echo $? > "$COLIBRI_TEST_EXIT.$OMPI_COMM_WORLD_RANK"' "$cli" "${chat_args[@]}" --rank-timeout 2 \
+    < "$work/chat.fifo" > /dev/null 2> "$work/chat.err" &
+  runner=$!
+  exec 3> "$work/chat.fifo"  # the input stays open: rank 0 waits for the next message
+  head -1 "$work/chat.txt" >&3
+  for i in $(seq 300); do grep -q 'tokens/s; prompt' "$work/chat.err" 2> /dev/null && break; sleep 0.1; done
+  check grep -q 'tokens/s; prompt' "$work/chat.err"
+  victim=$(rank_pid "$runner" "$1")
+  check test -n "$victim"
+  start=$(date +%s)
+  kill "-$2" "$victim"
+  for i in $(seq 150); do [[ -s "$work/exit.$survivor" ]] && break; sleep 0.1; done
+  elapsed=$(($(date +%s) - start))
+  check test -s "$work/exit.$survivor"
+  check test "$elapsed" -lt 10
+  check test "$(cat "$work/exit.$survivor")" -eq "$3"
+  if [[ -n "${4:-}" ]]; then
+    check grep -qx "$4" "$work/chat.err"
+    check test "$(grep -c '^colibri:' "$work/chat.err")" -eq 1
+  else
+    check test "$(cat "$work/exit.$1")" -eq 0
+    check test "$(grep -c '^colibri:' "$work/chat.err")" -eq 0
+  fi
+  exec 3>&-
+  wait "$runner" || true
+  echo "ok: chat: $2 to rank $1: rank $survivor exits $3 in ${elapsed}s"
+}
+chat_ended 0 TERM 0
+chat_ended 1 KILL 1 "colibri: chat: rank 0: rank 1 did not answer within 2 s (it stopped or died)"
+
+# generate streams its text as it comes: rank 0's is one process's.
+"$cli" generate -m "$demo" --prompt "Once upon a time" -n 24 --greedy -t 1 > "$work/generate-1.txt"
+ranks 2 "$cli" generate -m "$demo" --prompt "Once upon a time" -n 24 --greedy -t 1 > "$work/generate-2.txt"
+check test -s "$work/generate-1.txt"
+check cmp "$work/generate-1.txt" "$work/generate-2.txt"
+echo "ok: generate: 2 ranks stream one process's text"
+
+# The C API: a program opened under mpirun joins the ranks (colibri_model_open); rank 0 generates and chats, pausing
+# twice its COLIBRI_RANK_TIMEOUT in between (the session's heartbeat), the other rank follows (colibri_session_follow).
+"$c_api_program" "$demo" > "$work/c-api-1.out" 2> "$work/c-api-1.err"
+check grep -q "^rank 0 of 1$" "$work/c-api-1.err"
+check grep -q "^ids: [0-9]" "$work/c-api-1.out"
+check grep -q "So 23 plus 45 is 68.$" "$work/c-api-1.out"
+COLIBRI_RANK_TIMEOUT=1 ranks 2 "$c_api_program" "$demo" 2 > "$work/c-api-2.out" 2> "$work/c-api-2.err"
+check cmp "$work/c-api-1.out" "$work/c-api-2.out"
+check grep -q "^rank 0 of 2$" "$work/c-api-2.err"
+check grep -q "^rank 1 of 2$" "$work/c-api-2.err"
+echo "ok: C API: 2 ranks give one process's ids and replies"

@@ -93,6 +93,28 @@ int32_t colibri_generate(colibri_session* session, const int32_t* prompt, size_t
                          const colibri_sampler_params* params, int32_t* out, size_t capacity,
                          colibri_token_callback callback, void* user);
 
+/* Expert parallelism (docs/DISTRIBUTED.md). Launched by `mpirun -np N`, colibri_model_open and
+ * colibri_model_open_with join the N processes (each opens the same model, in the same order): each holds its share
+ * of the routed experts (round-robin, or the `colibri placement` file named by COLIBRI_PLACEMENT) and they exchange
+ * expert outputs after every MoE layer, each waiting at most COLIBRI_RANK_TIMEOUT seconds (default 60) for the
+ * others. Rank 0 drives: it uses its session as one process does, and tokens and logits are one process's. Every
+ * other rank makes its session alike (the same threads and context) and calls colibri_session_follow, which does
+ * what rank 0's session does until rank 0 frees it; there the calls that use a session fail (-1). Across ranks a
+ * model has one session at a time and no expert hot-swap; the program does not call MPI itself meanwhile.
+ *
+ *     colibri_model* m = colibri_model_open(path);
+ *     colibri_session* s = colibri_session_new(m, 0, 0);
+ *     if (colibri_model_rank(m) == 0) n = colibri_generate(s, prompt, count, 32, &params, out, 32, NULL, NULL);
+ *     else if (colibri_session_follow(s) != 0) fprintf(stderr, "%s\n", colibri_last_error());
+ *     colibri_session_free(s);
+ *     colibri_model_close(m);
+ */
+int32_t colibri_model_rank(const colibri_model* model);       /* this process's rank: 0 in one process; -1 for NULL */
+int32_t colibri_model_rank_count(const colibri_model* model); /* the ranks: 1 in one process; -1 for NULL */
+/* Every rank but 0: follows rank 0's session. Returns 0 once rank 0 freed its session, or -1 when called on rank 0
+ * (or in one process) or when rank 0 stopped answering within the rank timeout. */
+int colibri_session_follow(colibri_session* session);
+
 /* How the model routes (what its family really does, not assuming a softmax). */
 typedef struct colibri_routing_info {
     const char* scoring;    /* "softmax" (over all experts), "sigmoid" (each expert's logit on its own) or
