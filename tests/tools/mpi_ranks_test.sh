@@ -121,7 +121,7 @@ timeout 60 mpirun --oversubscribe --enable-recovery -np 2 "$cli" generate -m "$w
   -c 4096 --rank-timeout 2 -t 1 > "$work/out.txt" 2> "$work/err.txt" &
 runner=$!
 victim=""
-for _ in $(seq 200); do
+for _ in $(seq 600); do  # up to 30 s: mpirun's start on a loaded 2-core machine took more than 10
   sleep 0.05
   launcher=$(ps -o pid= --ppid $runner | head -1 | tr -d ' ')
   [[ -n "$launcher" ]] || continue
