@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../test_support.h"
+#include "../thread_ranks.h"
 #include "engine/core/chat_service.h"
 #include "engine/core/open_model.h"
 #include "engine/core/session_follow.h"
@@ -99,24 +100,16 @@ Result<Replies> solo(const std::string& path, const Script& script) {
 // `lead` with its model, session and communicator, the others follow (unless silent). Each follower's status.
 std::vector<Status> ranks_run(const std::string& path, uint32_t ranks, std::chrono::milliseconds limit,
                               const std::function<void(const Model&, Session&, Communicator&)>& lead, bool followers_silent = false) {
-    ThreadGroup group(ranks);
-    std::vector<Status> statuses(ranks);
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < ranks; ++r)
-        threads.emplace_back([&, r] {
-            Communicator& comm = group.rank(r);
-            auto model = Model::load(path);
-            if (!model) return void(statuses[r] = model.status());
-            auto parallel = join_ranks(*model.value(), comm, RankRequest{{}, limit, &comm});
-            if (!parallel) return void(statuses[r] = parallel.status());
-            ThreadPool pool(1);
-            Session session(*model.value(), pool, kContext);
-            if (r == 0) return lead(*model.value(), session, comm);
-            Session* const sessions[] = {&session};
-            if (!followers_silent) statuses[r] = follow_slots(comm, sessions);
-        });
-    for (std::thread& t : threads) t.join();
-    return statuses;
+    return thread_ranks(path, ranks, limit, [&](uint32_t r, const Model& model, Communicator& comm) {
+        ThreadPool pool(1);
+        Session session(model, pool, kContext);
+        if (r == 0) {
+            lead(model, session, comm);
+            return Status::ok();
+        }
+        Session* const sessions[] = {&session};
+        return followers_silent ? Status::ok() : follow_slots(comm, sessions);
+    });
 }
 
 }  // namespace
@@ -125,15 +118,7 @@ class TestChatRanks : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
 
-    std::string model_path(const QString& name) {
-        if (name == "demo") return kDemo.toStdString();
-        const QString path = dir_.filePath(name + ".bin");
-        if (!QFile::exists(path)) {
-            const CliResult r = run_cli({"convert", reference("hf/" + name + "/model"), "-o", path, "--type", "q8_0", "-q"});
-            if (r.exit_code != 0) qWarning("convert: %s", r.err.constData());
-        }
-        return path.toStdString();
-    }
+    std::string model_path(const QString& name) { return name == "demo" ? kDemo.toStdString() : converted_reference(dir_, name); }
 
 private slots:
     void initTestCase() { QVERIFY2(QFile::exists(kDemo), "the build did not make the demo model"); }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "../test_support.h"
+#include "../thread_ranks.h"
 #include "engine/core/open_model.h"
 #include "engine/distributed/thread_group.h"
 #include "server/scheduler.h"
@@ -107,21 +108,13 @@ Result<std::vector<Replies>> solo(const std::string& path) {
 // model and communicator while the others follow. Returns each follower's status (rank 0's is ok).
 std::vector<Status> ranks_run(const std::string& path, uint32_t ranks, std::chrono::milliseconds limit,
                               const std::function<void(const Model&, Communicator&)>& lead, bool followers_silent = false) {
-    ThreadGroup group(ranks);
-    std::vector<Status> statuses(ranks);
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < ranks; ++r)
-        threads.emplace_back([&, r] {
-            Communicator& comm = group.rank(r);
-            auto model = Model::load(path);
-            if (!model) return void(statuses[r] = model.status());
-            auto parallel = join_ranks(*model.value(), comm, RankRequest{{}, limit, &comm});
-            if (!parallel) return void(statuses[r] = parallel.status());
-            if (r == 0) return lead(*model.value(), comm);
-            if (!followers_silent) statuses[r] = follow_scheduler(*model.value(), options(&comm));
-        });
-    for (std::thread& t : threads) t.join();
-    return statuses;
+    return thread_ranks(path, ranks, limit, [&](uint32_t r, const Model& model, Communicator& comm) {
+        if (r == 0) {
+            lead(model, comm);
+            return Status::ok();
+        }
+        return followers_silent ? Status::ok() : follow_scheduler(model, options(&comm));
+    });
 }
 
 }  // namespace
@@ -130,14 +123,7 @@ class TestSchedulerRanks : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
 
-    std::string convert(const QString& family) {
-        const QString path = dir_.filePath(family + ".bin");
-        if (!QFile::exists(path)) {
-            const CliResult r = run_cli({"convert", reference("hf/" + family + "/model"), "-o", path, "--type", "q8_0", "-q"});
-            if (r.exit_code != 0) qWarning("convert: %s", r.err.constData());
-        }
-        return path.toStdString();
-    }
+    std::string convert(const QString& family) { return converted_reference(dir_, family); }
 
 private Q_SLOTS:  // QT_NO_KEYWORDS: SchedulerOptions has a member named slots
     void replies_are_one_process_s_data() {
