@@ -71,16 +71,6 @@ private:
     std::vector<pid_t> children_;
 };
 
-// The Studio shown at 1280×720, its settings not kept.
-std::unique_ptr<MainWindow> shown_window() {
-    MainWindowOptions options;
-    options.persist_settings = false;
-    auto w = std::make_unique<MainWindow>(options);
-    w->resize(1280, 720);
-    w->show();
-    return w;
-}
-
 // A run of the comparison made by hand, with its decode rate's repetitions.
 KernelRun made_run(kernels::Variant v, std::vector<double> decode) {
     KernelRun r;

@@ -47,16 +47,6 @@ class TestProfiler : public QObject {
         return wait_for(loaded, 1);
     }
 
-    // A window at 1280x720 that keeps no settings.
-    static std::unique_ptr<MainWindow> shown_window() {
-        MainWindowOptions options;
-        options.persist_settings = false;
-        auto w = std::make_unique<MainWindow>(options);
-        w->resize(1280, 720);
-        w->show();
-        return w;
-    }
-
     static bool chat(MainWindow& w, const QString& text, int max_tokens) {
         QSignalSpy finished(w.chat(), &ChatController::finished);
         if (!w.chat()->send(text, greedy(max_tokens)).is_ok()) return false;

@@ -6,6 +6,7 @@
 #include <QElapsedTimer>
 #include <QTimer>
 #include <functional>
+#include <memory>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -23,6 +24,16 @@
 #include "ui/views/main_window.h"
 
 namespace colibri::test {
+
+// The Studio shown at 1280×720, its settings not kept.
+inline std::unique_ptr<studio::MainWindow> shown_window() {
+    studio::MainWindowOptions options;
+    options.persist_settings = false;
+    auto w = std::make_unique<studio::MainWindow>(options);
+    w->resize(1280, 720);
+    w->show();
+    return w;
+}
 
 // QSignalSpy records in the emitting thread, so a worker's signal can land before spy.wait() starts and be
 // missed; this waits, processing events, until the spy holds n signals.
