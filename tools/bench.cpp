@@ -101,11 +101,14 @@ json load_json(const MachineLoad& l) {
 TokenBytes decode_token_bytes(const Model& model) {
     const format::HyperParams& hp = model.hparams();
     TokenBytes b;
-    for (const LayerWeights& w : model.layers()) {
+    for (const LayerWeights& w : model.layers()) {  // the decoder's (a multi-token-prediction head's are apart)
         b.attention += size_of(w.q) + size_of(w.k) + size_of(w.v) + size_of(w.o) + size_of(w.q_bias) +
                        size_of(w.k_bias) + size_of(w.v_bias) + size_of(w.o_bias) + size_of(w.q_norm) + size_of(w.k_norm) +
                        size_of(w.sinks) + size_of(w.q_a) + size_of(w.q_a_norm) + size_of(w.kv_a) + size_of(w.kv_a_norm) +
-                       size_of(w.k_b) + size_of(w.v_b);
+                       size_of(w.k_b) + size_of(w.v_b) + size_of(w.q_gate);
+        // A Gated DeltaNet layer's token mixer (its out_proj is o, above).
+        b.attention += size_of(w.lin_qkv) + size_of(w.lin_z) + size_of(w.lin_beta) + size_of(w.lin_alpha) + size_of(w.lin_conv) +
+                       size_of(w.lin_dt_bias) + size_of(w.lin_ssm_a) + size_of(w.lin_norm);
         b.norms += size_of(w.attn_norm) + size_of(w.ffn_norm);
         if (w.is_moe) {
             b.router += size_of(w.router) + size_of(w.router_bias) + size_of(w.selection_bias);

@@ -54,7 +54,7 @@ struct BenchConfig {
 // Bytes of weights one decoded token reads, from the model's tensor sizes and weight types. Routed experts
 // count k (active) experts of average size per MoE layer.
 struct TokenBytes {
-    uint64_t attention = 0;      // q, k, v, o, their biases and norms
+    uint64_t attention = 0;      // the token mixer: q, k, v, o, their biases and norms; MLA's; Gated DeltaNet's
     uint64_t router = 0;
     uint64_t experts = 0;        // routed experts
     uint64_t shared_expert = 0;  // with its gate

@@ -4,6 +4,7 @@
 usage: bench/scripts/bench_ram_budget.py COLIBRI LLAMA_BENCH MODEL.bin MODEL.gguf [--fractions 0.5,0.25]
                                  [--policies lru,lfru,pinned,lru+prefetch] [--prompt 16] [--decode 32] [--threads 2]
                                  [--headroom-mib 768] [--context 128] [--reps 1] [--skip mmap,llama,...]
+                                 [--limit-gb 10] [--ranks 2] [--mpirun mpirun]
 
 With `--skip llama` neither LLAMA_BENCH nor MODEL.gguf is used: any placeholder will do (`-`).
 
@@ -19,6 +20,13 @@ configuration starts cold. The configurations, for each fraction:
 - llama.cpp, mmap, asked not to repack (`-ot .*=CPU`; its repacked copy is anonymous memory the limit could not
   hold, and the kernel's OOM reports show anonymous memory at the limit with `-ot` too):
   `llama-bench -m MODEL.gguf -p 0 -n DECODE -r 1 --no-warmup -ot .*=CPU`.
+
+With `--ranks N` (expert parallelism, docs/DISTRIBUTED.md), two more configurations per limit, each of N ranks under
+`mpirun -np N` with one thread each (`--threads` / N), every rank in a memory cgroup of its own with the same limit:
+- colibri N ranks, mmap: `mpirun -np N colibri generate ... -t THREADS/N`;
+- colibri N ranks, expert cache: the same with `--ram-budget` (each rank's budget covers its own experts).
+Their read bytes per token are rank 0's; their cgroup peak is the largest rank's. `--limit-gb X` replaces
+`--fractions` by one absolute limit per process.
 
 Reported per run: decode tokens/s (colibri's `timing.decode_tokens_per_s`, llama-bench's avg_ts), bytes read from
 storage per decoded token (colibri: /proc/self/io read_bytes over the decode, `storage_read_bytes.decode`;
@@ -115,9 +123,10 @@ def task_read_bytes(pid):
 
 
 def run_in_cgroup(cmd, cgroup, mark=None):
-    """Runs cmd inside the cgroup. Returns (stdout, rusage, read_bytes when a stderr line containing `mark` was
+    """Runs cmd inside the cgroup (None: where it is; the command joins its own). Returns (stdout, rusage, read_bytes when a stderr line containing `mark` was
     printed, or None). The child is reaped with wait4 so that its own rusage is read."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=cgroup.join)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=cgroup.join if cgroup else None)
     marked = []
     err_tail = []
 
@@ -158,6 +167,9 @@ def main():
                     help="what the budgeted process needs besides weights (KV cache, activations, code)")
     ap.add_argument("--reps", type=int, default=1, help="runs of every configuration (interleaved); the table shows medians")
     ap.add_argument("--skip", default="", help="comma list of configurations to leave out: mmap, llama, lru, ...")
+    ap.add_argument("--limit-gb", type=float, help="one limit per process in GB (10^9 bytes) instead of --fractions")
+    ap.add_argument("--ranks", type=int, default=0, help="add N ranks under mpirun, one cgroup of the same limit each")
+    ap.add_argument("--mpirun", default="mpirun")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     dropped = [a.bin] if "llama" in skip else [a.bin, a.gguf]
@@ -174,8 +186,11 @@ def main():
 
     rows = []
     cgroup = MemoryCgroup(f"colibri-bench-{os.getpid()}")
+    rank_prefix = f"colibri-bench-{os.getpid()}-rank"  # rank r's cgroup is rank_prefix + r
+    rank_cgroups = [MemoryCgroup(f"{rank_prefix}{r}") for r in range(a.ranks)]
+    fractions = [a.limit_gb * 1e9 / size] if a.limit_gb else [float(x) for x in a.fractions.split(",")]
     try:
-        for frac in (float(x) for x in a.fractions.split(",")):
+        for frac in fractions:
             limit = int(size * frac)
             budget = limit - (a.headroom_mib << 20)
             configs = [("colibri mmap", "mmap", [])]
@@ -190,14 +205,19 @@ def main():
                     extra += ["--cache-prefetch"]
                 configs.append((f"colibri cache {pol}", pol, extra))
             configs.append(("llama.cpp mmap", "llama", None))
+            if a.ranks:
+                configs.append((f"colibri {a.ranks} ranks mmap", "ranks", ["--ranks"]))
+                configs.append((f"colibri {a.ranks} ranks cache lru", "ranks+lru",
+                                ["--ranks", "--ram-budget", str(budget), "--cache-policy", "lru"]))
             for rep, (label, key, extra) in ((r, c) for r in range(a.reps) for c in configs):
                 if key in skip:
                     continue
                 for f in dropped:
                     drop_from_page_cache(f)
-                cgroup.set_limit(limit)
-                cgroup.reset_peak()
-                print(f"{frac:g} x {size / 1e9:.1f} GB = {limit / 1e9:.2f} GB: {label}", file=sys.stderr, flush=True)
+                for cg in [cgroup] + rank_cgroups:
+                    cg.set_limit(limit)
+                    cg.reset_peak()
+                print(f"{limit / 1e9:.2f} GB ({frac:.2f} x {size / 1e9:.1f} GB): {label}", file=sys.stderr, flush=True)
                 start = time.monotonic()
                 if extra is None:
                     cmd = [a.llama_bench, "-m", a.gguf, "-t", str(a.threads), "-p", "0", "-n", str(a.decode), "-r", "1",
@@ -210,9 +230,18 @@ def main():
                         row.update(tokens_per_s=tps,
                                    read_per_token=decode_read / a.decode if decode_read is not None else None)
                 else:
-                    cmd = [a.colibri, "generate", "-m", a.bin, "-t", str(a.threads), "-c", str(a.context), "--tokens",
-                           prompt_ids, "-n", str(a.decode + 1), "--greedy", "--json"] + extra
-                    out, usage, _, err = run_in_cgroup(cmd, cgroup)
+                    ranked = extra[:1] == ["--ranks"]
+                    threads = max(1, a.threads // a.ranks) if ranked else a.threads
+                    cmd = [a.colibri, "generate", "-m", a.bin, "-t", str(threads), "-c", str(a.context), "--tokens",
+                           prompt_ids, "-n", str(a.decode + 1), "--greedy", "--json"] + (extra[1:] if ranked else extra)
+                    if ranked:
+                        # Each rank moves itself into its own cgroup before it execs colibri; mpirun stays outside.
+                        join = f'echo $$ > {os.path.dirname(cgroup.path)}/{rank_prefix}$OMPI_COMM_WORLD_RANK/cgroup.procs && exec "$@"'
+                        cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(a.ranks),
+                               "sh", "-c", join, "sh"] + cmd
+                        out, usage, _, err = run_in_cgroup(cmd, None)
+                    else:
+                        out, usage, _, err = run_in_cgroup(cmd, cgroup)
                     row = {"config": label, "fraction": frac, "limit": limit, "error": err}
                     if not err:
                         j = json.loads(out)
@@ -228,11 +257,18 @@ def main():
                                        stall_s=c["stall_ns"] / 1e9, prefetched=c.get("prefetched", 0))
                             if c.get("predicted"):
                                 row.update(prediction=c["predicted_right"] / c["predicted"])
-                row.update(wall_s=time.monotonic() - start, peak_rss=usage.ru_maxrss * 1024, cgroup_peak=cgroup.peak())
+                if extra is not None and extra[:1] == ["--ranks"]:
+                    peaks = [cg.peak() for cg in rank_cgroups]
+                    row.update(rank_cgroup_peaks=peaks)
+                    cg_peak = max(p for p in peaks if p is not None) if any(p is not None for p in peaks) else None
+                else:
+                    cg_peak = cgroup.peak()
+                row.update(wall_s=time.monotonic() - start, peak_rss=usage.ru_maxrss * 1024, cgroup_peak=cg_peak)
                 print(json.dumps({k: v for k, v in row.items() if k != "new_ids"}), file=sys.stderr, flush=True)
                 rows.append(row)
     finally:
-        cgroup.remove()
+        for cg in [cgroup] + rank_cgroups:
+            cg.remove()
 
     # Every colibri configuration must have produced the same tokens (the budget changes where the bytes come
     # from, never the logits).
@@ -265,7 +301,7 @@ def main():
           "slots per layer | cgroup peak GB | process peak RSS GB | runs tok/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in merged:
-        lim = f"{r['fraction']:g} × = {r['limit'] / 1e9:.2f} GB"
+        lim = f"{r['limit'] / 1e9:.2f} GB ({r['fraction']:.2f} × the file)"
         if r["error"]:
             print(f"| {lim} | {r['config']} | failed: {r['error']} | | | | | | | | |")
             continue

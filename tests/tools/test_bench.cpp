@@ -11,6 +11,7 @@
 
 #include "../test_support.h"
 #include "engine/base/token_rate.h"
+#include "engine/core/model.h"
 #include "engine/core/sampler.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/registry.h"
@@ -436,6 +437,57 @@ private slots:
         const QJsonObject lj = QJsonDocument::fromJson(lut.out).object();
         QCOMPARE(lj["router"].toString(), QString("lut"));
         QCOMPARE(lj["layers"].toArray().size(), 2);
+    }
+
+    // Every tensor a decoded token reads is in bytes per token, counted from the file's tensor table by name
+    // (not from the LayerWeights fields the count itself uses): the whole of every decoder layer but its routed
+    // experts, k experts of average size per MoE layer, one embedding row; a multi-token-prediction head not.
+    // Gated DeltaNet layers (qwen3_next, qwen3_5_moe), the attention output gate, MLA, sinks and biases included.
+    void bytes_per_token_counts_every_tensor_a_token_reads_data() {
+        QTest::addColumn<QString>("family");
+        for (const char* f : {"qwen2_moe", "qwen3_next", "qwen3_5_moe", "deepseek_v3", "glm4_moe_lite", "gpt_oss", "minimax_m2"})
+            QTest::newRow(f) << QString(f);
+    }
+    void bytes_per_token_counts_every_tensor_a_token_reads() {
+        QFETCH(QString, family);
+        const QString bin = dir_.filePath(family + "-bytes.bin");
+        QString source = reference("hf/" + family + "/model");
+        if (family == "qwen3_5_moe") {  // its shape with a multi-token-prediction head, which the count must leave out
+            source = dir_.filePath("qwen3_5_moe-mtp");
+            QProcess make;
+            make.start(QStringLiteral(COLIBRI_BUILD_DIR "/bin/colibri-make-model"),
+                       {"--config", reference("hf/qwen3_5_moe/model/config.json"), "--mtp-layers", "1", "-o", source});
+            QVERIFY(make.waitForFinished(60000));
+            QCOMPARE(make.exitCode(), 0);
+        }
+        const CliResult r = run_cli({"convert", source, "-o", bin, "-q"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        auto loaded = colibri::Model::load(bin.toStdString());
+        QVERIFY2(loaded, loaded ? "" : loaded.message().c_str());
+        const colibri::Model& m = *loaded.value();
+        const auto& hp = m.hparams();
+        uint64_t want = 0;
+        std::vector<uint64_t> experts(hp.n_layers, 0);
+        for (const colibri::TensorView& t : m.file().tensors()) {
+            if (t.name == "embed") {
+                want += t.size / t.rows;  // one row
+                continue;
+            }
+            if (t.name.starts_with("layers.")) {
+                const uint32_t layer = uint32_t(std::stoul(t.name.substr(7)));
+                if (layer >= hp.n_layers) continue;  // the MTP head's
+                if (t.name.find(".experts.") != std::string::npos) {
+                    experts[layer] += t.size;
+                    continue;
+                }
+            }
+            want += t.size;
+        }
+        for (uint64_t e : experts) want += e / hp.n_experts * hp.n_experts_active;
+        const colibri::tools::TokenBytes b = colibri::tools::decode_token_bytes(m);
+        QCOMPARE(b.total(), want);
+        QVERIFY(b.attention > 0 && b.experts > 0 && b.lm_head > 0);
+        if (family == "qwen3_5_moe") QCOMPARE(m.mtp_layers().size(), size_t(1));
     }
 
     void bench_preset_shape() {
