@@ -4,7 +4,8 @@
 
 namespace colibri {
 
-LookupDrafter::LookupDrafter(LookupOptions options) : options_(options), length_(std::max(options.max_drafts, 1u)) {
+LookupDrafter::LookupDrafter(LookupOptions options)
+    : options_(options), pacing_(DraftPacing{.max_drafts = options.max_drafts, .first = options.max_drafts, .max_rest = options.max_rest}) {
     options_.min_ngram = std::max(options_.min_ngram, 1u);
     options_.max_ngram = std::max(options_.max_ngram, options_.min_ngram);
 }
@@ -27,23 +28,13 @@ uint32_t LookupDrafter::lookup(std::span<const int32_t> history, uint32_t max_ng
 }
 
 uint32_t LookupDrafter::propose(Session&, std::span<const int32_t> history, std::span<int32_t> drafts) {
-    if (rest_ > 0) {
-        --rest_;
-        return 0;
-    }
-    return lookup(history, options_.max_ngram, options_.min_ngram, drafts.first(std::min<size_t>(drafts.size(), length_)));
+    const uint32_t length = pacing_.next();
+    if (length == 0) return 0;
+    return lookup(history, options_.max_ngram, options_.min_ngram, drafts.first(std::min<size_t>(drafts.size(), length)));
 }
 
-void LookupDrafter::on_verified(uint32_t proposed, uint32_t accepted) {
-    misses_ = accepted == 0 ? misses_ + 1 : 0;
-    if (misses_ > 0) rest_ = std::min(options_.max_rest, 1u << std::min(misses_, 16u));
-    length_ = accepted == proposed ? std::min(std::max(options_.max_drafts, 1u), std::max(2 * proposed, length_))
-                                   : std::max(accepted + 1, 1u);
-}
+void LookupDrafter::on_verified(uint32_t proposed, uint32_t accepted) { pacing_.on_verified(proposed, accepted); }
 
-void LookupDrafter::reset() {
-    length_ = std::max(options_.max_drafts, 1u);
-    rest_ = misses_ = 0;
-}
+void LookupDrafter::reset() { pacing_.reset(); }
 
 }  // namespace colibri

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "engine/core/draft_pacing.h"
 #include "engine/core/drafter.h"
 
 namespace colibri {
@@ -33,9 +34,7 @@ public:
 
 private:
     LookupOptions options_;
-    uint32_t length_;    // drafts the next step may take
-    uint32_t rest_ = 0;  // proposals to skip
-    uint32_t misses_ = 0;  // checks in a row that kept nothing
+    DraftPacer pacing_;  // drafts the next step may take, and the rest after misses
 };
 
 }  // namespace colibri

@@ -3,12 +3,20 @@
 // session and follows its evals and truncates, so the drafter itself keeps only counts.
 #pragma once
 #include "engine/base/status.h"
+#include "engine/core/draft_pacing.h"
 #include "engine/core/drafter.h"
 
 namespace colibri {
 
+// Each draft runs the head's layer and the whole lm head (at real size as much as a sixth of a token's reads), and a
+// chained draft is a guess from a guess, which the head was not trained for (Qwen's and DeepSeek's heads predict one
+// token ahead): so a check starts with one draft, grows to at most three while all are kept, and rests after checks
+// that keep nothing (DraftPacing). A head that guesses badly then costs its layer per token and little else.
+inline constexpr DraftPacing kMtpPacing{.max_drafts = 3, .first = 1, .max_rest = 64};
+
 class MtpDrafter final : public Drafter {
 public:
+    explicit MtpDrafter(DraftPacing pacing = kMtpPacing);
     // Whether `session` runs a head this drafter can draft from.
     static bool available(const Session& session);
 
@@ -23,6 +31,7 @@ public:
     uint64_t accepted() const { return accepted_; }
 
 private:
+    DraftPacer pacing_;
     Status status_;
     uint64_t proposed_ = 0, accepted_ = 0;
 };

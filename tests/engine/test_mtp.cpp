@@ -345,13 +345,15 @@ private slots:
         std::vector<int32_t> history = random_tokens(20, 5);
         Session s(*m.value(), *pool.value(), 128, mtp_options(8));
         QVERIFY(MtpDrafter::available(s));
-        MtpDrafter drafter;
+        // Three drafts every step, whatever was kept: the pacing has its own test (test_speculation).
+        const DraftPacing fixed{.max_drafts = 3, .first = 3, .max_rest = 0, .adapt = false};
+        MtpDrafter drafter(fixed);
         QVERIFY(s.eval(std::span<const int32_t>(history.data(), history.size() - 1)));
         auto fresh_drafts = [&](const std::vector<int32_t>& h) {
             Session f(*m.value(), *pool.value(), 128, mtp_options(8));
             f.eval(std::span<const int32_t>(h.data(), h.size() - 1));
             std::vector<int32_t> d(3);
-            MtpDrafter fd;
+            MtpDrafter fd(fixed);
             d.resize(fd.propose(f, h, d));
             return d;
         };

@@ -201,6 +201,34 @@ private slots:
         QCOMPARE(drafter.propose(s, h, d), 4u);
     }
 
+    // The MTP drafter's pacing: one draft first, growing to three while every draft is kept, back to one more than
+    // were kept after a rejection, and resting 2, 4 ... proposals after checks that keep nothing.
+    void mtp_drafts_pace_themselves() {
+        DraftPacer p(kMtpPacing);
+        QCOMPARE(p.next(), 1u);
+        p.on_verified(1, 1);
+        QCOMPARE(p.next(), 2u);
+        p.on_verified(2, 2);
+        QCOMPARE(p.next(), 3u);
+        p.on_verified(3, 3);
+        QCOMPARE(p.next(), 3u);  // at most three
+        p.on_verified(3, 1);
+        QCOMPARE(p.next(), 2u);
+        p.on_verified(2, 0);
+        QCOMPARE(p.next(), 0u);
+        QCOMPARE(p.next(), 0u);
+        QCOMPARE(p.next(), 1u);
+        p.on_verified(1, 0);
+        for (int i = 0; i < 4; ++i) QCOMPARE(p.next(), 0u);
+        QCOMPARE(p.next(), 1u);
+        p.reset();
+        QCOMPARE(p.next(), 1u);
+        // Not adapting: the same length whatever is kept, never resting.
+        DraftPacer fixed(DraftPacing{.max_drafts = 3, .first = 3, .max_rest = 0, .adapt = false});
+        fixed.on_verified(3, 0);
+        QCOMPARE(fixed.next(), 3u);
+    }
+
     void parse_modes() {
         QCOMPARE(parse_speculate_mode("lookup").value(), SpeculateMode::Lookup);
         QCOMPARE(parse_speculate_mode("off").value(), SpeculateMode::Off);
@@ -524,6 +552,10 @@ private slots:
         QVERIFY(stats.drafted > 0);
         QVERIFY2(stats.drafted > stats.accepted, "a random head's drafts are rejected too");
         QVERIFY(drafter.proposals.size() > 2);
+        // Paced: never more than kMtpPacing's drafts a check, and a head that guesses wrong rests, so it drafts
+        // fewer than one per generated token (unpaced, 15 per check: about 14 per token).
+        for (const auto& p : drafter.proposals) QVERIFY(p.second.size() <= kMtpPacing.max_drafts);
+        QVERIFY2(stats.drafted < 32 || stats.accepted * 2 > stats.drafted, qPrintable(QString::number(stats.drafted)));
         // A check whose drafts are all rejected, then a plain eval of another token, then a draft: the head's row
         // that read the rejected draft must be gone (keep_verified cuts it), so the head's logits are a fresh
         // session's that evaluated the kept history, bit for bit.
