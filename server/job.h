@@ -45,6 +45,14 @@ struct PositionTrace {
         uint64_t attention_ns = 0, router_ns = 0, experts_ns = 0;
     };
     std::vector<Timing> timings;  // every layer
+    // Across ranks (mpirun -np N serve), per MoE layer: each rank's expert time, rank 0's exchange and its bytes
+    // (engine/core/trace.h RankTiming); empty in one process.
+    struct Ranks {
+        uint32_t layer = 0;
+        std::vector<uint64_t> experts_ns;  // per rank
+        uint64_t exchange_ns = 0, bytes = 0, bytes_sent = 0, bytes_received = 0;
+    };
+    std::vector<Ranks> ranks;
 };
 
 struct JobEvent {

@@ -384,6 +384,11 @@ json models_list(const ServedModel& served) {
     for (uint32_t l = 0; l < hp.n_layers; ++l)
         if (m.layers()[l].is_moe) moe.push_back(l);
     meta["moe_layers"] = moe;
+    // Across ranks, which rank holds each routed expert: the JSON --placement reads (a replicated expert a list).
+    const ExpertParallel* parallel = m.expert_parallel();
+    const uint32_t ranks = parallel != nullptr ? parallel->comm->size() : 1;
+    meta["ranks"] = ranks;
+    if (ranks > 1) meta["placement"] = json::parse(parallel->placement.to_json());
     return {{"object", "list"},
             {"data", json::array({{{"id", served.id}, {"object", "model"}, {"created", served.created}, {"owned_by", "colibri"},
                                    {"meta", meta}}})}};
@@ -430,8 +435,16 @@ json ResponseBuilder::trace_json(const std::vector<PositionTrace>& traces) const
             routing.push_back({{"layer", r.layer}, {"experts", r.experts}, {"weights", r.weights}, {"probs", r.probs}});
         for (const auto& l : t.timings)
             timings.push_back({{"layer", l.layer}, {"attention_ns", l.attention_ns}, {"router_ns", l.router_ns}, {"experts_ns", l.experts_ns}});
-        out.push_back({{"position", t.position}, {"token", t.token}, {"text", token_bytes(t.token)},
-                       {"generated", t.position >= request_.spec.prompt.size()}, {"routing", routing}, {"timings", timings}});
+        json position{{"position", t.position}, {"token", t.token}, {"text", token_bytes(t.token)},
+                      {"generated", t.position >= request_.spec.prompt.size()}, {"routing", routing}, {"timings", timings}};
+        if (!t.ranks.empty()) {
+            json ranks = json::array();
+            for (const auto& r : t.ranks)
+                ranks.push_back({{"layer", r.layer}, {"experts_ns", r.experts_ns}, {"exchange_ns", r.exchange_ns}, {"bytes", r.bytes},
+                                 {"bytes_sent", r.bytes_sent}, {"bytes_received", r.bytes_received}});
+            position["ranks"] = std::move(ranks);
+        }
+        out.push_back(std::move(position));
     }
     return out;
 }

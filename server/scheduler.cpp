@@ -83,6 +83,10 @@ struct Scheduler::Slot final : TraceObserver {
     void on_layer_timing(const LayerTiming& t) override {
         if (tracing()) trace_at(t.position).timings.push_back({t.layer, t.attention_ns, t.router_ns, t.experts_ns});
     }
+    void on_rank_timing(const RankTiming& t) override {
+        if (tracing())
+            trace_at(t.position).ranks.push_back({t.layer, {t.experts_ns.begin(), t.experts_ns.end()}, t.exchange_ns, t.bytes, t.bytes_sent, t.bytes_received});
+    }
 };
 
 namespace {

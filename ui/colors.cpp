@@ -16,6 +16,14 @@ QColor expert_color(int expert) {
     return QColor::fromHsl(static_cast<int>(hue), 170, expert % 2 == 0 ? 150 : 120);
 }
 
+QColor rank_color(int rank) {
+    static const std::array<QColor, 7> first = {QColor(0, 114, 178),  QColor(230, 159, 0),  QColor(0, 158, 115), QColor(213, 94, 0),
+                                                QColor(86, 180, 233), QColor(204, 121, 167), QColor(240, 228, 66)};
+    if (rank < 0) return QColor(Qt::gray);
+    if (rank < static_cast<int>(first.size())) return first[static_cast<size_t>(rank)];
+    return QColor::fromHsl(static_cast<int>(std::fmod(rank * 137.508, 360.0)), 160, rank % 2 == 0 ? 135 : 105);
+}
+
 QColor text_color_on(const QColor& background) {
     const double luminance = 0.299 * background.redF() + 0.587 * background.greenF() + 0.114 * background.blueF();
     return luminance > 0.55 ? QColor(Qt::black) : QColor(Qt::white);

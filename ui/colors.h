@@ -7,6 +7,9 @@ namespace colibri::studio {
 
 // Distinct hues by the golden angle, so neighbouring expert numbers never look alike.
 QColor expert_color(int expert);
+// One per rank of a server across ranks (the heatmap's owners, the Ranks table's columns): Okabe and Ito's
+// colour-blind-safe set for the first seven, then hues by the golden angle.
+QColor rank_color(int rank);
 // Text colour that reads on top of background.
 QColor text_color_on(const QColor& background);
 // a mixed with b: t = 0 gives a, 1 gives b.

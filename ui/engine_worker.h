@@ -109,6 +109,8 @@ private:
         int port = 0;
         std::string api_key, model;
         int context = 0;
+        int ranks = 1;        // the processes its experts are spread over
+        int moe_layers = 0;   // bounds a position's rank timings
     };
     std::optional<Remote> remote_;    // attached to a server instead of a local model
     Counting counting_ = Counting::Off;

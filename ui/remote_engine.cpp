@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <QUrl>
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
@@ -69,8 +70,67 @@ QString out_of_range(const ModelSummary& s) {
     return {};
 }
 
+// A JSON number that is a count or a time: unsigned, or the stream is not colibri serve's.
+uint64_t unsigned_of(const json& v, const char* what) {
+    if (!v.is_number_unsigned()) throw std::runtime_error(std::string(what) + " is not an unsigned number");
+    return v.get<uint64_t>();
+}
+
+// /v1/models' placement (the JSON --placement reads) into s.placement; what is wrong with it, if anything. Every
+// layer named must be one of the MoE layers, with one holder per expert: a rank in [0, ranks) or a list of them.
+QString read_placement(const json& p, ModelSummary& s) {
+    if (!p.is_object() || !p.contains("layers") || !p["layers"].is_object()) return QObject::tr("placement has no layers");
+    if (p.value("ranks", json()) != json(s.placement.ranks)) return QObject::tr("placement is for other ranks than the server's");
+    if (qsizetype(p["layers"].size()) * s.experts > kMaxPlacementEntries) return QObject::tr("placement of %1 layers is too large").arg(p["layers"].size());
+    for (const auto& [key, experts] : p["layers"].items()) {
+        bool number = false;
+        const int layer = QString::fromStdString(key).toInt(&number);
+        if (!number || !s.moe_layer_ids.contains(layer)) return QObject::tr("placement names layer “%1”, not an MoE layer").arg(qstr(key).left(20));
+        if (!experts.is_array() || experts.size() != size_t(s.experts))
+            return QObject::tr("placement of layer %1 lists %2 experts, the model has %3").arg(layer).arg(experts.is_array() ? experts.size() : 0).arg(s.experts);
+        QVector<QVector<int>> holders;
+        holders.reserve(s.experts);
+        for (const json& h : experts) {
+            QVector<int> ranks;
+            for (const json& r : h.is_array() ? h : json::array({h})) {
+                if (!r.is_number_unsigned() || r.get<uint64_t>() >= uint64_t(s.placement.ranks) || ranks.size() >= s.placement.ranks)
+                    return QObject::tr("placement of layer %1 names %2, not a rank of %3").arg(layer).arg(qstr(r.dump()).left(20)).arg(s.placement.ranks);
+                ranks.push_back(r.get<int>());
+            }
+            if (ranks.isEmpty()) return QObject::tr("placement of layer %1 has an expert on no rank").arg(layer);
+            std::sort(ranks.begin(), ranks.end());
+            holders.push_back(std::move(ranks));
+        }
+        s.placement.holders.insert(layer, std::move(holders));
+    }
+    return {};
+}
+
+// A position's rank timings (a server across `ranks` ranks with `moe_layers` MoE layers): one entry per MoE layer at
+// most, each with every rank's time. Anything else throws: the stream is not what colibri serve sends.
+std::vector<LayerRanks> ranks_of(const json& entries, int ranks, int moe_layers) {
+    if (!entries.is_array()) throw std::runtime_error("rank timings are not a list");
+    if (ranks < 2) throw std::runtime_error("rank timings from a server of one rank");
+    if (entries.size() > size_t(moe_layers)) throw std::runtime_error("rank timings of " + std::to_string(entries.size()) + " layers");
+    std::vector<LayerRanks> out;
+    for (const json& e : entries) {
+        LayerRanks r;
+        r.layer = e.value("layer", -1);
+        const json times = e.value("experts_ns", json());
+        if (!times.is_array() || times.size() != size_t(ranks))
+            throw std::runtime_error("rank timings of " + std::to_string(times.is_array() ? times.size() : 0) + " ranks, the server has " + std::to_string(ranks));
+        for (const json& ns : times) r.experts_ns.push_back(unsigned_of(ns, "a rank's time"));
+        r.exchange_ns = unsigned_of(e.value("exchange_ns", json()), "exchange_ns");
+        r.bytes = unsigned_of(e.value("bytes", json()), "bytes");
+        r.bytes_sent = unsigned_of(e.value("bytes_sent", json()), "bytes_sent");
+        r.bytes_received = unsigned_of(e.value("bytes_received", json()), "bytes_received");
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 // One position of the trace extension as the views' TokenTrace.
-TokenTrace trace_of(const json& t) {
+TokenTrace trace_of(const json& t, int ranks, int moe_layers) {
     TokenTrace out;
     out.position = t.value("position", -1);
     out.token = t.value("token", -1);
@@ -95,6 +155,7 @@ TokenTrace trace_of(const json& t) {
         out.layers.push_back(std::move(p));
     }
     out.step_ns = total;  // the server reports its layers' times; its own step and sampling are not in the trace
+    if (t.contains("ranks")) out.ranks = ranks_of(t["ranks"], ranks, moe_layers);
     return out;
 }
 
@@ -116,10 +177,17 @@ QString describe(const json& m, const json& meta, const QUrl& url, std::string& 
         s.has_tokenizer = meta.value("tokenizer", false);
         s.tokenizer = s.has_tokenizer ? QObject::tr("on the server") : QStringLiteral("none");
         s.has_chat_template = meta.value("chat_template", false);
+        // A server from before expert parallelism says nothing: one rank. Read wide, so that a huge count is refused.
+        const json ranks = meta.value("ranks", json(1));
+        if (!ranks.is_number_integer()) return QObject::tr("has ranks that are not a count");
+        if (ranks.get<int64_t>() < 1 || ranks.get<int64_t>() > kMaxRanks) return QObject::tr("is out of range: %1 ranks").arg(ranks.get<int64_t>());
+        s.placement.ranks = ranks.get<int>();
     } catch (const json::exception& e) {
         return QObject::tr("has a field of the wrong type (%1)").arg(QString::fromUtf8(e.what()));
     }
     if (const QString bad = out_of_range(s); !bad.isEmpty()) return QObject::tr("is out of range: %1").arg(bad);
+    if (s.placement.ranks > 1 && meta.contains("placement"))
+        if (const QString bad = read_placement(meta["placement"], s); !bad.isEmpty()) return QObject::tr("is wrong: %1").arg(bad);
     return {};
 }
 
@@ -161,6 +229,8 @@ void EngineWorker::do_connect(const QString& url_text, const QString& api_key) {
         return;
     }
     r.context = s.context;
+    r.ranks = s.placement.ranks;
+    r.moe_layers = s.moe_layers;
     s.remote = true;
     do_unload();
     remote_ = std::move(r);
@@ -233,7 +303,7 @@ void EngineWorker::do_generate_remote(const GenerationRequest& request, uint64_t
         }
         // Positions the server evaluated since the previous chunk (this chunk's token's predecessors).
         for (const json& t : ext.value("trace", json::array())) {
-            const TokenTrace trace = trace_of(t);
+            const TokenTrace trace = trace_of(t, r.ranks, r.moe_layers);
             end_position = std::max(end_position, checked_position(trace.position) + 1);
             emit tokenEvaluated(trace);
         }

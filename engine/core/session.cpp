@@ -184,10 +184,14 @@ void Session::size_buffers() {
     share_begin_.assign(n_exp, 0);
     share_rows_.assign(n_exp, 0);
     if (const ExpertParallel* parallel = model_.expert_parallel(); parallel != nullptr && parallel->comm->size() > 1) {
-        exchange_send_.resize(C * k * H * sizeof(float));
-        exchange_recv_.resize(exchange_send_.size());
-        exchange_counts_.resize(parallel->comm->size());
-        exchange_at_.resize(parallel->comm->size());
+        // The rows, and behind each rank's its run_experts time (8 bytes).
+        const size_t ranks = parallel->comm->size();
+        exchange_send_.resize(C * k * H * sizeof(float) + sizeof(uint64_t));
+        exchange_recv_.resize(C * k * H * sizeof(float) + ranks * sizeof(uint64_t));
+        exchange_counts_.resize(ranks);
+        exchange_at_.resize(ranks);
+        rank_experts_ns_.resize(ranks);
+        rank_share_ns_.resize(ranks);
     }
     {  // next-layer prediction (options_.predict_experts, or a prefetching expert cache): small, always sized
         sized(predict_in_, C * H);

@@ -293,8 +293,11 @@ private:
     void share_experts(uint32_t layer, const ExpertParallel* parallel);
     // Whether this rank may read expert e of `layer` (always in one process).
     bool holds(uint32_t layer, uint32_t expert) const;
-    // Every rank's computed rows of ffn_out_ to every rank, each into its place: ffn_out_ is then one process's.
-    Status exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer);
+    // Every rank's computed rows of ffn_out_ to every rank, each into its place: ffn_out_ is then one process's. Each
+    // rank's run_experts time (own_experts_ns_) travels behind its rows into rank_experts_ns_, reported with the
+    // exchange's own time and bytes to the chunk's n rows' observers (RankTiming).
+    Status exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer, uint32_t n);
+    void report_ranks(uint32_t layer, uint32_t n, uint64_t exchange_ns, uint64_t sent, uint64_t received);
     // moe_out_: per token its experts' outputs times their weights in ascending expert order, then the shared
     // expert (scaled by its sigmoid gate where the family has one).
     void combine_experts(const LayerWeights& w, uint32_t n);
@@ -390,6 +393,9 @@ private:
     // byte count per rank and where each rank's next rows are in exchange_recv_.
     std::vector<uint8_t> exchange_send_, exchange_recv_;
     std::vector<size_t> exchange_counts_, exchange_at_;
+    // This rank's run_experts time at the current layer, every rank's as the exchange brought it, and a token's share.
+    uint64_t own_experts_ns_ = 0;
+    std::vector<uint64_t> rank_experts_ns_, rank_share_ns_;
     ExchangeStats exchange_stats_;
     // Expert cache prefetch: the next MoE layer's router applied to this layer's hidden state (predict_in_, the
     // residual under the next layer's norm), its choices per token and their union, ascending (predicted_next_).

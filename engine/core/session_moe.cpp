@@ -38,9 +38,14 @@ Status Session::moe(uint32_t layer, const LayerWeights& w, uint32_t n) {
     if (prefetcher_ && decoder) advise_experts(layer, n);
     if (predicting() && decoder) predict_next_layer(layer, n);
     gather_expert_inputs(n);
+    // Across ranks every rank times its experts, observed or not: the others' observers get it with its rows.
+    const bool ranked = parallel != nullptr && parallel->comm->size() > 1;
+    const uint64_t t0 = ranked ? now_ns() : 0;
     if (Status s = run_experts(layer, w, n); !s) return s;
-    if (parallel != nullptr && parallel->comm->size() > 1)
-        if (Status s = exchange_expert_outputs(*parallel, layer); !s) return s;
+    if (ranked) {
+        own_experts_ns_ = now_ns() - t0;
+        if (Status s = exchange_expert_outputs(*parallel, layer, n); !s) return s;
+    }
     combine_experts(w, n);
     return Status::ok();
 }
@@ -303,9 +308,12 @@ void Session::share_experts(uint32_t layer, const ExpertParallel* parallel) {
     }
 }
 
-Status Session::exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer) {
+Status Session::exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer, uint32_t n) {
     // Each rank's rows travel in ascending expert order; every rank knows every other's shares from the routing, so
     // it can size and place what it receives. The chunk's (token, slot) rows are each computed by exactly one rank.
+    // Behind its rows each rank sends its run_experts time (a fixed 8 bytes), so every rank learns every rank's
+    // without another collective; the rows' bytes alone are counted as the exchange's.
+    constexpr size_t kTrailer = sizeof(uint64_t);
     const uint64_t t0 = now_ns();
     const size_t H = model_.hparams().hidden_size, row_bytes = H * sizeof(float);
     Communicator& comm = *parallel.comm;
@@ -319,9 +327,14 @@ Status Session::exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer
         std::memcpy(exchange_send_.data() + sent, ffn_out_.data() + (size_t(expert_block_[e]) + share_begin_[e]) * H, share_rows_[e] * row_bytes);
         sent += share_rows_[e] * row_bytes;
     }
+    std::memcpy(exchange_send_.data() + sent, &own_experts_ns_, kTrailer);
     size_t total = 0;
-    for (uint32_t r = 0; r < ranks; ++r) exchange_at_[r] = total, total += exchange_counts_[r];
-    if (Status s = comm.allgatherv(std::span<const uint8_t>(exchange_send_.data(), sent), std::span<uint8_t>(exchange_recv_.data(), total),
+    for (uint32_t r = 0; r < ranks; ++r) {
+        exchange_counts_[r] += kTrailer;
+        exchange_at_[r] = total;
+        total += exchange_counts_[r];
+    }
+    if (Status s = comm.allgatherv(std::span<const uint8_t>(exchange_send_.data(), sent + kTrailer), std::span<uint8_t>(exchange_recv_.data(), total),
                                    exchange_counts_);
         !s)
         return s;
@@ -334,11 +347,26 @@ Status Session::exchange_expert_outputs(ExpertParallel& parallel, uint32_t layer
                             share.count * row_bytes);
             exchange_at_[r] += share.count * row_bytes;
         }
+    // Each rank's rows are placed: its trailer follows them.
+    for (uint32_t r = 0; r < ranks; ++r) std::memcpy(&rank_experts_ns_[r], exchange_recv_.data() + exchange_at_[r], kTrailer);
+    const uint64_t rows = total - ranks * kTrailer, wait = now_ns() - t0;
     exchange_stats_.exchanges += 1;
     exchange_stats_.bytes_sent += sent;
-    exchange_stats_.bytes_received += total - sent;
-    exchange_stats_.wait_ns += now_ns() - t0;
+    exchange_stats_.bytes_received += rows - sent;
+    exchange_stats_.wait_ns += wait;
+    if (observed_) report_ranks(layer, n, wait, sent, rows - sent);
     return Status::ok();
+}
+
+void Session::report_ranks(uint32_t layer, uint32_t n, uint64_t exchange_ns, uint64_t sent, uint64_t received) {
+    // Times split evenly among the chunk's tokens (as LayerTiming's); bytes too, the remainder on the last token.
+    for (size_t r = 0; r < rank_share_ns_.size(); ++r) rank_share_ns_[r] = rank_experts_ns_[r] / n;
+    for (uint32_t t = 0; t < n; ++t) {
+        if (!rows_[t].observer) continue;
+        const bool last = t + 1 == n;
+        const uint64_t out = sent / n + (last ? sent % n : 0), in = received / n + (last ? received % n : 0);
+        rows_[t].observer->on_rank_timing(RankTiming{layer, rows_[t].position, rank_share_ns_, exchange_ns / n, out + in, out, in});
+    }
 }
 
 void Session::ffn(const FfnWeights& w, const float* x, uint32_t n, float* out) {

@@ -98,6 +98,23 @@ struct LinearStateRecord {
     std::span<const float> decays;       // per value head, in (0, 1]
 };
 
+// An expert-parallel run (more than one rank) at one MoE layer for one token: how long each rank ran its share of the
+// layer's experts (Session::run_experts: its routed experts' rows, and the shared expert, which every rank computes),
+// how long this rank then spent in the exchange (waiting for the slowest rank, and the transfer), and the expert
+// output rows the exchange moved. Each rank sends its own time behind its rows, so every rank learns every rank's
+// without another collective. A chunk of tokens shares these as LayerTiming does: times split evenly, bytes too with
+// the remainder on the chunk's last token, so that a chunk's tokens add up to its exchange. Spans are valid during
+// the call only.
+struct RankTiming {
+    uint32_t layer;
+    uint32_t position;
+    std::span<const uint64_t> experts_ns;  // per rank, in rank order
+    uint64_t exchange_ns;                  // this rank's time in the exchange
+    uint64_t bytes;                        // every rank's rows together (bytes_sent + bytes_received: an allgather)
+    uint64_t bytes_sent;                   // this rank's rows, out
+    uint64_t bytes_received;               // the other ranks' rows, in
+};
+
 class TraceObserver {
 public:
     virtual ~TraceObserver() = default;
@@ -113,6 +130,8 @@ public:
     virtual bool count_experts() { return true; }
     virtual void on_counters(const CounterRecord&) {}
     virtual void on_token_timing(const TokenTiming&) {}
+    // Only in an expert-parallel run, per token and MoE layer (none in one process).
+    virtual void on_rank_timing(const RankTiming&) {}
 };
 
 }  // namespace colibri

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -37,11 +38,28 @@ struct RankRun {
 
 int32_t argmax(std::span<const float> v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
-Status evaluate(Model& model, const std::vector<int32_t>& ids, RankRun& out) {
+// Every RankTiming a session reports, and its routing (which says whose rows each token's experts are).
+struct RankRecorder final : TraceObserver {
+    struct Record {
+        uint32_t layer, position;
+        std::vector<uint64_t> experts_ns;
+        uint64_t exchange_ns, bytes, sent, received;
+    };
+    std::vector<Record> records;
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<int32_t>> routing;  // (layer, position): the experts
+    void on_rank_timing(const RankTiming& r) override {
+        records.push_back({r.layer, r.position, {r.experts_ns.begin(), r.experts_ns.end()}, r.exchange_ns, r.bytes, r.bytes_sent, r.bytes_received});
+    }
+    void on_routing(const RoutingRecord& r) override { routing[{r.layer, r.position}].assign(r.experts.begin(), r.experts.end()); }
+};
+
+// observers (rank 0's, or one process's): for the decoded session and the other one of the batched step.
+Status evaluate(Model& model, const std::vector<int32_t>& ids, RankRun& out, RankRecorder* observers = nullptr) {
     ThreadPool pool(1);
     SessionOptions options;
     options.chunk = 16;  // several chunks, one of them partial
     Session s(model, pool, 128, options), other(model, pool, 128, options);
+    if (observers != nullptr) s.set_observer(&observers[0]), other.set_observer(&observers[1]);
     auto r = s.eval(ids);
     if (!r) return r.status();
     out.logits.assign(r->begin(), r->end());
@@ -61,16 +79,18 @@ Status evaluate(Model& model, const std::vector<int32_t>& ids, RankRun& out) {
 }
 
 // One process: the reference.
-RankRun solo(const std::string& path, const std::vector<int32_t>& ids) {
+RankRun solo(const std::string& path, const std::vector<int32_t>& ids, RankRecorder* observers = nullptr) {
     RankRun run;
     auto m = Model::load(path);
     if (!m) return RankRun{{}, m.status(), {}};
-    run.status = evaluate(*m.value(), ids, run);
+    run.status = evaluate(*m.value(), ids, run, observers);
     return run;
 }
 
-// `ranks` threads, each with its own Model on the file; placement (null: round-robin) spreads the experts.
-std::vector<RankRun> ranks_run(const std::string& path, uint32_t ranks, const std::vector<int32_t>& ids, const std::string& placement_json = {}) {
+// `ranks` threads, each with its own Model on the file; placement (null: round-robin) spreads the experts; rank 0's
+// sessions observed by `observers` when given.
+std::vector<RankRun> ranks_run(const std::string& path, uint32_t ranks, const std::vector<int32_t>& ids, const std::string& placement_json = {},
+                               RankRecorder* observers = nullptr) {
     ThreadGroup group(ranks);
     std::vector<RankRun> runs(ranks);
     std::vector<std::thread> threads;
@@ -87,7 +107,7 @@ std::vector<RankRun> ranks_run(const std::string& path, uint32_t ranks, const st
             if (Status s = agree_before_start(comm, m.value()->fingerprint(), &placement.value()); !s) return void(runs[r].status = s);
             ExpertParallel parallel{&comm, std::move(placement.value())};
             m.value()->set_expert_parallel(&parallel);
-            runs[r].status = evaluate(*m.value(), ids, runs[r]);
+            runs[r].status = evaluate(*m.value(), ids, runs[r], r == 0 ? observers : nullptr);
         });
     for (std::thread& t : threads) t.join();
     return runs;
@@ -148,7 +168,8 @@ private slots:
         QTest::addColumn<QString>("family");
         // Every family of the reference set: shared experts (qwen2_moe gated, deepseek_v3, glm4_moe, qwen3_next),
         // biased experts (gpt_oss), hybrids (qwen3_next, qwen3_5_moe), latent attention (deepseek_v3).
-        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_moe"})
+        for (const char* family : {"mixtral", "qwen2_moe", "olmoe", "qwen3_moe", "gpt_oss", "deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5_moe",
+                                   "minimax_m2", "glm4_moe_lite"})
             QTest::newRow(family) << QString(family);
     }
 
@@ -165,7 +186,7 @@ private slots:
             uint32_t ranks;
             bool replicated;
         };
-        for (const Case c : {Case{2, false}, Case{3, false}, Case{3, true}}) {
+        for (const Case c : {Case{2, false}, Case{3, false}, Case{3, true}, Case{4, false}}) {
             const std::string placement = c.replicated ? replicated_placement(*model.value(), c.ranks) : std::string();
             const std::vector<RankRun> got = ranks_run(path, c.ranks, ids, placement);
             for (uint32_t r = 0; r < c.ranks; ++r) {
@@ -176,6 +197,62 @@ private slots:
                 QVERIFY2(got[r].stats.exchanges > 0 && got[r].stats.bytes_received > 0, where.constData());
             }
         }
+    }
+
+    void rank_timings_reach_the_observer() {
+        // Rank 0 observed, 2 ranks round-robin (expert e on rank e % 2): a RankTiming per token and MoE layer, every
+        // rank's expert time in it, and the bytes of the rows each rank computed by the routing; the logits stay one
+        // process's, and one process reports none.
+        const std::string path = convert("qwen2_moe").toStdString();  // a shared expert too: every rank computes it
+        auto model = Model::load(path);
+        QVERIFY2(model, model.message().c_str());
+        const format::HyperParams& hp = model.value()->hparams();
+        const std::vector<int32_t> ids = prompt(hp.vocab_size);
+        RankRecorder alone[2];
+        const RankRun want = solo(path, ids, alone);
+        QVERIFY2(want.status, want.status.message().c_str());
+        QVERIFY(!alone[0].routing.empty());
+        QVERIFY(alone[0].records.empty() && alone[1].records.empty());
+        RankRecorder seen[2];
+        const std::vector<RankRun> got = ranks_run(path, 2, ids, {}, seen);
+        for (const RankRun& r : got) QVERIFY2(r.status, r.status.message().c_str());
+        QVERIFY(bit_equal(got[0].logits, want.logits));
+        QVERIFY(bit_equal(got[1].logits, want.logits));
+
+        const uint64_t row_bytes = uint64_t(hp.hidden_size) * sizeof(float);
+        uint64_t sent = 0, received = 0, want_sent = 0, want_received = 0;
+        std::map<std::pair<uint32_t, uint32_t>, uint64_t> rank_ns;  // (layer, rank): summed over the tokens
+        for (int i = 0; i < 2; ++i) {
+            const RankRecorder& rec = seen[i];
+            // One record per evaluated (MoE layer, position): exactly the routed ones.
+            std::map<std::pair<uint32_t, uint32_t>, int> count;
+            for (const RankRecorder::Record& r : rec.records) ++count[{r.layer, r.position}];
+            QCOMPARE(count.size(), rec.routing.size());
+            for (const auto& [key, experts] : rec.routing) {
+                QVERIFY2(count[key] == 1, qPrintable(QString("layer %1 position %2: %3 records").arg(key.first).arg(key.second).arg(count[key])));
+                for (int32_t e : experts) (e % 2 == 0 ? want_sent : want_received) += row_bytes;
+            }
+            for (const RankRecorder::Record& r : rec.records) {
+                QCOMPARE(r.experts_ns.size(), size_t(2));
+                QCOMPARE(r.bytes, r.sent + r.received);
+                sent += r.sent;
+                received += r.received;
+                for (uint32_t k = 0; k < 2; ++k) rank_ns[{r.layer, k}] += r.experts_ns[k];
+                // A decoded token is a chunk of its own: its record is the layer's whole exchange.
+                if (i == 0 && r.position >= ids.size() && r.position < ids.size() + 4) {
+                    const std::vector<int32_t>& experts = rec.routing.at({r.layer, r.position});
+                    const auto mine = uint64_t(std::count_if(experts.begin(), experts.end(), [](int32_t e) { return e % 2 == 0; }));
+                    QCOMPARE(r.sent, mine * row_bytes);
+                    QCOMPARE(r.received, (experts.size() - mine) * row_bytes);
+                    QVERIFY(r.experts_ns[0] > 0 && r.experts_ns[1] > 0 && r.exchange_ns > 0);
+                }
+            }
+        }
+        // Over the whole run the chunks' shares add up to the rows each rank computed.
+        QCOMPARE(sent, want_sent);
+        QCOMPARE(received, want_received);
+        QCOMPARE(rank_ns.size(), size_t(2) * model.value()->moe_layer_count());
+        for (const auto& [key, ns] : rank_ns) QVERIFY2(ns > 0, qPrintable(QString("layer %1 rank %2").arg(key.first).arg(key.second)));
     }
 
     void a_rank_reads_only_its_experts() {

@@ -2,7 +2,8 @@
 // tests/tools/mpi_ranks_test.sh): rank 0's Scheduler tells the other ranks every operation on its slots' sessions and
 // they follow (follow_scheduler). Greedy replies are one process's token for token and log-probability for
 // log-probability: jobs decoded together, slots reusing a cached prefix (a hybrid's truncation evaluates again),
-// lookup speculation's checks. An idle scheduler
+// lookup speculation's checks. /v1/models names the ranks and the placement, and a traced job's positions carry each
+// rank's expert time and the bytes exchanged per MoE layer, as the routing says they must be. An idle scheduler
 // keeps its followers past their wait limit; destroying it stops them. A follower that stops answering fails the
 // jobs and the scheduler within the wait limit, and it takes no more.
 #include <QElapsedTimer>
@@ -16,6 +17,7 @@
 #include "../thread_ranks.h"
 #include "engine/core/open_model.h"
 #include "engine/distributed/thread_group.h"
+#include "server/openai_api.h"
 #include "server/scheduler.h"
 
 using namespace colibri;
@@ -161,6 +163,76 @@ private Q_SLOTS:  // QT_NO_KEYWORDS: SchedulerOptions has a member named slots
         QCOMPARE(want.value()[0][0].size(), size_t(16));
         QCOMPARE(counted, ranks);
         QVERIFY(drafted > 0);  // lookup's checks were mirrored too
+    }
+
+    void models_and_traces_name_the_ranks() {
+        const std::string path = convert("mixtral");
+        nlohmann::json models, whole;
+        Status led;
+        const std::vector<Status> followed = ranks_run(path, 2, std::chrono::milliseconds(60000), [&](const Model& model, Communicator& comm) {
+            const ServedModel served{&model, "mixtral", {}, 0, 256};
+            models = models_list(served);
+            Scheduler scheduler(model, options(&comm));
+            ApiRequest request;
+            request.endpoint = Endpoint::Completions;
+            request.spec = greedy({3, 1, 4, 1, 5, 9, 2, 6});
+            request.spec.reply.max_tokens = 6;
+            request.spec.trace = request.trace = true;
+            auto queue = std::make_shared<JobQueue>();
+            if (!scheduler.submit(std::make_shared<Job>(request.spec, queue))) return void(led = error("refused"));
+            ResponseBuilder builder(request, served, "cmpl-1", 0);
+            for (;;) {
+                std::vector<JobEvent> events;
+                const std::optional<JobOutcome> outcome = queue->take(events, std::chrono::milliseconds(100));
+                for (const JobEvent& e : events) builder.add(e);
+                if (!outcome) continue;
+                if (!outcome->error.empty()) return void(led = error(outcome->error));
+                whole = builder.whole(*outcome);
+                break;
+            }
+        });
+        QVERIFY2(led, led.message().c_str());
+        for (const Status& s : followed) QVERIFY2(s, s.message().c_str());
+
+        // The placement is round-robin: expert e of every MoE layer on rank e % 2.
+        const nlohmann::json& meta = models["data"][0]["meta"];
+        QCOMPARE(meta["ranks"].get<int>(), 2);
+        QCOMPARE(meta["placement"]["ranks"].get<int>(), 2);
+        const nlohmann::json& layers = meta["placement"]["layers"];
+        QCOMPARE(layers.size(), meta["moe_layers"].size());
+        const int experts = meta["experts"].get<int>(), hidden = meta["hidden_size"].get<int>();
+        for (const nlohmann::json& l : meta["moe_layers"]) {
+            const nlohmann::json& holders = layers[std::to_string(l.get<int>())];
+            QCOMPARE(int(holders.size()), experts);
+            for (int e = 0; e < experts; ++e) QCOMPARE(holders[size_t(e)].get<int>(), e % 2);
+        }
+        // Every traced position: per MoE layer both ranks' time and the bytes; a decoded token (a chunk of one) sent
+        // rank 0's experts' rows and received rank 1's.
+        const nlohmann::json& trace = whole["colibri"]["trace"];
+        QVERIFY(trace.size() >= 8 + 5);
+        for (const nlohmann::json& p : trace) {
+            const nlohmann::json& ranks = p["ranks"];
+            QCOMPARE(ranks.size(), p["routing"].size());
+            for (size_t i = 0; i < ranks.size(); ++i) {
+                const nlohmann::json& r = ranks[i];
+                QCOMPARE(r["layer"], p["routing"][i]["layer"]);
+                QCOMPARE(r["experts_ns"].size(), size_t(2));
+                QCOMPARE(r["bytes"].get<uint64_t>(), r["bytes_sent"].get<uint64_t>() + r["bytes_received"].get<uint64_t>());
+                if (!p["generated"].get<bool>()) continue;
+                uint64_t mine = 0, theirs = 0;
+                for (const nlohmann::json& e : p["routing"][i]["experts"]) (e.get<int>() % 2 == 0 ? mine : theirs) += uint64_t(hidden) * 4;
+                QCOMPARE(r["bytes_sent"].get<uint64_t>(), mine);
+                QCOMPARE(r["bytes_received"].get<uint64_t>(), theirs);
+                QVERIFY(r["experts_ns"][0].get<uint64_t>() > 0 && r["experts_ns"][1].get<uint64_t>() > 0 && r["exchange_ns"].get<uint64_t>() > 0);
+            }
+        }
+
+        // One process: ranks 1, no placement, no rank timings.
+        auto model = Model::load(path);
+        QVERIFY(model);
+        const nlohmann::json alone = models_list(ServedModel{model.value().get(), "mixtral", {}, 0, 256});
+        QCOMPARE(alone["data"][0]["meta"]["ranks"].get<int>(), 1);
+        QVERIFY(!alone["data"][0]["meta"].contains("placement"));
     }
 
     void a_silent_follower_stops_the_scheduler() {

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Expert parallelism under mpirun (several processes on this machine): the logits and generated ids of 2 and 3 ranks,
+# Expert parallelism under mpirun (several processes on this machine): the logits and generated ids of 2, 3 and 4 ranks,
 # round-robin and a placement written by `colibri placement` from a routing trace (the hottest expert replicated), are
-# byte for byte one process's for a Mixtral, a DeepSeek-V3 (shared expert, latent attention) and a Qwen3-Next hybrid;
+# byte for byte one process's for a Mixtral, a DeepSeek-V3 (shared expert, latent attention), the Qwen3-Next and Qwen3.5
+# hybrids, gpt-oss, MiniMax-M2 and GLM-4.7-Flash;
 # generate and bench --json name the ranks and bench reports the exchange per token and MoE layer; a placement naming
 # experts the model lacks is refused before any token with one line and a non-zero exit; a rank killed mid-run makes
 # the other stop with one line within its --rank-timeout, never a hang. `colibri serve` under mpirun answers as one
-# process does (two requests at once, lookup speculation, the trace extension); SIGTERM to rank 0 stops every rank;
+# process does (two requests at once, lookup speculation, the trace extension), names the ranks and the placement in
+# /v1/models and each rank's expert time and the bytes exchanged in the trace; SIGTERM to rank 0 stops every rank;
 # a killed follower stops rank 0 with one line naming it, a killed rank 0 the followers, within the rank timeout.
 # `colibri chat` under mpirun (stdin to rank 0, the other ranks following its session) writes one process's replies
 # on 2 and 3 ranks, with lookup speculation too, and after sitting idle past its --rank-timeout; SIGTERM to rank 0
@@ -37,6 +39,9 @@ check() { if ! "$@"; then echo "FAIL: $*" >&2; exit 1; fi; }
 "$cli" convert "$work/mixtral-hf" -o "$work/mixtral.bin" -q
 "$cli" convert "$reference/hf/deepseek_v3/model" -o "$work/deepseek_v3.bin" --type q8_0 -q
 "$cli" convert "$reference/hf/qwen3_next/model" -o "$work/qwen3_next.bin" --type q8_0 -q
+for family in qwen3_5_moe gpt_oss minimax_m2 glm4_moe_lite; do
+  "$cli" convert "$reference/hf/$family/model" -o "$work/$family.bin" --type q8_0 -q
+done
 tokens="1,17,42,99,5,25,3,77,8,14,64,12,30,2,9,11,40,7"
 
 # Per model: one process's logits and ids, then each case's ranks: "model ranks [trace]" (trace: a placement written
@@ -81,6 +86,21 @@ same_logits deepseek_v3 3
 solo qwen3_next
 placement qwen3_next 2
 same_logits qwen3_next 2 --placement "$work/placement.json"
+# Four processes (more than this machine's cores: oversubscribed), round-robin and from a trace, and the newer
+# families: the hybrid Qwen3.5, gpt-oss's biased experts, MiniMax-M2's sigmoid routing, GLM-4.7-Flash's latent attention.
+solo mixtral
+same_logits mixtral 4
+solo qwen3_5_moe
+same_logits qwen3_5_moe 4
+placement qwen3_5_moe 4
+same_logits qwen3_5_moe 4 --placement "$work/placement.json"
+same_ids qwen3_5_moe 4 --placement "$work/placement.json"
+solo gpt_oss
+same_logits gpt_oss 3
+solo minimax_m2
+same_logits minimax_m2 2
+solo glm4_moe_lite
+same_logits glm4_moe_lite 3
 
 # bench --json under mpirun: the ranks and the exchange per token and MoE layer.
 ranks 2 "$cli" bench -m "$work/mixtral.bin" -p 8 -n 8 -r 1 -t 1 --bandwidth-mib 8 --json > "$work/bench.json"
@@ -146,7 +166,8 @@ echo "ok: a killed rank stops the other with one line in ${elapsed}s"
 # colibri serve under mpirun: rank 0 serves HTTP, the other ranks follow every operation on its slots' sessions
 # (engine/core/session_mirror.h). The same requests to one process, 2 and 3 ranks: a long streamed reply with a short one
 # sent while it decodes (steps that evaluate both slots in one eval_batch; the client checks that some step sampled
-# both), lookup speculation (checks and keep_verified) and the trace extension (each position's token and routing).
+# both), lookup speculation (checks and keep_verified) and the trace extension (each position's token and routing);
+# /v1/models names the ranks and the placement, and each traced position each rank's expert time and the bytes exchanged.
 cat > "$work/client.py" <<'PY'
 # Usage: client.py PORT OUT RANKS: the replies (ids, dates and timings left out) into OUT.
 import json, sys, threading, time, urllib.request
@@ -170,11 +191,37 @@ def metrics():
         time.sleep(0.05)
     raise AssertionError("a slot stays active")
 
+# /v1/models names the ranks and, across ranks, the placement: round-robin, expert e of every MoE layer on rank e % N.
+meta = json.load(urllib.request.urlopen(base + "/v1/models", timeout=10))["data"][0]["meta"]
+assert meta["ranks"] == ranks, meta
+if ranks == 1:
+    assert "placement" not in meta, meta
+else:
+    layers = meta["placement"]["layers"]
+    assert meta["placement"]["ranks"] == ranks and sorted(map(int, layers)) == meta["moe_layers"], meta["placement"]
+    assert all(holders == [e % ranks for e in range(meta["experts"])] for holders in layers.values()), layers
+
+def check_ranks(position):
+    # Across ranks each traced position has per MoE layer every rank's expert time and the bytes exchanged; a
+    # generated position (a step of one token) sent rank 0's experts' rows and received the others'.
+    if ranks == 1:
+        assert "ranks" not in position, position
+        return
+    assert [r["layer"] for r in position["ranks"]] == [r["layer"] for r in position["routing"]], position
+    for r, routing in zip(position["ranks"], position["routing"]):
+        assert len(r["experts_ns"]) == ranks and r["bytes"] == r["bytes_sent"] + r["bytes_received"], r
+        if position["generated"]:
+            mine = sum(1 for e in routing["experts"] if e % ranks == 0) * meta["hidden_size"] * 4
+            assert r["bytes_sent"] == mine and r["bytes"] == len(routing["experts"]) * meta["hidden_size"] * 4, (r, routing)
+            assert min(r["experts_ns"]) > 0 and r["exchange_ns"] > 0, r
+    position.pop("ranks")
+
 def clean(reply):
     for key in ("id", "created", "timings"):
         reply.pop(key, None)
     for position in reply.get("colibri", {}).get("trace", []):
         position.pop("timings")
+        check_ranks(position)
     return reply
 
 greedy = {"model": "mixtral", "temperature": 0, "logprobs": 1, "ignore_eos": True}
@@ -252,7 +299,7 @@ serve 1
 for n in 2 3; do
   serve "$n"
   check cmp "$work/serve-1.json" "$work/serve-$n.json"
-  echo "ok: serve: $n ranks answer as one process does; SIGTERM to rank 0 stopped every rank"
+  echo "ok: serve: $n ranks answer as one process does (/v1/models names the placement, the trace each rank's timings); SIGTERM to rank 0 stopped every rank"
 done
 
 # A rank killed (kill -9) while the server waits for requests: with a follower gone rank 0 stops serving and exits 1

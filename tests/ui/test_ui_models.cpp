@@ -14,9 +14,12 @@
 #include "ui/models/table_model.h"
 #include "ui/models/model_summary.h"
 #include "ui/models/profiler_models.h"
+#include "ui/models/rank_model.h"
 #include "ui/models/routing_table_model.h"
 #include "ui/models/stats_table_model.h"
 #include "ui/models/validator_models.h"
+#include "ui/colors.h"
+#include "ui/rank_stats.h"
 #include "ui/routing_stats.h"
 #include "ui/trace_stats.h"
 #include "ui/data/tune_report.h"
@@ -159,6 +162,118 @@ private slots:
         for (int r = 0; r < experts.rowCount(); ++r) activations += experts.index(r, ExpertCounterModel::Activations).data().toInt();
         QCOMPARE(activations, 22 * 2 * 2);
         QVERIFY(layers.mean_us(0, LayerProfileModel::Total) > 0);
+    }
+
+    // A server across ranks: five positions whose two MoE layers carry rank timings (rank 1 three times rank 0's
+    // time), and one whose timings are for another rank count (left out). Per layer the medians, the slowest rank,
+    // the exchange and the bytes; a column per rank, headed by its colour; other rank counts change the columns.
+    void rank_times() {
+        Conversation c;
+        c.add_user_message(QStringLiteral("Q"));
+        c.begin_pass(0);
+        for (int p = 0; p < 6; ++p) {
+            TokenTrace t;
+            t.position = p;
+            t.token = p + 1;
+            t.text = QStringLiteral("x");
+            t.step_ns = 10000;
+            for (int layer = 0; layer < 2; ++layer) {
+                LayerProfile l;
+                l.layer = layer;
+                l.attention_ns = 1000;
+                l.router_ns = 100;
+                l.experts_ns = 900;
+                t.layers.push_back(l);
+                LayerRanks r;
+                r.layer = layer;
+                r.experts_ns = p < 5 ? std::vector<uint64_t>{100u * (p + 1), 300u * (p + 1)} : std::vector<uint64_t>{1, 2, 3};
+                r.exchange_ns = 50;
+                r.bytes = 512;
+                r.bytes_sent = r.bytes_received = 256;
+                t.ranks.push_back(r);
+            }
+            c.add_trace(t);
+        }
+        c.finish_pass(6);
+        const RankTotals totals = rank_totals(c, TokenSpan{}, 2);
+        QCOMPARE(totals.tokens, 5);
+        QCOMPARE(totals.layers.size(), size_t(2));
+        QCOMPARE(totals.bytes_per_token, 1024.0);
+        QCOMPARE(totals.exchange_share, 0.01);
+        QCOMPARE(totals.slowest, 1);
+        QCOMPARE(totals.slowest_layers, 2);
+        QCOMPARE(totals.slowest_over_fastest, 3.0);
+        QCOMPARE(rank_totals(c, TokenSpan{}, 1).tokens, 0);  // one rank: nothing to show
+
+        RankTimeModel m;
+        QAbstractItemModelTester tester(&m, kFatal);
+        QSortFilterProxyModel sorted;
+        sorted.setSourceModel(&m);
+        sorted.setSortRole(Qt::EditRole);
+        QAbstractItemModelTester t2(&sorted, kFatal);
+        m.set_totals(totals);
+        sorted.sort(RankTimeModel::Layer, Qt::DescendingOrder);
+        QCOMPARE(m.rowCount(), 2);
+        QCOMPARE(m.columnCount(), 1 + 2 + 3);
+        QCOMPARE(m.index(0, RankTimeModel::FirstRank).data(Qt::EditRole).toDouble(), 0.3);  // median of 100..500 ns
+        QCOMPARE(m.index(0, RankTimeModel::FirstRank + 1).data(Qt::EditRole).toDouble(), 0.9);
+        QCOMPARE(m.index(1, m.slowest_column()).data().toString(), QStringLiteral("rank 1"));
+        QCOMPARE(m.index(1, m.exchange_column()).data(Qt::EditRole).toDouble(), 0.05);
+        QCOMPARE(m.index(1, m.bytes_column()).data().toString(), QStringLiteral("512 B"));
+        QVERIFY(m.index(0, RankTimeModel::FirstRank + 1).data(Qt::FontRole).value<QFont>().bold());
+        QVERIFY(!m.index(0, RankTimeModel::FirstRank).data(Qt::FontRole).isValid());
+        const QIcon swatch = m.headerData(RankTimeModel::FirstRank + 1, Qt::Horizontal, Qt::DecorationRole).value<QIcon>();
+        QCOMPARE(swatch.pixmap(10, 10).toImage().pixelColor(5, 5), rank_color(1));
+        QCOMPARE(sorted.index(0, RankTimeModel::Layer).data().toInt(), 1);
+        RankTotals three = totals;
+        three.ranks = 3;
+        for (RankLayerStats& l : three.layers) l.experts_us.push_back(0.1);
+        m.set_totals(three);
+        QCOMPARE(m.columnCount(), 1 + 3 + 3);
+        m.set_totals(RankTotals{});
+        QCOMPARE(m.rowCount(), 0);
+        QCOMPARE(m.columnCount(), 1 + 3);
+    }
+
+    // The heatmap by rank: a cell takes its experts' rank's colour, a replicated expert or a bin across ranks none.
+    void heatmap_by_rank() {
+        HeatmapModel heat;
+        QAbstractItemModelTester tester(&heat, kFatal);
+        heat.set_usage(expert_usage(conversation_, TokenSpan{}, summary_.experts));
+        RankPlacement placement;
+        placement.ranks = 2;
+        QVector<QVector<int>> layer0, layer1;
+        for (int e = 0; e < 8; ++e) {
+            layer0.push_back(e == 0 ? QVector<int>{0, 1} : QVector<int>{e % 2});
+            layer1.push_back(QVector<int>{e < 4 ? 0 : 1});
+        }
+        placement.holders.insert(0, layer0);
+        placement.holders.insert(1, layer1);
+        const QColor heat_colour = heat.index(0, 3).data(Qt::BackgroundRole).value<QColor>();
+        heat.set_placement(placement);
+        QVERIFY(!heat.by_rank());
+        QCOMPARE(heat.index(0, 3).data(Qt::BackgroundRole).value<QColor>(), heat_colour);
+        heat.set_by_rank(true);
+        QVERIFY(heat.by_rank());
+        QCOMPARE(heat.index(0, 3).data(HeatmapModel::RankRole).toInt(), 1);
+        QCOMPARE(heat.index(0, 0).data(HeatmapModel::RankRole).toInt(), -1);
+        QVERIFY(heat.index(0, 0).data(HeatmapModel::ReplicatedRole).toBool());
+        QVERIFY(!heat.index(0, 3).data(HeatmapModel::ReplicatedRole).toBool());
+        QVERIFY(heat.index(0, 0).data(Qt::ToolTipRole).toString().contains(QStringLiteral("replicated on ranks 0, 1")));
+        // Rank 1's hue, pale or full by the count: nearer rank 1's colour than rank 0's.
+        const QColor c = heat.index(0, 3).data(Qt::BackgroundRole).value<QColor>();
+        auto distance = [](const QColor& a, const QColor& b) {
+            return std::abs(a.red() - b.red()) + std::abs(a.green() - b.green()) + std::abs(a.blue() - b.blue());
+        };
+        QVERIFY(distance(c, blend(QColor(250, 250, 250), rank_color(1), 0.5)) < distance(c, blend(QColor(250, 250, 250), rank_color(0), 0.5)));
+        heat.set_bin(4);  // layer 1's bins each on one rank, layer 0's first bin across both
+        QCOMPARE(heat.index(1, 0).data(HeatmapModel::RankRole).toInt(), 0);
+        QCOMPARE(heat.index(1, 1).data(HeatmapModel::RankRole).toInt(), 1);
+        QCOMPARE(heat.index(0, 1).data(HeatmapModel::RankRole).toInt(), -1);
+        QVERIFY(heat.index(0, 1).data(Qt::ToolTipRole).toString().contains(QStringLiteral("on ranks 0, 1")));
+        heat.set_placement(RankPlacement{});  // one process: the heat scale again
+        QVERIFY(!heat.by_rank());
+        QCOMPARE(heat.index(0, 0).data(HeatmapModel::RankRole).toInt(), -1);
     }
 
     // Every evaluated position is a row, and its stages add up to its total (other is what is left).

@@ -3,6 +3,8 @@
 // without the Studio), the same replies a local model gives, and a trace for every position the conversation
 // holds. Earlier replies are encoded again in each next prompt, and need not come back as the tokens that were
 // generated; the transcript must not change what they say (the Conversation's part of that is also checked alone).
+// A server across ranks (a fake one) shows its placement on the heatmap and its ranks' timings in the profiler; one
+// that lies about its ranks is refused with one line, never a crash.
 #include <httplib.h>
 
 #include <QLabel>
@@ -16,8 +18,14 @@
 #include "../server/server_process.h"
 #include "engine/core/chat_prompt.h"
 #include "engine/core/model.h"
+#include "ui/models/model_summary.h"
 #include "ui/views/chat_view.h"
+#include "ui/views/heatmap_view.h"
 #include "ui/views/main_window.h"
+#include "ui/views/profiler_view.h"
+
+#include <QCheckBox>
+#include <QTabWidget>
 #include "ui_test_support.h"
 
 using namespace colibri;
@@ -302,6 +310,128 @@ private slots:
         if (QTest::currentTestFailed()) return;
         QVERIFY2(re_encoded, "the case this test is for: a reply that came back as other tokens");
         local_conversation(model, turns, 10);
+    }
+
+    // A server across 2 ranks as colibri serve describes one (/v1/models' ranks and placement, the trace's rank
+    // timings, docs/SERVER.md): the heatmap colours its experts by rank (expert 0 of layer 0 replicated), the
+    // profiler's Ranks tab shows the timings; then hostile descriptions and streams are one line each, no crash.
+    void a_server_across_ranks_shows_its_ranks() {
+        FakeServer fake;
+        const std::string meta = R"("meta": {"family": "mixtral", "layers": 2, "moe_layers": [0, 1], "experts": 4,
+            "active_experts": 2, "hidden_size": 8, "vocab_size": 16, "context": 64, "max_position": 64, "tokenizer": true,
+            "chat_template": true, "ranks": 2, "placement": {"ranks": 2, "layers": {"0": [[0, 1], 1, 0, 1], "1": [0, 1, 0, 1]}}})";
+        auto position = [](int p, bool generated, const std::string& ranks) {
+            // The generated position holds the token the first chunk sampled (5).
+            return R"({"position": )" + std::to_string(p) + R"(, "token": )" + std::to_string(generated ? 5 : p + 1) + R"(, "text": "x", "generated": )" +
+                   (generated ? "true" : "false") +
+                   R"(, "routing": [{"layer": 0, "experts": [0, 1], "weights": [0.5, 0.5], "probs": [0.4, 0.4, 0.1, 0.1]},
+                                   {"layer": 1, "experts": [2, 3], "weights": [0.5, 0.5], "probs": [0.1, 0.1, 0.4, 0.4]}],
+                      "timings": [{"layer": 0, "attention_ns": 1000, "router_ns": 100, "experts_ns": 3000},
+                                  {"layer": 1, "attention_ns": 1000, "router_ns": 100, "experts_ns": 3000}], "ranks": )" + ranks + "}";
+        };
+        const std::string good_ranks = R"([{"layer": 0, "experts_ns": [1000, 2500], "exchange_ns": 900, "bytes": 64, "bytes_sent": 32, "bytes_received": 32},
+                                            {"layer": 1, "experts_ns": [1200, 2000], "exchange_ns": 700, "bytes": 64, "bytes_sent": 32, "bytes_received": 32}])";
+        auto stream = [&](const std::string& ranks) {
+            return R"(data: {"choices": [{"index": 0, "delta": {"content": "a"}}], "colibri": {"token": 5, "position": 2, "end_of_turn": false, "trace": [)" +
+                   position(0, false, good_ranks) + ", " + position(1, false, good_ranks) + "]}}\n\n" +
+                   R"(data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "colibri": {"trace": [)" + position(2, true, ranks) +
+                   "]}}\n\ndata: [DONE]\n\n";
+        };
+        fake.answer(R"({"data": [{"id": "fake", )" + meta + "}]}", stream(good_ranks));
+        QSignalSpy loaded(window_.get(), &MainWindow::modelLoaded), refused(window_.get(), &MainWindow::modelLoadFailed);
+        window_->connect_server(fake.url());
+        QVERIFY2(wait_for(loaded, 1), refused.isEmpty() ? "no answer" : qPrintable(refused.at(0).at(1).toString()));
+        QVERIFY(window_->summary_model()->value(QStringLiteral("ranks")).startsWith(QStringLiteral("2 processes")));
+        HeatmapView* heat = window_->heatmap_view();
+        QVERIFY(!heat->by_rank_box()->isHidden() && heat->by_rank_box()->isChecked());
+        QCOMPARE(heat->heatmap_model()->placement().holders_of(0, 0), QVector<int>({0, 1}));
+        QCOMPARE(heat->heatmap_model()->placement().holders_of(1, 3), QVector<int>({1}));
+        ProfilerView* profiler = window_->profiler_view();
+        QVERIFY(profiler->tabs()->isTabVisible(profiler->ranks_tab()));
+
+        QSignalSpy finished(window_->chat(), &ChatController::finished);
+        window_->chat_view()->input()->setPlainText(QStringLiteral("Hello"));
+        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
+        QVERIFY(wait_for(finished, 1));
+        const ConversationToken* t = window_->conversation()->token(2);
+        QVERIFY(t != nullptr && t->trace.ranks.size() == 2);
+        QCOMPARE(t->trace.ranks[1].experts_ns, std::vector<uint64_t>({1200, 2000}));
+        heat->refresh();
+        const QModelIndex replicated = heat->heatmap_model()->index(0, 0), held = heat->heatmap_model()->index(0, 1);
+        QVERIFY(replicated.data(HeatmapModel::ReplicatedRole).toBool());
+        QCOMPARE(replicated.data(HeatmapModel::RankRole).toInt(), -1);
+        QCOMPARE(held.data(HeatmapModel::RankRole).toInt(), 1);
+        QVERIFY(held.data(Qt::ToolTipRole).toString().contains(QStringLiteral("on rank 1")));
+        profiler->refresh();
+        const RankTimeModel* ranks = profiler->rank_model();
+        QCOMPARE(ranks->rowCount(), 2);
+        QCOMPARE(ranks->index(0, RankTimeModel::FirstRank + 1).data(Qt::EditRole).toDouble(), 2.5);
+        QCOMPARE(ranks->index(1, ranks->slowest_column()).data().toString(), QStringLiteral("rank 1"));
+        QCOMPARE(ranks->index(0, ranks->bytes_column()).data(Qt::EditRole).toDouble(), 64.0);
+        QVERIFY2(profiler->rank_summary()->text().contains(QStringLiteral("2 ranks, 3 tokens: 128 B exchanged per token")),
+                 qPrintable(profiler->rank_summary()->text()));
+
+        // Descriptions colibri serve never gives: refused at connect with one line, the fake model stays.
+        const std::string shape = R"("family": "mixtral", "layers": 2, "moe_layers": [0, 1], "experts": 4, "active_experts": 2)";
+        const std::pair<std::string, QString> bad_models[] = {
+            {R"("ranks": 100000)", QStringLiteral("100000 ranks")},
+            {R"("ranks": 0)", QStringLiteral("0 ranks")},
+            {R"("ranks": 2.5)", QStringLiteral("not a count")},
+            {R"("ranks": 2, "placement": {"ranks": 2, "layers": {"0": [0, 1, 0]}})", QStringLiteral("lists 3 experts, the model has 4")},
+            {R"("ranks": 2, "placement": {"ranks": 2, "layers": {"0": [0, 1, 0, 7]}})", QStringLiteral("names 7, not a rank of 2")},
+            {R"("ranks": 2, "placement": {"ranks": 2, "layers": {"0": [0, 1, 0, [0, 0, 0]]}})", QStringLiteral("not a rank of 2")},
+            {R"("ranks": 2, "placement": {"ranks": 2, "layers": {"0": [0, 1, 0, []]}})", QStringLiteral("on no rank")},
+            {R"("ranks": 2, "placement": {"ranks": 2, "layers": {"7": [0, 1, 0, 1]}})", QStringLiteral("not an MoE layer")},
+            {R"("ranks": 2, "placement": {"ranks": 3, "layers": {}})", QStringLiteral("other ranks")},
+            {R"("ranks": 2, "placement": [0, 1])", QStringLiteral("no layers")},
+        };
+        const QString label = window_->model_label()->text();
+        for (const auto& [extra, why] : bad_models) {
+            fake.answer(R"({"data": [{"id": "x", "meta": {)" + shape + ", " + extra + "}}]}", "");
+            QSignalSpy failed(window_.get(), &MainWindow::modelLoadFailed);
+            window_->connect_server(fake.url());
+            QVERIFY(wait_for(failed, 1));
+            const QString message = failed.at(0).at(1).toString();
+            QVERIFY2(message.contains(why) && !message.contains(QLatin1Char('\n')), qPrintable(message));
+            QCOMPARE(window_->model_label()->text(), label);
+        }
+
+        // Rank timings colibri serve never sends: the reply fails with one line, Send stays usable.
+        const std::pair<std::string, QString> bad_streams[] = {
+            {R"([{"layer": 0, "experts_ns": [1, 2, 3], "exchange_ns": 1, "bytes": 1, "bytes_sent": 1, "bytes_received": 0}])", QStringLiteral("rank timings of 3 ranks, the server has 2")},
+            {R"([{"layer": 0, "experts_ns": [1, -2], "exchange_ns": 1, "bytes": 1, "bytes_sent": 1, "bytes_received": 0}])", QStringLiteral("not an unsigned number")},
+            {R"([{"layer": 0, "experts_ns": [1, 2], "exchange_ns": 1e300, "bytes": 1, "bytes_sent": 1, "bytes_received": 0}])", QStringLiteral("exchange_ns is not")},
+            {R"([{"layer": 0, "experts_ns": [1, 2]}])", QStringLiteral("exchange_ns is not")},
+            {"[" + std::string(R"({"layer": 0, "experts_ns": [1, 2], "exchange_ns": 1, "bytes": 1, "bytes_sent": 1, "bytes_received": 0},)") + "7]", QStringLiteral("wrong shape")},
+            {"[{}, {}, {}]", QStringLiteral("rank timings of 3 layers")},
+            {R"({"layer": 0})", QStringLiteral("not a list")},
+        };
+        fake.answer(R"({"data": [{"id": "fake", )" + meta + "}]}", "");
+        window_->connect_server(fake.url());
+        QVERIFY(wait_for(loaded, 2));
+        for (const auto& [ranks_json, why] : bad_streams) {
+            fake.answer(R"({"data": [{"id": "fake", )" + meta + "}]}", stream(ranks_json));
+            QSignalSpy failed(window_->chat(), &ChatController::failed);
+            window_->chat_view()->input()->setPlainText(QStringLiteral("Hello"));
+            QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
+            QVERIFY(wait_for(failed, 1));
+            const QString message = failed.at(0).at(0).toString();
+            QVERIFY2(message.contains(why) && !message.contains(QLatin1Char('\n')), qPrintable(message.left(300)));
+            QVERIFY(window_->chat_view()->send_button()->isEnabled());
+        }
+        // Rank timings from a server that said it runs alone.
+        const std::string alone = R"("meta": {"family": "mixtral", "layers": 2, "moe_layers": [0, 1], "experts": 4, "active_experts": 2,
+            "hidden_size": 8, "vocab_size": 16, "context": 64, "max_position": 64, "tokenizer": true, "chat_template": true})";
+        fake.answer(R"({"data": [{"id": "fake", )" + alone + "}]}", stream(good_ranks));
+        window_->connect_server(fake.url());
+        QVERIFY(wait_for(loaded, 3));
+        QVERIFY(heat->by_rank_box()->isHidden());
+        QVERIFY(!profiler->tabs()->isTabVisible(profiler->ranks_tab()));
+        QSignalSpy failed(window_->chat(), &ChatController::failed);
+        window_->chat_view()->input()->setPlainText(QStringLiteral("Hello"));
+        QTest::mouseClick(window_->chat_view()->send_button(), Qt::LeftButton);
+        QVERIFY(wait_for(failed, 1));
+        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("from a server of one rank")), qPrintable(failed.at(0).at(0).toString()));
     }
 
     // A server that sends what colibri serve never sends: a model description of the wrong types or sizes is

@@ -6,6 +6,7 @@
 #include <QDockWidget>
 #include <QHeaderView>
 #include <QLabel>
+#include <QStyle>
 #include <QTableView>
 #include <cmath>
 
@@ -233,7 +234,12 @@ private slots:
         QVERIFY(columns(m->bin() / 2) * view->min_section(m->bin() / 2) > width);  // the fewest per column that fit
         // Every column is wide enough for its label in the header's face.
         const QFontMetrics metrics(view->table()->horizontalHeader()->font());
-        for (int c = 0; c < m->columnCount(); ++c) QVERIFY(metrics.horizontalAdvance(m->headerData(c, Qt::Horizontal).toString()) + 8 <= section);
+        // The header draws a label within its section less the style's margin on either side (QStyle::SE_HeaderLabel).
+        QHeaderView* header = view->table()->horizontalHeader();
+        const int margins = 2 * header->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, header);
+        for (int c = 0; c < m->columnCount(); ++c)
+            QVERIFY2(metrics.horizontalAdvance(m->headerData(c, Qt::Horizontal).toString()) + margins <= section,
+                     qPrintable(QString("%1 in %2 px").arg(m->headerData(c, Qt::Horizontal).toString()).arg(section)));
         // A narrower table fits more experts per column.
         QCOMPARE(view->fit(256 * HeatmapView::kCellWidth).first, 1);
         QVERIFY(view->fit(width / 2).first > m->bin());

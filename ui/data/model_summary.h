@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/core/sampler.h"
+#include "ui/data/rank_placement.h"
 
 namespace colibri {
 class Model;
@@ -44,6 +45,8 @@ struct ModelSummary {
     QString default_sampling_text;
     int threads = 0;
     bool remote = false;      // a colibri serve elsewhere (path is its address): no file, no counters
+    // A server whose experts are spread over ranks (mpirun -np N colibri serve): N and who holds which expert.
+    RankPlacement placement;
     // With a RAM budget (the expert cache): 0 budget means the whole model is mapped.
     struct Cache {
         quint64 budget = 0;

@@ -72,6 +72,16 @@ struct LayerLinearState {
     std::vector<float> norms, betas, decays;
 };
 
+// A server across ranks at one MoE layer (engine/core/trace.h RankTiming, the trace extension's `ranks`): each
+// rank's time in its share of the experts, rank 0's time in the exchange, and the expert rows the exchange moved
+// (every rank's, and rank 0's own out and the others' in). This token's share of the step it was evaluated in.
+struct LayerRanks {
+    int layer = 0;
+    std::vector<uint64_t> experts_ns;  // per rank
+    uint64_t exchange_ns = 0;
+    uint64_t bytes = 0, bytes_sent = 0, bytes_received = 0;
+};
+
 struct CacheSnapshot;  // ui/cache_state.h
 
 struct ExpertCounters {
@@ -98,6 +108,7 @@ struct TokenTrace {
     std::vector<LayerCacheStep> cache;             // with a RAM budget
     std::vector<LayerPrediction> predictions;      // with a RAM budget: MoE layers after the first
     std::vector<LayerLinearState> linear_states;   // Gated DeltaNet layers, ascending
+    std::vector<LayerRanks> ranks;                 // a server across ranks: MoE layers, ascending
     // With a RAM budget, on the last position of each evaluation: every layer's slots after it (immutable, shared).
     std::shared_ptr<const CacheSnapshot> cache_state;
     TokenTime time() const;

@@ -1,5 +1,8 @@
 #include "ui/models/heatmap_model.h"
 
+#include <QStringList>
+#include <algorithm>
+
 #include "ui/colors.h"
 
 namespace colibri::studio {
@@ -9,6 +12,24 @@ QString expert_label(int first, int last) {
     return first == last ? QObject::tr("expert %1").arg(first) : QObject::tr("experts %1–%2").arg(first).arg(last);
 }
 }  // namespace
+
+QString HeatmapModel::holders_text(int row, int column) const {
+    // Which ranks compute the cell's experts: "; on rank 1", "; replicated on ranks 0, 1", "; on ranks 0–3".
+    if (!placement_.spread()) return {};
+    const int layer = usage_.layers[static_cast<size_t>(row)];
+    QVector<int> ranks;
+    for (int e = first_expert(column); e <= last_expert(column); ++e)
+        for (int r : placement_.holders_of(layer, e))
+            if (!ranks.contains(r)) ranks.push_back(r);
+    if (ranks.isEmpty()) return {};
+    std::sort(ranks.begin(), ranks.end());
+    QStringList names;
+    for (int r : ranks) names << QString::number(r);
+    const QString list = names.join(QStringLiteral(", "));
+    if (first_expert(column) == last_expert(column))
+        return ranks.size() == 1 ? tr("; on rank %1").arg(list) : tr("; replicated on ranks %1 (its tokens split among them)").arg(list);
+    return ranks.size() == 1 ? tr("; on rank %1").arg(list) : tr("; on ranks %1").arg(list);
+}
 
 void HeatmapModel::set_usage(const ExpertUsage& usage) {
     // Same shape: update in place so views keep their selection and scroll position.
@@ -79,6 +100,45 @@ bool HeatmapModel::is_marked(int row, int column) const {
     return std::any_of(it->begin(), it->end(), [&](int e) { return e >= first && e <= last; });
 }
 
+void HeatmapModel::set_placement(const RankPlacement& placement) {
+    placement_ = placement;
+    if (rowCount() > 0 && columnCount() > 0) emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
+}
+
+void HeatmapModel::set_by_rank(bool on) {
+    if (on == by_rank_) return;
+    by_rank_ = on;
+    if (rowCount() > 0 && columnCount() > 0) emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
+}
+
+int HeatmapModel::rank_of(int row, int column) const {
+    if (row < 0 || row >= rowCount() || !placement_.spread()) return -1;
+    const int layer = usage_.layers[static_cast<size_t>(row)];
+    int rank = -1;
+    for (int e = first_expert(column); e <= last_expert(column); ++e) {
+        const QVector<int> h = placement_.holders_of(layer, e);
+        if (h.size() != 1 || (rank >= 0 && h.front() != rank)) return -1;
+        rank = h.front();
+    }
+    return rank;
+}
+
+bool HeatmapModel::replicated(int row, int column) const {
+    if (row < 0 || row >= rowCount() || !placement_.spread()) return false;
+    const int layer = usage_.layers[static_cast<size_t>(row)];
+    for (int e = first_expert(column); e <= last_expert(column); ++e)
+        if (placement_.holders_of(layer, e).size() > 1) return true;
+    return false;
+}
+
+QColor HeatmapModel::cell_color(int row, int column) const {
+    const double intensity = max_ > 0 ? static_cast<double>(count(row, column)) / max_ : 0.0;
+    if (!by_rank()) return heat_color(intensity);
+    // The holder's hue, from pale (never chosen) to full (the busiest cell): owner and load at once.
+    const int rank = rank_of(row, column);
+    return blend(QColor(250, 250, 250), rank >= 0 ? rank_color(rank) : QColor(120, 120, 120), 0.3 + 0.7 * intensity);
+}
+
 QVariant HeatmapModel::data(const QModelIndex& index, int role) const {
     if (!index.isValid() || index.row() >= rowCount() || index.column() >= columnCount()) return {};
     const size_t row = static_cast<size_t>(index.row());
@@ -91,14 +151,17 @@ QVariant HeatmapModel::data(const QModelIndex& index, int role) const {
     case CountRole: return count;
     case ShareRole: return share;
     case IntensityRole: return intensity;
-    case Qt::BackgroundRole: return heat_color(intensity);
-    case Qt::ForegroundRole: return text_color_on(heat_color(intensity));
+    case Qt::BackgroundRole: return cell_color(index.row(), index.column());
+    case Qt::ForegroundRole: return text_color_on(cell_color(index.row(), index.column()));
     case Qt::TextAlignmentRole: return int(Qt::AlignCenter);
     case MarkedRole: return is_marked(index.row(), index.column());
+    case RankRole: return rank_of(index.row(), index.column());
+    case ReplicatedRole: return replicated(index.row(), index.column());
     case Qt::ToolTipRole:
-        return tr("layer %1, %2: %3 of %4 selections (%5%) over %6 tokens%7")
+        return tr("layer %1, %2: %3 of %4 selections (%5%) over %6 tokens%7%8")
             .arg(usage_.layers[row]).arg(expert_label(first_expert(index.column()), last_expert(index.column())))
             .arg(count).arg(b.selections).arg(share * 100.0, 0, 'f', 1).arg(usage_.tokens)
+            .arg(holders_text(index.row(), index.column()))
             .arg(is_marked(index.row(), index.column()) ? tr("; chosen for the selected token") : QString());
     default: return {};
     }

@@ -32,6 +32,10 @@ void ModelSummaryModel::set_summary(const ModelSummary& s) {
                                                                       : tr("%1 (its generation_config.json)").arg(s.default_sampling_text)});
     rows_.push_back({tr("context"), QStringLiteral("%1 of %2 tokens").arg(s.context).arg(s.max_position)});
     rows_.push_back({tr("threads"), QString::number(s.threads)});
+    if (s.placement.ranks > 1)
+        rows_.push_back({tr("ranks"), tr("%1 processes, each holding its share of the routed experts%2")
+                                          .arg(s.placement.ranks)
+                                          .arg(s.placement.spread() ? QString() : tr(" (the server did not say which)"))});
     if (s.cache.budget > 0)
         rows_.push_back({tr("RAM budget"), tr("%1: %2 kept mapped, slots for %3 of %4 experts per layer (%5 each), %6%7")
                                                .arg(human_bytes(s.cache.budget), human_bytes(s.cache.resident_bytes))

@@ -32,8 +32,14 @@ public:
     using QStyledItemDelegate::QStyledItemDelegate;
     void paint(QPainter* p, const QStyleOptionViewItem& option, const QModelIndex& index) const override {
         QStyledItemDelegate::paint(p, option, index);
-        if (!index.data(HeatmapModel::MarkedRole).toBool()) return;
         const QColor bg = index.data(Qt::BackgroundRole).value<QColor>();
+        const auto* heat = qobject_cast<const HeatmapModel*>(index.model());
+        if (heat != nullptr && heat->by_rank() && index.data(HeatmapModel::ReplicatedRole).toBool()) {
+            p->save();
+            draw_stripes(*p, option.rect, text_color_on(bg));
+            p->restore();
+        }
+        if (!index.data(HeatmapModel::MarkedRole).toBool()) return;
         p->save();
         p->setPen(QPen(text_color_on(bg), 3));
         p->setBrush(Qt::NoBrush);
@@ -42,6 +48,68 @@ public:
     }
 };
 }  // namespace
+
+void draw_stripes(QPainter& p, const QRectF& rect, const QColor& color) {
+    QColor c = color;
+    c.setAlphaF(0.45f);
+    p.setPen(QPen(c, 1.5));
+    p.setClipRect(rect);
+    const double step = 7.0;
+    for (double x = rect.left() - rect.height(); x < rect.right(); x += step)
+        p.drawLine(QPointF(x, rect.bottom()), QPointF(x + rect.height(), rect.top()));
+    p.setClipping(false);
+}
+
+void RankLegend::set_ranks(int ranks) {
+    ranks_ = ranks;
+    updateGeometry();
+    update();
+}
+
+QSize RankLegend::sizeHint() const {
+    const QFontMetrics fm(font());
+    return {minimumSizeHint().width(), fm.height() + 8};
+}
+
+QSize RankLegend::minimumSizeHint() const {
+    // Two ranks, the replicated swatch and the shade's note: what a narrow map still shows ("+N more" for the rest).
+    const QFontMetrics fm(font());
+    return {fm.horizontalAdvance(tr("rank 0") + tr("+%1 more").arg(ranks_) + tr("replicated") + tr("shade: count")) + 4 * 30, fm.height() + 8};
+}
+
+void RankLegend::paintEvent(QPaintEvent*) {
+    // One line under the map: each rank's swatch, then the replicated one, then what the shade means.
+    QPainter p(this);
+    const QFontMetrics fm(font());
+    const int box = std::min(fm.height(), 14), gap = 14, y = (height() - box) / 2;
+    const QString note = tr("shade: count");
+    const int tail = fm.horizontalAdvance(tr("replicated")) + box + 6 + gap + fm.horizontalAdvance(note);
+    int x = 2;
+    auto item = [&](const QColor& color, const QString& text, bool striped) {
+        const QRect swatch(x, y, box, box);
+        p.fillRect(swatch, color);
+        if (striped) draw_stripes(p, swatch, text_color_on(color));
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawRect(swatch);
+        p.drawText(QRect(swatch.right() + 5, 0, fm.horizontalAdvance(text) + 2, height()), Qt::AlignLeft | Qt::AlignVCenter, text);
+        x = swatch.right() + 5 + fm.horizontalAdvance(text) + gap;
+    };
+    for (int r = 0; r < ranks_; ++r) {
+        // The ranks that fit before the replicated swatch and the note; the rest said as a count.
+        const QString more = tr("+%1 more").arg(ranks_ - r);
+        const int after = r + 1 < ranks_ ? box + 5 + fm.horizontalAdvance(more) + gap : 0;
+        if (x + box + 5 + fm.horizontalAdvance(tr("rank %1").arg(r)) + gap + after + tail > width() && r > 0) {
+            p.setPen(palette().color(QPalette::WindowText));
+            p.drawText(QRect(x, 0, fm.horizontalAdvance(more) + 2, height()), Qt::AlignLeft | Qt::AlignVCenter, more);
+            x += fm.horizontalAdvance(more) + gap;
+            break;
+        }
+        item(rank_color(r), tr("rank %1").arg(r), false);
+    }
+    item(QColor(120, 120, 120), tr("replicated"), true);
+    p.setPen(palette().color(QPalette::PlaceholderText));
+    p.drawText(QRect(x, 0, width() - x, height()), Qt::AlignLeft | Qt::AlignVCenter, note);
+}
 
 void HeatLegend::set_max(double max) {
     max_ = max;
@@ -88,12 +156,21 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     to_->setRange(-1, 1 << 24);
     to_->setValue(-1);
     to_->setSpecialValueText(tr("end"));
+    // Sized for six digits, not for the range's eight: the first row then fits the workspace's heatmap column (at
+    // 1280×720 it was wider than the dock, which scrolled the legend out of sight).
+    for (QSpinBox* box : {from_, to_}) box->setMaximumWidth(box->fontMetrics().horizontalAdvance(QStringLiteral("000000")) + 22);
     generated_only_ = new QCheckBox(tr("generated tokens only"));
     bin_ = new QComboBox;
     bin_->addItem(tr("fit width"), 0);
     for (int b = 1; b <= 64; b *= 2) bin_->addItem(b == 1 ? tr("1 expert") : tr("%1 experts").arg(b), b);
     bin_->setToolTip(tr("experts per column: neighbouring experts summed, so hundreds of experts fit"));
     connect(bin_, &QComboBox::currentIndexChanged, this, &HeatmapView::apply_bin);
+    by_rank_ = new QCheckBox(tr("colour by rank"));
+    by_rank_->setObjectName(QStringLiteral("heatmap_by_rank"));
+    by_rank_->setToolTip(tr("Each expert in the colour of the rank that holds it (the server spreads its experts over ranks); "
+                            "the shade is still its count, replicated experts are striped"));
+    by_rank_->hide();
+    connect(by_rank_, &QCheckBox::toggled, this, &HeatmapView::apply_by_rank);
     auto* whole = new QPushButton(tr("Whole conversation"));
     auto* png = new QPushButton(tr("Export PNG…"));
     auto* csv = new QPushButton(tr("Export CSV…"));
@@ -120,6 +197,7 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     controls2->setContentsMargins(0, 0, 0, 0);
     controls2->addWidget(new QLabel(tr("per column")));
     controls2->addWidget(bin_);
+    controls2->addWidget(by_rank_);
     controls2->addStretch();
     controls2->addWidget(png);
     controls2->addWidget(csv);
@@ -135,6 +213,9 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     table_->setSelectionMode(QAbstractItemView::NoSelection);
     table_->viewport()->installEventFilter(this);
     legend_ = new HeatLegend;
+    rank_legend_ = new RankLegend;
+    rank_legend_->setObjectName(QStringLiteral("heatmap_rank_legend"));
+    rank_legend_->hide();
     summary_ = new QLabel;
     summary_->setObjectName(QStringLiteral("heatmap_summary"));
     mark_note_ = new QLabel;
@@ -146,11 +227,16 @@ HeatmapView::HeatmapView(Conversation* conversation, QWidget* parent) : QWidget(
     balance_table_->horizontalHeader()->setStretchLastSection(true);
     balance_table_->setMinimumHeight(2 * balance_table_->fontMetrics().height() + 12);
 
+    // By rank the legend is a line under the map, which keeps the map's whole width for the experts' columns.
     auto* map = new QWidget;
-    auto* map_layout = new QHBoxLayout(map);
-    map_layout->setContentsMargins(0, 0, 0, 0);
+    auto* map_column = new QVBoxLayout(map);
+    map_column->setContentsMargins(0, 0, 0, 0);
+    map_column->setSpacing(2);
+    auto* map_layout = new QHBoxLayout;
     map_layout->addWidget(table_, 1);
     map_layout->addWidget(legend_);
+    map_column->addLayout(map_layout, 1);
+    map_column->addWidget(rank_legend_);
     auto* bottom = new QWidget;
     auto* bottom_layout = new QVBoxLayout(bottom);
     bottom_layout->setContentsMargins(0, 0, 0, 0);
@@ -213,7 +299,19 @@ void HeatmapView::show_marked() {
 void HeatmapView::set_model(const ModelSummary& model) {
     experts_ = model.experts;
     heatmap_.set_linear_layers(model.linear_layer_ids);
+    heatmap_.set_placement(model.placement);
+    rank_legend_->set_ranks(model.placement.ranks);
+    // Across ranks who holds which expert is what the map is looked at for: on from the start.
+    by_rank_->setVisible(model.placement.spread());
+    by_rank_->setChecked(model.placement.spread());
+    apply_by_rank();
     refresh();
+}
+
+void HeatmapView::apply_by_rank() {
+    heatmap_.set_by_rank(by_rank_->isChecked());
+    legend_->setVisible(!heatmap_.by_rank());
+    rank_legend_->setVisible(heatmap_.by_rank());
 }
 
 void HeatmapView::set_bin(int experts) {
@@ -316,7 +414,6 @@ QImage HeatmapView::render_image(int cell) const {
     QFont f = p.font();
     f.setPixelSize(std::max(9, cell / 3));
     p.setFont(f);
-    const int max = std::max(heatmap_.max_cell(), 1);
     // Column labels where they fit: every column, or every 2nd, 4th... for long bin labels.
     const int label = p.fontMetrics().horizontalAdvance(heatmap_.headerData(cols - 1, Qt::Horizontal).toString()) + 4;
     int every = 1;
@@ -328,12 +425,30 @@ QImage HeatmapView::render_image(int cell) const {
         p.drawText(QRect(0, top + r * cell, left - 6, cell), Qt::AlignRight | Qt::AlignVCenter, tr("layer %1").arg(u.layers[static_cast<size_t>(r)]));
         for (int c = 0; c < cols; ++c) {
             const int v = heatmap_.count(r, c);
-            const QColor bg = heat_color(static_cast<double>(v) / max);
+            const QColor bg = heatmap_.cell_color(r, c);
             const QRect cellRect(left + c * cell, top + r * cell, cell, cell);
             p.fillRect(cellRect, bg);
+            if (heatmap_.by_rank() && heatmap_.replicated(r, c)) {
+                draw_stripes(p, cellRect, text_color_on(bg));
+                p.setClipping(false);
+            }
             p.setPen(text_color_on(bg));
             if (cell >= 20) p.drawText(cellRect, Qt::AlignCenter, QString::number(v));
         }
+    }
+    if (heatmap_.by_rank()) {
+        // The ranks' colours beside the map, as on screen.
+        const int ranks = heatmap_.placement().ranks;
+        const int line = std::max(cell / 2, 14), fit = std::max(std::max(rows, 1) * cell / line - 1, 1);
+        for (int k = 0; k <= std::min(ranks, fit); ++k) {
+            const bool replicated = k == std::min(ranks, fit);
+            const QRect swatch(left + cols * cell + 8, top + k * line + 2, line - 4, line - 4);
+            p.fillRect(swatch, replicated ? QColor(120, 120, 120) : rank_color(k));
+            if (replicated) draw_stripes(p, swatch, Qt::white);
+            p.setPen(Qt::black);
+            p.drawText(QPoint(swatch.right() + 4, swatch.bottom()), replicated ? tr("repl.") : QString::number(k));
+        }
+        return img;
     }
     const QRect bar(left + cols * cell + 12, top, 16, std::max(rows, 1) * cell);
     QLinearGradient g(bar.bottomLeft(), bar.topLeft());

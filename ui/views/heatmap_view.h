@@ -1,7 +1,8 @@
 // The expert heatmap: layers × experts activation counts over the conversation or a span of it, on a colour
 // scale with its legend, tooltips with counts and shares, load-balance figures per layer (entropy,
 // max/mean), and export as PNG and CSV. Hundreds of experts are binned (experts per column, by default as few as
-// fit the width) so a layer's row reads at a glance; one column per expert scrolls.
+// fit the width) so a layer's row reads at a glance; one column per expert scrolls. On a server across ranks each
+// cell can take the colour of the rank holding its experts (replicated ones striped), shaded by the count.
 #pragma once
 #include <QImage>
 #include <QTimer>
@@ -15,6 +16,7 @@ class QCheckBox;
 class QComboBox;
 class QHBoxLayout;
 class QLabel;
+class QPainter;
 class QSpinBox;
 class QTableView;
 
@@ -40,6 +42,27 @@ private:
     double max_ = 0;
     std::function<QString(double)> format_;
 };
+
+// By rank, one line under the map: each rank's colour (as many as fit, then "+N more"), the stripes of a replicated
+// expert, and that a cell's shade is its count.
+class RankLegend : public QWidget {
+    Q_OBJECT
+public:
+    using QWidget::QWidget;
+    void set_ranks(int ranks);
+    int ranks() const { return ranks_; }
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+protected:
+    void paintEvent(QPaintEvent*) override;
+
+private:
+    int ranks_ = 0;
+};
+
+// Diagonal stripes over `rect` in `color`: a replicated expert's cell.
+void draw_stripes(QPainter& p, const QRectF& rect, const QColor& color);
 
 class HeatmapView : public QWidget {
     Q_OBJECT
@@ -67,6 +90,9 @@ public:
     // Experts per column; 0 fits the width (the fewest per column, a power of two, that need no scrolling).
     void set_bin(int experts);
     QComboBox* bin_box() const { return bin_; }
+    // Colour by the rank holding each expert: shown only for a model whose experts are spread over ranks.
+    QCheckBox* by_rank_box() const { return by_rank_; }
+    RankLegend* rank_legend() const { return rank_legend_; }
     static constexpr int kCellWidth = 34;  // pixels per column (wider when fitting binned experts)
     static constexpr int kMaxCellWidth = 4 * kCellWidth;  // the widest a fitted column grows
 
@@ -84,6 +110,7 @@ protected:
 
 private:
     void apply_bin();
+    void apply_by_rank();
     void fit_rows();
     void show_marked();  // the selected token's experts, framed
     QFont header_font(int bin) const;
@@ -102,6 +129,8 @@ private:
     QTableView* table_ = nullptr;
     QTableView* balance_table_ = nullptr;
     HeatLegend* legend_ = nullptr;
+    QCheckBox* by_rank_ = nullptr;
+    RankLegend* rank_legend_ = nullptr;
     QLabel* summary_ = nullptr;
     QLabel* mark_note_ = nullptr;
     QHBoxLayout* controls_ = nullptr;

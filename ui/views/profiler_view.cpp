@@ -29,6 +29,7 @@
 
 #include "tools/measurement.h"
 #include "ui/colors.h"
+#include "ui/rank_stats.h"
 #include "ui/theme.h"
 #include "ui/views/chart_reset.h"
 #include "ui/views/elided_label.h"
@@ -192,11 +193,26 @@ ProfilerView::ProfilerView(Conversation* conversation, QWidget* parent) : QWidge
     counters_page_layout->addWidget(status_);
     counters_page_layout->addWidget(counters_split, 1);
 
+    // Across ranks: the summary line over a table of the MoE layers.
+    rank_summary_ = new QLabel;
+    rank_summary_->setObjectName(QStringLiteral("profiler_rank_summary"));
+    rank_summary_->setWordWrap(true);
+    rank_summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    rank_table_ = table_for(&ranks_);
+    rank_table_->setObjectName(QStringLiteral("profiler_rank_table"));
+    auto* ranks_page = new QWidget;
+    auto* ranks_layout = new QVBoxLayout(ranks_page);
+    ranks_layout->setContentsMargins(0, 2, 0, 0);
+    ranks_layout->addWidget(rank_summary_);
+    ranks_layout->addWidget(rank_table_, 1);
+
     tabs_ = new QTabWidget;
     tabs_->setDocumentMode(true);
     tabs_->addTab(per_token, tr("Per token"));
     tabs_->addTab(per_layer, tr("Per layer"));
     tabs_->addTab(counters_page, tr("Counters"));
+    ranks_tab_ = tabs_->addTab(ranks_page, tr("Ranks"));
+    tabs_->setTabVisible(ranks_tab_, false);
 
     auto* options = new QHBoxLayout;
     options->addWidget(new QLabel(tr("Counters:")));
@@ -243,6 +259,8 @@ void ProfilerView::set_counting(Counting mode) {
 void ProfilerView::set_model(const ModelSummary& model, const CounterSet& counters) {
     counter_set_ = counters;
     model_name_ = QFileInfo(model.path).fileName();
+    rank_count_ = model.placement.ranks;
+    tabs_->setTabVisible(ranks_tab_, rank_count_ > 1);
     threads_ = model.threads;
     kernel_.clear();
     layers_.set_deltanet_steps(!model.linear_layer_ids.isEmpty());
@@ -305,6 +323,7 @@ void ProfilerView::refresh() {
     token_table_->resizeColumnsToContents();
     times_ = time_totals(*conversation_, span);
     show_summary(times_);
+    show_ranks(span);
     show_comparison();
     rebuild_chart();
     rebuild_counter_chart();
@@ -356,6 +375,27 @@ void ProfilerView::show_summary(const TimeTotals& t) {
         }
     }
     overhead_->setText(overhead);
+}
+
+void ProfilerView::show_ranks(const TokenSpan& span) {
+    if (rank_count_ < 2) {
+        ranks_.set_totals(RankTotals{});
+        rank_summary_->clear();
+        return;
+    }
+    const RankTotals r = rank_totals(*conversation_, span, rank_count_);
+    ranks_.set_totals(r);
+    rank_table_->resizeColumnsToContents();
+    if (r.tokens == 0) {
+        rank_summary_->setText(tr("%1 ranks hold the experts. No tokens with rank timings yet: send a message.").arg(r.ranks));
+        return;
+    }
+    rank_summary_->setText(tr("%1 ranks, %2 tokens: %3 exchanged per token (every rank's expert rows, all MoE layers); "
+                              "rank 0 spent %4 % of the step in exchanges (waiting for the other ranks, then the transfer); slowest: rank %5, "
+                              "the slowest at %6 of %7 MoE layers, its experts %8× the fastest rank's time.")
+                               .arg(r.ranks).arg(r.tokens).arg(bytes_text(r.bytes_per_token))
+                               .arg(r.exchange_share * 100.0, 0, 'f', 1).arg(r.slowest).arg(r.slowest_layers).arg(r.layers.size())
+                               .arg(r.slowest_over_fastest, 0, 'f', 2));
 }
 
 void ProfilerView::rebuild_chart() {

@@ -6,7 +6,8 @@
 // them), and the line says plainly which counters this machine does not give (hardware counters on a VM).
 // A profile can be kept as a baseline, saved and compared with later (another kernel, thread count or build, as
 // Hotspot compares two recordings): the step's change with whether it stands out of the noise, and per layer the
-// baseline's total beside this one's, in the table and as markers on the chart.
+// baseline's total beside this one's, in the table and as markers on the chart. On a server across ranks a Ranks tab
+// shows per MoE layer each rank's expert time, rank 0's wait in the exchange and the bytes exchanged per token.
 #pragma once
 #include <QSortFilterProxyModel>
 #include <QTimer>
@@ -16,6 +17,7 @@
 #include "ui/data/model_summary.h"
 #include "ui/data/profile_snapshot.h"
 #include "ui/models/profiler_models.h"
+#include "ui/models/rank_model.h"
 #include "ui/data/token_trace.h"
 #include "ui/trace_collector.h"
 
@@ -47,6 +49,10 @@ public:
     LayerProfileModel* layer_model() { return &layers_; }
     ExpertCounterModel* expert_model() { return &experts_; }
     TokenTimeModel* token_model() { return &tokens_; }
+    RankTimeModel* rank_model() { return &ranks_; }
+    // "2 ranks, 24 tokens: 2.0 KiB exchanged per token …"; the Ranks tab is shown only for a model on several ranks.
+    QLabel* rank_summary() const { return rank_summary_; }
+    int ranks_tab() const { return ranks_tab_; }
     TokenTimeline* timeline() const { return timeline_; }
     QLabel* counter_status() const { return status_; }
     // "24 generated tokens, 6.25 ms each: attention … + other …"
@@ -100,6 +106,7 @@ private:
     void rebuild_chart();
     void rebuild_counter_chart();
     void show_summary(const TimeTotals& t);
+    void show_ranks(const TokenSpan& span);
     void show_comparison();
     // The menu's file dialogs; errors go to the comparison line.
     void save_profile_as();
@@ -109,6 +116,11 @@ private:
     LayerProfileModel layers_;
     ExpertCounterModel experts_;
     TokenTimeModel tokens_;
+    RankTimeModel ranks_;
+    int rank_count_ = 1;
+    QLabel* rank_summary_ = nullptr;
+    QTableView* rank_table_ = nullptr;
+    int ranks_tab_ = -1;
     QSortFilterProxyModel expert_sort_;
     QSortFilterProxyModel token_sort_;
     CounterSet counter_set_;
