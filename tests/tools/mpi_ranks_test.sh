@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Expert parallelism under mpirun (several processes on this machine): the logits and generated ids of 2, 3 and 4 ranks,
 # round-robin and a placement written by `colibri placement` from a routing trace (the hottest expert replicated), are
-# byte for byte one process's for a Mixtral, a DeepSeek-V3 (shared expert, latent attention), the Qwen3-Next and Qwen3.5
-# hybrids, gpt-oss, MiniMax-M2 and GLM-4.7-Flash;
+# byte for byte one process's for a Mixtral and every MoE family of the reference set (each round-robin and from its
+# own trace);
 # generate and bench --json name the ranks and bench reports the exchange per token and MoE layer; a placement naming
 # experts the model lacks is refused before any token with one line and a non-zero exit; a rank killed mid-run makes
 # the other stop with one line within its --rank-timeout, never a hang. `colibri serve` under mpirun answers as one
@@ -37,9 +37,9 @@ check() { if ! "$@"; then echo "FAIL: $*" >&2; exit 1; fi; }
 "$make_model" -o "$work/mixtral-hf" --family mixtral --vocab 300 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --experts 8 \
   --top-k 2 --ffn 128 --seed 3 > /dev/null
 "$cli" convert "$work/mixtral-hf" -o "$work/mixtral.bin" -q
-"$cli" convert "$reference/hf/deepseek_v3/model" -o "$work/deepseek_v3.bin" --type q8_0 -q
-"$cli" convert "$reference/hf/qwen3_next/model" -o "$work/qwen3_next.bin" --type q8_0 -q
-for family in qwen3_5_moe gpt_oss minimax_m2 glm4_moe_lite; do
+# Every MoE family of the reference set (transformers' own modeling code made them).
+families="qwen2_moe olmoe qwen3_moe gpt_oss deepseek_v3 glm4_moe minimax_m2 glm4_moe_lite qwen3_next qwen3_5_moe"
+for family in $families; do
   "$cli" convert "$reference/hf/$family/model" -o "$work/$family.bin" --type q8_0 -q
 done
 tokens="1,17,42,99,5,25,3,77,8,14,64,12,30,2,9,11,40,7"
@@ -81,26 +81,18 @@ solo mixtral
 placement mixtral 3
 same_logits mixtral 3 --placement "$work/placement.json"
 same_ids mixtral 3 --placement "$work/placement.json"
-solo deepseek_v3
-same_logits deepseek_v3 3
-solo qwen3_next
-placement qwen3_next 2
-same_logits qwen3_next 2 --placement "$work/placement.json"
-# Four processes (more than this machine's cores: oversubscribed), round-robin and from a trace, and the newer
-# families: the hybrid Qwen3.5, gpt-oss's biased experts, MiniMax-M2's sigmoid routing, GLM-4.7-Flash's latent attention.
-solo mixtral
 same_logits mixtral 4
-solo qwen3_5_moe
-same_logits qwen3_5_moe 4
-placement qwen3_5_moe 4
-same_logits qwen3_5_moe 4 --placement "$work/placement.json"
-same_ids qwen3_5_moe 4 --placement "$work/placement.json"
-solo gpt_oss
-same_logits gpt_oss 3
-solo minimax_m2
-same_logits minimax_m2 2
-solo glm4_moe_lite
-same_logits glm4_moe_lite 3
+# Every reference family round-robin and from its own trace, the rank counts taking turns over 2, 3 (uneven) and 4
+# (more processes than this machine's cores: oversubscribed).
+i=0
+for family in $families; do
+  solo "$family"
+  same_logits "$family" $((2 + i % 3))
+  placement "$family" $((2 + (i + 1) % 3))
+  same_logits "$family" $((2 + (i + 1) % 3)) --placement "$work/placement.json"
+  i=$((i + 1))
+done
+same_ids qwen3_5_moe 3 --placement "$work/placement.json"  # the last family's: the hybrid, from its trace, 3 ranks
 
 # bench --json under mpirun: the ranks and the exchange per token and MoE layer.
 ranks 2 "$cli" bench -m "$work/mixtral.bin" -p 8 -n 8 -r 1 -t 1 --bandwidth-mib 8 --json > "$work/bench.json"
