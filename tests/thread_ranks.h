@@ -16,10 +16,12 @@
 
 namespace colibri::test {
 
-// `ranks` threads on `path`, exchanges bounded by `limit`; `part` runs on each once it has joined and returns that
-// rank's status. Returns every rank's status (a failed load or join is that rank's).
+// `ranks` threads on `path`, exchanges bounded by `limit`, the experts spread by the `placement` file (empty:
+// round-robin); `part` runs on each once it has joined and returns that rank's status. Returns every rank's status
+// (a failed load or join is that rank's).
 inline std::vector<Status> thread_ranks(const std::string& path, uint32_t ranks, std::chrono::milliseconds limit,
-                                        const std::function<Status(uint32_t rank, const Model&, Communicator&)>& part) {
+                                        const std::function<Status(uint32_t rank, const Model&, Communicator&)>& part,
+                                        const std::string& placement = {}) {
     ThreadGroup group(ranks);
     std::vector<Status> statuses(ranks);
     std::vector<std::thread> threads;
@@ -28,7 +30,7 @@ inline std::vector<Status> thread_ranks(const std::string& path, uint32_t ranks,
             Communicator& comm = group.rank(r);
             auto model = Model::load(path);
             if (!model) return void(statuses[r] = model.status());
-            auto parallel = join_ranks(*model.value(), comm, RankRequest{{}, limit, &comm});
+            auto parallel = join_ranks(*model.value(), comm, RankRequest{placement, limit, &comm});
             if (!parallel) return void(statuses[r] = parallel.status());
             statuses[r] = part(r, *model.value(), comm);
         });

@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <map>
 
+#include "tools/measurement.h"
+
 namespace colibri::studio {
 
 namespace {
 
-double median(std::vector<double>& v) {
-    if (v.empty()) return 0.0;
-    const size_t mid = v.size() / 2;
-    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(mid), v.end());
-    if (v.size() % 2 == 1) return v[mid];
-    const double upper = v[mid];
-    return (*std::max_element(v.begin(), v.begin() + std::ptrdiff_t(mid)) + upper) / 2.0;
-}
+double median(const std::vector<double>& v) { return tools::Spread::of(v).median; }
 
 // One layer's samples over the span.
 struct LayerSamples {
@@ -59,7 +54,7 @@ RankTotals rank_totals(const Conversation& c, const TokenSpan& span, int ranks) 
         RankLayerStats l;
         l.layer = layer;
         l.tokens = static_cast<int>(s.exchange_us.size());
-        for (std::vector<double>& v : s.experts_us) l.experts_us.push_back(median(v));
+        for (const std::vector<double>& v : s.experts_us) l.experts_us.push_back(median(v));
         l.exchange_us = median(s.exchange_us);
         l.bytes_per_token = s.bytes / l.tokens;
         l.slowest = static_cast<int>(std::max_element(l.experts_us.begin(), l.experts_us.end()) - l.experts_us.begin());

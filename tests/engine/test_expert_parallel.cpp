@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
+#include <QTemporaryFile>
 #include <QtTest>
 #include <algorithm>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "../test_support.h"
+#include "../thread_ranks.h"
 #include "engine/core/model.h"
 #include "engine/core/session.h"
 #include "engine/distributed/expert_parallel.h"
@@ -54,7 +56,7 @@ struct RankRecorder final : TraceObserver {
 };
 
 // observers (rank 0's, or one process's): for the decoded session and the other one of the batched step.
-Status evaluate(Model& model, const std::vector<int32_t>& ids, RankRun& out, RankRecorder* observers = nullptr) {
+Status evaluate(const Model& model, const std::vector<int32_t>& ids, RankRun& out, RankRecorder* observers = nullptr) {
     ThreadPool pool(1);
     SessionOptions options;
     options.chunk = 16;  // several chunks, one of them partial
@@ -87,29 +89,19 @@ RankRun solo(const std::string& path, const std::vector<int32_t>& ids, RankRecor
     return run;
 }
 
-// `ranks` threads, each with its own Model on the file; placement (null: round-robin) spreads the experts; rank 0's
-// sessions observed by `observers` when given.
+// `ranks` threads, each with its own Model on the file, joined as generate's ranks join (tests/thread_ranks.h);
+// placement_json (empty: round-robin) spreads the experts; rank 0's sessions observed by `observers` when given.
 std::vector<RankRun> ranks_run(const std::string& path, uint32_t ranks, const std::vector<int32_t>& ids, const std::string& placement_json = {},
                                RankRecorder* observers = nullptr) {
-    ThreadGroup group(ranks);
+    QTemporaryFile placement;  // --placement reads a file
+    if (!placement_json.empty() && (!placement.open() || placement.write(placement_json.data(), qint64(placement_json.size())) < 0 || !placement.flush()))
+        return std::vector<RankRun>(ranks, RankRun{{}, error("cannot write the placement file"), {}});
     std::vector<RankRun> runs(ranks);
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < ranks; ++r)
-        threads.emplace_back([&, r] {
-            Communicator& comm = group.rank(r);
-            comm.set_wait_limit(std::chrono::milliseconds(120000));
-            auto m = Model::load(path);
-            if (!m) return void(runs[r].status = m.status());
-            const PlacementShape shape = m.value()->placement_shape();
-            auto placement = placement_json.empty() ? Result<ExpertPlacement>(ExpertPlacement::round_robin(ranks, shape))
-                                                    : ExpertPlacement::parse(placement_json, ranks, shape);
-            if (!placement) return void(runs[r].status = placement.status());
-            if (Status s = agree_before_start(comm, m.value()->fingerprint(), &placement.value()); !s) return void(runs[r].status = s);
-            ExpertParallel parallel{&comm, std::move(placement.value())};
-            m.value()->set_expert_parallel(&parallel);
-            runs[r].status = evaluate(*m.value(), ids, runs[r], r == 0 ? observers : nullptr);
-        });
-    for (std::thread& t : threads) t.join();
+    const std::vector<Status> statuses =
+        thread_ranks(path, ranks, std::chrono::milliseconds(120000), [&](uint32_t r, const Model& model, Communicator&) {
+            return evaluate(model, ids, runs[r], r == 0 ? observers : nullptr);
+        }, placement_json.empty() ? std::string() : placement.fileName().toStdString());
+    for (uint32_t r = 0; r < ranks; ++r) runs[r].status = statuses[r];
     return runs;
 }
 

@@ -3,15 +3,15 @@
 #include <QFont>
 #include <QIcon>
 #include <QPixmap>
+#include <algorithm>
+#include <cmath>
 
 #include "ui/colors.h"
 #include "ui/data/model_summary.h"
 
 namespace colibri::studio {
 
-QString bytes_text(double bytes) {
-    return bytes < 1024.0 ? QStringLiteral("%1 B").arg(bytes, 0, 'f', 0) : human_bytes(static_cast<quint64>(bytes + 0.5));
-}
+QString bytes_text(double bytes) { return human_bytes(static_cast<quint64>(std::llround(std::max(bytes, 0.0)))); }
 
 RankTimeModel::RankTimeModel(QObject* parent) : TableModel(parent) { declare_columns(); }
 

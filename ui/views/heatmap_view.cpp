@@ -428,10 +428,7 @@ QImage HeatmapView::render_image(int cell) const {
             const QColor bg = heatmap_.cell_color(r, c);
             const QRect cellRect(left + c * cell, top + r * cell, cell, cell);
             p.fillRect(cellRect, bg);
-            if (heatmap_.by_rank() && heatmap_.replicated(r, c)) {
-                draw_stripes(p, cellRect, text_color_on(bg));
-                p.setClipping(false);
-            }
+            if (heatmap_.by_rank() && heatmap_.replicated(r, c)) draw_stripes(p, cellRect, text_color_on(bg));
             p.setPen(text_color_on(bg));
             if (cell >= 20) p.drawText(cellRect, Qt::AlignCenter, QString::number(v));
         }
